@@ -1,0 +1,87 @@
+"""wlc: workload capture. Puts a database of Delta tables in master mode and logs its
+committed changes into batches that ``wlr`` replays (MonetDB's Lazy Logical Replication).
+
+Module functions act on the master started last in this process (as MonetDB's SQL
+procedures act on the current database); programs that drive several masters use
+:class:`wlc.Master` objects directly.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from .errors import BatchError, ConfigError, MasterStateError, WlcError
+from .master import Master
+from .session import spark_session
+
+__all__ = ["spark_session", "master", "beat", "stop", "flush", "clock", "tick", "current",
+           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError"]
+
+_current: Master | None = None
+
+
+def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> Master:
+    """Put ``<dbfarm>/<dbname>` in master mode and start capturing its committed changes.
+
+    Args:
+        dbname: database name (a plain identifier; the folder ``<dbfarm>/<dbname>``).
+        dbfarm: folder holding the databases; default ``$WLC_DBFARM`` or ``dbfarm`` in config.
+        logs: folder for the published batches; default ``<dbfarm>/<dbname>/wlc_logs``
+            (MonetDB's optional log path). Recorded in ``wlc.config``.
+
+    Returns:
+        wlc.Master: the master, also the target of the module functions below.
+
+    A database already holding tables gets a snapshot first (each table copied at its
+    current Delta version). Calling it on a database already in master mode warns and
+    changes nothing but resumes capture in this process, continuing where capture stopped.
+
+    Raises:
+        ConfigError: a name or the beat in config is malformed.
+        MasterStateError: the database stopped logging (``wlc.stop()``); as in MonetDB a
+            stopped master needs a fresh snapshot. Also when another process is capturing it.
+    """
+    global _current
+    m = Master(dbname, dbfarm=dbfarm, logs=logs).start()
+    if _current is not None and _current is not m:
+        _current.close()
+    _current = m
+    return m
+
+
+def current() -> Master:
+    """The master started last in this process. Raises MasterStateError when there is none."""
+    if _current is None:
+        raise MasterStateError("no master in this process: call wlc.master(dbname) first")
+    return _current
+
+
+def beat(seconds: float) -> None:
+    """Publish each batch ``seconds`` after its first record (0: one batch per transaction).
+
+    Raises ConfigError for a negative or non-numeric value (nothing changes), MasterStateError
+    when no master runs or it stopped.
+    """
+    current().beat(seconds)
+
+
+def flush() -> int:
+    """Capture every commit made before the call and publish the open batch now.
+
+    Returns the id of the last transaction published (-1: none yet).
+    """
+    return current().flush()
+
+
+def stop() -> None:
+    """Flush and stop logging for good (``state=2`` in wlc.config); as MonetDB's ``wlc.stop()``."""
+    current().stop()
+
+
+def clock() -> datetime | None:
+    """Commit time (UTC) of the last logged transaction; None when nothing was logged."""
+    return current().clock()
+
+
+def tick() -> int:
+    """Id of the last logged transaction; -1 when nothing was logged."""
+    return current().tick()

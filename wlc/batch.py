@@ -1,0 +1,257 @@
+"""The batch format: what a published batch holds, how it is published and verified.
+
+A batch is a folder ``<logs>/<dbname>_<12-digit batch number>``::
+
+    manifest.json                      written last: format, txn records, watermark, checksums
+    rows/<schema.table>/wlc_version=<v>/part-*.parquet   change rows of one Delta version
+    images/<schema.table>/<v>/part-*.parquet             full table image where the change feed cannot describe a version
+
+It is built in a staging folder ``<logs>/.open-<n>-<uuid>`` and published by one rename,
+so a reader sees no batch or the whole batch; it is never changed afterwards. Every file
+but the manifest is listed in the manifest with its size and SHA-256; the manifest carries
+the SHA-256 of its own canonical content. Replay verifies all of it before applying.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from .errors import BatchError
+from .storage import Storage
+
+FORMAT = "wlc-batch"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STAGING_PREFIX = ".open-"
+
+DDL_KINDS = ("create", "alter", "drop")
+CHANGE_KINDS = ("cdf", "image")
+
+
+def utc_iso(ts: datetime) -> str:
+    """An aware datetime as ISO-8601 UTC with microseconds and ``Z``."""
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def batch_name(dbname: str, number: int) -> str:
+    return f"{dbname}_{number:012d}"
+
+
+@dataclass
+class TxnRecord:
+    """One master transaction: one committed Delta version of one table (or a table drop).
+
+    ``ddl`` is ``create``, ``alter``, ``drop`` or None; ``change`` is ``cdf`` (rows from the
+    Change Data Feed in ``rows``), ``image`` (the table's full image at ``version`` in
+    ``rows``) or None. ``meta`` is the table's metadata after the transaction when it is
+    DDL or an image.
+    """
+
+    txn: int
+    gtid: str
+    time: datetime
+    table: str
+    version: int | None
+    operation: str
+    ddl: str | None = None
+    change: str | None = None
+    meta: dict | None = None
+    rows: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    user: str | None = None
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["time"] = utc_iso(self.time)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TxnRecord":
+        data = dict(data)
+        data["time"] = parse_utc(data["time"])
+        return cls(**data)
+
+
+@dataclass
+class Manifest:
+    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts)."""
+
+    database: str
+    dbid: str
+    batch: int
+    watermark: datetime
+    txns: list[TxnRecord]
+    cursors: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, dict] = field(default_factory=dict)
+    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def first_txn(self) -> int:
+        return self.txns[0].txn if self.txns else -1
+
+    @property
+    def last_txn(self) -> int:
+        return self.txns[-1].txn if self.txns else -1
+
+    def body(self) -> dict:
+        return {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "database": self.database, "dbid": self.dbid, "batch": self.batch,
+            "first_txn": self.first_txn, "last_txn": self.last_txn,
+            "watermark": utc_iso(self.watermark), "created": utc_iso(self.created),
+            "txns": [t.to_json() for t in self.txns],
+            "files": self.files, "cursors": self.cursors,
+        }
+
+    def to_bytes(self) -> bytes:
+        body = self.body()
+        body["checksum"] = _digest(body)
+        return json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BatchError(f"{source}: manifest is truncated or not JSON ({exc}); "
+                             "the batch is damaged: restore it from a copy or accept its transactions") from exc
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            raise BatchError(f"{source}: not a {FORMAT} manifest")
+        if body.get("format_version") != FORMAT_VERSION:
+            raise BatchError(f"{source}: batch format version {body.get('format_version')!r} is not "
+                             f"supported (this wlr reads version {FORMAT_VERSION}); upgrade wlr")
+        claimed = body.pop("checksum", None)
+        if claimed != _digest(body):
+            raise BatchError(f"{source}: manifest checksum mismatch; the manifest was altered or damaged")
+        try:
+            return cls(
+                database=body["database"], dbid=body["dbid"], batch=int(body["batch"]),
+                watermark=parse_utc(body["watermark"]), created=parse_utc(body["created"]),
+                txns=[TxnRecord.from_json(t) for t in body["txns"]],
+                cursors=body.get("cursors") or {}, files=body.get("files") or {},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
+    h = hashlib.sha256()
+    size = 0
+    with storage.fs.open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            h.update(chunk)
+    return size, h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- writing
+
+def open_staging(storage: Storage, logs: str, number: int) -> str:
+    """Create and return a fresh staging folder for batch ``number`` inside ``logs``."""
+    path = Storage.join(logs, f"{STAGING_PREFIX}{number:012d}-{uuid.uuid4().hex[:8]}")
+    storage.makedirs(path)
+    return path
+
+
+def clear_staging(storage: Storage, logs: str) -> None:
+    """Remove staging folders left by a capture that stopped before publishing."""
+    for name in storage.listdir(logs):
+        if name.startswith(STAGING_PREFIX):
+            storage.rm(Storage.join(logs, name))
+
+
+def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> str:
+    """Checksum the staged files, write the manifest last, and rename the folder into place.
+
+    Returns the published path. Raises FileExistsError when that batch number is taken
+    (another capturer is running on the same master).
+    """
+    files = {}
+    for rel in storage.walk_files(staging):
+        if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):
+            if rel != MANIFEST:  # Spark's hidden .crc files: not part of the batch
+                storage.rm(Storage.join(staging, rel))
+            continue
+        if rel.endswith("_SUCCESS"):
+            storage.rm(Storage.join(staging, rel))
+            continue
+        size, digest = file_sha256(storage, Storage.join(staging, rel))
+        files[rel] = {"size": size, "sha256": digest}
+    manifest.files = files
+    storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
+    storage.fsync_tree(staging)
+    final = Storage.join(logs, batch_name(manifest.database, manifest.batch))
+    storage.rename(staging, final)
+    return final
+
+
+# ----------------------------------------------------------------------------- reading
+
+def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> list[tuple[int, str]]:
+    """Published batches of ``dbname`` in ``logs`` with number >= ``start``: ``[(number, path)]`` ascending."""
+    pattern = re.compile(rf"^{re.escape(dbname)}_(\d{{12}})$")
+    out = []
+    for name in storage.listdir(logs):
+        m = pattern.match(name)
+        if m and int(m.group(1)) >= start:
+            out.append((int(m.group(1)), Storage.join(logs, name)))
+    return sorted(out)
+
+
+def read_manifest(storage: Storage, batch_path: str) -> Manifest:
+    """Read and check a batch's manifest. Raises BatchError when it is missing or damaged."""
+    try:
+        raw = storage.read_bytes(Storage.join(batch_path, MANIFEST))
+    except FileNotFoundError as exc:
+        raise BatchError(f"{batch_path}: manifest.json is missing; the batch is damaged") from exc
+    return Manifest.from_bytes(raw, batch_path)
+
+
+def verify_files(storage: Storage, batch_path: str, manifest: Manifest,
+                 prefixes: Iterable[str] | None = None) -> dict[str, str]:
+    """Check listed files (all, or those under ``prefixes``) against size and SHA-256.
+
+    Returns ``{relative path: problem}``, empty when everything is intact. Files present on
+    disk under a checked prefix but not listed count as problems too (they would be read).
+    """
+    prefixes = list(prefixes) if prefixes is not None else None
+
+    def wanted(rel: str) -> bool:
+        return prefixes is None or any(rel.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+    problems: dict[str, str] = {}
+    for rel, info in manifest.files.items():
+        if not wanted(rel):
+            continue
+        path = Storage.join(batch_path, rel)
+        try:
+            size, digest = file_sha256(storage, path)
+        except FileNotFoundError:
+            problems[rel] = "missing"
+            continue
+        if size != info["size"]:
+            problems[rel] = f"size {size} bytes, expected {info['size']} (truncated or extended)"
+        elif digest != info["sha256"]:
+            problems[rel] = "SHA-256 mismatch"
+    for prefix in prefixes or []:
+        for rel in storage.walk_files(Storage.join(batch_path, prefix)):
+            full = f"{prefix.rstrip('/')}/{rel}"
+            if full not in manifest.files and not rel.rsplit("/", 1)[-1].startswith("."):
+                problems[full] = "not listed in the manifest (added after publishing)"
+    return problems

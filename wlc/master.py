@@ -1,0 +1,384 @@
+"""Master mode: ``wlc.config``, the capture thread, the heartbeat and the module-level state.
+
+The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``logs``,
+``state`` 1 started / 2 stopped, ``batches`` next batch number, ``beat`` seconds,
+``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
+GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
+``watermark`` (every master commit at or before it is in a published batch).
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+import uuid
+import warnings
+from datetime import datetime, timezone
+
+from . import batch as batchfmt
+from . import snapshot as snap
+from .batch import Manifest, TxnRecord, utc_iso, parse_utc
+from .capture import Capture, CaptureState, Cursor, discover_tables, settle_limit, split_name, utcnow
+from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from .deltalog import list_versions, metadata_at
+from .errors import ConfigError, MasterStateError
+from .session import active_session
+from .storage import Storage
+from .watch import FolderWatch
+
+log = logging.getLogger("wlc.master")
+
+CONFIG_FILE = "wlc.config"
+STARTED, STOPPED = 1, 2
+
+
+def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
+    """A database's ``wlc.config`` as a dict, or None when it is not (and never was) a master."""
+    path = Storage.join(db_path, CONFIG_FILE)
+    if not storage.exists(path):
+        return None
+    return parse_kv(storage.read_text(path), path)
+
+
+class Master:
+    """A database in master mode and the capture that feeds its logs.
+
+    Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
+    several. Capture runs in a daemon thread woken by filesystem events (or polling) and
+    publishes the open batch ``beat`` seconds after its first record.
+    """
+
+    def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark=None,
+                 capture: bool = True):
+        self.dbname = check_name(dbname, "database")
+        self.dbfarm = resolve_dbfarm(dbfarm)
+        self.storage = Storage.of(self.dbfarm)
+        self.path = Storage.join(self.dbfarm, self.dbname)
+        self._logs_arg = logs
+        self._spark = spark
+        self._want_capture = capture
+        cfg = settings()
+        self.settle = number(cfg["capture"]["settle"], "capture.settle")
+        self.polling = bool(cfg["capture"]["polling"])
+        self.poll_interval = number(cfg["capture"]["poll_interval"], "capture.poll_interval", 0.01)
+        self._default_beat = number(cfg["master"]["beat"], "master.beat")
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch: FolderWatch | None = None
+        self._lockfile = None
+        self.capture: Capture | None = None
+        self.config: dict[str, str] = {}
+        self._pending: list[TxnRecord] = []
+        self._staging: str | None = None
+        self._open_since: float | None = None
+        self._last_logged: TxnRecord | None = None
+        self._error: BaseException | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def spark(self):
+        if self._spark is None:
+            self._spark = active_session()
+        return self._spark
+
+    @property
+    def logs(self) -> str:
+        return self.config.get("logs") or Storage.join(self.path, "wlc_logs")
+
+    @property
+    def state(self) -> int:
+        return int(self.config.get("state", STARTED))
+
+    def table_path(self, name: str) -> str:
+        """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
+        schema, table = split_name(name)
+        return self.storage.uri(Storage.join(self.path, schema, table))
+
+    def create_schema(self, schema: str) -> str:
+        """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
+
+        Managed tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's
+        layout and ``DROP TABLE`` removes their folder (which capture records as a drop).
+        Returns the schema name.
+        """
+        from .capture import quote_ident
+        check_name(schema, "schema")
+        loc = self.storage.uri(Storage.join(self.path, schema))
+        self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} LOCATION '{loc}'")
+        return schema
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> "Master":
+        """Put the database in master mode (or resume capture of one already there).
+
+        Raises:
+            MasterStateError: the master was stopped (state=2): a new snapshot is needed, as in MonetDB.
+        """
+        self.storage.makedirs(self.path)
+        existing = read_config(self.storage, self.path)
+        if existing is not None:
+            self.config = existing
+            if self.state == STOPPED:
+                raise MasterStateError(
+                    f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
+                    "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then call master() again")
+            if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(self.logs):
+                raise MasterStateError(f"database {self.dbname!r} already logs to {self.logs}, not {self._logs_arg}")
+            warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
+                          "(capture resumes where it stopped)", stacklevel=3)
+            state = self._restore_state()
+        else:
+            state = self._initialise()
+        batchfmt.clear_staging(self.storage, self.logs)
+        self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
+                               skip_schemas=self._skip_schemas())
+        if self._want_capture:
+            self._start_thread()
+        return self
+
+    def _skip_schemas(self) -> set[str]:
+        logs = os.path.abspath(self.logs)
+        parent = os.path.dirname(logs)
+        return {os.path.basename(logs)} if os.path.abspath(self.path) == parent else set()
+
+    def _initialise(self) -> CaptureState:
+        logs = str(self._logs_arg) if self._logs_arg is not None else Storage.join(self.path, "wlc_logs")
+        if "://" not in logs:
+            logs = os.path.abspath(logs)
+        self.storage.makedirs(logs)
+        dbid = uuid.uuid4().hex
+        tables = discover_tables(self.storage, self.path, {os.path.basename(logs)})
+        snapshot = ""
+        state = CaptureState()
+        if tables:
+            snapshot = Storage.join(self.path, "wlc_snapshot")
+            versions = {n: list_versions(self.storage, p)[-1] for n, p in tables.items()}
+            metas = {}
+            for n, p in tables.items():
+                metas[n] = metadata_at(self.storage, p, versions[n]) or Capture(
+                    self.spark, self.storage, self.path, self.dbname, dbid, state)._meta_via_spark(p, versions[n])
+            session = self.spark.newSession()
+            session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+            state.tables = snap.take(session, self.storage, self.path, snapshot, tables, versions, metas, dbid)
+        self.config = {
+            "snapshot": snapshot, "logs": logs, "state": STARTED, "batches": 0,
+            "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,
+            "format": batchfmt.FORMAT_VERSION, "tick": -1, "watermark": "",
+            "created": utc_iso(utcnow()),
+        }
+        self._save_config()
+        return state
+
+    def _restore_state(self) -> CaptureState:
+        published = batchfmt.list_batches(self.storage, self.logs, self.dbname)
+        if published:
+            number, path = published[-1]
+            manifest = batchfmt.read_manifest(self.storage, path)
+            state = CaptureState.from_json(manifest.cursors)
+            state.next_batch = number + 1
+            if manifest.txns:
+                self._last_logged = manifest.txns[-1]
+            self.config.update({"batches": number + 1, "tick": manifest.last_txn,
+                                "write": utc_iso(manifest.txns[-1].time) if manifest.txns else self.config.get("write", "")})
+            self._save_config()
+            return state
+        if self.config.get("snapshot"):
+            body = snap.read(self.storage, self.config["snapshot"])
+            return CaptureState({k: Cursor.from_json(v) for k, v in body["tables"].items()}, 0, 0)
+        return CaptureState()
+
+    def _save_config(self) -> None:
+        self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.config))
+
+    def _start_thread(self) -> None:
+        lock_path = os.path.join(self.path, "wlc.lock")
+        if self.storage.local:
+            fh = open(lock_path, "a+")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.close()
+                raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
+                                       "stop it or use that process") from None
+            fh.seek(0), fh.truncate(), fh.write(str(os.getpid())), fh.flush()
+            self._lockfile = fh
+        if self.storage.local:
+            self._watch = FolderWatch(self.path, recursive=True, polling=self.polling,
+                                      interval=self.poll_interval, accept=self._relevant_event)
+        self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.dbname}", daemon=True)
+        self._thread.start()
+
+    def _relevant_event(self, path: str) -> bool:
+        return "_delta_log" in path or path.count(os.sep) <= self.path.count(os.sep) + 2
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            timeout = self.poll_interval
+            try:
+                with self._lock:
+                    if self.state != STARTED:
+                        return
+                    deferred = self._step(take_all=False)
+                    due = self._due_in()
+                if deferred:
+                    timeout = min(timeout, self.settle)
+                if due is not None:
+                    timeout = min(timeout, max(due, 0.0))
+                self._error = None
+            except Exception as exc:  # keep capturing; the next scan retries from the same cursors
+                self._error = exc
+                log.exception("capture of %s failed; retrying", self.dbname)
+                timeout = max(timeout, 1.0)
+            if self._watch is not None:
+                self._watch.wait(timeout)
+            else:
+                self._stop.wait(timeout)
+
+    # ------------------------------------------------------------------ capture steps
+    def _step(self, take_all: bool) -> bool:
+        """One scan: stage new transactions, publish when the beat says so.
+
+        Returns True when commits were seen but left for a later scan (too recent).
+        """
+        now = utcnow()
+        limit = None if take_all else settle_limit(now, self.settle)
+        watermark = settle_limit(now, self.settle)
+        cap = self.capture
+        items, cursors = cap.plan(limit, now)
+        beat = self.beat_seconds
+        if items:
+            if beat == 0:
+                for k, item in enumerate(items):
+                    self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
+                    rows = cap.write_rows(self._staging, [item])
+                    self._pending = cap.to_records([item], rows)
+                    if k < len(items) - 1:
+                        # the cursors as after this transaction; the watermark stops before the next one
+                        cap.advance({item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
+                        self._publish(min(watermark, items[k + 1].time - _EPS))
+                    else:
+                        cap.advance(cursors)
+                        self._publish(watermark)
+            else:
+                if self._staging is None:
+                    self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
+                    self._open_since = time.monotonic()
+                rows = cap.write_rows(self._staging, items)
+                self._pending.extend(cap.to_records(items, rows))
+                self._last_logged = self._pending[-1]
+        cap.advance(cursors)
+        cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
+        if self._pending and (take_all or beat == 0 or self._due_in() == 0):
+            self._publish(watermark)
+        elif not self._pending:
+            self._note_watermark(watermark)
+        return cap.deferred
+
+    def _due_in(self) -> float | None:
+        if not self._pending or self._open_since is None:
+            return None
+        return max(0.0, self._open_since + self.beat_seconds - time.monotonic())
+
+    def _publish(self, watermark: datetime) -> None:
+        cap = self.capture
+        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=cap.state.next_batch,
+                            watermark=watermark, txns=self._pending)
+        state = cap.state.copy()
+        state.next_batch += 1
+        manifest.cursors = state.to_json()
+        batchfmt.publish(self.storage, self.logs, self._staging, manifest)
+        cap.state.next_batch += 1
+        self._last_logged = self._pending[-1]
+        self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
+                            "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
+        self._save_config()
+        log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
+        self._pending, self._staging, self._open_since = [], None, None
+
+    def _note_watermark(self, watermark: datetime) -> None:
+        old = self.config.get("watermark")
+        if not old or parse_utc(old) < watermark:
+            self.config["watermark"] = utc_iso(watermark)
+            self._save_config()
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def beat_seconds(self) -> float:
+        return float(self.config.get("beat", self._default_beat))
+
+    def beat(self, seconds: float) -> None:
+        """Set the heartbeat: a batch is published ``seconds`` after its first record (0: one batch per transaction).
+
+        Raises:
+            ConfigError: ``seconds`` is negative or not a number.
+        """
+        value = number(seconds, "beat")
+        with self._lock:
+            self._check_started()
+            self.config["beat"] = _fmt_seconds(value)
+            self._save_config()
+        if self._watch is not None:
+            self._watch.wake()
+
+    def flush(self) -> int:
+        """Capture every commit made before this call and publish the open batch now.
+
+        Returns the id of the last transaction published (-1: none yet). Raises
+        MasterStateError when the master was stopped.
+        """
+        with self._lock:
+            self._check_started()
+            self._step(take_all=True)
+            return int(self.config.get("tick", -1))
+
+    def stop(self) -> None:
+        """Flush, then stop logging for good (state=2). MonetDB: the end of life of the snapshot."""
+        with self._lock:
+            if self.state == STOPPED:
+                return
+            self._step(take_all=True)
+            self.config["state"] = STOPPED
+            self.config["watermark"] = "stopped"
+            self._save_config()
+        self.close()
+
+    def close(self) -> None:
+        """Stop this process's capture thread (the database stays in master mode)."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
+
+    def clock(self) -> datetime | None:
+        """Commit time (UTC) of the last logged transaction, or None when none was logged."""
+        with self._lock:
+            return self._last_logged.time if self._last_logged else None
+
+    def tick(self) -> int:
+        """Id of the last logged transaction (captured into a batch, published or open), -1 when none."""
+        with self._lock:
+            return self._last_logged.txn if self._last_logged else -1
+
+    def _check_started(self) -> None:
+        if self.state != STARTED:
+            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
+
+    def __repr__(self) -> str:
+        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"
+
+
+_EPS = __import__("datetime").timedelta(microseconds=1)
+
+
+def _fmt_seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

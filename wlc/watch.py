@@ -1,0 +1,64 @@
+"""Waking up when files change: watchdog events on local folders, its polling observer on
+network filesystems (NFS, SMB, FUSE), and a timeout in every wait as a safety net."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from watchdog.events import FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.polling import PollingObserver
+
+log = logging.getLogger("wlc.watch")
+
+
+class _Wake(FileSystemEventHandler):
+    def __init__(self, event: threading.Event, accept):
+        self.event = event
+        self.accept = accept
+
+    def on_any_event(self, event):
+        if self.accept(event.src_path) or self.accept(getattr(event, "dest_path", "") or ""):
+            self.event.set()
+
+
+class FolderWatch:
+    """Watch ``path`` (recursively when asked); ``wait(timeout)`` returns early on a change.
+
+    Args:
+        path: local folder to watch; created if missing.
+        recursive: watch sub-folders too.
+        polling: use watchdog's PollingObserver (for network filesystems) instead of native events.
+        interval: seconds between polls of the polling observer.
+        accept: predicate on event paths; only accepted paths wake waiters.
+    """
+
+    def __init__(self, path: str, recursive: bool = True, polling: bool = False,
+                 interval: float = 1.0, accept=lambda p: True):
+        self.changed = threading.Event()
+        self.path = path
+        os.makedirs(path, exist_ok=True)
+        self._observer = PollingObserver(timeout=interval) if polling else Observer()
+        self._observer.schedule(_Wake(self.changed, accept), path, recursive=recursive)
+        self._observer.daemon = True
+        try:
+            self._observer.start()
+        except OSError as exc:  # e.g. inotify limits: fall back to timeouts only
+            log.warning("cannot watch %s (%s); falling back to polling by timeout", path, exc)
+            self._observer = None
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a change; True when one arrived. Clears the flag."""
+        hit = self.changed.wait(max(0.0, timeout))
+        self.changed.clear()
+        return hit
+
+    def wake(self) -> None:
+        self.changed.set()
+
+    def close(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
