@@ -1,0 +1,103 @@
+"""wlr: workload replay. Makes and keeps replicas of a ``wlc`` master (MonetDB's Lazy
+Logical Replication): copy the master's snapshot, apply its published batches in order,
+up to a transaction id or an instant, and stop at the first failure until it is fixed
+or skipped with :func:`accept`.
+
+Module functions act on the replica used last in this process; programs that drive
+several replicas use :class:`wlr.Replica` objects directly.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
+from .plan import parse_until
+from .replica import Replica
+
+__all__ = ["replicate", "stop", "accept", "beat", "clock", "tick", "status", "current",
+           "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError",
+           "parse_until"]
+
+_current: Replica | None = None
+
+
+def replicate(master, until=None, replica: str | None = None, dbfarm: str | None = None,
+              *, follow: bool | None = None, timeout: float | None = None) -> Replica:
+    """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
+
+    Args:
+        master: master database name (or the ``wlc.Master``).
+        until: None: everything published, then (by default) keep following in the
+            background until :func:`stop`. int N: every transaction with id <= N (inclusive,
+            as MonetDB's ``wlr.replicate(N)``). datetime or ISO-8601 string: every
+            transaction committed at or before that UTC instant, across all tables
+            (inclusive, as PostgreSQL's ``recovery_target_time`` with
+            ``recovery_target_inclusive``); naive datetimes are taken as UTC.
+        replica: replica database name; default ``<master>_replica``.
+        dbfarm: folder holding master and replica; default ``$WLC_DBFARM`` or config.
+        follow: override ``replica.follow`` from config for ``until=None``.
+        timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+
+    Returns:
+        wlr.Replica: when the target is reached (following: when all published is applied).
+
+    A new replica starts from the master's snapshot (or empty). A later call continues from
+    where the replica stands.
+
+    Raises:
+        TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``) or
+            is a point the replica has already passed (replay cannot go back).
+        ReplicationError: a transaction could not be applied, now or in an earlier call or
+            process, and was not accepted; names batch, txn, table and cause.
+        ReplicationTimeout: ``until`` was not published within ``timeout`` seconds.
+        ReplicaStateError: the replica folder belongs to another master or is busy.
+    """
+    global _current
+    name = replica or f"{getattr(master, 'dbname', master)}_replica"
+    if _current is not None and (_current.name, _current.master) == (name, getattr(master, "dbname", master)) \
+            and (dbfarm is None or _current.dbfarm == Replica(master, name, dbfarm).dbfarm):
+        rep = _current
+    else:
+        if _current is not None:
+            _current.stop()
+        rep = Replica(master, replica=name, dbfarm=dbfarm)
+    _current = rep
+    return rep.replicate(until, follow=follow, timeout=timeout)
+
+
+def current() -> Replica:
+    """The replica used last in this process. Raises ReplicaStateError when there is none."""
+    if _current is None:
+        raise ReplicaStateError("no replica in this process: call wlr.replicate(master) first")
+    return _current
+
+
+def stop() -> None:
+    """Stop following (MonetDB's ``wlr.stop()``); the replica keeps what it applied."""
+    if _current is not None:
+        _current.stop()
+
+
+def accept() -> int:
+    """Skip exactly the transaction replay failed at; returns its id (MonetDB's ``wlr.accept()``)."""
+    return current().accept()
+
+
+def beat() -> int:
+    """Refresh rate of follow mode in seconds (MonetDB's ``wlr.beat()``)."""
+    return current().beat()
+
+
+def clock() -> datetime | None:
+    """Master commit time (UTC) of the last transaction applied; None when none."""
+    return current().clock()
+
+
+def tick() -> int:
+    """Id of the last transaction applied (or skipped by accept()); -1 when none."""
+    return current().tick()
+
+
+def status() -> dict:
+    """The current replica's state: master, tick, clock, lag (transactions, seconds), error."""
+    return current().status()

@@ -1,0 +1,316 @@
+"""Applying one master transaction to a replica's Delta table (change set -> Delta).
+
+Every transaction becomes Delta commits on one replica table, each tagged in
+``commitInfo.userMetadata`` with ``wlr:<master dbid>:<txn>``; DML lands as exactly one
+commit that also carries Delta's idempotent-write marker (``txnAppId=wlc:<master dbid>``,
+``txnVersion=<txn>``), so replaying it twice changes nothing. DDL that needs several
+commits tags the intermediate ones ``...:<txn>:part`` and ends with a tagged final commit;
+a transaction counts as applied only when its final commit exists.
+
+Change rows are reduced before they touch the table (Drizzle's reducer, MusicBrainz's
+packet compaction): images are netted per row (+1 insert/postimage, -1 delete/preimage)
+so each row is touched once, then applied by one MERGE (or one append when only
+inserts remain). Rows are found by the key columns of the ``wlc.key`` table property when
+declared, else by the full row image with exact duplicate counts.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+from pyspark.sql import DataFrame, functions as F
+
+from wlc.batch import TxnRecord
+from wlc.capture import CHANGE_TYPE, delta_ref, quote_ident, split_name
+from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from wlc.snapshot import create_table_sql, _lit
+from wlc.storage import Storage
+
+log = logging.getLogger("wlr.apply")
+
+TAG_PREFIX = "wlr:"
+FINAL_PROPERTY = "wlr.txn"
+_SIGN = "__wlr_sign"
+_N = "__wlr_n"
+_OP = "__wlr_op"
+
+
+class ApplyError(Exception):
+    """A transaction cannot be applied; the message is the cause."""
+
+
+def tag(dbid: str, txn: int, part: bool = False) -> str:
+    return f"{TAG_PREFIX}{dbid}:{txn}" + (":part" if part else "")
+
+
+def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
+    """``(txn, final)`` from a replay tag of master ``dbid``, else None."""
+    prefix = f"{TAG_PREFIX}{dbid}:"
+    if not text or not text.startswith(prefix):
+        return None
+    rest = text[len(prefix):].split(":")
+    try:
+        return int(rest[0]), len(rest) == 1
+    except ValueError:
+        return None
+
+
+def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
+    return " AND ".join(f"{left}.{quote_ident(c)} <=> {right}.{quote_ident(c)}" for c in cols) or "true"
+
+
+class Applier:
+    """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``."""
+
+    def __init__(self, spark, storage: Storage, replica_path: str, dbid: str):
+        self.spark = spark
+        self.storage = storage
+        self.replica_path = replica_path
+        self.dbid = dbid
+        self.app_id = f"wlc:{dbid}"
+
+    def table_path(self, name: str) -> str:
+        schema, table = split_name(name)
+        return Storage.join(self.replica_path, schema, table)
+
+    # ------------------------------------------------------------------ inspection
+    def last_final_txn(self, name: str, since_version: int = -1) -> int:
+        """Highest txn whose final replay commit is in the table's log after ``since_version`` (-1: none)."""
+        path = self.table_path(name)
+        best = -1
+        for v in reversed(list_versions(self.storage, path)):
+            if v <= since_version:
+                break
+            found = parse_tag(read_commit(self.storage, path, v).user_metadata, self.dbid)
+            if found and found[1]:
+                best = max(best, found[0])
+                break
+        return best
+
+    def foreign_writes(self, name: str, since_version: int) -> list[str]:
+        """Commits after ``since_version`` that change data or shape and were not made by replay."""
+        path = self.table_path(name)
+        out = []
+        for v in list_versions(self.storage, path):
+            if v <= since_version:
+                continue
+            commit = read_commit(self.storage, path, v)
+            if parse_tag(commit.user_metadata, self.dbid) is not None:
+                continue
+            if commit.data_change or commit.metadata is not None:
+                out.append(f"version {v} ({commit.operation})")
+        return out
+
+    def current_version(self, name: str) -> int:
+        versions = list_versions(self.storage, self.table_path(name))
+        return versions[-1] if versions else -1
+
+    def current_meta(self, name: str) -> TableMeta | None:
+        v = self.current_version(name)
+        return metadata_at(self.storage, self.table_path(name), v) if v >= 0 else None
+
+    # ------------------------------------------------------------------ applying
+    @contextmanager
+    def _tagged(self, rec: TxnRecord, part: bool, idempotent: bool = False):
+        conf = self.spark.conf
+        conf.set("spark.databricks.delta.commitInfo.userMetadata", tag(self.dbid, rec.txn, part))
+        if idempotent:
+            conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+            conf.set("spark.databricks.delta.write.txnVersion", str(rec.txn))
+        try:
+            yield
+        finally:
+            conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+            if idempotent:
+                conf.unset("spark.databricks.delta.write.txnAppId")
+                conf.unset("spark.databricks.delta.write.txnVersion")
+
+    def apply(self, batch_path: str, rec: TxnRecord) -> None:
+        """Apply ``rec`` (its rows under ``batch_path``). Raises ApplyError with the cause."""
+        path = self.table_path(rec.table)
+        uri = self.storage.uri(path)
+        exists = is_delta_table(self.storage, path)
+        if rec.ddl == "drop":
+            if exists:
+                self.storage.rm(path)
+            return
+        meta = TableMeta.from_json(rec.meta) if rec.meta else None
+        if rec.ddl == "create":
+            if exists and self.current_version(rec.table) >= 0 and self.last_final_txn(rec.table) < 0 \
+                    and not self._created_by_replay(rec.table):
+                raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+            with self._tagged(rec, part=True):
+                for stmt in create_table_sql(uri, meta):
+                    if " ADD CONSTRAINT " in stmt and self._has_constraint(rec.table, stmt):
+                        continue
+                    self.spark.sql(stmt)
+        elif not exists:
+            raise ApplyError(f"table {rec.table} does not exist on the replica")
+        elif rec.ddl == "alter" and rec.change != "image":
+            with self._tagged(rec, part=True):
+                self._alter(rec.table, uri, meta)
+        if rec.change == "cdf":
+            rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
+            self._apply_changes(rec, uri, rows)
+            return
+        if rec.change == "image":
+            rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
+            self._replace(rec, uri, rows, meta)
+            return
+        # DDL only: finish with one tagged commit that records the transaction
+        with self._tagged(rec, part=False):
+            self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{rec.txn}')")
+
+    def _created_by_replay(self, name: str) -> bool:
+        path = self.table_path(name)
+        versions = list_versions(self.storage, path)
+        return bool(versions) and parse_tag(read_commit(self.storage, path, versions[0]).user_metadata, self.dbid) is not None
+
+    def _has_constraint(self, name: str, stmt: str) -> bool:
+        meta = self.current_meta(name)
+        if meta is None:
+            return False
+        cname = stmt.split(" ADD CONSTRAINT ", 1)[1].split(" CHECK ", 1)[0].strip("`").replace("``", "`")
+        return cname.lower() in {k.lower() for k in meta.constraints}
+
+    def _alter(self, name: str, uri: str, new: TableMeta) -> None:
+        """Bring the replica table's shape to ``new``: add columns, constraints, properties."""
+        from pyspark.sql.types import StructType
+
+        old = self.current_meta(name)
+        have = set(old.columns)
+        added = [f for f in StructType.fromJson(new.schema).fields if f.name not in have]
+        ref = delta_ref(uri)
+        if added:
+            cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()}" for f in added)
+            self.spark.sql(f"ALTER TABLE {ref} ADD COLUMNS ({cols})")
+        self._sync_properties(ref, old, new)
+
+    def _sync_properties(self, ref: str, old: TableMeta, new: TableMeta) -> None:
+        for cname in old.constraints:
+            if cname not in new.constraints or new.constraints[cname] != old.constraints[cname]:
+                self.spark.sql(f"ALTER TABLE {ref} DROP CONSTRAINT IF EXISTS {quote_ident(cname)}")
+        for cname, expr in new.constraints.items():
+            if old.constraints.get(cname) != expr:
+                self.spark.sql(f"ALTER TABLE {ref} ADD CONSTRAINT {quote_ident(cname)} CHECK ({expr})")
+        oldp = {k: v for k, v in old.properties.items() if not k.startswith(("delta.constraints.", "wlr."))}
+        newp = {k: v for k, v in new.properties.items() if not k.startswith(("delta.constraints.", "wlr."))}
+        gone = [k for k in oldp if k not in newp]
+        if gone:
+            self.spark.sql(f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ({', '.join(_lit(k) for k in gone)})")
+        changed = {k: v for k, v in newp.items() if oldp.get(k) != v}
+        if changed:
+            body = ", ".join(f"{_lit(k)} = {_lit(v)}" for k, v in changed.items())
+            self.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
+
+    def _replace(self, rec: TxnRecord, uri: str, rows: DataFrame, meta: TableMeta) -> None:
+        """Replace the table's content (and shape, for a non-additive ALTER) by the image, in one commit."""
+        old = self.current_meta(rec.table)
+        reshaped = old is not None and (old.schema != meta.schema or old.partition_columns != meta.partition_columns)
+        if reshaped:
+            with self._tagged(rec, part=True):
+                for cname in old.constraints:
+                    self.spark.sql(f"ALTER TABLE {delta_ref(uri)} DROP CONSTRAINT IF EXISTS {quote_ident(cname)}")
+        from pyspark.sql.types import StructType
+        schema = StructType.fromJson(meta.schema)
+        df = rows.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+        with self._tagged(rec, part=False):
+            writer = (df.write.format("delta").mode("overwrite")
+                      .option("txnAppId", self.app_id).option("txnVersion", rec.txn))
+            if reshaped:
+                writer = writer.option("overwriteSchema", "true").partitionBy(*meta.partition_columns)
+            writer.save(uri)
+        if reshaped or rec.ddl == "alter":
+            with self._tagged(rec, part=True):
+                self._sync_properties(delta_ref(uri), self.current_meta(rec.table) or old, meta)
+
+    # ------------------------------------------------------------------ DML
+    def _apply_changes(self, rec: TxnRecord, uri: str, rows: DataFrame) -> None:
+        cols = [c for c in rows.columns if c != CHANGE_TYPE]
+        counts = {r[CHANGE_TYPE]: r["count"] for r in rows.groupBy(CHANGE_TYPE).count().collect()}
+        target_meta = self.current_meta(rec.table)
+        keys = [k for k in (target_meta.key_columns if target_meta else []) if k in cols]
+        signed = rows.withColumn(_SIGN, F.when(F.col(CHANGE_TYPE).isin("insert", "update_postimage"), 1).otherwise(-1))
+        if set(counts) <= {"insert"}:
+            self._append(rec, uri, rows.select(*[quote_ident(c) for c in cols]))
+        elif keys:
+            self._merge_by_key(rec, uri, signed, cols, keys)
+        else:
+            self._merge_by_image(rec, uri, signed, cols)
+        log.debug("txn %d on %s: %s", rec.txn, rec.table, counts)
+
+    def _append(self, rec: TxnRecord, uri: str, df: DataFrame) -> None:
+        with self._tagged(rec, part=False):
+            (df.write.format("delta").mode("append")
+               .option("txnAppId", self.app_id).option("txnVersion", rec.txn).save(uri))
+
+    def _merge_by_key(self, rec: TxnRecord, uri: str, signed: DataFrame, cols: list[str], keys: list[str]) -> None:
+        from delta.tables import DeltaTable
+
+        qk = [quote_ident(k) for k in keys]
+        dels = signed.filter(F.col(_SIGN) < 0).select(*qk).distinct()
+        ins = signed.filter(F.col(_SIGN) > 0).select(*[quote_ident(c) for c in cols]).withColumn(_OP, F.lit(1))
+        target = self.spark.read.format("delta").load(uri)
+        missing = dels.join(target.select(*qk), on=[dels[k].eqNullSafe(target[k]) for k in keys], how="left_anti")
+        lost = missing.limit(3).collect()
+        if lost:
+            raise ApplyError(f"rows to delete or update are not on the replica (keys {[tuple(r) for r in lost]}); "
+                             "the replica has diverged from the master")
+        d = dels.alias("d")
+        i = ins.alias("i")
+        joined = d.join(i, on=[F.col(f"d.{q}").eqNullSafe(F.col(f"i.{q}")) for q in qk], how="full_outer")
+        source = joined.select(
+            *[F.coalesce(F.col(f"i.{q}"), F.col(f"d.{q}")).alias(k) if k in keys else F.col(f"i.{quote_ident(k)}").alias(k)
+              for k, q in ((c, quote_ident(c)) for c in cols)],
+            F.col(f"i.{_OP}").isNotNull().alias(_OP))
+        on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
+        values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
+        with self._tagged(rec, part=False, idempotent=True):
+            (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
+             .whenMatchedUpdate(condition=f"s.{_OP}", set=values)
+             .whenMatchedDelete(condition=f"NOT s.{_OP}")
+             .whenNotMatchedInsert(condition=f"s.{_OP}", values=values)
+             .execute())
+
+    def _merge_by_image(self, rec: TxnRecord, uri: str, signed: DataFrame, cols: list[str]) -> None:
+        """Multiset semantics: deleting one of two identical rows leaves one."""
+        from delta.tables import DeltaTable
+
+        qc = [quote_ident(c) for c in cols]
+        net = signed.groupBy(*qc).agg(F.sum(_SIGN).alias(_N)).filter(F.col(_N) != 0).cache()
+        try:
+            pos = net.filter(F.col(_N) > 0)
+            neg = net.filter(F.col(_N) < 0)
+            if neg.limit(1).count() == 0:
+                self._append(rec, uri, _repeat(pos, F.col(_N)).select(*qc))
+                return
+            target = self.spark.read.format("delta").load(uri)
+            have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
+                                           on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
+                    .groupBy(*qc).count())
+            counted = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
+                       .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
+                               (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{_N}")).alias(_N))).cache()
+            short = counted.filter(F.col(_N) < 0).limit(3).collect()
+            if short:
+                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {[tuple(r)[:-1] for r in short]}); "
+                                 "the replica has diverged from the master")
+            source = (counted.select(*qc).withColumn(_OP, F.lit("del"))
+                      .unionByName(_repeat(counted, F.col(_N)).select(*qc).withColumn(_OP, F.lit("ins")))
+                      .unionByName(_repeat(pos, F.col(_N)).select(*qc).withColumn(_OP, F.lit("ins"))))
+            on = f"({_eq_null_safe('t', 's', cols)}) AND s.{_OP} = 'del'"
+            values = {q: f"s.{q}" for q in qc}
+            with self._tagged(rec, part=False, idempotent=True):
+                (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
+                 .whenMatchedDelete()
+                 .whenNotMatchedInsert(condition=f"s.{_OP} = 'ins'", values=values)
+                 .execute())
+            counted.unpersist()
+        finally:
+            net.unpersist()
+
+
+def _repeat(df: DataFrame, times) -> DataFrame:
+    """Each row ``times`` times (0 drops it)."""
+    return (df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int"))))
+              .drop("__wlr_rep"))

@@ -1,0 +1,145 @@
+"""Which transactions to apply: parsing ``until`` and planning replay (pure, no Spark, no I/O).
+
+Semantics:
+
+* ``until=N`` (int): every transaction with id <= N, inclusive (MonetDB's tests,
+  PostgreSQL's ``recovery_target_xid`` with ``recovery_target_inclusive=on``).
+* ``until=<instant>`` (aware datetime, naive datetime taken as UTC, or ISO-8601 text): every
+  transaction committed at or before the instant, inclusive (``recovery_target_time``),
+  across all tables. The target counts as reached only when the master's watermark (or a
+  later transaction, or a stopped master) proves nothing committed by then is still unpublished.
+* ``until=None``: everything published.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Sequence
+
+from .errors import TargetError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A replay target: ``kind`` is ``"all"``, ``"txn"`` or ``"time"``."""
+
+    kind: str
+    txn: int | None = None
+    time: datetime | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "txn":
+            return f"transaction {self.txn}"
+        if self.kind == "time":
+            return self.time.isoformat()
+        return "everything published"
+
+
+@dataclass(frozen=True)
+class TxnRef:
+    """What planning needs of a published transaction."""
+
+    txn: int
+    time: datetime
+    batch: int
+
+
+@dataclass
+class Plan:
+    """The transactions to apply now, and whether the target is reached after them."""
+
+    apply: list[TxnRef] = field(default_factory=list)
+    reached: bool = False
+    waiting_for: str = ""
+
+
+def parse_until(until) -> Target:
+    """Turn ``until`` into a Target.
+
+    Args:
+        until: None; an int transaction id >= 0; a datetime (naive means UTC); or an
+            ISO-8601 string such as ``"2026-11-22T10:15:00Z"`` or ``"2026-11-22 10:15:00+01:00"``.
+
+    Raises:
+        TargetError: any other value, e.g. ``Timestamp 'halo' has incorrect format``.
+    """
+    if until is None:
+        return Target("all")
+    if isinstance(until, bool):
+        raise TargetError(f"until={until!r} is neither a transaction id nor an instant")
+    if isinstance(until, int):
+        if until < 0:
+            raise TargetError(f"transaction id {until} is negative; ids start at 0")
+        return Target("txn", txn=until)
+    if isinstance(until, datetime):
+        return Target("time", time=_utc(until))
+    if isinstance(until, str):
+        text = until.strip()
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        except ValueError:
+            raise TargetError(f"Timestamp '{until}' has incorrect format; use ISO-8601, "
+                              "e.g. '2026-11-22T10:15:00Z', or an int transaction id") from None
+        return Target("time", time=_utc(parsed))
+    raise TargetError(f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
+                      "nor an instant (datetime or ISO-8601 string)")
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+
+
+def check_not_passed(target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None) -> None:
+    """Refuse a target the replica has already passed (replay cannot go back).
+
+    ``tick``/``clock``: id and commit time of the last transaction handled.
+
+    Raises:
+        TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
+    """
+    if target.kind == "txn" and target.txn < tick:
+        raise TargetError(f"the replica has already applied up to transaction {tick}; it cannot go back "
+                          f"to {target.txn}: make a new replica with replicate(until={target.txn})")
+    if target.kind == "time" and clock is not None and target.time < clock:
+        raise TargetError(f"the replica has already applied transactions up to {clock.isoformat()}; it "
+                          f"cannot go back to {target.time.isoformat()}: make a new replica with that until")
+
+
+def plan(tick: int, published: Sequence[TxnRef], target: Target,
+         watermark: datetime | None, master_stopped: bool) -> Plan:
+    """Choose what to apply.
+
+    Args:
+        tick: id of the last transaction handled (applied or accepted); -1 for none.
+        published: published transactions with id > tick, ascending and gap-free.
+        target: from :func:`parse_until`.
+        watermark: the master's watermark (UTC): every commit at or before it is published.
+        master_stopped: the master logs nothing more (wlc.stop()).
+
+    Returns:
+        Plan: ``apply`` is a gap-free run of ids starting at tick+1; ``reached`` says the
+        target holds after applying it.
+    """
+    expected = tick + 1
+    for ref in published:
+        if ref.txn != expected:
+            raise ValueError(f"published transactions are not gap-free: expected {expected}, got {ref.txn}")
+        expected += 1
+    if target.kind == "all":
+        return Plan(list(published), True)
+    if target.kind == "txn":
+        todo = [r for r in published if r.txn <= target.txn]
+        last = published[-1].txn if published else tick
+        if last >= target.txn:
+            return Plan(todo, True)
+        return Plan(todo, False, f"transaction {target.txn} (published up to {last})")
+    todo = []
+    later = False
+    for ref in published:
+        if ref.time > target.time:
+            later = True
+            break
+        todo.append(ref)
+    reached = later or master_stopped or (watermark is not None and watermark >= target.time)
+    return Plan(todo, reached, "" if reached else
+                f"the master's watermark to pass {target.time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")

@@ -1,0 +1,465 @@
+"""A replica database: its state (``wlr.config``), replay of published batches, follow mode.
+
+``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines: ``master``, ``masterfarm``,
+``dbid`` (the master's database id), ``logs``, ``batches`` (next batch to read), ``tick``
+(last transaction handled), ``clock`` (its commit time), ``skipped`` (accepted ids),
+``state``, the error (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``) and
+``version.<schema.table>`` (the replica table's Delta version after replay's last commit,
+to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from datetime import datetime, timezone
+
+from wlc import batch as batchfmt
+from wlc import snapshot as snap
+from wlc.batch import Manifest, TxnRecord, parse_utc, utc_iso
+from wlc.capture import split_name
+from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from wlc.deltalog import is_delta_table
+from wlc.errors import BatchError
+from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
+from wlc.session import active_session
+from wlc.storage import Storage
+from wlc.watch import FolderWatch
+
+from .apply import ApplyError, Applier
+from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
+from .plan import Target, TxnRef, check_not_passed, parse_until, plan
+
+log = logging.getLogger("wlr.replica")
+
+CONFIG_FILE = "wlr.config"
+LOG_FILE = "wlr.log"
+ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
+
+
+class Replica:
+    """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
+
+    Args:
+        master: master database name (or a ``wlc.Master``).
+        replica: replica database name; default ``<master>_replica``.
+        dbfarm: folder holding the replica; default from config. The master is looked up
+            in the same dbfarm unless ``master_dbfarm`` says otherwise.
+    """
+
+    def __init__(self, master, replica: str | None = None, dbfarm: str | None = None,
+                 master_dbfarm: str | None = None, spark=None):
+        if hasattr(master, "dbname"):
+            master_dbfarm = master_dbfarm or master.dbfarm
+            master = master.dbname
+        self.master = check_name(master, "master database")
+        self.name = check_name(replica or f"{master}_replica", "replica database")
+        self.dbfarm = resolve_dbfarm(dbfarm)
+        self.master_dbfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
+        if self.name == self.master and self.dbfarm == self.master_dbfarm:
+            raise ReplicaStateError(f"a database cannot replicate itself ({self.name!r}); name another replica")
+        self.storage = Storage.of(self.dbfarm)
+        self.path = Storage.join(self.dbfarm, self.name)
+        self.master_path = Storage.join(self.master_dbfarm, self.master)
+        cfg = settings()["replica"]
+        self.beat_seconds = number(cfg["beat"], "replica.beat", 0.01)
+        self.default_timeout = number(cfg["timeout"], "replica.timeout")
+        self.default_follow = bool(cfg["follow"])
+        self._spark = spark
+        self._session = None
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch: FolderWatch | None = None
+        self._lockfile = None
+        self.last_error: ReplicationError | None = None
+        self.state: dict[str, str] = self._load() or {}
+
+    # ------------------------------------------------------------------ state file
+    def _load(self) -> dict[str, str] | None:
+        path = Storage.join(self.path, CONFIG_FILE)
+        if not self.storage.exists(path):
+            return None
+        return parse_kv(self.storage.read_text(path), path)
+
+    def _save(self) -> None:
+        self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.state))
+
+    def _log(self, message: str) -> None:
+        line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
+        log.info("%s: %s", self.name, message)
+        if self.storage.local:
+            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
+                fh.write(line)
+
+    @property
+    def spark(self):
+        """The replay session: a child of the active SparkSession with its own SQL settings."""
+        if self._session is None:
+            base = self._spark or active_session()
+            self._session = base.newSession()
+            # replica tables need no change feed of their own; it would double every MERGE's writes
+            self._session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+        return self._session
+
+    # ------------------------------------------------------------------ public queries
+    def tick(self) -> int:
+        """Id of the last transaction handled (applied, or skipped by accept()); -1 when none."""
+        return int(self._load_or_state().get("tick", -1))
+
+    def clock(self) -> datetime | None:
+        """Commit time (UTC) on the master of the last transaction handled; None when none."""
+        text = self._load_or_state().get("clock")
+        return parse_utc(text) if text else None
+
+    def beat(self) -> int:
+        """Refresh rate of follow mode, in seconds (MonetDB's ``wlr.beat()``)."""
+        return int(round(self.beat_seconds))
+
+    def _load_or_state(self) -> dict[str, str]:
+        return self._load() or self.state
+
+    def path_of(self, table: str) -> str:
+        """Folder (URI) of replica table ``"schema.table"``."""
+        schema, name = split_name(table)
+        return self.storage.uri(Storage.join(self.path, schema, name))
+
+    def table(self, table: str):
+        """The replica table ``"schema.table"`` as a DataFrame (read-only use)."""
+        return (self._spark or active_session()).read.format("delta").load(self.path_of(table))
+
+    def status(self) -> dict:
+        """State for people: master, tick, clock, lag in transactions and seconds, error."""
+        st = self._load_or_state()
+        mcfg = read_master_config(self.storage, self.master_path) or {}
+        tick = int(st.get("tick", -1))
+        mtick = int(mcfg.get("tick", -1)) if mcfg else -1
+        clock = parse_utc(st["clock"]) if st.get("clock") else None
+        mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
+        lag_s = (mwrite - clock).total_seconds() if (mwrite and clock) else (0.0 if mtick == tick else None)
+        return {
+            "replica": self.name, "master": self.master, "state": st.get("state", "new"),
+            "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
+            "lag_transactions": max(0, mtick - tick), "lag_seconds": max(0.0, lag_s) if lag_s is not None else None,
+            "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
+            "error": ({k[6:]: st[k] for k in ERROR_KEYS if st.get(k)} or None),
+        }
+
+    # ------------------------------------------------------------------ set-up
+    def _ensure(self, mcfg: dict[str, str]) -> None:
+        if self.state:
+            if self.state.get("master") != self.master:
+                raise ReplicaStateError(f"{self.path} is a replica of {self.state.get('master')!r}, not {self.master!r}")
+            if self.state.get("dbid") != mcfg.get("dbid"):
+                raise ReplicaStateError(
+                    f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
+                    f"{self.state.get('dbid')}: the master was made anew; make a new replica")
+            return
+        if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
+            raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
+        if any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
+            raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        self.storage.makedirs(self.path)
+        state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
+                 "logs": mcfg.get("logs", ""), "batches": 0, "tick": -1, "clock": "", "skipped": "",
+                 "state": "new", **{k: "" for k in ERROR_KEYS}}
+        if mcfg.get("snapshot"):
+            body = snap.read(self.storage, mcfg["snapshot"])
+            for name in sorted(body["tables"]):
+                schema, table = split_name(name)
+                dst = Storage.join(self.path, schema, table)
+                self.storage.rm(dst)
+                self.storage.copy_tree(Storage.join(mcfg["snapshot"], schema, table), dst)
+                state[f"version.{name}"] = Applier(self.spark, self.storage, self.path, mcfg["dbid"]).current_version(name)
+            self._log(f"started from the snapshot of {self.master} ({len(body['tables'])} tables)")
+        else:
+            self._log(f"started empty from master {self.master}")
+        self.state = {k: str(v) for k, v in state.items()}
+        self._save()
+
+    def _master_config(self) -> dict[str, str]:
+        mcfg = read_master_config(self.storage, self.master_path)
+        if mcfg is None:
+            raise ReplicaStateError(f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first")
+        return mcfg
+
+    def _acquire(self) -> None:
+        if self._lockfile is not None or not self.storage.local:
+            return
+        self.storage.makedirs(self.path)
+        fh = open(os.path.join(self.path, "wlr.lock"), "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
+        self._lockfile = fh
+
+    # ------------------------------------------------------------------ replay
+    def raise_if_failed(self) -> None:
+        """Raise the stored ReplicationError when replay stopped at a failed transaction."""
+        st = self._load_or_state()
+        if st.get("error_cause"):
+            raise ReplicationError(_int(st.get("error_batch")), _int(st.get("error_txn")),
+                                   st.get("error_table") or None, st["error_cause"])
+
+    def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None) -> "Replica":
+        """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
+
+        Args:
+            until: None (all published), int txn id (inclusive), or a UTC instant (datetime or
+                ISO-8601 string, inclusive, a consistent cut across tables).
+            follow: with ``until=None``, keep following in a background thread until
+                :meth:`stop` (default: ``replica.follow`` in config, true).
+            timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+
+        Returns:
+            self, once the target is reached (or, following, once all published is applied).
+
+        Raises:
+            TargetError: ``until`` is malformed or already passed.
+            ReplicationError: a transaction failed now or earlier and was not accepted.
+            ReplicationTimeout: the target was not published within ``timeout``.
+            ReplicaStateError: the folder is not a replica of this master, or is busy.
+        """
+        target = parse_until(until)
+        follow = self.default_follow if follow is None else bool(follow)
+        timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
+        self.stop()
+        with self._lock:
+            self._acquire()
+            self.state = self._load() or {}
+            self.raise_if_failed()
+            check_not_passed(target, int(self.state.get("tick", -1)), self.clock() if self.state else None)
+            deadline = time.monotonic() + timeout
+            while True:
+                reached, waiting = self._step(target)
+                if reached:
+                    break
+                if time.monotonic() >= deadline:
+                    raise ReplicationTimeout(f"waited {timeout:g} s for {waiting}; the replica is at "
+                                             f"transaction {self.tick()}. Is capture running on the master?")
+                self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
+            self.state["until"] = "" if until is None else str(until)
+            self.state["state"] = "following" if (target.kind == "all" and follow) else "idle"
+            self._save()
+        if target.kind == "all" and follow:
+            self._start_follow()
+        return self
+
+    def _wait(self, seconds: float) -> None:
+        logs = self.state.get("logs")
+        if self._watch is None and logs and self.storage.local and os.path.isdir(logs):
+            self._watch = FolderWatch(logs, recursive=False, polling=bool(settings()["capture"]["polling"]),
+                                      interval=self.beat_seconds)
+        if self._watch is not None:
+            self._watch.wait(seconds)
+        else:
+            self._stop.wait(seconds)
+
+    def _step(self, target: Target) -> tuple[bool, str]:
+        """Apply what the plan allows now. Returns (target reached, what it waits for)."""
+        mcfg = self._master_config()
+        self._ensure(mcfg)
+        logs = self.state.get("logs") or mcfg.get("logs")
+        next_batch = int(self.state.get("batches", 0))
+        tick = int(self.state.get("tick", -1))
+        wm_text = mcfg.get("watermark", "")
+        stopped = int(mcfg.get("state", 1)) == STOPPED
+        watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
+        manifests: list[tuple[int, str, Manifest]] = []
+        expected_batch = next_batch
+        for number_, path in batchfmt.list_batches(self.storage, logs, self.master, next_batch):
+            if number_ != expected_batch:
+                self._fail(expected_batch, tick + 1, None, f"batch {expected_batch} is missing from {logs} "
+                           f"(found {number_} after it): the logs have a gap")
+            try:
+                manifest = batchfmt.read_manifest(self.storage, path)
+            except BatchError as exc:
+                self._fail(number_, tick + 1, None, str(exc))
+            if manifest.dbid != self.state["dbid"]:
+                self._fail(number_, tick + 1, None, f"batch {number_} belongs to database id {manifest.dbid}, "
+                           f"not {self.state['dbid']}")
+            manifests.append((number_, path, manifest))
+            expected_batch += 1
+            if manifest.watermark and (watermark is None or manifest.watermark > watermark):
+                watermark = manifest.watermark
+        refs = [TxnRef(t.txn, t.time, n) for n, _p, m in manifests for t in m.txns if t.txn > tick]
+        if refs and refs[0].txn != tick + 1:
+            self._fail(refs[0].batch, tick + 1, None, f"transaction {tick + 1} is missing from the logs "
+                       f"(the next published is {refs[0].txn})")
+        try:
+            todo = plan(tick, refs, target, watermark, stopped)
+        except ValueError as exc:
+            self._fail(refs[0].batch if refs else next_batch, tick + 1, None, str(exc))
+        if target.kind == "txn" and not todo.reached and stopped:
+            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
+                                     f"transaction {target.txn} will never be published")
+        wanted = {r.txn for r in todo.apply}
+        applier = Applier(self.spark, self.storage, self.path, self.state["dbid"])
+        for number_, path, manifest in manifests:
+            records = [t for t in manifest.txns if t.txn in wanted]
+            if records:
+                self._apply_batch(applier, number_, path, manifest, records)
+            if manifest.txns and int(self.state["tick"]) >= manifest.last_txn:
+                self.state["batches"] = str(number_ + 1)
+                self._save()
+            elif not manifest.txns:
+                self.state["batches"] = str(number_ + 1)
+        return todo.reached, todo.waiting_for
+
+    def _apply_batch(self, applier: Applier, number_: int, path: str, manifest: Manifest,
+                     records: list[TxnRecord]) -> None:
+        problems = batchfmt.verify_files(self.storage, path, manifest, [r.rows for r in records if r.rows])
+        for rec in records:
+            bad = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
+            if bad:
+                detail = "; ".join(f"{f}: {p}" for f, p in sorted(bad.items())[:3])
+                self._fail(number_, rec.txn, rec.table, f"checksum verification failed: {detail}")
+            self._apply_one(applier, number_, path, rec)
+
+    def _apply_one(self, applier: Applier, number_: int, path: str, rec: TxnRecord) -> None:
+        key = f"version.{rec.table}"
+        try:
+            exists = is_delta_table(self.storage, applier.table_path(rec.table))
+            done = False
+            if exists and key in self.state:
+                since = int(self.state[key])
+                foreign = applier.foreign_writes(rec.table, since)
+                if foreign:
+                    raise ApplyError(f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
+                                     "replica tables are read-only (undo those writes, or restore the table)")
+                done = applier.last_final_txn(rec.table, since) >= rec.txn
+            elif exists and rec.ddl != "create":
+                raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
+            elif exists and rec.ddl == "create" and not applier._created_by_replay(rec.table):
+                raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+            if not done:
+                applier.apply(path, rec)
+        except ApplyError as exc:
+            self._fail(number_, rec.txn, rec.table, str(exc))
+        except ReplicationError:
+            raise
+        except Exception as exc:  # Spark/Delta errors: constraint violations, schema conflicts...
+            self._fail(number_, rec.txn, rec.table, f"{type(exc).__name__}: {_first_line(exc)}")
+        if rec.ddl == "drop":
+            self.state.pop(key, None)
+        else:
+            self.state[key] = str(applier.current_version(rec.table))
+        self.state["tick"] = str(rec.txn)
+        self.state["clock"] = utc_iso(rec.time)
+        self._save()
+
+    def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
+        self.state.update({"error_batch": "" if batch is None else str(batch),
+                           "error_txn": "" if txn is None else str(txn),
+                           "error_table": table or "", "error_cause": cause.replace("\n", " "),
+                           "state": "failed"})
+        self._save()
+        err = ReplicationError(batch, txn, table, cause.replace("\n", " "))
+        self.last_error = err
+        self._log(f"FAILED {err}")
+        raise err
+
+    def accept(self) -> int:
+        """Skip exactly the failed transaction (as PostgreSQL's ALTER SUBSCRIPTION ... SKIP).
+
+        Returns the id of the skipped transaction; ``tick()`` then reports it as handled.
+
+        Raises:
+            ReplicaStateError: there is no failed transaction to skip, or the failure is not
+                tied to one transaction (e.g. a gap in the logs).
+        """
+        self.stop()
+        with self._lock:
+            self.state = self._load() or {}
+            if not self.state.get("error_cause"):
+                raise ReplicaStateError(f"replica {self.name!r} has no failed transaction to accept")
+            txn = _int(self.state.get("error_txn"))
+            batch = _int(self.state.get("error_batch"))
+            if txn is None or txn != int(self.state.get("tick", -1)) + 1:
+                raise ReplicaStateError(f"the failure is not tied to the next transaction: {self.state['error_cause']}")
+            logs = self.state.get("logs")
+            manifest = None
+            if batch is not None:
+                for number_, path in batchfmt.list_batches(self.storage, logs, self.master, batch):
+                    if number_ == batch:
+                        try:
+                            manifest = batchfmt.read_manifest(self.storage, path)
+                        except BatchError:
+                            manifest = None
+                    break
+            rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
+            skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
+            self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",
+                               **{k: "" for k in ERROR_KEYS}})
+            if rec is not None:
+                self.state["clock"] = utc_iso(rec.time)
+                if rec.table and f"version.{rec.table}" in self.state:
+                    applier = Applier(self.spark, self.storage, self.path, self.state["dbid"])
+                    self.state[f"version.{rec.table}"] = str(applier.current_version(rec.table))
+            if manifest is None or (manifest.txns and txn >= manifest.last_txn):
+                self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
+            self._save()
+            self._log(f"accepted: skipped transaction {txn}")
+            return txn
+
+    # ------------------------------------------------------------------ follow mode
+    def _start_follow(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    self._step(Target("all"))
+            except ReplicationError:
+                return  # kept in wlr.config; the next replicate() raises it
+            except Exception:
+                log.exception("follow mode of %s failed; retrying", self.name)
+            self._wait(self.beat_seconds)
+
+    def following(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop following (MonetDB's wlr.stop()); a running apply finishes its transaction first."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=120)
+        self._thread = None
+        self._stop.clear()
+        if self.state.get("state") == "following":
+            with self._lock:
+                self.state["state"] = "idle"
+                self._save()
+
+    def close(self) -> None:
+        """Stop following and release the replica's lock and watcher."""
+        self.stop()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
+
+    def __repr__(self) -> str:
+        return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"
+
+
+def _int(text) -> int | None:
+    return int(text) if text not in (None, "") else None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else repr(exc)
