@@ -60,3 +60,12 @@ def spark_session(**conf: Any):
 def active_session():
     """The active SparkSession, or a new one from config when none is active."""
     return spark_session()
+
+
+if __name__ == "__main__":  # `python -m wlc.session`: start once so Delta's jars are resolved and cached
+    import time as _time
+
+    _t = _time.time()
+    _spark = spark_session()
+    print(f"Spark {_spark.version} with Delta ready in {_time.time() - _t:.1f} s")
+    _spark.stop()

@@ -1,0 +1,42 @@
+# wlc/wlr: everything a fresh machine needs is made here.
+#   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
+#   make test   - create .venv if needed, run the whole test suite
+#   make bench  - replay/capture benchmarks
+#   make clean  - remove the venv, caches and demo data
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(PY))
+
+.PHONY: demo test unit bench clean venv jars
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m ipykernel install --user --name wlc-venv --display-name "wlc (.venv)" >/dev/null
+	touch $(STAMP)
+
+# Delta's jars: Spark resolves io.delta:delta-spark from Maven Central into ~/.ivy2 on first
+# use. Warm that cache once so the first test does not time out on a slow download.
+jars: $(STAMP)
+	$(PY) -m wlc.session
+
+test: $(STAMP) jars
+	$(PY) -m pytest -q tests
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+demo: $(STAMP) jars
+	$(PY) demo/tpch_demo.py
+
+bench: $(STAMP) jars
+	$(PY) bench/replay_bench.py
+
+clean:
+	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info

@@ -1,0 +1,13 @@
+"""Small helpers for integration tests (real Spark, real Delta, temporary dbfarm)."""
+from __future__ import annotations
+
+
+def rows(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def master_rows(spark, path: str, version: int | None = None) -> list[tuple]:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return rows(reader.load(path))

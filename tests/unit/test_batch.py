@@ -1,0 +1,117 @@
+"""The batch format: round trip, atomic publish, checksums, truncation and tampering."""
+import json
+import os
+from datetime import datetime, timezone
+
+import pytest
+
+from wlc import batch as B
+from wlc.errors import BatchError
+from wlc.storage import Storage
+
+T = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
+    st = Storage.of(str(tmp_path))
+    logs = str(tmp_path / "wlc_logs")
+    st.makedirs(logs)
+    staging = B.open_staging(st, logs, number)
+    rows = os.path.join(staging, "rows", "sys.t", "wlc_version=3")
+    os.makedirs(rows)
+    with open(os.path.join(rows, "part-0.parquet"), "wb") as fh:
+        fh.write(payload)
+    with open(os.path.join(rows, ".part-0.parquet.crc"), "wb") as fh:
+        fh.write(b"crc")
+    rec = B.TxnRecord(txn=5, gtid="db1:5", time=T, table="sys.t", version=3, operation="WRITE",
+                      change="cdf", rows="rows/sys.t/wlc_version=3")
+    ddl = B.TxnRecord(txn=6, gtid="db1:6", time=T, table="sys.u", version=0, operation="CREATE TABLE",
+                      ddl="create", meta={"schema": "{}", "partition_columns": [], "configuration": {}, "id": "x"})
+    man = B.Manifest(database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl],
+                     cursors={"next_txn": 7})
+    path = B.publish(st, logs, staging, man)
+    return st, logs, path
+
+
+def test_round_trip(tmp_path):
+    st, logs, path = make_batch(tmp_path)
+    assert os.path.basename(path) == "db_000000000000"
+    assert B.list_batches(st, logs, "db") == [(0, path)]
+    man = B.read_manifest(st, path)
+    assert (man.first_txn, man.last_txn, man.watermark) == (5, 6, T)
+    assert man.txns[0].time == T and man.txns[1].ddl == "create"
+    assert list(man.files) == ["rows/sys.t/wlc_version=3/part-0.parquet"]  # hidden .crc dropped
+    assert B.verify_files(st, path, man) == {}
+    raw = json.loads(open(os.path.join(path, "manifest.json")).read())
+    assert raw["format"] == "wlc-batch" and raw["format_version"] == B.FORMAT_VERSION
+    assert not [n for n in os.listdir(logs) if n.startswith(".open-")]
+
+
+def test_published_name_is_never_overwritten(tmp_path):
+    st, logs, _ = make_batch(tmp_path)
+    staging = B.open_staging(st, logs, 0)
+    with pytest.raises(FileExistsError):
+        B.publish(st, logs, staging, B.Manifest("db", "db1", 0, T, []))
+
+
+def test_truncated_data_file_is_detected(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    f = os.path.join(path, "rows/sys.t/wlc_version=3/part-0.parquet")
+    with open(f, "r+b") as fh:
+        fh.truncate(4)
+    problems = B.verify_files(st, path, B.read_manifest(st, path))
+    assert "truncated" in problems["rows/sys.t/wlc_version=3/part-0.parquet"]
+
+
+def test_flipped_byte_is_detected(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    f = os.path.join(path, "rows/sys.t/wlc_version=3/part-0.parquet")
+    data = bytearray(open(f, "rb").read())
+    data[5] ^= 0xFF
+    open(f, "wb").write(bytes(data))
+    assert B.verify_files(st, path, B.read_manifest(st, path)) == {
+        "rows/sys.t/wlc_version=3/part-0.parquet": "SHA-256 mismatch"}
+
+
+def test_missing_and_extra_files_are_detected(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    d = os.path.join(path, "rows/sys.t/wlc_version=3")
+    open(os.path.join(d, "part-9.parquet"), "wb").write(b"injected")
+    os.remove(os.path.join(d, "part-0.parquet"))
+    problems = B.verify_files(st, path, B.read_manifest(st, path), ["rows/sys.t/wlc_version=3"])
+    assert problems["rows/sys.t/wlc_version=3/part-0.parquet"] == "missing"
+    assert "not listed" in problems["rows/sys.t/wlc_version=3/part-9.parquet"]
+
+
+def test_truncated_or_edited_manifest_is_refused(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    mpath = os.path.join(path, "manifest.json")
+    text = open(mpath).read()
+    open(mpath, "w").write(text.replace('"txn": 5', '"txn": 50'))
+    with pytest.raises(BatchError, match="checksum"):
+        B.read_manifest(st, path)
+    open(mpath, "w").write(text[: len(text) // 2])
+    with pytest.raises(BatchError, match="truncated"):
+        B.read_manifest(st, path)
+    os.remove(mpath)
+    with pytest.raises(BatchError, match="missing"):
+        B.read_manifest(st, path)
+
+
+def test_unknown_format_version_is_refused(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    mpath = os.path.join(path, "manifest.json")
+    body = json.loads(open(mpath).read())
+    body["format_version"] = 99
+    open(mpath, "w").write(json.dumps(body))
+    with pytest.raises(BatchError, match="version 99"):
+        B.read_manifest(st, path)
+
+
+def test_staging_leftovers_are_not_batches(tmp_path):
+    st, logs, _ = make_batch(tmp_path)
+    B.open_staging(st, logs, 1)
+    assert [n for n, _ in B.list_batches(st, logs, "db")] == [0]
+    B.clear_staging(st, logs)
+    assert not [n for n in os.listdir(logs) if n.startswith(".open-")]
+    assert B.list_batches(st, logs, "other") == []
