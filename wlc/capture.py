@@ -256,9 +256,14 @@ class Capture:
         """Write the change rows of ``items`` into ``staging``; returns ``{index: relative rows path}``.
 
         One Change Data Feed read per table and run of adjacent versions, partitioned by
-        version; one image read per ``image`` item.
+        version, and one count of the written rows by version and change type (kept in the
+        record so replay picks its method without a Spark job); one image read per
+        ``image`` item. ``self.counts`` maps item index to ``{change type: rows}``.
         """
+        from pyspark.sql import functions as F
+
         out: dict[int, str] = {}
+        self.counts: dict[int, dict[str, int]] = {}
         runs: dict[str, list[list[int]]] = {}
         for i, item in enumerate(items):
             if item.change == "cdf":
@@ -276,6 +281,7 @@ class Capture:
                 df.select(*[quote_ident(c) for c in cols]).write.mode("overwrite").parquet(
                     self.storage.uri(Storage.join(staging, rel)))
                 out[i] = rel
+                self.counts[i] = {"image": self.spark.read.parquet(self.storage.uri(Storage.join(staging, rel))).count()}
         for table, table_runs in runs.items():
             uri = self.storage.uri(table_path(self.db_path, table))
             base = f"rows/{table}"
@@ -291,8 +297,15 @@ class Capture:
                            df["_commit_version"].alias(VERSION_COLUMN))
                    .write.mode("append").partitionBy(VERSION_COLUMN)
                    .parquet(self.storage.uri(Storage.join(staging, base))))
+                by_version = {items[i].version: i for i in run}
                 for i in run:
                     out[i] = f"{base}/{VERSION_COLUMN}={items[i].version}"
+                    self.counts[i] = {}
+                written = (self.spark.read.parquet(self.storage.uri(Storage.join(staging, base)))
+                           .where(F.col(VERSION_COLUMN).isin(list(by_version)))
+                           .groupBy(VERSION_COLUMN, CHANGE_TYPE).count().collect())
+                for row in written:
+                    self.counts[by_version[row[VERSION_COLUMN]]][row[CHANGE_TYPE]] = int(row["count"])
         return out
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
@@ -322,7 +335,7 @@ class Capture:
                 txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
                 version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
                 meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                rows=rows.get(i), user=item.user,
+                rows=rows.get(i), user=item.user, counts=getattr(self, "counts", {}).get(i, {}),
             ))
         return records
 

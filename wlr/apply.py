@@ -68,6 +68,7 @@ class Applier:
         self.replica_path = replica_path
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
+        self._meta: dict[str, tuple[int, TableMeta | None]] = {}
 
     def table_path(self, name: str) -> str:
         schema, table = split_name(name)
@@ -106,8 +107,23 @@ class Applier:
         return versions[-1] if versions else -1
 
     def current_meta(self, name: str) -> TableMeta | None:
+        """The replica table's metadata now; reads only the commits since the last call (cached)."""
+        path = self.table_path(name)
         v = self.current_version(name)
-        return metadata_at(self.storage, self.table_path(name), v) if v >= 0 else None
+        if v < 0:
+            self._meta.pop(name, None)
+            return None
+        cached = self._meta.get(name)
+        meta = None
+        if cached is not None and cached[0] <= v:
+            meta = cached[1]
+            for ver in range(cached[0] + 1, v + 1):
+                found = read_commit(self.storage, path, ver).metadata
+                meta = found or meta
+        else:
+            meta = metadata_at(self.storage, path, v)
+        self._meta[name] = (v, meta)
+        return meta
 
     # ------------------------------------------------------------------ applying
     @contextmanager
@@ -149,7 +165,7 @@ class Applier:
         elif rec.ddl == "alter" and rec.change != "image":
             with self._tagged(rec, part=True):
                 self._alter(rec.table, uri, meta)
-        if rec.change == "cdf":
+        if rec.change == "cdf" and any(rec.counts.values()):
             rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
             self._apply_changes(rec, uri, rows)
             return
@@ -157,7 +173,7 @@ class Applier:
             rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
             self._replace(rec, uri, rows, meta)
             return
-        # DDL only: finish with one tagged commit that records the transaction
+        # DDL only, or a data change with no change rows: one tagged commit records the transaction
         with self._tagged(rec, part=False):
             self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{rec.txn}')")
 
@@ -227,11 +243,11 @@ class Applier:
     # ------------------------------------------------------------------ DML
     def _apply_changes(self, rec: TxnRecord, uri: str, rows: DataFrame) -> None:
         cols = [c for c in rows.columns if c != CHANGE_TYPE]
-        counts = {r[CHANGE_TYPE]: r["count"] for r in rows.groupBy(CHANGE_TYPE).count().collect()}
+        counts = rec.counts or {r[CHANGE_TYPE]: r["count"] for r in rows.groupBy(CHANGE_TYPE).count().collect()}
         target_meta = self.current_meta(rec.table)
         keys = [k for k in (target_meta.key_columns if target_meta else []) if k in cols]
         signed = rows.withColumn(_SIGN, F.when(F.col(CHANGE_TYPE).isin("insert", "update_postimage"), 1).otherwise(-1))
-        if set(counts) <= {"insert"}:
+        if set(k for k, v in counts.items() if v) <= {"insert"}:
             self._append(rec, uri, rows.select(*[quote_ident(c) for c in cols]))
         elif keys:
             self._merge_by_key(rec, uri, signed, cols, keys)
@@ -281,9 +297,6 @@ class Applier:
         try:
             pos = net.filter(F.col(_N) > 0)
             neg = net.filter(F.col(_N) < 0)
-            if neg.limit(1).count() == 0:
-                self._append(rec, uri, _repeat(pos, F.col(_N)).select(*qc))
-                return
             target = self.spark.read.format("delta").load(uri)
             have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
                                            on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")

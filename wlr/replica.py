@@ -179,6 +179,11 @@ class Replica:
         self.state = {k: str(v) for k, v in state.items()}
         self._save()
 
+    def _applier(self) -> Applier:
+        if getattr(self, "_applier_obj", None) is None or self._applier_obj.dbid != self.state["dbid"]:
+            self._applier_obj = Applier(self.spark, self.storage, self.path, self.state["dbid"])
+        return self._applier_obj
+
     def _master_config(self) -> dict[str, str]:
         mcfg = read_master_config(self.storage, self.master_path)
         if mcfg is None:
@@ -228,23 +233,28 @@ class Replica:
         follow = self.default_follow if follow is None else bool(follow)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
         self.stop()
+        self.raise_if_failed()
         with self._lock:
             self._acquire()
-            self.state = self._load() or {}
-            self.raise_if_failed()
-            check_not_passed(target, int(self.state.get("tick", -1)), self.clock() if self.state else None)
-            deadline = time.monotonic() + timeout
-            while True:
-                reached, waiting = self._step(target)
-                if reached:
-                    break
-                if time.monotonic() >= deadline:
-                    raise ReplicationTimeout(f"waited {timeout:g} s for {waiting}; the replica is at "
-                                             f"transaction {self.tick()}. Is capture running on the master?")
-                self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
-            self.state["until"] = "" if until is None else str(until)
-            self.state["state"] = "following" if (target.kind == "all" and follow) else "idle"
-            self._save()
+            try:
+                self.state = self._load() or {}
+                self.raise_if_failed()
+                check_not_passed(target, int(self.state.get("tick", -1)), self.clock() if self.state else None)
+                deadline = time.monotonic() + timeout
+                while True:
+                    reached, waiting = self._step(target)
+                    if reached:
+                        break
+                    if time.monotonic() >= deadline:
+                        raise ReplicationTimeout(f"waited {timeout:g} s for {waiting}; the replica is at "
+                                                 f"transaction {self.tick()}. Is capture running on the master?")
+                    self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
+                self.state["until"] = "" if until is None else str(until)
+                self.state["state"] = "following" if (target.kind == "all" and follow) else "idle"
+                self._save()
+            finally:
+                if not (target.kind == "all" and follow):
+                    self._release()
         if target.kind == "all" and follow:
             self._start_follow()
         return self
@@ -298,7 +308,7 @@ class Replica:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
                                      f"transaction {target.txn} will never be published")
         wanted = {r.txn for r in todo.apply}
-        applier = Applier(self.spark, self.storage, self.path, self.state["dbid"])
+        applier = self._applier()
         for number_, path, manifest in manifests:
             records = [t for t in manifest.txns if t.txn in wanted]
             if records:
@@ -374,6 +384,14 @@ class Replica:
         """
         self.stop()
         with self._lock:
+            self._acquire()
+            try:
+                return self._accept()
+            finally:
+                self._release()
+
+    def _accept(self) -> int:
+        if True:
             self.state = self._load() or {}
             if not self.state.get("error_cause"):
                 raise ReplicaStateError(f"replica {self.name!r} has no failed transaction to accept")
@@ -398,8 +416,7 @@ class Replica:
             if rec is not None:
                 self.state["clock"] = utc_iso(rec.time)
                 if rec.table and f"version.{rec.table}" in self.state:
-                    applier = Applier(self.spark, self.storage, self.path, self.state["dbid"])
-                    self.state[f"version.{rec.table}"] = str(applier.current_version(rec.table))
+                    self.state[f"version.{rec.table}"] = str(self._applier().current_version(rec.table))
             if manifest is None or (manifest.txns and txn >= manifest.last_txn):
                 self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
             self._save()
@@ -437,10 +454,16 @@ class Replica:
             self._thread.join(timeout=120)
         self._thread = None
         self._stop.clear()
-        if self.state.get("state") == "following":
-            with self._lock:
+        with self._lock:
+            if self.state.get("state") == "following":
                 self.state["state"] = "idle"
                 self._save()
+            self._release()
+
+    def _release(self) -> None:
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
 
     def close(self) -> None:
         """Stop following and release the replica's lock and watcher."""
@@ -448,9 +471,7 @@ class Replica:
         if self._watch is not None:
             self._watch.close()
             self._watch = None
-        if self._lockfile is not None:
-            self._lockfile.close()
-            self._lockfile = None
+        self._release()
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"

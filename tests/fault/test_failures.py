@@ -1,0 +1,129 @@
+"""Failure, accept, foreign writes, stop, restart of capture, a second Spark application."""
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import wlc
+import wlr
+from wlc.errors import ConfigError, MasterStateError
+
+from ..integration.helpers import master_rows, rows
+
+pytestmark = pytest.mark.spark
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def master(spark, dbfarm):
+    m = wlc.master("m", dbfarm=dbfarm)
+    wlc.beat(0)
+    yield m
+    m.close()
+
+
+def sql(spark, text):
+    spark.sql(text)
+    return wlc.flush()
+
+
+def run_python(code: str, env_extra: dict) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **env_extra)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_failure_is_kept_until_accept(spark, master, dbfarm):
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")       # 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                  # 1
+    bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")            # 2: its rows get damaged
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (3)")                  # 3
+    part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", f"wlc_version=2", "*.parquet"))[0]
+    with open(part, "r+b") as fh:
+        fh.truncate(10)
+
+    with pytest.raises(wlr.ReplicationError) as err:
+        wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert (err.value.txn, err.value.table) == (bad, "s.t") and "checksum" in err.value.cause
+    rep = wlr.current()
+    assert rep.tick() == bad - 1 and rows(rep.table("s.t")) == [(1,)]  # nothing of txn 2 visible
+    assert "FAILED" in open(os.path.join(dbfarm, "r", "wlr.log")).read()
+
+    # a new process sees the same failure (no Spark needed to report it)
+    proc = run_python("""
+        import wlr
+        try:
+            wlr.replicate("m", replica="r", follow=False)
+        except wlr.ReplicationError as e:
+            print("TXN", e.txn, e.batch, e.table)
+    """, {"WLC_DBFARM": dbfarm})
+    assert f"TXN {bad}" in proc.stdout, proc.stderr[-2000:]
+
+    assert wlr.accept() == bad
+    assert wlr.tick() == bad  # the skipped transaction counts as handled
+    wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert wlr.tick() == 3 and rows(rep.table("s.t")) == [(1,), (3,)]
+    assert wlr.status()["skipped"] == [bad]
+    with pytest.raises(wlr.ReplicaStateError, match="no failed transaction"):
+        wlr.accept()
+
+
+def test_write_outside_replay_is_detected(spark, master, dbfarm):
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    spark.sql(f"INSERT INTO delta.`{rep.path_of('s.t')}` VALUES (42)")  # someone writes the replica
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")
+    with pytest.raises(wlr.ReplicationError, match="written outside replay"):
+        rep.replicate(follow=False)
+    with pytest.raises(wlr.ReplicationError):  # kept until fixed or accepted
+        rep.replicate(follow=False)
+
+
+def test_stop_and_restart_rules(spark, master, dbfarm):
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
+    with pytest.raises(ConfigError):
+        wlc.beat(-1)
+    assert master.beat_seconds == 0  # nothing changed
+    last = sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")
+    wlc.stop()
+    spark.sql(f"INSERT INTO delta.`{p}` VALUES (2)")
+    cfg = open(os.path.join(dbfarm, "m", "wlc.config")).read()
+    assert "state=2" in cfg
+    with pytest.raises(MasterStateError, match="snapshot"):
+        wlc.master("m", dbfarm=dbfarm)
+    with pytest.raises(MasterStateError):
+        wlc.flush()
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rep.tick() == last and rows(rep.table("s.t")) == [(1,)]
+    with pytest.raises(wlr.ReplicationTimeout, match="never"):
+        rep.replicate(until=last + 5)
+
+
+def test_capture_resumes_after_restart_and_sees_other_applications(spark, master, dbfarm):
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT, s STRING) USING delta")
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1, 'a')")
+    master.close()  # the capturing process goes away
+    spark.sql(f"INSERT INTO delta.`{p}` VALUES (2, 'b')")  # committed while nobody captures
+    # a second Spark application (another process, another JVM) writes the master table
+    proc = run_python(f"""
+        import wlc
+        spark = wlc.spark_session(app_name="other-writer")
+        spark.sql("UPDATE delta.`{p}` SET s = 'z' WHERE i = 1")
+        spark.stop()
+    """, {})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with pytest.warns(UserWarning, match="already in master mode"):
+        m2 = wlc.master("m", dbfarm=dbfarm)
+    assert wlc.flush() == 3  # 2: the insert, 3: the other application's update; no gap, no repeat
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rows(rep.table("s.t")) == master_rows(spark, p) == [(1, "z"), (2, "b")]
+    m2.close()
