@@ -28,6 +28,8 @@ from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
 
+from .watch import batch_watch
+
 from .apply import ApplyError, Applier
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .plan import Target, TxnRef, check_not_passed, parse_until, plan
@@ -261,9 +263,8 @@ class Replica:
 
     def _wait(self, seconds: float) -> None:
         logs = self.state.get("logs")
-        if self._watch is None and logs and self.storage.local and os.path.isdir(logs):
-            self._watch = FolderWatch(logs, recursive=False, polling=bool(settings()["capture"]["polling"]),
-                                      interval=self.beat_seconds)
+        if self._watch is None and logs and self.storage.local:
+            self._watch = batch_watch(logs, bool(settings()["capture"]["polling"]), self.beat_seconds)
         if self._watch is not None:
             self._watch.wait(seconds)
         else:

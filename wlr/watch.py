@@ -1,0 +1,20 @@
+"""Waiting for new batches in a master's log folder (watchdog events, polling fallback).
+
+Replay waits here between looks in follow mode and while ``replicate(until=...)`` waits
+for its target; the watcher itself is :class:`wlc.watch.FolderWatch`, shared with capture.
+"""
+from __future__ import annotations
+
+import os
+
+from wlc.watch import FolderWatch
+
+
+def batch_watch(logs: str, polling: bool, interval: float) -> FolderWatch | None:
+    """A watcher on the log folder ``logs`` (not recursive: batches appear by one rename).
+
+    Returns None when ``logs`` is not a local folder; callers then wait by timeout only.
+    """
+    if "://" in logs or not os.path.isdir(logs):
+        return None
+    return FolderWatch(logs, recursive=False, polling=polling, interval=interval)
