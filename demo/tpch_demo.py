@@ -125,7 +125,6 @@ class Demo:
     follower: "wlr.Replica | None" = None
     txns: list[Txn] = field(default_factory=list)
     has_note: bool = False
-    plain_drop: bool = False
     ok: bool = True
     timings: dict[str, float] = field(default_factory=dict)
     replay: list[tuple[str, int, float]] = field(default_factory=list)  # (replica, txns applied, seconds)
@@ -170,7 +169,7 @@ def prepare(args) -> Demo:
     for name in DATABASES:
         shutil.rmtree(os.path.join(dbfarm, name), ignore_errors=True)
     os.makedirs(dbfarm, exist_ok=True)
-    return Demo(spark, dbfarm, data_dir, args.sets, args.beat, plain_drop=args.plain_drop)
+    return Demo(spark, dbfarm, data_dir, args.sets, args.beat)
 
 
 def load(demo: Demo) -> None:
@@ -479,21 +478,8 @@ def verify_time(demo: Demo, pub: Published) -> None:
 
 
 def drop_folder(demo: Demo, path: str) -> None:
-    """DROP TABLE by removing the table's folder.
-
-    WORKAROUND (wlc capture bug, see the report): a plain ``shutil.rmtree`` removes the
-    ``_delta_log`` files one by one, and a capture scan that runs meanwhile sees the log
-    shrink to an older version, which it takes for "dropped and made again": it logs a
-    DROP, a CREATE of the surviving version (with that version's old commit time) and a
-    second DROP. So the folder is first moved out of the database in one rename (atomic),
-    then removed. ``--plain-drop`` uses the plain rmtree, to reproduce the bug.
-    """
-    if demo.plain_drop:
-        shutil.rmtree(path)
-        return
-    trash = os.path.join(demo.dbfarm, f".dropped-{MASTER}-{os.path.basename(path)}-{os.getpid()}")
-    os.rename(path, trash)
-    shutil.rmtree(trash)
+    """DROP TABLE by mistake: the table's folder is removed, file by file, while capture runs."""
+    shutil.rmtree(path)
 
 
 def drop_and_recover(demo: Demo, end_tick: int, pub: Published) -> None:
@@ -552,8 +538,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dbfarm", default="./dbfarm", help="folder holding the databases (default %(default)s)")
     parser.add_argument("--sets", type=int, default=12, help="TPC-H refresh sets to run (default %(default)s)")
     parser.add_argument("--beat", type=float, default=1.0, help="master heartbeat in seconds (default %(default)s)")
-    parser.add_argument("--plain-drop", action="store_true",
-                        help="drop orders with a plain rmtree (reproduces a wlc capture race; see drop_folder)")
     args = parser.parse_args(argv)
     if args.sets < 1:
         parser.error("--sets must be at least 1")

@@ -41,10 +41,11 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
             stopped master needs a fresh snapshot. Also when another process is capturing it.
     """
     global _current
-    m = Master(dbname, dbfarm=dbfarm, logs=logs).start()
-    if _current is not None and _current is not m:
-        _current.close()
-    _current = m
+    m = Master(dbname, dbfarm=dbfarm, logs=logs)
+    if _current is not None:
+        _current.close()  # module functions drive one master at a time; its capture stops here
+        _current = None
+    _current = m.start()
     return m
 
 

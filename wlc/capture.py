@@ -187,7 +187,14 @@ class Capture:
             if not versions:
                 continue
             if cur is not None and versions[-1] < cur.version:
-                # the table was dropped and made again between two scans
+                # The log shrank: either the table is being deleted file by file (same table
+                # id: wait, the scan that finds the folder gone records one drop), or it was
+                # dropped and made again between two scans (another table id).
+                first_meta = metadata_at(self.storage, path, versions[0])
+                old_id = cur.meta.table_id if cur.meta else ""
+                if first_meta is None or not first_meta.table_id or first_meta.table_id == old_id:
+                    self.deferred = True
+                    continue
                 planned.append(Planned(name, now, None, "DROP TABLE", "drop", None, None))
                 cur = None
             start = cur.version + 1 if cur else versions[0]
