@@ -127,3 +127,27 @@ def test_capture_resumes_after_restart_and_sees_other_applications(spark, master
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
     assert rows(rep.table("s.t")) == master_rows(spark, p) == [(1, "z"), (2, "b")]
     m2.close()
+
+
+def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
+    """A scan in the middle of an rmtree sees the log shrink; that is not a re-created table."""
+    from wlc import batch
+    from wlc.master import Master
+
+    path = os.path.join(dbfarm, "d", "s", "t")
+    spark.range(3).write.format("delta").save(path)
+    m = Master("d", dbfarm=dbfarm, capture=False).start()  # no thread: scans only on flush
+    m.beat(0)
+    spark.range(10, 11).write.format("delta").mode("append").save(path)
+    spark.range(11, 12).write.format("delta").mode("append").save(path)
+    assert m.flush() == 1
+    for f in sorted(glob.glob(f"{path}/_delta_log/*"), reverse=True):
+        if os.path.isfile(f) and not os.path.basename(f).startswith("00000000000000000000."):
+            os.remove(f)  # the state rmtree passes through
+    assert m.flush() == 1  # nothing new
+    import shutil
+    shutil.rmtree(path)
+    assert m.flush() == 2
+    txns = [t for _n, p in batch.list_batches(m.storage, m.logs, "d") for t in batch.read_manifest(m.storage, p).txns]
+    assert [(t.txn, t.ddl) for t in txns] == [(0, None), (1, None), (2, "drop")]
+    assert [t.time for t in txns] == sorted(t.time for t in txns)
