@@ -20,7 +20,7 @@ _current: Master | None = None
 
 
 def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> Master:
-    """Put ``<dbfarm>/<dbname>` in master mode and start capturing its committed changes.
+    """Put ``<dbfarm>/<dbname>`` in master mode and start capturing its committed changes.
 
     Args:
         dbname: database name (a plain identifier; the folder ``<dbfarm>/<dbname>``).

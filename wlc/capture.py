@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .batch import TxnRecord
 from .config import check_name
-from .deltalog import Commit, TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from .deltalog import Commit, TableMeta, commit_file, is_delta_table, list_versions, metadata_at, read_commit
 from .errors import ConfigError
 from .storage import Storage
 
@@ -167,6 +167,7 @@ class Capture:
         self.state = state
         self.skip = set(skip_schemas)
         self._gone_since: dict[str, datetime] = {}
+        self._first_sig: dict[str, tuple] = {}
         self.deferred = False
 
     # ------------------------------------------------------------------ finding transactions
@@ -186,17 +187,28 @@ class Capture:
             versions = list_versions(self.storage, path)
             if not versions:
                 continue
-            if cur is not None and versions[-1] < cur.version:
-                # The log shrank: either the table is being deleted file by file (same table
-                # id: wait, the scan that finds the folder gone records one drop), or it was
-                # dropped and made again between two scans (another table id).
+            first_sig = self._signature(path, versions[0])
+            changed = self._first_sig.get(name) != first_sig
+            self._first_sig[name] = first_sig
+            if cur is not None and (versions[-1] != cur.version or changed):
+                # Same folder, other table? A table dropped and made again between two scans
+                # has another Delta table id. A log that shrank with the same id is a table
+                # being deleted file by file: wait, the scan that finds it gone records the drop.
                 first_meta = metadata_at(self.storage, path, versions[0])
                 old_id = cur.meta.table_id if cur.meta else ""
-                if first_meta is None or not first_meta.table_id or first_meta.table_id == old_id:
+                new_id = first_meta.table_id if first_meta else ""
+                if new_id and old_id and new_id != old_id:
+                    try:
+                        born = read_commit(self.storage, path, versions[0]).timestamp
+                    except FileNotFoundError:
+                        self.deferred = True
+                        continue
+                    drop_time = min(now, born - timedelta(microseconds=1))
+                    planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
+                    cur = None
+                elif versions[-1] < cur.version:
                     self.deferred = True
                     continue
-                planned.append(Planned(name, now, None, "DROP TABLE", "drop", None, None))
-                cur = None
             start = cur.version + 1 if cur else versions[0]
             meta = cur.meta if cur else None
             last_time = None
@@ -229,6 +241,14 @@ class Capture:
                 cursors[name] = None  # type: ignore[assignment]
         planned.sort(key=lambda p: (p.time, p.table, -1 if p.version is None else p.version))
         return planned, cursors
+
+    def _signature(self, path: str, version: int) -> tuple:
+        """(version, mtime, size) of a table's first commit file: changes when the table is made anew."""
+        try:
+            info = self.storage.fs.info(commit_file(path, version))
+        except FileNotFoundError:
+            return (version, None, None)
+        return (version, info.get("mtime") or info.get("LastModified"), info.get("size"))
 
     def _classify(self, name: str, path: str, commit: Commit, meta: TableMeta | None,
                   first: bool) -> tuple[Planned | None, TableMeta | None]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 
 from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
 log = logging.getLogger("wlc.watch")
+# watchdog's inotify observer warns (with every watched folder in the message) when a folder
+# is made again under the same path, as Spark's _temporary folders are; it is harmless.
+warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
 
 
 class _Wake(FileSystemEventHandler):

@@ -104,6 +104,8 @@ class Replica:
             self._session = base.newSession()
             # replica tables need no change feed of their own; it would double every MERGE's writes
             self._session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+            # deletion vectors: UPDATE/DELETE/MERGE mark rows instead of rewriting whole files
+            self._session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
         return self._session
 
     # ------------------------------------------------------------------ public queries

@@ -151,3 +151,32 @@ def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
     txns = [t for _n, p in batch.list_batches(m.storage, m.logs, "d") for t in batch.read_manifest(m.storage, p).txns]
     assert [(t.txn, t.ddl) for t in txns] == [(0, None), (1, None), (2, "drop")]
     assert [t.time for t in txns] == sorted(t.time for t in txns)
+
+
+def test_table_dropped_and_made_again_between_scans(spark, dbfarm):
+    from wlc.master import Master
+
+    m = Master("d", dbfarm=dbfarm, capture=False).start()
+    m.beat(0)
+    a, b = m.table_path("s.a"), m.table_path("s.b")
+    for p in (a, b):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id INT, v STRING) USING delta")
+    for i in range(3):
+        spark.sql(f"INSERT INTO delta.`{b}` VALUES ({i}, 'old')")
+    spark.sql(f"INSERT INTO delta.`{a}` VALUES (1, 'old')")
+    m.flush()
+    import shutil
+    # no scan in between: fewer versions (a), more versions and another schema (b)
+    shutil.rmtree(a.replace("file://", ""))
+    spark.sql(f"CREATE TABLE delta.`{a}` (id INT, v STRING) USING delta")
+    spark.sql(f"INSERT INTO delta.`{a}` VALUES (10, 'new')")
+    shutil.rmtree(b.replace("file://", ""))
+    spark.sql(f"CREATE TABLE delta.`{b}` (k INT, w STRING) USING delta")
+    for i in range(5):
+        spark.sql(f"INSERT INTO delta.`{b}` VALUES ({i}, 'new')")
+    m.flush()
+    rep = wlr.Replica("d", replica="dr", dbfarm=dbfarm)
+    rep.replicate(follow=False)
+    assert rows(rep.table("s.a")) == [(10, "new")]
+    assert rows(rep.table("s.b")) == master_rows(spark, b) and rep.table("s.b").columns == ["k", "w"]
+    m.close()
