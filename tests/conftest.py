@@ -35,3 +35,14 @@ def dbfarm(tmp_path, monkeypatch):
         if cur is not None:
             cur.close()
             mod._current = None
+
+
+@pytest.fixture
+def master(spark, dbfarm):
+    """Master database ``m`` with beat 0 (a batch per transaction), closed after the test."""
+    import wlc
+
+    m = wlc.master("m", dbfarm=dbfarm)
+    wlc.beat(0)
+    yield m
+    m.close()

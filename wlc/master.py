@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import warnings
-from datetime import datetime, timezone
+from datetime import datetime, timedelta
 
 from . import batch as batchfmt
 from . import snapshot as snap
@@ -23,7 +23,7 @@ from .batch import Manifest, TxnRecord, utc_iso, parse_utc
 from .capture import Capture, CaptureState, Cursor, discover_tables, settle_limit, split_name, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .deltalog import list_versions, metadata_at
-from .errors import ConfigError, MasterStateError
+from .errors import MasterStateError
 from .session import active_session
 from .storage import Storage
 from .watch import FolderWatch
@@ -378,7 +378,7 @@ class Master:
         return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"
 
 
-_EPS = __import__("datetime").timedelta(microseconds=1)
+_EPS = timedelta(microseconds=1)
 
 
 def _fmt_seconds(value: float) -> str:

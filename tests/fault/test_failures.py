@@ -11,23 +11,10 @@ import wlc
 import wlr
 from wlc.errors import ConfigError, MasterStateError
 
-from ..integration.helpers import master_rows, rows
+from ..integration.helpers import master_rows, rows, sql
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture
-def master(spark, dbfarm):
-    m = wlc.master("m", dbfarm=dbfarm)
-    wlc.beat(0)
-    yield m
-    m.close()
-
-
-def sql(spark, text):
-    spark.sql(text)
-    return wlc.flush()
 
 
 def run_python(code: str, env_extra: dict) -> subprocess.CompletedProcess:
@@ -43,7 +30,7 @@ def test_failure_is_kept_until_accept(spark, master, dbfarm):
     sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                  # 1
     bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")            # 2: its rows get damaged
     sql(spark, f"INSERT INTO delta.`{p}` VALUES (3)")                  # 3
-    part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", f"wlc_version=2", "*.parquet"))[0]
+    part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", "wlc_version=2", "*.parquet"))[0]
     with open(part, "r+b") as fh:
         fh.truncate(10)
 

@@ -11,3 +11,11 @@ def master_rows(spark, path: str, version: int | None = None) -> list[tuple]:
     if version is not None:
         reader = reader.option("versionAsOf", version)
     return rows(reader.load(path))
+
+
+def sql(spark, text: str) -> int:
+    """Run one SQL statement on the master and capture it now; returns the last txn id published."""
+    import wlc
+
+    spark.sql(text)
+    return wlc.flush()

@@ -9,22 +9,9 @@ import pytest
 import wlc
 import wlr
 
-from .helpers import master_rows, rows
+from .helpers import master_rows, rows, sql
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def master(spark, dbfarm):
-    m = wlc.master("m", dbfarm=dbfarm)
-    wlc.beat(0)
-    yield m
-    m.close()
-
-
-def sql(spark, text):
-    spark.sql(text)
-    return wlc.flush()
 
 
 def test_point_in_time_is_a_consistent_cut_across_tables(spark, master, dbfarm):
