@@ -106,6 +106,8 @@ class Replica:
             self._session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
             # deletion vectors: UPDATE/DELETE/MERGE mark rows instead of rewriting whole files
             self._session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+            # MERGE sources are immutable published Parquet: no need to copy them first
+            self._session.conf.set("spark.databricks.delta.merge.materializeSource", "none")
         return self._session
 
     # ------------------------------------------------------------------ public queries

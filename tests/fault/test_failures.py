@@ -167,3 +167,36 @@ def test_table_dropped_and_made_again_between_scans(spark, dbfarm):
     assert rows(rep.table("s.a")) == [(10, "new")]
     assert rows(rep.table("s.b")) == master_rows(spark, b) and rep.table("s.b").columns == ["k", "w"]
     m.close()
+
+
+def test_standalone_capturer_process(spark, dbfarm):
+    """`python -m wlc capture` captures a master written by another application."""
+    import signal
+    import time
+
+    from wlc.config import parse_kv
+
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "wlc", "capture", dbfarm, "ext", "--beat", "0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        cfg_path = os.path.join(dbfarm, "ext", "wlc.config")
+        deadline = time.monotonic() + 180
+        while not os.path.exists(cfg_path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        path = os.path.join(dbfarm, "ext", "s", "t")
+        spark.sql(f"CREATE TABLE delta.`{path}` (i INT) USING delta")
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
+        tick = "-1"
+        while time.monotonic() < deadline:
+            tick = parse_kv(open(cfg_path).read()).get("tick", "-1")
+            if tick == "1":
+                break
+            time.sleep(0.2)
+        assert tick == "1", "capture process did not publish both transactions"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out[-3000:]
+    rep = wlr.Replica("ext", replica="ext_r", dbfarm=dbfarm).replicate(follow=False)
+    assert rows(rep.table("s.t")) == [(1,), (2,)]
