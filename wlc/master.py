@@ -162,7 +162,7 @@ class Master:
                     self.spark, self.storage, self.path, self.dbname, dbid, state)._meta_via_spark(p, versions[n])
             session = self.spark.newSession()
             session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-            session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
+            session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
             state.tables = snap.take(session, self.storage, self.path, snapshot, tables, versions, metas, dbid)
         self.config = {
             "snapshot": snapshot, "logs": logs, "state": STARTED, "batches": 0,

@@ -282,11 +282,14 @@ class Applier:
         on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
         with self._tagged(rec, part=False, idempotent=True):
+            # the source is immutable published Parquet: MERGE need not copy it first
+            self.spark.conf.set("spark.databricks.delta.merge.materializeSource", "none")
             (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
              .whenMatchedUpdate(condition=f"s.{_OP}", set=values)
              .whenMatchedDelete(condition=f"NOT s.{_OP}")
              .whenNotMatchedInsert(condition=f"s.{_OP}", values=values)
              .execute())
+            self.spark.conf.unset("spark.databricks.delta.merge.materializeSource")
 
     def _merge_by_image(self, rec: TxnRecord, uri: str, signed: DataFrame, cols: list[str]) -> None:
         """Multiset semantics: deleting one of two identical rows leaves one."""
