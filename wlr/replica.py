@@ -308,9 +308,6 @@ class Replica:
             todo = plan(tick, refs, target, watermark, stopped)
         except ValueError as exc:
             self._fail(refs[0].batch if refs else next_batch, tick + 1, None, str(exc))
-        if target.kind == "txn" and not todo.reached and stopped:
-            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
-                                     f"transaction {target.txn} will never be published")
         wanted = {r.txn for r in todo.apply}
         applier = self._applier()
         for number_, path, manifest in manifests:
@@ -322,6 +319,10 @@ class Replica:
                 self._save()
             elif not manifest.txns:
                 self.state["batches"] = str(number_ + 1)
+        if target.kind == "txn" and not todo.reached and stopped:
+            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
+                                     f"transaction {target.txn} will never be published (the replica "
+                                     f"applied everything up to {self.state.get('tick')})")
         return todo.reached, todo.waiting_for
 
     def _apply_batch(self, applier: Applier, number_: int, path: str, manifest: Manifest,

@@ -34,6 +34,9 @@ def test_point_in_time_is_a_consistent_cut_across_tables(spark, master, dbfarm):
     rep.replicate(follow=False)
     assert rows(rep.table("s.a")) == master_rows(spark, a)
     assert rows(rep.table("s.b")) == [(1, "b1x")]
+    sql(spark, f"DELETE FROM delta.`{a}`")  # without a predicate
+    rep.replicate(follow=False)
+    assert rows(rep.table("s.a")) == [] and rows(rep.table("s.b")) == [(1, "b1x")]
 
 
 def test_keys_duplicates_merge_schema_change(spark, master, dbfarm):
