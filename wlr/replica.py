@@ -396,37 +396,36 @@ class Replica:
                 self._release()
 
     def _accept(self) -> int:
-        if True:
-            self.state = self._load() or {}
-            if not self.state.get("error_cause"):
-                raise ReplicaStateError(f"replica {self.name!r} has no failed transaction to accept")
-            txn = _int(self.state.get("error_txn"))
-            batch = _int(self.state.get("error_batch"))
-            if txn is None or txn != int(self.state.get("tick", -1)) + 1:
-                raise ReplicaStateError(f"the failure is not tied to the next transaction: {self.state['error_cause']}")
-            logs = self.state.get("logs")
-            manifest = None
-            if batch is not None:
-                for number_, path in batchfmt.list_batches(self.storage, logs, self.master, batch):
-                    if number_ == batch:
-                        try:
-                            manifest = batchfmt.read_manifest(self.storage, path)
-                        except BatchError:
-                            manifest = None
-                    break
-            rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
-            skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
-            self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",
-                               **{k: "" for k in ERROR_KEYS}})
-            if rec is not None:
-                self.state["clock"] = utc_iso(rec.time)
-                if rec.table and f"version.{rec.table}" in self.state:
-                    self.state[f"version.{rec.table}"] = str(self._applier().current_version(rec.table))
-            if manifest is None or (manifest.txns and txn >= manifest.last_txn):
-                self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
-            self._save()
-            self._log(f"accepted: skipped transaction {txn}")
-            return txn
+        self.state = self._load() or {}
+        if not self.state.get("error_cause"):
+            raise ReplicaStateError(f"replica {self.name!r} has no failed transaction to accept")
+        txn = _int(self.state.get("error_txn"))
+        batch = _int(self.state.get("error_batch"))
+        if txn is None or txn != int(self.state.get("tick", -1)) + 1:
+            raise ReplicaStateError(f"the failure is not tied to the next transaction: {self.state['error_cause']}")
+        logs = self.state.get("logs")
+        manifest = None
+        if batch is not None:
+            for number_, path in batchfmt.list_batches(self.storage, logs, self.master, batch):
+                if number_ == batch:
+                    try:
+                        manifest = batchfmt.read_manifest(self.storage, path)
+                    except BatchError:
+                        manifest = None
+                break
+        rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
+        skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
+        self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",
+                           **{k: "" for k in ERROR_KEYS}})
+        if rec is not None:
+            self.state["clock"] = utc_iso(rec.time)
+            if rec.table and f"version.{rec.table}" in self.state:
+                self.state[f"version.{rec.table}"] = str(self._applier().current_version(rec.table))
+        if manifest is None or (manifest.txns and txn >= manifest.last_txn):
+            self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
+        self._save()
+        self._log(f"accepted: skipped transaction {txn}")
+        return txn
 
     # ------------------------------------------------------------------ follow mode
     def _start_follow(self) -> None:
