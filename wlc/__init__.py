@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .errors import BatchError, ConfigError, MasterStateError, WlcError
+from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning, WlcError
 from .master import Master
 from .session import spark_session
 
 __all__ = ["spark_session", "master", "beat", "stop", "flush", "clock", "tick", "current",
-           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError"]
+           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning"]
 
 _current: Master | None = None
 
@@ -35,17 +35,28 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
     current Delta version). Calling it on a database already in master mode warns and
     changes nothing but resumes capture in this process, continuing where capture stopped.
 
+    A refused call changes nothing: no file is written and the master this process was
+    capturing goes on capturing. Once the new master has started, module functions act on
+    it and the previous one's capture in this process stops.
+
     Raises:
-        ConfigError: a name or the beat in config is malformed.
+        ConfigError: a name, ``logs`` (empty, a file) or the beat in config is malformed.
         MasterStateError: the database stopped logging (``wlc.stop()``); as in MonetDB a
-            stopped master needs a fresh snapshot. Also when another process is capturing it.
+            stopped master needs a fresh snapshot. Also when the database is a replica, or
+            another process is capturing it.
     """
     global _current
     m = Master(dbname, dbfarm=dbfarm, logs=logs)
+    if _current is not None and _current.path == m.path and _current.running:
+        m.validate()  # e.g. another logs= than the running master's: refused, nothing changes
+        import warnings
+        warnings.warn(f"database {dbname!r} is already in master mode in this process; nothing changed",
+                      stacklevel=2)
+        return _current
+    m.start()
     if _current is not None:
-        _current.close()  # module functions drive one master at a time; its capture stops here
-        _current = None
-    _current = m.start()
+        _current.close()  # module functions drive one master at a time; the previous one's capture stops
+    _current = m
     return m
 
 

@@ -24,9 +24,8 @@ from datetime import datetime, timedelta, timezone
 
 
 from .batch import TxnRecord
-from .config import check_name
 from .deltalog import Commit, TableMeta, commit_file, is_delta_table, list_versions, metadata_at, read_commit
-from .errors import ConfigError
+from .names import batch_folder, qualified, quote_ident, split_name, uncarried_reason
 from .storage import Storage
 
 log = logging.getLogger("wlc.capture")
@@ -36,11 +35,6 @@ NOT_REPLICATED_SCHEMAS = {"tmp"}
 VERSION_COLUMN = "wlc_version"
 CHANGE_TYPE = "_change_type"
 CAPTURE_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
-
-
-def quote_ident(name: str) -> str:
-    """A SQL identifier in backticks, backticks inside doubled."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def delta_ref(uri: str) -> str:
@@ -98,46 +92,41 @@ class Planned:
     user: str | None = None
 
 
-def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset()) -> dict[str, str]:
-    """Replicated tables of a database: ``{"schema.table": path}``.
+def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
+                    refused: dict[str, str] | None = None) -> dict[str, str]:
+    """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlc.names`).
 
-    Folders that are not plain identifiers cannot be replicated; they are reported in the
-    log each scan rather than skipped silently.
+    Every Delta table at ``<db>/<schema>/<table>`` is replicated, whatever its folder name,
+    except schema ``tmp``. A Delta table that cannot be carried (a name with a control
+    character or not UTF-8, a table directly under the database folder) is put in
+    ``refused`` as ``{path: reason}`` so the master can say so, never skipped silently.
     """
     out = {}
     for schema in storage.subdirs(db_path):
-        if schema in RESERVED or schema in skip or schema.startswith((".", "_")):
-            continue
-        if schema in NOT_REPLICATED_SCHEMAS:
+        if schema in RESERVED or schema in skip or schema in NOT_REPLICATED_SCHEMAS:
             continue
         schema_path = Storage.join(db_path, schema)
+        if is_delta_table(storage, schema_path):
+            if refused is not None:
+                refused[schema_path] = ("a Delta table directly in the database folder is not replicated; "
+                                        "move it to <db>/<schema>/<table>")
+            continue
         for table in storage.subdirs(schema_path):
-            if table.startswith((".", "_")):
-                continue
             path = Storage.join(schema_path, table)
-            if not is_delta_table(storage, path):
+            if table == "_delta_log" or not is_delta_table(storage, path):
                 continue
-            try:
-                check_name(schema, "schema")
-                check_name(table, "table")
-            except ConfigError as exc:
-                log.warning("not replicated: %s (%s)", path, exc)
+            reason = uncarried_reason(schema) or uncarried_reason(table)
+            if reason:
+                if refused is not None:
+                    refused[path] = reason
                 continue
-            out[f"{schema}.{table}"] = path
+            out[qualified(schema, table)] = path
     return out
 
 
 def table_path(db_path: str, name: str) -> str:
     schema, table = split_name(name)
     return Storage.join(db_path, schema, table)
-
-
-def split_name(name: str) -> tuple[str, str]:
-    """``"schema.table"`` -> ``(schema, table)``, both checked as plain identifiers."""
-    if not isinstance(name, str) or name.count(".") != 1:
-        raise ConfigError(f"table name {name!r} must be 'schema.table'")
-    schema, table = name.split(".")
-    return check_name(schema, "schema"), check_name(table, "table")
 
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
@@ -169,6 +158,7 @@ class Capture:
         self._gone_since: dict[str, datetime] = {}
         self._first_sig: dict[str, tuple] = {}
         self.deferred = False
+        self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:
@@ -178,7 +168,9 @@ class Capture:
         ``self.state`` is not changed (the caller commits the cursors once rows are written).
         """
         self.deferred = False
-        tables = discover_tables(self.storage, self.db_path, self.skip)
+        refused: dict[str, str] = {}
+        tables = discover_tables(self.storage, self.db_path, self.skip, refused)
+        self.refused = refused
         planned: list[Planned] = []
         cursors: dict[str, Cursor] = {}
         for name, path in tables.items():
@@ -301,7 +293,7 @@ class Capture:
                 else:
                     table_runs.append([i])
             elif item.change == "image":
-                rel = f"images/{item.table}/{item.version}"
+                rel = f"images/{batch_folder(item.table)}/{item.version}"
                 uri = self.storage.uri(table_path(self.db_path, item.table))
                 df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
                 cols = item.meta.columns if item.meta else df.columns
@@ -311,7 +303,7 @@ class Capture:
                 self.counts[i] = {"image": self.spark.read.parquet(self.storage.uri(Storage.join(staging, rel))).count()}
         for table, table_runs in runs.items():
             uri = self.storage.uri(table_path(self.db_path, table))
-            base = f"rows/{table}"
+            base = f"rows/{batch_folder(table)}"
             for run in table_runs:
                 first, last = items[run[0]], items[run[-1]]
                 for i in run:  # a retried scan must not append the same version twice

@@ -34,14 +34,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{args.dbname} is not a master in {farm}", file=sys.stderr)
                 return 1
             for key, value in cfg.items():
+                if key == "not_replicated" and value:
+                    import json
+                    for path, reason in sorted(json.loads(value).items()):
+                        print(f"NOT REPLICATED {path}: {reason}")
+                    continue
                 print(f"{key}={value}")
             return 0
         import warnings
+        from .config import number
         from .master import Master
         warnings.simplefilter("default")
+        beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
         m = Master(args.dbname, dbfarm=args.dbfarm, logs=args.logs).start()
-        if args.beat is not None:
-            m.beat(args.beat)
+        if beat is not None:
+            m.beat(beat)
         done = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: done.set())
         signal.signal(signal.SIGINT, lambda *_: done.set())

@@ -64,11 +64,20 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
     """Return the dbfarm folder: ``value`` when given, else ``$WLC_DBFARM``, else ``dbfarm`` from config.
 
     Local paths are made absolute; URLs (``scheme://...``) are returned unchanged.
+
+    Raises:
+        ConfigError: the value is empty, or names a file rather than a folder.
     """
     chosen = str(value) if value is not None else str(settings()["dbfarm"])
+    if not chosen.strip():
+        raise ConfigError("the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM")
     if "://" in chosen:
         return chosen.rstrip("/")
-    return str(Path(chosen).expanduser().resolve())
+    path = Path(chosen).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"dbfarm {str(path)!r} is a file, not a folder: pass the folder that holds the "
+                          "databases (dbfarm=... or WLC_DBFARM)")
+    return str(path)
 
 
 def check_name(name: str, what: str) -> str:

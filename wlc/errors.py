@@ -15,3 +15,7 @@ class MasterStateError(WlcError):
 
 class BatchError(WlcError):
     """A published batch is unreadable: missing or truncated file, checksum mismatch, unknown format version."""
+
+
+class NotReplicatedWarning(UserWarning):
+    """A Delta table of the master cannot be replicated; the message names it and says why."""

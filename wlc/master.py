@@ -9,6 +9,7 @@ GTID), ``format`` (batch format version), ``tick`` (last transaction id publishe
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -20,10 +21,12 @@ from datetime import datetime, timedelta
 from . import batch as batchfmt
 from . import snapshot as snap
 from .batch import Manifest, TxnRecord, utc_iso, parse_utc
-from .capture import Capture, CaptureState, Cursor, discover_tables, settle_limit, split_name, utcnow
+from .capture import Capture, CaptureState, Cursor, discover_tables, settle_limit, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .deltalog import list_versions, metadata_at
-from .errors import MasterStateError
+from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
+from .faults import crash_point
+from .names import quote_ident, split_name
 from .session import active_session
 from .storage import Storage
 from .watch import FolderWatch
@@ -31,6 +34,7 @@ from .watch import FolderWatch
 log = logging.getLogger("wlc.master")
 
 CONFIG_FILE = "wlc.config"
+REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
 
 
@@ -104,40 +108,109 @@ class Master:
         layout and ``DROP TABLE`` removes their folder (which capture records as a drop).
         Returns the schema name.
         """
-        from .capture import quote_ident
         check_name(schema, "schema")
         loc = self.storage.uri(Storage.join(self.path, schema))
         self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} LOCATION '{loc}'")
         return schema
 
     # ------------------------------------------------------------------ life cycle
-    def start(self) -> "Master":
-        """Put the database in master mode (or resume capture of one already there).
+    def validate(self) -> dict[str, str] | None:
+        """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
 
         Raises:
-            MasterStateError: the master was stopped (state=2): a new snapshot is needed, as in MonetDB.
+            ConfigError: ``logs`` is empty, or the database or log folder is a file.
+            MasterStateError: the database is a replica, or a stopped master, or logs elsewhere.
         """
-        self.storage.makedirs(self.path)
+        if self._logs_arg is not None and not str(self._logs_arg).strip():
+            raise ConfigError("logs='' is not a folder: pass a folder path for the logs, or leave logs out "
+                              "to log into <dbfarm>/<dbname>/wlc_logs")
+        if self.storage.exists(self.path) and not self.storage.isdir(self.path):
+            raise ConfigError(f"{self.path} is a file, not a database folder; choose another database name")
+        if self.storage.exists(Storage.join(self.path, REPLICA_CONFIG_FILE)):
+            raise MasterStateError(
+                f"database {self.dbname!r} is a replica (it has {REPLICA_CONFIG_FILE}); a replica cannot become a "
+                "master: write to its master, or make a new database for a new master")
         existing = read_config(self.storage, self.path)
         if existing is not None:
-            self.config = existing
-            if self.state == STOPPED:
+            if int(existing.get("state", STARTED)) == STOPPED:
                 raise MasterStateError(
                     f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
                     "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then call master() again")
-            if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(self.logs):
-                raise MasterStateError(f"database {self.dbname!r} already logs to {self.logs}, not {self._logs_arg}")
-            warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
-                          "(capture resumes where it stopped)", stacklevel=3)
-            state = self._restore_state()
-        else:
-            state = self._initialise()
-        batchfmt.clear_staging(self.storage, self.logs)
-        self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
-                               skip_schemas=self._skip_schemas())
-        if self._want_capture:
-            self._start_thread()
+            logs = existing.get("logs") or Storage.join(self.path, "wlc_logs")
+            if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(logs):
+                raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self._logs_arg}; "
+                                       "call master() without logs=")
+        elif self._logs_arg is not None and self.storage.exists(str(self._logs_arg)) \
+                and not self.storage.isdir(str(self._logs_arg)):
+            raise ConfigError(f"logs={self._logs_arg!r} is a file, not a folder; pass a folder for the logs")
+        return existing
+
+    def start(self) -> "Master":
+        """Put the database in master mode (or resume capture of one already there).
+
+        Everything is checked before anything is written; a refused call leaves the
+        filesystem as it was and a running capturer untouched.
+
+        Raises:
+            MasterStateError: the master was stopped (state=2): a new snapshot is needed, as in
+                MonetDB; the database is a replica; another process is capturing it.
+            ConfigError: ``logs`` is empty or names a file; the database folder is a file.
+        """
+        self.validate()
+        created = not self.storage.exists(self.path)
+        self._take_lock()
+        try:
+            existing = read_config(self.storage, self.path)  # again, now that the lock is ours
+            if existing is not None:
+                self.config = existing
+                self.validate()
+                warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
+                              "(capture resumes where it stopped)", stacklevel=3)
+                state = self._restore_state()
+            else:
+                state = self._initialise()
+            batchfmt.clear_staging(self.storage, self.logs)  # ours alone: we hold the lock
+            self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
+                                   skip_schemas=self._skip_schemas())
+            if self._want_capture:
+                self._start_thread()
+        except BaseException:
+            self._release_lock()
+            if created and read_config(self.storage, self.path) is None:
+                self.storage.rm(self.path)  # nothing of a refused new master stays behind
+            raise
         return self
+
+    def _take_lock(self) -> None:
+        """Hold ``<db>/wlc.lock`` (fcntl) for as long as this process captures the database.
+
+        Raises:
+            MasterStateError: another process holds it; nothing was changed.
+        """
+        if not self.storage.local:
+            return
+        lock_path = os.path.join(self.path, "wlc.lock")
+        self.storage.makedirs(self.path)
+        fh = open(lock_path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
+                                   "stop it or use that process") from None
+        fh.seek(0), fh.truncate(), fh.write(str(os.getpid())), fh.flush()
+        self._lockfile = fh
+
+    def _release_lock(self) -> None:
+        if self._lockfile is not None:
+            self._lockfile.close()
+            self._lockfile = None
+
+    @property
+    def running(self) -> bool:
+        """True while this object holds the capture lock (started and not closed)."""
+        return self._lockfile is not None or (self.capture is not None and not self.storage.local
+                                              and not self._stop.is_set())
 
     def _skip_schemas(self) -> set[str]:
         logs = os.path.abspath(self.logs)
@@ -150,7 +223,8 @@ class Master:
             logs = os.path.abspath(logs)
         self.storage.makedirs(logs)
         dbid = uuid.uuid4().hex
-        tables = discover_tables(self.storage, self.path, {os.path.basename(logs)})
+        refused: dict[str, str] = {}
+        tables = discover_tables(self.storage, self.path, {os.path.basename(logs)}, refused)
         snapshot = ""
         state = CaptureState()
         if tables:
@@ -169,8 +243,11 @@ class Master:
             "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,
             "format": batchfmt.FORMAT_VERSION, "tick": -1, "watermark": "",
             "created": utc_iso(utcnow()),
+            "not_replicated": json.dumps(refused, sort_keys=True) if refused else "",
         }
         self._save_config()
+        for path, reason in sorted(refused.items()):
+            log.error("NOT REPLICATED: %s: %s", path, reason)
         return state
 
     def _restore_state(self) -> CaptureState:
@@ -195,17 +272,6 @@ class Master:
         self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.config))
 
     def _start_thread(self) -> None:
-        lock_path = os.path.join(self.path, "wlc.lock")
-        if self.storage.local:
-            fh = open(lock_path, "a+")
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                fh.close()
-                raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
-                                       "stop it or use that process") from None
-            fh.seek(0), fh.truncate(), fh.write(str(os.getpid())), fh.flush()
-            self._lockfile = fh
         if self.storage.local:
             self._watch = FolderWatch(self.path, recursive=True, polling=self.polling,
                                       interval=self.poll_interval, accept=self._relevant_event)
@@ -242,6 +308,8 @@ class Master:
     def _step(self, take_all: bool) -> bool:
         """One scan: stage new transactions, publish when the beat says so.
 
+        A publish that fails leaves capture exactly where it was: the staged transactions
+        keep their ids and rows and are published first by the next scan.
         Returns True when commits were seen but left for a later scan (too recent).
         """
         now = utcnow()
@@ -249,34 +317,43 @@ class Master:
         watermark = settle_limit(now, self.settle)
         cap = self.capture
         items, cursors = cap.plan(limit, now)
-        beat = self.beat_seconds
-        if items:
-            if beat == 0:
-                for k, item in enumerate(items):
-                    self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
-                    rows = cap.write_rows(self._staging, [item])
-                    self._pending = cap.to_records([item], rows)
-                    if k < len(items) - 1:
-                        # the cursors as after this transaction; the watermark stops before the next one
-                        cap.advance({item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
-                        self._publish(min(watermark, items[k + 1].time - _EPS))
-                    else:
-                        cap.advance(cursors)
-                        self._publish(watermark)
-            else:
-                if self._staging is None:
-                    self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
-                    self._open_since = time.monotonic()
-                rows = cap.write_rows(self._staging, items)
-                self._pending.extend(cap.to_records(items, rows))
-                self._last_logged = self._pending[-1]
+        self._note_refused(cap.refused)
+        if self.beat_seconds == 0:
+            if self._pending:  # left by a failed publish, or staged under an earlier beat
+                self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
+            for k, item in enumerate(items):
+                if k < len(items) - 1:
+                    # the cursor as after this transaction; the watermark stops before the next one
+                    self._stage([item], {item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
+                    self._publish(min(watermark, items[k + 1].time - _EPS))
+                else:
+                    self._stage([item], cursors)
+                    self._publish(watermark)
+        elif items:
+            self._stage(items, cursors)
         cap.advance(cursors)
         cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
-        if self._pending and (take_all or beat == 0 or self._due_in() == 0):
+        if self._pending and (take_all or self._due_in() == 0):
             self._publish(watermark)
         elif not self._pending:
             self._note_watermark(watermark)
         return cap.deferred
+
+    def _stage(self, items: list, cursors: dict) -> None:
+        """Write the rows of ``items`` into the open batch, give them ids, move the cursors.
+
+        Ids and cursors change only once every row is written, so a failure here leaves
+        capture where it was and the next scan stages the same transactions again.
+        """
+        cap = self.capture
+        if self._staging is None:
+            self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
+            self._open_since = time.monotonic()
+        rows = cap.write_rows(self._staging, items)
+        crash_point("capture.staged")
+        self._pending.extend(cap.to_records(items, rows))
+        self._last_logged = self._pending[-1]
+        cap.advance(cursors)
 
     def _due_in(self) -> float | None:
         if not self._pending or self._open_since is None:
@@ -284,20 +361,50 @@ class Master:
         return max(0.0, self._open_since + self.beat_seconds - time.monotonic())
 
     def _publish(self, watermark: datetime) -> None:
+        """Publish the open batch. On failure nothing moves: the same batch is tried again later.
+
+        Raises:
+            BatchError: the batch's name is taken in the log folder (another capturer?).
+        """
         cap = self.capture
-        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=cap.state.next_batch,
-                            watermark=watermark, txns=self._pending)
+        number_ = cap.state.next_batch
+        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
+                            watermark=watermark, txns=list(self._pending))
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state.to_json()
-        batchfmt.publish(self.storage, self.logs, self._staging, manifest)
+        try:
+            batchfmt.publish(self.storage, self.logs, self._staging, manifest)
+        except FileExistsError:
+            raise BatchError(
+                f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
+                f"already exists in {self.logs} (another capturer, or a copied folder?). Transactions "
+                f"{manifest.first_txn}..{manifest.last_txn} stay staged and are published with the same ids once "
+                "that name is free; move the foreign folder out of the log folder") from None
+        crash_point("capture.published")
+        # published: these records must never be published again, whatever happens below
         cap.state.next_batch += 1
         self._last_logged = self._pending[-1]
+        self._pending, self._staging, self._open_since = [], None, None
         self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
                             "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
         self._save_config()
         log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
-        self._pending, self._staging, self._open_since = [], None, None
+
+    def _note_refused(self, refused: dict[str, str]) -> None:
+        """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""
+        text = json.dumps(refused, sort_keys=True) if refused else ""
+        if text == self.config.get("not_replicated", ""):
+            return
+        for path, reason in sorted(refused.items()):
+            log.error("NOT REPLICATED: %s: %s", path, reason)
+        self.config["not_replicated"] = text
+        self._save_config()
+
+    def not_replicated(self) -> dict[str, str]:
+        """Delta tables in the database that capture cannot carry: ``{path: reason}`` (empty: none)."""
+        text = self.config.get("not_replicated", "")
+        return json.loads(text) if text else {}
 
     def _note_watermark(self, watermark: datetime) -> None:
         old = self.config.get("watermark")
@@ -327,13 +434,24 @@ class Master:
     def flush(self) -> int:
         """Capture every commit made before this call and publish the open batch now.
 
-        Returns the id of the last transaction published (-1: none yet). Raises
-        MasterStateError when the master was stopped.
+        Returns the id of the last transaction published (-1: none yet). Warns
+        (:class:`wlc.NotReplicatedWarning`) naming every Delta table of the database that
+        cannot be replicated, and why.
+
+        Raises:
+            MasterStateError: the master was stopped.
+            BatchError: the batch could not be published (its name is taken); its
+                transactions stay staged with their ids and the next flush tries again.
         """
         with self._lock:
             self._check_started()
             self._step(take_all=True)
-            return int(self.config.get("tick", -1))
+            tick = int(self.config.get("tick", -1))
+        refused = self.not_replicated()
+        if refused:
+            warnings.warn(NotReplicatedWarning(
+                "not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))), stacklevel=3)
+        return tick
 
     def stop(self) -> None:
         """Flush, then stop logging for good (state=2). MonetDB: the end of life of the snapshot."""
@@ -356,9 +474,7 @@ class Master:
         if self._watch is not None:
             self._watch.close()
             self._watch = None
-        if self._lockfile is not None:
-            self._lockfile.close()
-            self._lockfile = None
+        self._release_lock()
 
     def clock(self) -> datetime | None:
         """Commit time (UTC) of the last logged transaction, or None when none was logged."""

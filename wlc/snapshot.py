@@ -11,7 +11,8 @@ import json
 from datetime import datetime, timezone
 
 from .batch import utc_iso
-from .capture import Cursor, delta_ref, quote_ident, split_name
+from .capture import Cursor, delta_ref
+from .names import quote_ident, split_name
 from .deltalog import TableMeta
 from .storage import Storage
 

@@ -42,25 +42,31 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
         wlr.Replica: when the target is reached (following: when all published is applied).
 
     A new replica starts from the master's snapshot (or empty). A later call continues from
-    where the replica stands.
+    where the replica stands, and retries a failure stored by an earlier call (its cause may
+    have been fixed), as PostgreSQL's apply worker does.
+
+    A refused call changes nothing: no file is written and the replica this process was
+    following goes on following. Once the call is accepted, module functions act on the
+    new replica and the previous one stops following.
 
     Raises:
         TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``) or
             is a point the replica has already passed (replay cannot go back).
-        ReplicationError: a transaction could not be applied, now or in an earlier call or
-            process, and was not accepted; names batch, txn, table and cause.
+        ReplicationError: a transaction could not be applied (names batch, txn, table and
+            cause), or a batch of the logs is missing or damaged (names the batch).
         ReplicationTimeout: ``until`` was not published within ``timeout`` seconds.
-        ReplicaStateError: the replica folder belongs to another master or is busy.
+        ReplicaStateError: the master is not a master; the replica folder is a master,
+            belongs to another master, is not empty, or is busy.
+        ConfigError: the dbfarm or the replica folder is a file; a name is malformed.
     """
     global _current
-    name = replica or f"{getattr(master, 'dbname', master)}_replica"
-    if _current is not None and (_current.name, _current.master) == (name, getattr(master, "dbname", master)) \
-            and (dbfarm is None or _current.dbfarm == Replica(master, name, dbfarm).dbfarm):
+    rep = Replica(master, replica=replica, dbfarm=dbfarm)
+    if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         rep = _current
     else:
+        rep.validate(until)  # refused here: the current follower goes on, nothing is written
         if _current is not None:
             _current.stop()
-        rep = Replica(master, replica=name, dbfarm=dbfarm)
     _current = rep
     return rep.replicate(until, follow=follow, timeout=timeout)
 

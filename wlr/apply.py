@@ -5,7 +5,9 @@ Every transaction becomes Delta commits on one replica table, each tagged in
 commit that also carries Delta's idempotent-write marker (``txnAppId=wlc:<master dbid>``,
 ``txnVersion=<txn>``), so replaying it twice changes nothing. DDL that needs several
 commits tags the intermediate ones ``...:<txn>:part`` and ends with a tagged final commit;
-a transaction counts as applied only when its final commit exists.
+a transaction counts as applied only when its final commit exists, and the final commit is
+always its last (a crash before it repeats the transaction's idempotent steps, one after it
+repeats nothing).
 
 Change rows are reduced before they touch the table (Drizzle's reducer, MusicBrainz's
 packet compaction): images are netted per row (+1 insert/postimage, -1 delete/preimage)
@@ -21,8 +23,10 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame, functions as F
 
 from wlc.batch import TxnRecord
-from wlc.capture import CHANGE_TYPE, delta_ref, quote_ident, split_name
+from wlc.capture import CHANGE_TYPE, delta_ref
 from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from wlc.faults import crash_point
+from wlc.names import quote_ident, split_name
 from wlc.snapshot import create_table_sql, _lit
 from wlc.storage import Storage
 
@@ -60,15 +64,25 @@ def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
 
 
 class Applier:
-    """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``."""
+    """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
+
+    ``spark`` is a SparkSession or a function returning one, called at the first Spark use
+    (checks that read only Delta logs need no session).
+    """
 
     def __init__(self, spark, storage: Storage, replica_path: str, dbid: str):
-        self.spark = spark
+        self._spark = spark
         self.storage = storage
         self.replica_path = replica_path
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
         self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+
+    @property
+    def spark(self):
+        if callable(self._spark) and not hasattr(self._spark, "sql"):
+            self._spark = self._spark()
+        return self._spark
 
     def table_path(self, name: str) -> str:
         schema, table = split_name(name)
@@ -153,7 +167,7 @@ class Applier:
         meta = TableMeta.from_json(rec.meta) if rec.meta else None
         if rec.ddl == "create":
             if exists and self.current_version(rec.table) >= 0 and self.last_final_txn(rec.table) < 0 \
-                    and not self._created_by_replay(rec.table):
+                    and not self.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             with self._tagged(rec, part=True):
                 for stmt in create_table_sql(uri, meta):
@@ -174,10 +188,15 @@ class Applier:
             self._replace(rec, uri, rows, meta)
             return
         # DDL only, or a data change with no change rows: one tagged commit records the transaction
+        self._mark_final(rec, uri)
+
+    def _mark_final(self, rec: TxnRecord, uri: str) -> None:
+        """The transaction's final commit when its last step was not one: a tagged property commit."""
         with self._tagged(rec, part=False):
             self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{rec.txn}')")
 
-    def _created_by_replay(self, name: str) -> bool:
+    def created_by_replay(self, name: str) -> bool:
+        """True when the replica table's first commit was made by replay of this master."""
         path = self.table_path(name)
         versions = list_versions(self.storage, path)
         return bool(versions) and parse_tag(read_commit(self.storage, path, versions[0]).user_metadata, self.dbid) is not None
@@ -220,9 +239,16 @@ class Applier:
             self.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
 
     def _replace(self, rec: TxnRecord, uri: str, rows: DataFrame, meta: TableMeta) -> None:
-        """Replace the table's content (and shape, for a non-additive ALTER) by the image, in one commit."""
+        """Replace the table's content (and shape, for a non-additive ALTER) by the image.
+
+        The overwrite is one idempotent commit (Delta skips it when its txnVersion is
+        already in the log). When properties or constraints follow it, it is a part commit
+        and a final commit ends the transaction, so a crash anywhere repeats only what is
+        missing and never skips the constraints.
+        """
         old = self.current_meta(rec.table)
         reshaped = old is not None and (old.schema != meta.schema or old.partition_columns != meta.partition_columns)
+        then_properties = reshaped or rec.ddl == "alter"
         if reshaped:
             with self._tagged(rec, part=True):
                 for cname in old.constraints:
@@ -230,15 +256,17 @@ class Applier:
         from pyspark.sql.types import StructType
         schema = StructType.fromJson(meta.schema)
         df = rows.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
-        with self._tagged(rec, part=False):
+        with self._tagged(rec, part=then_properties):
             writer = (df.write.format("delta").mode("overwrite")
                       .option("txnAppId", self.app_id).option("txnVersion", rec.txn))
             if reshaped:
                 writer = writer.option("overwriteSchema", "true").partitionBy(*meta.partition_columns)
             writer.save(uri)
-        if reshaped or rec.ddl == "alter":
+        if then_properties:
+            crash_point("replay.image_overwritten")
             with self._tagged(rec, part=True):
                 self._sync_properties(delta_ref(uri), self.current_meta(rec.table) or old, meta)
+            self._mark_final(rec, uri)
 
     # ------------------------------------------------------------------ DML
     def _apply_changes(self, rec: TxnRecord, uri: str, rows: DataFrame) -> None:

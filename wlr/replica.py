@@ -19,26 +19,28 @@ from datetime import datetime, timezone
 from wlc import batch as batchfmt
 from wlc import snapshot as snap
 from wlc.batch import Manifest, TxnRecord, parse_utc, utc_iso
-from wlc.capture import split_name
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.deltalog import is_delta_table
-from wlc.errors import BatchError
+from wlc.errors import BatchError, ConfigError
+from wlc.faults import crash_point
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
+from wlc.names import split_name, state_key
 from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
 
 from .watch import batch_watch
 
+from . import failure
 from .apply import ApplyError, Applier
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
+from .logs import LogError, read_batches
 from .plan import Target, TxnRef, check_not_passed, parse_until, plan
 
 log = logging.getLogger("wlr.replica")
 
 CONFIG_FILE = "wlr.config"
 LOG_FILE = "wlr.log"
-ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
 
 
 class Replica:
@@ -149,44 +151,72 @@ class Replica:
             "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
             "lag_transactions": max(0, mtick - tick), "lag_seconds": max(0.0, lag_s) if lag_s is not None else None,
             "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
-            "error": ({k[6:]: st[k] for k in ERROR_KEYS if st.get(k)} or None),
+            "error": ({k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None),
         }
 
     # ------------------------------------------------------------------ set-up
+    def validate(self, until=None) -> dict[str, str]:
+        """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
+
+        Raises:
+            TargetError: ``until`` is malformed or already passed.
+            ReplicaStateError: the master is not a master; the replica folder is a master, a
+                replica of another master or of an earlier incarnation, or a non-empty folder.
+            ConfigError: the replica folder is a file.
+        """
+        target = parse_until(until)
+        mcfg = self._master_config()
+        if self.storage.exists(self.path) and not self.storage.isdir(self.path):
+            raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")
+        if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
+            raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
+        state = self._load()
+        if state:
+            if state.get("master") != self.master:
+                raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
+            if state.get("dbid") != mcfg.get("dbid"):
+                raise ReplicaStateError(
+                    f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
+                    f"{state.get('dbid')}: the master was made anew; make a new replica")
+            clock = parse_utc(state["clock"]) if state.get("clock") else None
+            check_not_passed(target, int(state.get("tick", -1)), clock)
+        elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
+            raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        return mcfg
+
     def _ensure(self, mcfg: dict[str, str]) -> None:
-        if self.state:
-            if self.state.get("master") != self.master:
-                raise ReplicaStateError(f"{self.path} is a replica of {self.state.get('master')!r}, not {self.master!r}")
+        """Make the replica on first use: wlr.config first (state ``restoring``), then the
+        snapshot's tables, then state ``new``. A crash in between restarts the copy."""
+        if self.state and self.state.get("state") != "restoring":
             if self.state.get("dbid") != mcfg.get("dbid"):
                 raise ReplicaStateError(
                     f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
                     f"{self.state.get('dbid')}: the master was made anew; make a new replica")
             return
-        if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
-            raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
-        if any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
-            raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         self.storage.makedirs(self.path)
         state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
                  "logs": mcfg.get("logs", ""), "batches": 0, "tick": -1, "clock": "", "skipped": "",
-                 "state": "new", **{k: "" for k in ERROR_KEYS}}
+                 "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
+        self.state = {k: str(v) for k, v in state.items()}
+        self._save()
         if mcfg.get("snapshot"):
             body = snap.read(self.storage, mcfg["snapshot"])
+            applier = self._applier()
             for name in sorted(body["tables"]):
                 schema, table = split_name(name)
                 dst = Storage.join(self.path, schema, table)
                 self.storage.rm(dst)
                 self.storage.copy_tree(Storage.join(mcfg["snapshot"], schema, table), dst)
-                state[f"version.{name}"] = Applier(self.spark, self.storage, self.path, mcfg["dbid"]).current_version(name)
+                self.state[state_key("version.", name)] = str(applier.current_version(name))
             self._log(f"started from the snapshot of {self.master} ({len(body['tables'])} tables)")
         else:
             self._log(f"started empty from master {self.master}")
-        self.state = {k: str(v) for k, v in state.items()}
+        self.state["state"] = "new"
         self._save()
 
     def _applier(self) -> Applier:
         if getattr(self, "_applier_obj", None) is None or self._applier_obj.dbid != self.state["dbid"]:
-            self._applier_obj = Applier(self.spark, self.storage, self.path, self.state["dbid"])
+            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"])
         return self._applier_obj
 
     def _master_config(self) -> dict[str, str]:
@@ -209,11 +239,10 @@ class Replica:
 
     # ------------------------------------------------------------------ replay
     def raise_if_failed(self) -> None:
-        """Raise the stored ReplicationError when replay stopped at a failed transaction."""
-        st = self._load_or_state()
-        if st.get("error_cause"):
-            raise ReplicationError(_int(st.get("error_batch")), _int(st.get("error_txn")),
-                                   st.get("error_table") or None, st["error_cause"])
+        """Raise the stored ReplicationError when replay stopped at a failure not yet resolved."""
+        err = failure.stored(self._load_or_state())
+        if err is not None:
+            raise err
 
     def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
@@ -228,23 +257,29 @@ class Replica:
         Returns:
             self, once the target is reached (or, following, once all published is applied).
 
+        Everything is checked before anything is written: a refused call leaves the
+        filesystem as it was. A failure stored by an earlier call is retried (its cause may
+        have been fixed: a batch restored, a table put back), as PostgreSQL's apply worker
+        retries; if it fails again it is stored and raised with the new cause, if it passes
+        ``wlr.log`` records the recovery.
+
         Raises:
             TargetError: ``until`` is malformed or already passed.
-            ReplicationError: a transaction failed now or earlier and was not accepted.
+            ReplicationError: a transaction or a batch failed and was not accepted.
             ReplicationTimeout: the target was not published within ``timeout``.
             ReplicaStateError: the folder is not a replica of this master, or is busy.
         """
         target = parse_until(until)
         follow = self.default_follow if follow is None else bool(follow)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
+        self.validate(until)
         self.stop()
-        self.raise_if_failed()
         with self._lock:
             self._acquire()
             try:
                 self.state = self._load() or {}
-                self.raise_if_failed()
-                check_not_passed(target, int(self.state.get("tick", -1)), self.clock() if self.state else None)
+                if self.state:
+                    check_not_passed(target, int(self.state.get("tick", -1)), self.clock())
                 deadline = time.monotonic() + timeout
                 while True:
                     reached, waiting = self._step(target)
@@ -255,7 +290,9 @@ class Replica:
                                                  f"transaction {self.tick()}. Is capture running on the master?")
                     self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
                 self.state["until"] = "" if until is None else str(until)
-                self.state["state"] = "following" if (target.kind == "all" and follow) else "idle"
+                failed = bool(self.state.get("error_cause"))
+                self.state["state"] = "failed" if failed else (
+                    "following" if (target.kind == "all" and follow) else "idle")
                 self._save()
             finally:
                 if not (target.kind == "all" and follow):
@@ -283,47 +320,40 @@ class Replica:
         wm_text = mcfg.get("watermark", "")
         stopped = int(mcfg.get("state", 1)) == STOPPED
         watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
-        manifests: list[tuple[int, str, Manifest]] = []
-        expected_batch = next_batch
-        for number_, path in batchfmt.list_batches(self.storage, logs, self.master, next_batch):
-            if number_ != expected_batch:
-                self._fail(expected_batch, tick + 1, None, f"batch {expected_batch} is missing from {logs} "
-                           f"(found {number_} after it): the logs have a gap")
-            try:
-                manifest = batchfmt.read_manifest(self.storage, path)
-            except BatchError as exc:
-                self._fail(number_, tick + 1, None, str(exc))
-            if manifest.dbid != self.state["dbid"]:
-                self._fail(number_, tick + 1, None, f"batch {number_} belongs to database id {manifest.dbid}, "
-                           f"not {self.state['dbid']}")
-            manifests.append((number_, path, manifest))
-            expected_batch += 1
-            if manifest.watermark and (watermark is None or manifest.watermark > watermark):
-                watermark = manifest.watermark
-        refs = [TxnRef(t.txn, t.time, n) for n, _p, m in manifests for t in m.txns if t.txn > tick]
-        if refs and refs[0].txn != tick + 1:
-            self._fail(refs[0].batch, tick + 1, None, f"transaction {tick + 1} is missing from the logs "
-                       f"(the next published is {refs[0].txn})")
+        batches = []
         try:
-            todo = plan(tick, refs, target, watermark, stopped)
-        except ValueError as exc:
-            self._fail(refs[0].batch if refs else next_batch, tick + 1, None, str(exc))
+            for b in read_batches(self.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
+                batches.append(b)
+                if watermark is None or b.manifest.watermark > watermark:
+                    watermark = b.manifest.watermark
+        except LogError as exc:
+            self._fail(exc.batch, None, None, exc.cause)
+        read_up_to = batches[-1].number if batches else next_batch - 1
+        refs = [TxnRef(t.txn, t.time, b.number) for b in batches for t in b.manifest.txns if t.txn > tick]
+        todo = plan(tick, refs, target, watermark, stopped)
         wanted = {r.txn for r in todo.apply}
         applier = self._applier()
-        for number_, path, manifest in manifests:
-            records = [t for t in manifest.txns if t.txn in wanted]
+        for b in batches:
+            records = [t for t in b.manifest.txns if t.txn in wanted]
             if records:
-                self._apply_batch(applier, number_, path, manifest, records)
-            if manifest.txns and int(self.state["tick"]) >= manifest.last_txn:
-                self.state["batches"] = str(number_ + 1)
+                self._apply_batch(applier, b.number, b.path, b.manifest, records)
+            if int(self.state["tick"]) >= b.manifest.last_txn:
+                self.state["batches"] = str(b.number + 1)
                 self._save()
-            elif not manifest.txns:
-                self.state["batches"] = str(number_ + 1)
+        self._note_recovery(read_up_to)
         if target.kind == "txn" and not todo.reached and stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
                                      f"transaction {target.txn} will never be published (the replica "
                                      f"applied everything up to {self.state.get('tick')})")
         return todo.reached, todo.waiting_for
+
+    def _note_recovery(self, read_up_to: int) -> None:
+        """Clear a stored failure once replay got past it (a later retry succeeded)."""
+        line = failure.clear_if_passed(self.state, read_up_to)
+        if line:
+            self._save()
+            self.last_error = None
+            self._log(line)
 
     def _apply_batch(self, applier: Applier, number_: int, path: str, manifest: Manifest,
                      records: list[TxnRecord]) -> None:
@@ -336,29 +366,37 @@ class Replica:
             self._apply_one(applier, number_, path, rec)
 
     def _apply_one(self, applier: Applier, number_: int, path: str, rec: TxnRecord) -> None:
-        key = f"version.{rec.table}"
+        """Apply one transaction unless the replica table's own Delta log says it is done.
+
+        Progress is decided from the table's log (the final replay tag), never from
+        wlr.config alone, so a crash between a commit and saving wlr.config repeats nothing.
+        """
         try:
+            key = state_key("version.", rec.table)
             exists = is_delta_table(self.storage, applier.table_path(rec.table))
             done = False
-            if exists and key in self.state:
-                since = int(self.state[key])
-                foreign = applier.foreign_writes(rec.table, since)
+            if exists:
+                known = key in self.state
+                if not known and not applier.created_by_replay(rec.table):
+                    if rec.ddl == "create":
+                        raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+                    raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
+                foreign = applier.foreign_writes(rec.table, int(self.state[key]) if known else -1)
                 if foreign:
                     raise ApplyError(f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
                                      "replica tables are read-only (undo those writes, or restore the table)")
-                done = applier.last_final_txn(rec.table, since) >= rec.txn
-            elif exists and rec.ddl != "create":
-                raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
-            elif exists and rec.ddl == "create" and not applier._created_by_replay(rec.table):
-                raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+                done = applier.last_final_txn(rec.table) >= rec.txn
             if not done:
                 applier.apply(path, rec)
+                crash_point("replay.applied")
         except ApplyError as exc:
+            self._fail(number_, rec.txn, rec.table, str(exc))
+        except ConfigError as exc:  # an unsafe table name in the batch
             self._fail(number_, rec.txn, rec.table, str(exc))
         except ReplicationError:
             raise
         except Exception as exc:  # Spark/Delta errors: constraint violations, schema conflicts...
-            self._fail(number_, rec.txn, rec.table, f"{type(exc).__name__}: {_first_line(exc)}")
+            self._fail(number_, rec.txn, rec.table, f"{type(exc).__name__}: {failure.first_line(exc)}")
         if rec.ddl == "drop":
             self.state.pop(key, None)
         else:
@@ -368,12 +406,8 @@ class Replica:
         self._save()
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
-        self.state.update({"error_batch": "" if batch is None else str(batch),
-                           "error_txn": "" if txn is None else str(txn),
-                           "error_table": table or "", "error_cause": cause.replace("\n", " "),
-                           "state": "failed"})
+        err = failure.record(self.state, batch, txn, table, cause)
         self._save()
-        err = ReplicationError(batch, txn, table, cause.replace("\n", " "))
         self.last_error = err
         self._log(f"FAILED {err}")
         raise err
@@ -397,12 +431,7 @@ class Replica:
 
     def _accept(self) -> int:
         self.state = self._load() or {}
-        if not self.state.get("error_cause"):
-            raise ReplicaStateError(f"replica {self.name!r} has no failed transaction to accept")
-        txn = _int(self.state.get("error_txn"))
-        batch = _int(self.state.get("error_batch"))
-        if txn is None or txn != int(self.state.get("tick", -1)) + 1:
-            raise ReplicaStateError(f"the failure is not tied to the next transaction: {self.state['error_cause']}")
+        txn, batch = failure.skippable(self.state, self.name)
         logs = self.state.get("logs")
         manifest = None
         if batch is not None:
@@ -416,11 +445,12 @@ class Replica:
         rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
         skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
         self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",
-                           **{k: "" for k in ERROR_KEYS}})
+                           **{k: "" for k in failure.ERROR_KEYS}})
         if rec is not None:
             self.state["clock"] = utc_iso(rec.time)
-            if rec.table and f"version.{rec.table}" in self.state:
-                self.state[f"version.{rec.table}"] = str(self._applier().current_version(rec.table))
+            key = state_key("version.", rec.table)
+            if key in self.state:
+                self.state[key] = str(self._applier().current_version(rec.table))
         if manifest is None or (manifest.txns and txn >= manifest.last_txn):
             self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
         self._save()
@@ -479,13 +509,3 @@ class Replica:
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"
-
-
-def _int(text) -> int | None:
-    return int(text) if text not in (None, "") else None
-
-
-def _first_line(exc: Exception) -> str:
-    java = getattr(exc, "java_exception", None)  # py4j's own message names only the call
-    text = (java.toString() if java is not None else str(exc)).strip()
-    return text.splitlines()[0][:500] if text else repr(exc)

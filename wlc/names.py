@@ -1,0 +1,117 @@
+"""Table names as capture and replay carry them: ``schema.table`` and the folders behind them.
+
+A master table is the Delta table in folder ``<db>/<schema>/<table>``; any folder name
+Delta accepts is replicated (quotes, dashes, spaces, dots, non-ASCII letters, backticks).
+Its *qualified name* is ``schema.table``; a part holding ``.`` or a backtick is written in
+backticks with backticks doubled, as in Spark SQL: ``sales.`q1.orders```. Names read from a
+batch are untrusted: :func:`split_name` refuses parts that would leave the database folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.parse
+
+from .errors import ConfigError
+
+_PLAIN_PART = re.compile(r"^[^.`]+$")
+_SAFE_FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def quote_ident(name: str) -> str:
+    """A SQL identifier in backticks, backticks inside doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(schema: str, table: str) -> str:
+    """``schema.table``, each part in backticks when it holds ``.`` or a backtick."""
+    return ".".join(p if _PLAIN_PART.match(p) else quote_ident(p) for p in (schema, table))
+
+
+def uncarried_reason(part: str) -> str | None:
+    """Why a folder name cannot be a replicated schema or table, or None when it can.
+
+    Control characters (a newline, a tab) would make the ``key=value`` state files and
+    the logs ambiguous; bytes that are not UTF-8 cannot be written into a JSON manifest.
+    """
+    if _CONTROL.search(part):
+        return "its name holds a control character (newline, tab...); rename the folder"
+    try:
+        part.encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not valid UTF-8; rename the folder"
+    return None
+
+
+def check_part(part: str, what: str) -> str:
+    """Return ``part`` when it is a folder name that stays inside its parent folder.
+
+    Raises:
+        ConfigError: empty, ``.``/``..``, holds ``/`` or NUL, or cannot be carried.
+    """
+    if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
+        raise ConfigError(f"{what} name {part!r} is not allowed: it must be one folder name "
+                          "(not empty, not '.' or '..', no '/')")
+    reason = uncarried_reason(part)
+    if reason:
+        raise ConfigError(f"{what} name {part!r} is not allowed: {reason}")
+    return part
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``"schema.table"`` (parts optionally in backticks) -> ``(schema, table)``, both checked.
+
+    Raises:
+        ConfigError: the name is not two parts, or a part would leave the database folder.
+    """
+    parts = _split(name) if isinstance(name, str) else None
+    if parts is None or len(parts) != 2:
+        raise ConfigError(f"table name {name!r} must be 'schema.table'; write a part that holds '.' "
+                          "or '`' in backticks, e.g. sales.`q1.orders`")
+    return check_part(parts[0], "schema"), check_part(parts[1], "table")
+
+
+def _split(name: str) -> list[str] | None:
+    parts, i, n = [], 0, len(name)
+    while True:
+        if i < n and name[i] == "`":
+            j, buf = i + 1, []
+            while True:
+                k = name.find("`", j)
+                if k < 0:
+                    return None
+                buf.append(name[j:k])
+                if name.startswith("``", k):
+                    buf.append("`")
+                    j = k + 2
+                    continue
+                i = k + 1
+                break
+            parts.append("".join(buf))
+        else:
+            k = name.find(".", i)
+            k = n if k < 0 else k
+            part = name[i:k]
+            if "`" in part:
+                return None
+            parts.append(part)
+            i = k
+        if i == n:
+            return parts
+        if name[i] != ".":
+            return None
+        i += 1
+
+
+def batch_folder(name: str) -> str:
+    """A folder name for table ``name``'s rows inside a batch: the name itself when it is
+    plain ASCII, else ``t_`` and a hash (Spark reads Parquet paths as globs: ``{``, ``[``...)."""
+    if _SAFE_FOLDER.match(name):
+        return name
+    return "t_" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:20]
+
+
+def state_key(prefix: str, name: str) -> str:
+    """A ``key=value`` state-file key for table ``name`` (percent-encoded beyond plain names)."""
+    return prefix + urllib.parse.quote(name, safe=".")

@@ -1,0 +1,87 @@
+"""A replica's failure record: stored in ``wlr.config``, raised, retried, recovered or skipped.
+
+Semantics (PostgreSQL's logical replication apply worker): replay stops at the first
+failure and keeps it (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``);
+every later ``replicate()`` retries from there, so a fixed cause lets replay go on and the
+recovery is logged; ``accept()`` skips exactly the failed transaction, as
+``ALTER SUBSCRIPTION ... SKIP``, and only when the failure is tied to that one transaction.
+A failure of the logs themselves (a batch missing, damaged or out of place) has no
+transaction (``error_txn`` empty) and cannot be skipped: the logs must be repaired.
+"""
+from __future__ import annotations
+
+from .errors import ReplicaStateError, ReplicationError
+
+ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
+
+
+def as_int(text) -> int | None:
+    return int(text) if text not in (None, "") else None
+
+
+def stored(state: dict[str, str]) -> ReplicationError | None:
+    """The failure kept in ``state``, or None."""
+    if not state.get("error_cause"):
+        return None
+    return ReplicationError(as_int(state.get("error_batch")), as_int(state.get("error_txn")),
+                            state.get("error_table") or None, state["error_cause"])
+
+
+def record(state: dict[str, str], batch: int | None, txn: int | None, table: str | None,
+           cause: str) -> ReplicationError:
+    """Put the failure into ``state`` (the caller saves it) and return the error to raise."""
+    cause = cause.replace("\n", " ")
+    state.update({"error_batch": "" if batch is None else str(batch),
+                  "error_txn": "" if txn is None else str(txn),
+                  "error_table": table or "", "error_cause": cause, "state": "failed"})
+    return ReplicationError(batch, txn, table, cause)
+
+
+def clear_if_passed(state: dict[str, str], read_up_to: int) -> str | None:
+    """Clear a stored failure that replay has now got past; returns the log line, or None.
+
+    A transaction's failure is passed once ``tick`` reaches it; a batch's failure once
+    replay read that batch (``read_up_to``: the highest batch number read without error).
+    """
+    if not state.get("error_cause"):
+        return None
+    txn, batch = as_int(state.get("error_txn")), as_int(state.get("error_batch"))
+    if txn is not None:
+        passed = int(state.get("tick", -1)) >= txn
+    else:
+        passed = batch is None or read_up_to >= batch
+    if not passed:
+        return None
+    cause = state["error_cause"]
+    state.update({k: "" for k in ERROR_KEYS})
+    state["state"] = "idle"
+    where = f"transaction {txn}" if txn is not None else f"batch {batch}"
+    return f"RECOVERED at {where}: replay passed it on retry (the failure was: {cause})"
+
+
+def skippable(state: dict[str, str], name: str) -> tuple[int, int | None]:
+    """The (txn, batch) that ``accept()`` may skip.
+
+    Raises:
+        ReplicaStateError: no failure is stored; the failure is in the logs (a batch), not
+            in one transaction; or it is not the next transaction to apply.
+    """
+    if not state.get("error_cause"):
+        raise ReplicaStateError(f"replica {name!r} has no failed transaction to accept")
+    txn, batch = as_int(state.get("error_txn")), as_int(state.get("error_batch"))
+    if txn is None:
+        raise ReplicaStateError(
+            f"the failure is in batch {batch} of the logs, not in one transaction ({state['error_cause']}); "
+            "accept() skips only a transaction that failed to apply, and skipping an intact one would not "
+            f"repair the logs. Restore the batch in {state.get('logs')} from a copy (or move a foreign "
+            "folder out), then call replicate() again")
+    if txn != int(state.get("tick", -1)) + 1:
+        raise ReplicaStateError(f"the failure is not tied to the next transaction: {state['error_cause']}")
+    return txn, batch
+
+
+def first_line(exc: Exception) -> str:
+    """The first line of an exception's message (the Java one for Spark/Delta errors)."""
+    java = getattr(exc, "java_exception", None)  # py4j's own message names only the call
+    text = (java.toString() if java is not None else str(exc)).strip()
+    return text.splitlines()[0][:500] if text else repr(exc)

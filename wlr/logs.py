@@ -1,0 +1,92 @@
+"""Reading a master's published logs in order, for replay: which batches, and are they whole.
+
+Every problem found here belongs to a *batch*, not to one transaction: a batch missing
+from the sequence, a missing or damaged manifest, a folder holding another batch's
+manifest (swapped or copied folders), another database's batch, or transaction ids that
+do not continue where the previous batch ended. They raise :class:`LogError` naming the
+batch and what is wrong; replay stores it, and ``accept()`` refuses it (skipping an intact
+transaction would not repair the logs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from wlc import batch as batchfmt
+from wlc.batch import Manifest
+from wlc.errors import BatchError
+from wlc.storage import Storage
+
+from .plan import Target
+
+
+class LogError(Exception):
+    """A batch of the logs is missing, damaged or out of place; ``batch`` is its number."""
+
+    def __init__(self, batch: int, cause: str):
+        super().__init__(cause)
+        self.batch, self.cause = batch, cause
+
+
+@dataclass
+class Batch:
+    number: int
+    path: str
+    manifest: Manifest
+
+
+def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch: int, tick: int,
+                 target: Target) -> Iterator[Batch]:
+    """Yield the published batches from ``next_batch`` on, in order, each checked.
+
+    Args:
+        storage: the filesystem of the log folder.
+        logs: the master's log folder.
+        master: the master's database name (batch folders are ``<master>_<12 digits>``).
+        dbid: the master's database id the replica follows.
+        next_batch: first batch number to read.
+        tick: the last transaction the replica handled; the first batch must hold ``tick + 1``.
+        target: stop reading once a batch reaches it (a damaged batch past the target
+            does not stop a point-in-time replay before it).
+
+    Raises:
+        LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
+            sequence of transaction ids; checked before anything of it is applied.
+    """
+    expected_batch, expected_txn = next_batch, tick + 1
+    for number, path in batchfmt.list_batches(storage, logs, master, next_batch):
+        if number != expected_batch:
+            raise LogError(expected_batch, f"batch {expected_batch} is missing from {logs} (batch {number} "
+                                           "follows it): the logs have a gap; restore the missing batch from a copy")
+        try:
+            manifest = batchfmt.read_manifest(storage, path)
+        except BatchError as exc:
+            raise LogError(number, f"batch {number}: {exc}") from None
+        if (manifest.database, manifest.batch) != (master, number):
+            raise LogError(number, f"batch {number}: its folder holds the manifest of batch {manifest.batch} of "
+                                   f"{manifest.database!r} (a batch folder copied or renamed?); put the right batch back")
+        if manifest.dbid != dbid:
+            raise LogError(number, f"batch {number} belongs to database id {manifest.dbid}, not {dbid} "
+                                   "(the logs of another master?)")
+        ids = [t.txn for t in manifest.txns]
+        if ids and ids != list(range(ids[0], ids[0] + len(ids))):
+            raise LogError(number, f"batch {number}: its transaction ids are not consecutive ({ids[:6]}...)")
+        if ids and not (ids[0] <= expected_txn if number == next_batch else ids[0] == expected_txn):
+            raise LogError(number, f"batch {number} holds transactions {ids[0]}-{ids[-1]} but {expected_txn} was "
+                                   "expected: a batch is missing, duplicated or out of order")
+        if ids:
+            expected_txn = ids[-1] + 1
+        yield Batch(number, path, manifest)
+        expected_batch += 1
+        if _reaches(manifest, target):
+            return
+
+
+def _reaches(manifest: Manifest, target: Target) -> bool:
+    if not manifest.txns:
+        return False
+    if target.kind == "txn":
+        return manifest.last_txn >= target.txn
+    if target.kind == "time":
+        return manifest.txns[-1].time > target.time
+    return False
