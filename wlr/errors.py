@@ -19,17 +19,23 @@ class ReplicationTimeout(WlcError):
 class ReplicationError(WlcError):
     """Replay stopped at a transaction it could not apply.
 
-    Attributes: ``batch`` (batch number), ``txn`` (transaction id), ``table``
-    (``schema.table`` or None), ``cause`` (text). Raised again by every ``replicate()``,
-    in any process, until the cause is fixed or ``wlr.accept()`` skips that transaction.
+    Attributes: ``batch`` (batch number), ``txn`` (transaction id; None when the failure is
+    in the logs themselves: a batch missing, damaged or out of place), ``table``
+    (``schema.table`` or None), ``cause`` (text). Every later ``replicate()``, in any
+    process, retries; a transaction's failure can also be skipped with ``wlr.accept()``.
     """
 
     def __init__(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         self.batch, self.txn, self.table, self.cause = batch, txn, table, cause
-        where = f"transaction {txn}" if txn is not None else "replay"
-        if table:
-            where += f" on table {table}"
-        if batch is not None:
-            where += f" (batch {batch})"
-        super().__init__(f"replication stopped at {where}: {cause}. Fix the cause and call "
-                         "replicate() again, or skip exactly this transaction with wlr.accept()")
+        if txn is None:
+            where = f"batch {batch}" if batch is not None else "replay"
+            fix = ("Repair the logs (restore the batch from a copy, or move a foreign folder out) and call "
+                   "replicate() again; accept() cannot skip a batch")
+        else:
+            where = f"transaction {txn}"
+            if table:
+                where += f" on table {table}"
+            if batch is not None:
+                where += f" (batch {batch})"
+            fix = "Fix the cause and call replicate() again, or skip exactly this transaction with wlr.accept()"
+        super().__init__(f"replication stopped at {where}: {cause}. {fix}")

@@ -78,11 +78,12 @@ def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch
             expected_txn = ids[-1] + 1
         yield Batch(number, path, manifest)
         expected_batch += 1
-        if _reaches(manifest, target):
+        if reaches(manifest, target):
             return
 
 
-def _reaches(manifest: Manifest, target: Target) -> bool:
+def reaches(manifest: Manifest, target: Target) -> bool:
+    """True when ``manifest`` holds the target or passes it (later batches are not needed)."""
     if not manifest.txns:
         return False
     if target.kind == "txn":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -34,7 +35,7 @@ from .watch import batch_watch
 from . import failure
 from .apply import ApplyError, Applier
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
-from .logs import LogError, read_batches
+from .logs import LogError, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, parse_until, plan
 
 log = logging.getLogger("wlr.replica")
@@ -320,15 +321,18 @@ class Replica:
         wm_text = mcfg.get("watermark", "")
         stopped = int(mcfg.get("state", 1)) == STOPPED
         watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
-        batches = []
+        batches, broken = [], None
         try:
             for b in read_batches(self.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
                 batches.append(b)
                 if watermark is None or b.manifest.watermark > watermark:
                     watermark = b.manifest.watermark
         except LogError as exc:
-            self._fail(exc.batch, None, None, exc.cause)
+            broken = exc  # the intact batches before it are applied first
+        # the last batch read; every batch there is, when reading did not stop at the target
         read_up_to = batches[-1].number if batches else next_batch - 1
+        if not (batches and reaches(batches[-1].manifest, target)):
+            read_up_to = sys.maxsize
         refs = [TxnRef(t.txn, t.time, b.number) for b in batches for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
         wanted = {r.txn for r in todo.apply}
@@ -340,7 +344,11 @@ class Replica:
             if int(self.state["tick"]) >= b.manifest.last_txn:
                 self.state["batches"] = str(b.number + 1)
                 self._save()
-        self._note_recovery(read_up_to)
+        # reading stops at the batch that reaches the target, so a broken batch was needed,
+        # unless the replica already stood at a target transaction
+        if broken is not None and not (target.kind == "txn" and tick >= target.txn):
+            self._fail(broken.batch, None, None, broken.cause)
+        self._note_recovery(read_up_to if broken is None else broken.batch - 1)
         if target.kind == "txn" and not todo.reached and stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
                                      f"transaction {target.txn} will never be published (the replica "

@@ -3,7 +3,6 @@ import glob
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -12,16 +11,14 @@ import wlr
 from wlc.errors import ConfigError, MasterStateError
 
 from ..integration.helpers import master_rows, rows, sql
+from .helpers import run_python as _run_python
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_python(code: str, env_extra: dict) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **env_extra)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return _run_python(code, **env_extra)
 
 
 def test_failure_is_kept_until_accept(spark, master, dbfarm):

@@ -1,0 +1,74 @@
+"""Helpers for fault tests: subprocesses (killed or crashing at named points), file trees,
+published transactions and the replay tags in a replica table's Delta log."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def env_with(**extra: str) -> dict:
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_python(code: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new Python process (its own Spark if it needs one)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env_with(**env_extra),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_module(*args: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:
+    """``python -m <args>`` in a new process."""
+    return subprocess.run([sys.executable, "-m", *args], env=env_with(**env_extra),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def killed_by_sigkill(proc: subprocess.CompletedProcess) -> bool:
+    return proc.returncode == -signal.SIGKILL
+
+
+def tree(path: str) -> dict[str, tuple]:
+    """Every file and folder below ``path`` with size and modification time (ns): a fingerprint
+    to prove that a refused call changed nothing. Empty when ``path`` does not exist."""
+    out = {}
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            full = os.path.join(root, name)
+            st = os.stat(full)
+            out[os.path.relpath(full, path)] = (name in files, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def published(logs: str, dbname: str):
+    """Every published transaction record, in batch order."""
+    from wlc import batch
+    from wlc.storage import Storage
+
+    storage = Storage.of(logs)
+    return [t for _n, p in batch.list_batches(storage, logs, dbname) for t in batch.read_manifest(storage, p).txns]
+
+
+def replay_tags(table_path: str, dbid: str) -> list[tuple[int, bool]]:
+    """``(txn, final)`` of every replay commit in a replica table's log, in version order."""
+    from wlc.deltalog import list_versions, read_commit
+    from wlc.storage import Storage
+    from wlr.apply import parse_tag
+
+    storage = Storage.of(table_path)
+    out = []
+    for v in list_versions(storage, table_path):
+        found = parse_tag(read_commit(storage, table_path, v).user_metadata, dbid)
+        if found:
+            out.append(found)
+    return out
+
+
+def final_txns(table_path: str, dbid: str) -> list[int]:
+    """Transaction ids of the final replay commits, one per applied transaction when all is well."""
+    return [t for t, final in replay_tags(table_path, dbid) if final]

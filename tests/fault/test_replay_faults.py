@@ -1,0 +1,168 @@
+"""Replay applies each transaction exactly once, retries a fixed cause, and names batch-level
+failures by their batch (which accept() then refuses)."""
+import os
+import shutil
+
+import pytest
+
+import wlc
+import wlr
+from wlc.deltalog import list_versions, metadata_at
+from wlc.storage import Storage
+
+from ..integration.helpers import master_rows, rows, sql
+from .helpers import final_txns, killed_by_sigkill, run_module, tree
+
+pytestmark = pytest.mark.spark
+
+
+def _replicate_until_crash(dbfarm: str, point: str, *extra: str) -> None:
+    proc = run_module("wlr", "replicate", dbfarm, "m", "r", *extra, WLC_CRASH_AT=point)
+    assert killed_by_sigkill(proc), (proc.returncode, proc.stdout[-500:], proc.stderr[-3000:])
+
+
+def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
+    """Item 4: killed between a CREATE's final commit and saving wlr.config."""
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")                         # 0
+    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (i > 0)")             # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1), (2)")                              # 2
+    _replicate_until_crash(dbfarm, "replay.applied")  # dies right after txn 0's final commit
+    cfg = open(os.path.join(dbfarm, "r", "wlr.config")).read()
+    assert "tick=-1" in cfg  # wlr.config does not know that txn 0 was applied
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rep.tick() == 2 and rows(rep.table("s.t")) == [(1,), (2,)]
+    assert final_txns(os.path.join(dbfarm, "r", "s", "t"), master.config["dbid"]) == [0, 1, 2]
+
+
+def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, dbfarm):
+    """Item 5: the final commit of a reshaping image is its last; a crash before it loses nothing."""
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta")                 # 0
+    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (id > 0)")            # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1, 10), (2, 20)")                      # 2
+    (spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
+     .write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(p))
+    last = wlc.flush()                                                                   # 3: v INT -> STRING
+    assert last == 3
+    mpath = os.path.join(dbfarm, "m", "s", "t")
+    master_meta = metadata_at(Storage.of(mpath), mpath, list_versions(Storage.of(mpath), mpath)[-1])
+    assert master_meta.constraints == {"pos": "id > 0"}  # the master kept its constraint
+    _replicate_until_crash(dbfarm, "replay.image_overwritten")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rep.tick() == 3 and rows(rep.table("s.t")) == master_rows(spark, p) == [(1, "ten"), (3, "thirty")]
+    rpath = os.path.join(dbfarm, "r", "s", "t")
+    rstore = Storage.of(rpath)
+    assert metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1]).constraints == {"pos": "id > 0"}
+    assert final_txns(rpath, master.config["dbid"]) == [0, 1, 2, 3]
+    with pytest.raises(Exception, match="(?i)check constraint"):
+        spark.sql(f"INSERT INTO delta.`{rpath}` VALUES (-1, 'x')")  # the constraint is enforced
+
+
+def _part_file(logs: str, txn_version: int) -> str:
+    for root, _d, files in os.walk(logs):
+        if root.endswith(f"wlc_version={txn_version}"):
+            return os.path.join(root, next(f for f in files if f.endswith(".parquet")))
+    raise AssertionError(f"no rows for version {txn_version}")
+
+
+def test_a_fixed_cause_is_retried_and_the_recovery_logged(spark, master, dbfarm):
+    """Item 6: a damaged batch restored from a copy is applied by the next replicate()."""
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # 2
+    part = _part_file(master.logs, 2)
+    shutil.copy(part, part + ".bak")
+    with open(part, "r+b") as fh:
+        fh.truncate(10)
+    with pytest.raises(wlr.ReplicationError, match="checksum") as err:
+        wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert err.value.txn == 2
+    with pytest.raises(wlr.ReplicationError, match="checksum"):  # retried, fails again: raised again
+        wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    shutil.move(part + ".bak", part)  # the cause is fixed
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rep.tick() == 2 and rows(rep.table("s.t")) == [(1,), (2,)]
+    assert rep.status()["error"] is None and rep.status()["state"] == "idle"
+    log = open(os.path.join(dbfarm, "r", "wlr.log")).read()
+    assert "RECOVERED at transaction 2" in log
+
+
+def _batch(logs: str, n: int) -> str:
+    return os.path.join(logs, f"m_{n:012d}")
+
+
+def test_batch_level_failures_name_the_batch_and_accept_refuses_them(spark, master, dbfarm):
+    """Item 7: damaged or misplaced batches are reported as such; accept() skips nothing."""
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
+    for i in range(1, 6):
+        sql(spark, f"INSERT INTO delta.`{p}` VALUES ({i})")           # txn i, batch i
+    logs = master.logs
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, until=0)
+    aside = os.path.join(dbfarm, "aside")
+    os.makedirs(aside)
+
+    def refused(pattern: str, batch: int) -> None:
+        with pytest.raises(wlr.ReplicationError, match=pattern) as err:
+            rep.replicate(follow=False)
+        assert (err.value.batch, err.value.txn, err.value.table) == (batch, None, None)
+        assert str(err.value).startswith(f"replication stopped at batch {batch}")
+        # the intact batches before the broken one are applied, nothing of it or after it
+        assert rep.tick() == batch - 1 and rows(rep.table("s.t")) == [(i,) for i in range(1, batch)]
+        before = tree(rep.path)
+        with pytest.raises(wlr.ReplicaStateError, match="Restore the batch"):
+            rep.accept()
+        assert tree(rep.path) == before and rep.tick() == batch - 1
+
+    manifest = os.path.join(_batch(logs, 1), "manifest.json")
+    shutil.move(manifest, os.path.join(aside, "manifest.json"))
+    refused(r"batch 1: .*manifest.json is missing", 1)
+    shutil.move(os.path.join(aside, "manifest.json"), manifest)
+
+    shutil.copy(manifest, os.path.join(aside, "manifest.json"))
+    with open(manifest, "r+b") as fh:
+        fh.truncate(50)
+    refused(r"batch 1: .*truncated or not JSON", 1)
+    shutil.copy(os.path.join(aside, "manifest.json"), manifest)
+
+    shutil.move(_batch(logs, 2), os.path.join(aside, "b2"))
+    refused(r"batch 2 is missing .*batch 3 follows", 2)
+    shutil.move(os.path.join(aside, "b2"), _batch(logs, 2))
+
+    os.rename(_batch(logs, 2), os.path.join(aside, "b2"))
+    os.rename(_batch(logs, 3), _batch(logs, 2))
+    os.rename(os.path.join(aside, "b2"), _batch(logs, 3))
+    refused(r"batch 2: its folder holds the manifest of batch 3", 2)
+    os.rename(_batch(logs, 2), os.path.join(aside, "b3"))
+    os.rename(_batch(logs, 3), _batch(logs, 2))
+    os.rename(os.path.join(aside, "b3"), _batch(logs, 3))
+
+    shutil.copytree(_batch(logs, 5), _batch(logs, 6))  # the newest batch duplicated under the next number
+    refused(r"batch 6: its folder holds the manifest of batch 5", 6)
+    shutil.rmtree(_batch(logs, 6))
+
+    rep.replicate(follow=False)  # the logs are whole again: everything applies
+    assert rep.tick() == 5 and rows(rep.table("s.t")) == [(i,) for i in range(1, 6)]
+    assert "RECOVERED at batch 6" in open(os.path.join(dbfarm, "r", "wlr.log")).read()
+
+
+def test_transactions_missing_between_batches_are_a_batch_failure(spark, master, dbfarm):
+    """A batch whose first transaction does not follow the previous batch's last."""
+    from wlc import batch as batchfmt
+
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # txn 1, batch 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # txn 2, batch 2
+    storage = Storage.of(master.logs)
+    b1 = batchfmt.read_manifest(storage, _batch(master.logs, 1))
+    b2 = batchfmt.read_manifest(storage, _batch(master.logs, 2))
+    # a rewritten (checksum-valid) batch 2 that claims txn 3: the logs skip txn 2
+    b2.txns[0].txn, b2.txns[0].gtid = 3, b2.txns[0].gtid.rsplit(":", 1)[0] + ":3"
+    storage.write_atomic(os.path.join(_batch(master.logs, 2), "manifest.json"), b2.to_bytes())
+    assert b1.last_txn == 1
+    with pytest.raises(wlr.ReplicationError, match="batch 2 holds transactions 3-3 but 2 was expected") as err:
+        wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert err.value.txn is None and wlr.tick() == 1  # txns 0 and 1 applied, then replay stopped
