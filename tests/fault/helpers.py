@@ -33,15 +33,27 @@ def killed_by_sigkill(proc: subprocess.CompletedProcess) -> bool:
     return proc.returncode == -signal.SIGKILL
 
 
-def tree(path: str) -> dict[str, tuple]:
-    """Every file and folder below ``path`` with size and modification time (ns): a fingerprint
-    to prove that a refused call changed nothing. Empty when ``path`` does not exist."""
+def tree(path: str, ignore: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """Every file (with size and modification time, ns) and folder below ``path``: a fingerprint
+    to prove that a refused call changed nothing. Empty when ``path`` does not exist.
+
+    ``ignore``: relative paths (and what is below them) that a running master or follower
+    rewrites on its own (``m/wlc.config`` holds the moving watermark); hidden temporary
+    files of atomic writes are left out too.
+    """
     out = {}
     for root, dirs, files in os.walk(path):
         for name in dirs + files:
             full = os.path.join(root, name)
-            st = os.stat(full)
-            out[os.path.relpath(full, path)] = (name in files, st.st_size, st.st_mtime_ns)
+            rel = os.path.relpath(full, path)
+            if name.endswith(".tmp") or any(rel == i or rel.startswith(i + os.sep) for i in ignore):
+                continue
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:  # renamed away while we looked
+                continue
+            # a folder by its entries (its own mtime moves with every temporary file in it)
+            out[rel] = (True, st.st_size, st.st_mtime_ns) if name in files else (False,)
     return out
 
 
