@@ -1,6 +1,7 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
-#   make test   - create .venv if needed, run the whole test suite
+#   make test   - create .venv if needed, run the whole test suite, then the random-kill loops
+#   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - replay/capture benchmarks
 #   make clean  - remove the venv, caches and demo data
 
@@ -10,7 +11,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test unit bench clean venv jars
+.PHONY: demo test unit faults bench clean venv jars
 
 venv: $(STAMP)
 
@@ -27,7 +28,11 @@ jars: $(STAMP)
 	$(PY) -m wlc.session
 
 test: $(STAMP) jars
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests -m "not random_kills"
+	$(MAKE) --no-print-directory faults
+
+faults: $(STAMP) jars
+	$(PY) -m pytest -q tests/fault/test_random_kills.py -m random_kills
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -208,9 +208,8 @@ class Master:
 
     @property
     def running(self) -> bool:
-        """True while this object holds the capture lock (started and not closed)."""
-        return self._lockfile is not None or (self.capture is not None and not self.storage.local
-                                              and not self._stop.is_set())
+        """True from start() until close(): this object holds the capture lock (or its thread runs)."""
+        return self._lockfile is not None or (self._thread is not None and self._thread.is_alive())
 
     def _skip_schemas(self) -> set[str]:
         logs = os.path.abspath(self.logs)
