@@ -242,11 +242,10 @@ class Master:
             "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,
             "format": batchfmt.FORMAT_VERSION, "tick": -1, "watermark": "",
             "created": utc_iso(utcnow()),
-            "not_replicated": json.dumps(refused, sort_keys=True) if refused else "",
+            "not_replicated": "",
         }
         self._save_config()
-        for path, reason in sorted(refused.items()):
-            log.error("NOT REPLICATED: %s: %s", path, reason)
+        self._note_refused(refused)
         return state
 
     def _restore_state(self) -> CaptureState:

@@ -91,3 +91,14 @@ def reaches(manifest: Manifest, target: Target) -> bool:
     if target.kind == "time":
         return manifest.txns[-1].time > target.time
     return False
+
+
+def manifest_of(storage: Storage, logs: str, master: str, number: int | None) -> Manifest | None:
+    """The manifest of batch ``number`` when it is there and intact, else None."""
+    if number is None:
+        return None
+    path = Storage.join(logs, batchfmt.batch_name(master, number))
+    try:
+        return batchfmt.read_manifest(storage, path)
+    except BatchError:
+        return None

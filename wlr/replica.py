@@ -22,7 +22,7 @@ from wlc import snapshot as snap
 from wlc.batch import Manifest, TxnRecord, parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.deltalog import is_delta_table
-from wlc.errors import BatchError, ConfigError
+from wlc.errors import ConfigError
 from wlc.faults import crash_point
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
 from wlc.names import split_name, state_key
@@ -35,7 +35,7 @@ from .watch import batch_watch
 from . import failure
 from .apply import ApplyError, Applier
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
-from .logs import LogError, reaches, read_batches
+from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, parse_until, plan
 
 log = logging.getLogger("wlr.replica")
@@ -173,26 +173,27 @@ class Replica:
             raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
         state = self._load()
         if state:
-            if state.get("master") != self.master:
-                raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
-            if state.get("dbid") != mcfg.get("dbid"):
-                raise ReplicaStateError(
-                    f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
-                    f"{state.get('dbid')}: the master was made anew; make a new replica")
+            self._check_follows(state, mcfg)
             clock = parse_utc(state["clock"]) if state.get("clock") else None
             check_not_passed(target, int(state.get("tick", -1)), clock)
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         return mcfg
 
+    def _check_follows(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
+        """Raise ReplicaStateError unless replica ``state`` follows this master, same database id."""
+        if state.get("master") != self.master:
+            raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
+        if state.get("dbid") != mcfg.get("dbid"):
+            raise ReplicaStateError(
+                f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
+                f"{state.get('dbid')}: the master was made anew; make a new replica")
+
     def _ensure(self, mcfg: dict[str, str]) -> None:
         """Make the replica on first use: wlr.config first (state ``restoring``), then the
         snapshot's tables, then state ``new``. A crash in between restarts the copy."""
         if self.state and self.state.get("state") != "restoring":
-            if self.state.get("dbid") != mcfg.get("dbid"):
-                raise ReplicaStateError(
-                    f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
-                    f"{self.state.get('dbid')}: the master was made anew; make a new replica")
+            self._check_follows(self.state, mcfg)
             return
         self.storage.makedirs(self.path)
         state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
@@ -397,9 +398,7 @@ class Replica:
             if not done:
                 applier.apply(path, rec)
                 crash_point("replay.applied")
-        except ApplyError as exc:
-            self._fail(number_, rec.txn, rec.table, str(exc))
-        except ConfigError as exc:  # an unsafe table name in the batch
+        except (ApplyError, ConfigError) as exc:  # ConfigError: an unsafe table name in the batch
             self._fail(number_, rec.txn, rec.table, str(exc))
         except ReplicationError:
             raise
@@ -440,16 +439,7 @@ class Replica:
     def _accept(self) -> int:
         self.state = self._load() or {}
         txn, batch = failure.skippable(self.state, self.name)
-        logs = self.state.get("logs")
-        manifest = None
-        if batch is not None:
-            for number_, path in batchfmt.list_batches(self.storage, logs, self.master, batch):
-                if number_ == batch:
-                    try:
-                        manifest = batchfmt.read_manifest(self.storage, path)
-                    except BatchError:
-                        manifest = None
-                break
+        manifest = manifest_of(self.storage, self.state.get("logs"), self.master, batch)
         rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
         skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
         self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",

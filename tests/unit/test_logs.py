@@ -1,0 +1,102 @@
+"""Reading published logs for replay: every batch-level problem names its batch (no Spark)."""
+import os
+import shutil
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from wlc import batch as batchfmt
+from wlc.batch import Manifest, TxnRecord
+from wlc.storage import Storage
+from wlr import failure
+from wlr.errors import ReplicaStateError
+from wlr.logs import LogError, manifest_of, read_batches
+from wlr.plan import Target
+
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+ALL = Target("all")
+
+
+def publish(logs: str, number: int, txns: list[int], db: str = "m", dbid: str = "id1") -> None:
+    storage = Storage.of(logs)
+    staging = batchfmt.open_staging(storage, logs, number)
+    recs = [TxnRecord(t, f"{dbid}:{t}", T0 + timedelta(seconds=t), "s.t", t, "WRITE") for t in txns]
+    batchfmt.publish(storage, logs, staging, Manifest(db, dbid, number, T0 + timedelta(seconds=max(txns)), recs))
+
+
+@pytest.fixture
+def logs(tmp_path):
+    path = str(tmp_path / "logs")
+    os.makedirs(path)
+    for n, txns in enumerate([[0, 1], [2], [3, 4], [5]]):
+        publish(path, n, txns)
+    return path
+
+
+def read(logs, next_batch=0, tick=-1, target=ALL):
+    return [b.number for b in read_batches(Storage.of(logs), logs, "m", "id1", next_batch, tick, target)]
+
+
+def batch(logs, n):
+    return os.path.join(logs, batchfmt.batch_name("m", n))
+
+
+def test_intact_logs_are_read_in_order_and_stop_at_the_target(logs):
+    assert read(logs) == [0, 1, 2, 3]
+    assert read(logs, next_batch=2, tick=3) == [2, 3]
+    assert read(logs, target=Target("txn", txn=2)) == [0, 1]
+    assert read(logs, target=Target("time", time=T0 + timedelta(seconds=2.5))) == [0, 1, 2]
+
+
+def test_a_damaged_batch_past_the_target_does_not_matter(logs):
+    os.remove(os.path.join(batch(logs, 3), "manifest.json"))
+    assert read(logs, target=Target("txn", txn=4)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("damage, number, message", [
+    (lambda l: os.remove(os.path.join(batch(l, 1), "manifest.json")), 1, "batch 1: .*manifest.json is missing"),
+    (lambda l: open(os.path.join(batch(l, 2), "manifest.json"), "r+b").truncate(40), 2, "batch 2: .*not JSON"),
+    (lambda l: shutil.rmtree(batch(l, 1)), 1, "batch 1 is missing .*batch 2 follows"),
+    (lambda l: (os.rename(batch(l, 1), batch(l, 9)), os.rename(batch(l, 2), batch(l, 1)),
+                os.rename(batch(l, 9), batch(l, 2))), 1, "batch 1: its folder holds the manifest of batch 2"),
+    (lambda l: shutil.copytree(batch(l, 3), batch(l, 4)), 4, "batch 4: its folder holds the manifest of batch 3"),
+    (lambda l: (shutil.rmtree(batch(l, 2)), publish(l, 2, [4])), 2, "batch 2 holds transactions 4-4 but 3 was expected"),
+    (lambda l: (shutil.rmtree(batch(l, 2)), publish(l, 2, [3, 4], dbid="other")), 2, "database id other"),
+])
+def test_each_batch_level_problem_names_its_batch(logs, damage, number, message):
+    damage(logs)
+    with pytest.raises(LogError, match=message) as err:
+        read(logs)
+    assert err.value.batch == number
+
+
+def test_the_first_batch_must_hold_the_next_transaction(logs):
+    with pytest.raises(LogError, match="batch 2 holds transactions 3-4 but 2 was expected"):
+        read(logs, next_batch=2, tick=1)
+    assert read(logs, next_batch=2, tick=3) == [2, 3]  # 4 is the next one, inside batch 2
+
+
+def test_manifest_of(logs):
+    assert manifest_of(Storage.of(logs), logs, "m", 2).last_txn == 4
+    assert manifest_of(Storage.of(logs), logs, "m", 7) is None
+
+
+def test_failure_records_retries_and_skips():
+    state = {"tick": "4", "logs": "/l"}
+    err = failure.record(state, 5, None, None, "batch 5: manifest.json is missing")
+    assert err.txn is None and str(err).startswith("replication stopped at batch 5")
+    assert failure.stored(state).batch == 5
+    with pytest.raises(ReplicaStateError, match="Restore the batch"):
+        failure.skippable(state, "r")
+    assert failure.clear_if_passed(state, read_up_to=4) is None  # batch 5 not read yet
+    assert "RECOVERED at batch 5" in failure.clear_if_passed(state, read_up_to=5)
+    assert failure.stored(state) is None
+
+    failure.record(state, 5, 5, "s.t", "checksum\nmismatch")
+    assert state["error_cause"] == "checksum mismatch"
+    assert failure.skippable(state, "r") == (5, 5)
+    assert failure.clear_if_passed(state, read_up_to=99) is None  # tick 4 has not passed txn 5
+    state["tick"] = "5"
+    assert "RECOVERED at transaction 5" in failure.clear_if_passed(state, read_up_to=5)
+    with pytest.raises(ReplicaStateError, match="no failed transaction"):
+        failure.skippable(state, "r")
