@@ -6,7 +6,7 @@ A batch is a folder ``<logs>/<dbname>_<12-digit batch number>``::
     rows/<schema.table>/wlc_version=<v>/part-*.parquet   change rows of one Delta version
     images/<schema.table>/<v>/part-*.parquet             full table image where the change feed cannot describe a version
 
-It is built in a staging folder ``<logs>/.open-<n>-<uuid>`` and published by one rename,
+It is built in a staging folder ``<logs>/.open-<dbname>-<n>-<uuid>`` and published by one rename,
 so a reader sees no batch or the whole batch; it is never changed afterwards. Every file
 but the manifest is listed in the manifest with its size and SHA-256; the manifest carries
 the SHA-256 of its own canonical content. Replay verifies all of it before applying.
@@ -162,17 +162,24 @@ def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
 
 # ----------------------------------------------------------------------------- writing
 
-def open_staging(storage: Storage, logs: str, number: int) -> str:
-    """Create and return a fresh staging folder for batch ``number`` inside ``logs``."""
-    path = Storage.join(logs, f"{STAGING_PREFIX}{number:012d}-{uuid.uuid4().hex[:8]}")
+def _staging_prefix(dbname: str) -> str:
+    return f"{STAGING_PREFIX}{dbname}-"
+
+
+def open_staging(storage: Storage, logs: str, dbname: str, number: int) -> str:
+    """Create and return a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``."""
+    path = Storage.join(logs, f"{_staging_prefix(dbname)}{number:012d}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(path)
     return path
 
 
-def clear_staging(storage: Storage, logs: str) -> None:
-    """Remove staging folders left by a capture that stopped before publishing."""
+def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
+    """Remove the staging folders of ``dbname`` left by a capture that stopped before publishing.
+
+    Only that database's: masters may share a log folder. The caller holds the database's lock.
+    """
     for name in storage.listdir(logs):
-        if name.startswith(STAGING_PREFIX):
+        if name.startswith(_staging_prefix(dbname)):
             storage.rm(Storage.join(logs, name))
 
 
@@ -182,6 +189,9 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
     Returns the published path. Raises FileExistsError when that batch number is taken
     (another capturer is running on the same master).
     """
+    if not storage.isdir(staging):
+        raise BatchError(f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
+                         "process?); its change rows are lost: restart capture, which captures them again")
     files = {}
     for rel in storage.walk_files(staging):
         if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):

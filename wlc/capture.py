@@ -157,6 +157,7 @@ class Capture:
         self.skip = set(skip_schemas)
         self._gone_since: dict[str, datetime] = {}
         self._first_sig: dict[str, tuple] = {}
+        self._seen_sig: dict[str, tuple] = {}
         self.deferred = False
         self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
 
@@ -181,7 +182,7 @@ class Capture:
                 continue
             first_sig = self._signature(path, versions[0])
             changed = self._first_sig.get(name) != first_sig
-            self._first_sig[name] = first_sig
+            self._seen_sig[name] = first_sig  # kept by advance(), once this scan's transactions are staged
             if cur is not None and (versions[-1] != cur.version or changed):
                 # Same folder, other table? A table dropped and made again between two scans
                 # has another Delta table id. A log that shrank with the same id is a table
@@ -201,6 +202,8 @@ class Capture:
                 elif versions[-1] < cur.version:
                     self.deferred = True
                     continue
+                else:
+                    self._first_sig[name] = first_sig  # the same table: no need to look again
             start = cur.version + 1 if cur else versions[0]
             meta = cur.meta if cur else None
             last_time = None
@@ -363,8 +366,11 @@ class Capture:
             if cur is None:
                 self.state.tables.pop(name, None)
                 self._gone_since.pop(name, None)
+                self._first_sig.pop(name, None)
             else:
                 self.state.tables[name] = cur
+                if name in self._seen_sig:
+                    self._first_sig[name] = self._seen_sig[name]
 
 
 def utcnow() -> datetime:

@@ -135,7 +135,7 @@ def format_kv(values: Mapping[str, Any]) -> str:
     lines = []
     for key, value in values.items():
         text = "" if value is None else str(value)
-        if "\n" in text or "\n" in key or "=" in key:
+        if len(text.splitlines()) > 1 or len(key.splitlines()) > 1 or "=" in key:
             raise ConfigError(f"cannot store {key!r}={text!r} as a key=value line")
         lines.append(f"{key}={text}")
     return "\n".join(lines) + "\n"

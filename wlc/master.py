@@ -169,7 +169,7 @@ class Master:
                 state = self._restore_state()
             else:
                 state = self._initialise()
-            batchfmt.clear_staging(self.storage, self.logs)  # ours alone: we hold the lock
+            batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
                                    skip_schemas=self._skip_schemas())
             if self._want_capture:
@@ -252,7 +252,17 @@ class Master:
         published = batchfmt.list_batches(self.storage, self.logs, self.dbname)
         if published:
             number, path = published[-1]
-            manifest = batchfmt.read_manifest(self.storage, path)
+            try:
+                manifest = batchfmt.read_manifest(self.storage, path)
+            except BatchError as exc:
+                raise MasterStateError(f"capture resumes from the newest batch, and {path} is not a readable batch "
+                                       f"({exc}); move it out of {self.logs} if it is not this master's, or restore "
+                                       "it from a copy, then start capture again") from None
+            if (manifest.database, manifest.batch, manifest.dbid) != (self.dbname, number, self.config.get("dbid")):
+                raise MasterStateError(
+                    f"capture resumes from the newest batch, and {path} holds batch {manifest.batch} of database "
+                    f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
+                    f"{self.config.get('dbid')}); move that folder out of {self.logs}, then start capture again")
             state = CaptureState.from_json(manifest.cursors)
             state.next_batch = number + 1
             if manifest.txns:
@@ -345,7 +355,7 @@ class Master:
         """
         cap = self.capture
         if self._staging is None:
-            self._staging = batchfmt.open_staging(self.storage, self.logs, cap.state.next_batch)
+            self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
             self._open_since = time.monotonic()
         rows = cap.write_rows(self._staging, items)
         crash_point("capture.staged")
@@ -456,6 +466,7 @@ class Master:
         with self._lock:
             if self.state == STOPPED:
                 return
+            self._check_started()
             self._step(take_all=True)
             self.config["state"] = STOPPED
             self.config["watermark"] = "stopped"
@@ -468,7 +479,7 @@ class Master:
         if self._watch is not None:
             self._watch.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=30)
+            self._thread.join()  # its current scan ends first: the lock must outlive it
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -485,6 +496,9 @@ class Master:
             return self._last_logged.txn if self._last_logged else -1
 
     def _check_started(self) -> None:
+        if self.storage.local and self._lockfile is None:
+            raise MasterStateError(f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
+                                   "call wlc.master() again")
         if self.state != STARTED:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
 

@@ -16,7 +16,8 @@ from .errors import ConfigError
 
 _PLAIN_PART = re.compile(r"^[^.`]+$")
 _SAFE_FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# control characters and everything str.splitlines() breaks a line at (U+0085, U+2028, U+2029)
+_CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 def quote_ident(name: str) -> str:
@@ -32,8 +33,8 @@ def qualified(schema: str, table: str) -> str:
 def uncarried_reason(part: str) -> str | None:
     """Why a folder name cannot be a replicated schema or table, or None when it can.
 
-    Control characters (a newline, a tab) would make the ``key=value`` state files and
-    the logs ambiguous; bytes that are not UTF-8 cannot be written into a JSON manifest.
+    Control characters and line separators (a newline, a tab, U+2028) would make the
+    ``key=value`` state files and the logs ambiguous; bytes that are not UTF-8 cannot be written into a JSON manifest.
     """
     if _CONTROL.search(part):
         return "its name holds a control character (newline, tab...); rename the folder"

@@ -102,6 +102,13 @@ class Applier:
                 break
         return best
 
+    def resuming(self, name: str, txn: int) -> bool:
+        """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short."""
+        path = self.table_path(name)
+        versions = list_versions(self.storage, path)
+        return bool(versions) and parse_tag(read_commit(self.storage, path, versions[-1]).user_metadata,
+                                            self.dbid) == (txn, False)
+
     def foreign_writes(self, name: str, since_version: int) -> list[str]:
         """Commits after ``since_version`` that change data or shape and were not made by replay."""
         path = self.table_path(name)
@@ -159,16 +166,17 @@ class Applier:
         """Apply ``rec`` (its rows under ``batch_path``). Raises ApplyError with the cause."""
         path = self.table_path(rec.table)
         uri = self.storage.uri(path)
-        exists = is_delta_table(self.storage, path)
+        exists = self.current_version(rec.table) >= 0  # a Delta table with at least one commit
         if rec.ddl == "drop":
-            if exists:
+            if is_delta_table(self.storage, path):
                 self.storage.rm(path)
             return
         meta = TableMeta.from_json(rec.meta) if rec.meta else None
         if rec.ddl == "create":
-            if exists and self.current_version(rec.table) >= 0 and self.last_final_txn(rec.table) < 0 \
-                    and not self.created_by_replay(rec.table):
+            if exists and self.last_final_txn(rec.table) < 0 and not self.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+            if not exists and self.storage.exists(path):
+                self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
             with self._tagged(rec, part=True):
                 for stmt in create_table_sql(uri, meta):
                     if " ADD CONSTRAINT " in stmt and self._has_constraint(rec.table, stmt):
@@ -248,7 +256,9 @@ class Applier:
         """
         old = self.current_meta(rec.table)
         reshaped = old is not None and (old.schema != meta.schema or old.partition_columns != meta.partition_columns)
-        then_properties = reshaped or rec.ddl == "alter"
+        # resuming after a crash: the table no longer looks reshaped, but the steps after the
+        # overwrite (and the final commit) may still be missing
+        then_properties = reshaped or rec.ddl == "alter" or self.resuming(rec.table, rec.txn)
         if reshaped:
             with self._tagged(rec, part=True):
                 for cname in old.constraints:

@@ -30,11 +30,15 @@ def stored(state: dict[str, str]) -> ReplicationError | None:
 def record(state: dict[str, str], batch: int | None, txn: int | None, table: str | None,
            cause: str) -> ReplicationError:
     """Put the failure into ``state`` (the caller saves it) and return the error to raise."""
-    cause = cause.replace("\n", " ")
+    cause, table = _one_line(cause), _one_line(table or "")  # wlr.config holds one line a key
     state.update({"error_batch": "" if batch is None else str(batch),
                   "error_txn": "" if txn is None else str(txn),
-                  "error_table": table or "", "error_cause": cause, "state": "failed"})
-    return ReplicationError(batch, txn, table, cause)
+                  "error_table": table, "error_cause": cause, "state": "failed"})
+    return ReplicationError(batch, txn, table or None, cause)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
 
 
 def clear_if_passed(state: dict[str, str], read_up_to: int) -> str | None:

@@ -53,6 +53,9 @@ def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch
         LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
             sequence of transaction ids; checked before anything of it is applied.
     """
+    if not storage.isdir(logs):
+        raise LogError(next_batch, f"the log folder {logs} is not there (unmounted, moved or deleted?); "
+                                   "put it back where wlc.config says")
     expected_batch, expected_txn = next_batch, tick + 1
     for number, path in batchfmt.list_batches(storage, logs, master, next_batch):
         if number != expected_batch:
@@ -71,7 +74,8 @@ def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch
         ids = [t.txn for t in manifest.txns]
         if ids and ids != list(range(ids[0], ids[0] + len(ids))):
             raise LogError(number, f"batch {number}: its transaction ids are not consecutive ({ids[:6]}...)")
-        if ids and not (ids[0] <= expected_txn if number == next_batch else ids[0] == expected_txn):
+        # the first batch holds tick + 1 (or ends at tick: a crash between saving tick and batches)
+        if ids and not (ids[0] <= expected_txn <= ids[-1] + 1 if number == next_batch else ids[0] == expected_txn):
             raise LogError(number, f"batch {number} holds transactions {ids[0]}-{ids[-1]} but {expected_txn} was "
                                    "expected: a batch is missing, duplicated or out of order")
         if ids:
@@ -88,8 +92,8 @@ def reaches(manifest: Manifest, target: Target) -> bool:
         return False
     if target.kind == "txn":
         return manifest.last_txn >= target.txn
-    if target.kind == "time":
-        return manifest.txns[-1].time > target.time
+    if target.kind == "time":  # a later commit, or a watermark proving every commit by then is published
+        return manifest.txns[-1].time > target.time or manifest.watermark >= target.time
     return False
 
 

@@ -21,7 +21,6 @@ from wlc import batch as batchfmt
 from wlc import snapshot as snap
 from wlc.batch import Manifest, TxnRecord, parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
-from wlc.deltalog import is_delta_table
 from wlc.errors import ConfigError
 from wlc.faults import crash_point
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
@@ -169,6 +168,7 @@ class Replica:
         mcfg = self._master_config()
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")
+        self._probe_lock()
         if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
             raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
         state = self._load()
@@ -226,6 +226,18 @@ class Replica:
         if mcfg is None:
             raise ReplicaStateError(f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first")
         return mcfg
+
+    def _probe_lock(self) -> None:
+        """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""
+        path = os.path.join(self.path, "wlr.lock")
+        if self._lockfile is not None or not self.storage.local or not os.path.exists(path):
+            return
+        with open(path) as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _acquire(self) -> None:
         if self._lockfile is not None or not self.storage.local:
@@ -334,6 +346,7 @@ class Replica:
         read_up_to = batches[-1].number if batches else next_batch - 1
         if not (batches and reaches(batches[-1].manifest, target)):
             read_up_to = sys.maxsize
+        self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
         refs = [TxnRef(t.txn, t.time, b.number) for b in batches for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
         wanted = {r.txn for r in todo.apply}
@@ -349,7 +362,6 @@ class Replica:
         # unless the replica already stood at a target transaction
         if broken is not None and not (target.kind == "txn" and tick >= target.txn):
             self._fail(broken.batch, None, None, broken.cause)
-        self._note_recovery(read_up_to if broken is None else broken.batch - 1)
         if target.kind == "txn" and not todo.reached and stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
                                      f"transaction {target.txn} will never be published (the replica "
@@ -382,7 +394,8 @@ class Replica:
         """
         try:
             key = state_key("version.", rec.table)
-            exists = is_delta_table(self.storage, applier.table_path(rec.table))
+            # a table with commits: a CREATE killed in its first commit leaves an empty _delta_log
+            exists = applier.current_version(rec.table) >= 0
             done = False
             if exists:
                 known = key in self.state
@@ -411,6 +424,7 @@ class Replica:
         self.state["tick"] = str(rec.txn)
         self.state["clock"] = utc_iso(rec.time)
         self._save()
+        self._note_recovery(-1)  # a transaction's failure, passed now
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         err = failure.record(self.state, batch, txn, table, cause)

@@ -166,3 +166,15 @@ def test_transactions_missing_between_batches_are_a_batch_failure(spark, master,
     with pytest.raises(wlr.ReplicationError, match="batch 2 holds transactions 3-3 but 2 was expected") as err:
         wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
     assert err.value.txn is None and wlr.tick() == 1  # txns 0 and 1 applied, then replay stopped
+
+
+def test_a_create_killed_in_its_first_commit_is_made_again(spark, master, dbfarm):
+    """A CREATE cut off before its first commit leaves an empty _delta_log: that is no table yet."""
+    a, t = master.table_path("s.a"), master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{a}` (i INT) USING delta")     # 0
+    sql(spark, f"CREATE TABLE delta.`{t}` (i INT) USING delta")     # 1
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (5)")                # 2
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, until=0)
+    os.makedirs(os.path.join(rep.path, "s", "t", "_delta_log"))  # what the killed CREATE left
+    rep.replicate(follow=False)
+    assert rep.tick() == 2 and rows(rep.table("s.t")) == [(5,)]

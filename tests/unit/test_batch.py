@@ -16,7 +16,7 @@ def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
     st = Storage.of(str(tmp_path))
     logs = str(tmp_path / "wlc_logs")
     st.makedirs(logs)
-    staging = B.open_staging(st, logs, number)
+    staging = B.open_staging(st, logs, "db", number)
     rows = os.path.join(staging, "rows", "sys.t", "wlc_version=3")
     os.makedirs(rows)
     with open(os.path.join(rows, "part-0.parquet"), "wb") as fh:
@@ -49,7 +49,7 @@ def test_round_trip(tmp_path):
 
 def test_published_name_is_never_overwritten(tmp_path):
     st, logs, _ = make_batch(tmp_path)
-    staging = B.open_staging(st, logs, 0)
+    staging = B.open_staging(st, logs, "db", 0)
     with pytest.raises(FileExistsError):
         B.publish(st, logs, staging, B.Manifest("db", "db1", 0, T, []))
 
@@ -110,8 +110,9 @@ def test_unknown_format_version_is_refused(tmp_path):
 
 def test_staging_leftovers_are_not_batches(tmp_path):
     st, logs, _ = make_batch(tmp_path)
-    B.open_staging(st, logs, 1)
+    B.open_staging(st, logs, "db", 1)
+    other = B.open_staging(st, logs, "other", 0)  # another master sharing the log folder
     assert [n for n, _ in B.list_batches(st, logs, "db")] == [0]
-    B.clear_staging(st, logs)
-    assert not [n for n in os.listdir(logs) if n.startswith(".open-")]
+    B.clear_staging(st, logs, "db")
+    assert [n for n in os.listdir(logs) if n.startswith(".open-")] == [os.path.basename(other)]
     assert B.list_batches(st, logs, "other") == []

@@ -19,7 +19,7 @@ ALL = Target("all")
 
 def publish(logs: str, number: int, txns: list[int], db: str = "m", dbid: str = "id1") -> None:
     storage = Storage.of(logs)
-    staging = batchfmt.open_staging(storage, logs, number)
+    staging = batchfmt.open_staging(storage, logs, db, number)
     recs = [TxnRecord(t, f"{dbid}:{t}", T0 + timedelta(seconds=t), "s.t", t, "WRITE") for t in txns]
     batchfmt.publish(storage, logs, staging, Manifest(db, dbid, number, T0 + timedelta(seconds=max(txns)), recs))
 
@@ -51,6 +51,13 @@ def test_intact_logs_are_read_in_order_and_stop_at_the_target(logs):
 def test_a_damaged_batch_past_the_target_does_not_matter(logs):
     os.remove(os.path.join(batch(logs, 3), "manifest.json"))
     assert read(logs, target=Target("txn", txn=4)) == [0, 1, 2]
+    # batch 2's watermark (txn 4's time) proves every commit by then is published
+    assert read(logs, target=Target("time", time=T0 + timedelta(seconds=4))) == [0, 1, 2]
+
+
+def test_a_missing_log_folder_is_a_failure_not_an_empty_log(tmp_path):
+    with pytest.raises(LogError, match="is not there"):
+        read(str(tmp_path / "unmounted"), next_batch=3, tick=9)
 
 
 @pytest.mark.parametrize("damage, number, message", [
@@ -74,6 +81,9 @@ def test_the_first_batch_must_hold_the_next_transaction(logs):
     with pytest.raises(LogError, match="batch 2 holds transactions 3-4 but 2 was expected"):
         read(logs, next_batch=2, tick=1)
     assert read(logs, next_batch=2, tick=3) == [2, 3]  # 4 is the next one, inside batch 2
+    assert read(logs, next_batch=2, tick=4) == [2, 3]  # batch 2 done, its number not yet saved
+    with pytest.raises(LogError, match="batch 1 holds transactions 2-2 but 4 was expected"):
+        read(logs, next_batch=1, tick=3)  # a stale batch number: batch 1 lies wholly behind the tick
 
 
 def test_manifest_of(logs):

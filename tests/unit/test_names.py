@@ -32,7 +32,8 @@ def test_parts_that_leave_the_folder_are_refused():
 
 
 def test_names_that_cannot_be_carried_say_why():
-    assert "control character" in uncarried_reason("new\nline")
+    for sep in ("new\nline", "tab\tx", "u\u2028x", "u\u2029x", "u\x85x"):
+        assert "control character" in uncarried_reason(sep)
     assert "UTF-8" in uncarried_reason("bad\udcffbyte")
     assert uncarried_reason("ünïcødé") is None
 
