@@ -7,6 +7,7 @@ procedures act on the current database); programs that drive several masters use
 """
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning, WlcError
@@ -49,7 +50,6 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
     m = Master(dbname, dbfarm=dbfarm, logs=logs)
     if _current is not None and _current.path == m.path and _current.running:
         m.validate()  # e.g. another logs= than the running master's: refused, nothing changes
-        import warnings
         warnings.warn(f"database {dbname!r} is already in master mode in this process; nothing changed",
                       stacklevel=2)
         return _current

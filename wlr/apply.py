@@ -96,18 +96,21 @@ class Applier:
         for v in reversed(list_versions(self.storage, path)):
             if v <= since_version:
                 break
-            found = parse_tag(read_commit(self.storage, path, v).user_metadata, self.dbid)
+            found = self._tag_at(path, v)
             if found and found[1]:
                 best = max(best, found[0])
                 break
         return best
 
+    def _tag_at(self, path: str, version: int) -> tuple[int, bool] | None:
+        """``(txn, final)`` of the replay tag on commit ``version`` of the table at ``path``, or None."""
+        return parse_tag(read_commit(self.storage, path, version).user_metadata, self.dbid)
+
     def resuming(self, name: str, txn: int) -> bool:
         """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short."""
         path = self.table_path(name)
         versions = list_versions(self.storage, path)
-        return bool(versions) and parse_tag(read_commit(self.storage, path, versions[-1]).user_metadata,
-                                            self.dbid) == (txn, False)
+        return bool(versions) and self._tag_at(path, versions[-1]) == (txn, False)
 
     def foreign_writes(self, name: str, since_version: int) -> list[str]:
         """Commits after ``since_version`` that change data or shape and were not made by replay."""
@@ -207,7 +210,7 @@ class Applier:
         """True when the replica table's first commit was made by replay of this master."""
         path = self.table_path(name)
         versions = list_versions(self.storage, path)
-        return bool(versions) and parse_tag(read_commit(self.storage, path, versions[0]).user_metadata, self.dbid) is not None
+        return bool(versions) and self._tag_at(path, versions[0]) is not None
 
     def _has_constraint(self, name: str, stmt: str) -> bool:
         meta = self.current_meta(name)

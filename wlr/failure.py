@@ -57,10 +57,15 @@ def clear_if_passed(state: dict[str, str], read_up_to: int) -> str | None:
     if not passed:
         return None
     cause = state["error_cause"]
-    state.update({k: "" for k in ERROR_KEYS})
-    state["state"] = "idle"
+    clear(state)
     where = f"transaction {txn}" if txn is not None else f"batch {batch}"
     return f"RECOVERED at {where}: replay passed it on retry (the failure was: {cause})"
+
+
+def clear(state: dict[str, str]) -> None:
+    """Forget the stored failure (it was passed or skipped); the replica is idle again."""
+    state.update({k: "" for k in ERROR_KEYS})
+    state["state"] = "idle"
 
 
 def skippable(state: dict[str, str], name: str) -> tuple[int, int | None]:

@@ -456,8 +456,8 @@ class Replica:
         manifest = manifest_of(self.storage, self.state.get("logs"), self.master, batch)
         rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
         skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
-        self.state.update({"tick": str(txn), "skipped": ",".join(skipped), "state": "idle",
-                           **{k: "" for k in failure.ERROR_KEYS}})
+        failure.clear(self.state)
+        self.state.update({"tick": str(txn), "skipped": ",".join(skipped)})
         if rec is not None:
             self.state["clock"] = utc_iso(rec.time)
             key = state_key("version.", rec.table)
