@@ -64,7 +64,7 @@ FOLLOWER = "tpch_replica"
 AT_TXN = "tpch_at_txn"
 AT_TIME = "tpch_at_time"
 PITR = "tpch_pitr"
-DATABASES = (MASTER, FOLLOWER, AT_TXN, AT_TIME, PITR)
+DATABASES = (MASTER, FOLLOWER, AT_TXN, AT_TXN + "_serial", AT_TIME, PITR)
 SCHEMA = "sys"
 SCALE = 0.1
 WAIT_SECONDS = 900  # deadline for the follower to catch up
@@ -401,16 +401,19 @@ def compare(demo: Demo, title: str, replica: "wlr.Replica", refs: dict[str, int 
     return good
 
 
-def point_replica(demo: Demo, name: str, until) -> "wlr.Replica":
-    """Make replica ``name`` up to ``until`` (a separate wlr.Replica: the follower keeps following)."""
+def point_replica(demo: Demo, name: str, until, collapse: bool = True) -> "wlr.Replica":
+    """Make replica ``name`` up to ``until`` (a separate wlr.Replica: the follower keeps following).
+
+    ``collapse=False`` replays serially (one replica commit per master transaction)."""
     t0 = time.perf_counter()
-    rep = wlr.Replica(MASTER, replica=name, dbfarm=demo.dbfarm).replicate(until=until)
+    rep = wlr.Replica(MASTER, replica=name, dbfarm=demo.dbfarm).replicate(until=until, collapse=collapse)
     elapsed = time.perf_counter() - t0
     applied = rep.tick() + 1
     demo.replay.append((name, applied, elapsed))
     shown = until.isoformat() if isinstance(until, datetime) else repr(until)
-    print(f"\n  wlr.Replica({MASTER!r}, replica={name!r}).replicate(until={shown}): {applied} txns up to txn {rep.tick()} "
-          f"in {elapsed:.1f} s ({elapsed / max(applied, 1):.2f} s/txn, snapshot copy included)")
+    how = "" if collapse else ", collapse=False"
+    print(f"\n  wlr.Replica({MASTER!r}, replica={name!r}).replicate(until={shown}{how}): {applied} txns up to txn "
+          f"{rep.tick()} in {elapsed:.1f} s ({elapsed / max(applied, 1):.2f} s/txn, snapshot copy included)")
     return rep
 
 
@@ -455,6 +458,12 @@ def verify_txn(demo: Demo, pub: Published, tick: int) -> None:
     rep = point_replica(demo, AT_TXN, n)
     compare(demo, f"(a) {AT_TXN} vs master at txn {n}", rep, pub.at_txn(n))
     rep.close()
+    # the same point replayed serially, one replica commit per master transaction
+    serial = point_replica(demo, AT_TXN + "_serial", n, collapse=False)
+    compare(demo, f"(a) {AT_TXN}_serial vs master at txn {n}", serial, pub.at_txn(n))
+    serial.close()
+    (_, _, grouped_s), (_, _, serial_s) = demo.replay[-2:]
+    print(f"  grouped replay {grouped_s:.1f} s, serial replay {serial_s:.1f} s: {serial_s / grouped_s:.1f}x faster")
 
 
 def verify_time(demo: Demo, pub: Published) -> None:

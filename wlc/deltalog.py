@@ -107,6 +107,7 @@ class Commit:
     metadata: TableMeta | None
     data_change: bool
     txns: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, str] = field(default_factory=dict)  # commitInfo.operationMetrics
 
 
 def log_path(table_path: str) -> str:
@@ -163,6 +164,7 @@ def parse_commit(version: int, text: str, fallback_time: datetime | None = None)
         version=version, timestamp=ts, operation=str(info.get("operation", "UNKNOWN")),
         user=info.get("userName"), user_metadata=info.get("userMetadata"),
         engine=info.get("engineInfo"), metadata=meta, data_change=data_change, txns=txns,
+        metrics=dict(info.get("operationMetrics") or {}),
     )
 
 

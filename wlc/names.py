@@ -116,3 +116,8 @@ def batch_folder(name: str) -> str:
 def state_key(prefix: str, name: str) -> str:
     """A ``key=value`` state-file key for table ``name`` (percent-encoded beyond plain names)."""
     return prefix + urllib.parse.quote(name, safe=".")
+
+
+def name_of_key(prefix: str, key: str) -> str:
+    """The table name of a state-file key made by :func:`state_key`."""
+    return urllib.parse.unquote(key[len(prefix):])

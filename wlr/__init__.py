@@ -22,7 +22,8 @@ _current: Replica | None = None
 
 
 def replicate(master, until=None, replica: str | None = None, dbfarm: str | None = None,
-              *, follow: bool | None = None, timeout: float | None = None) -> Replica:
+              *, follow: bool | None = None, timeout: float | None = None,
+              collapse: bool | None = None) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:
@@ -37,6 +38,10 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
         dbfarm: folder holding master and replica; default ``$WLC_DBFARM`` or config.
         follow: override ``replica.follow`` from config for ``until=None``.
         timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+        collapse: True (default ``replica.collapse``): replay by segments, each table's run
+            of DML transactions collapsed to its net change and landed as one Delta commit,
+            tables in parallel (``replica.parallelism``); False: one replica commit per
+            master transaction (for jobs that read every intermediate state).
 
     Returns:
         wlr.Replica: when the target is reached (following: when all published is applied).
@@ -68,7 +73,7 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
         if _current is not None:
             _current.stop()
     _current = rep
-    return rep.replicate(until, follow=follow, timeout=timeout)
+    return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse)
 
 
 def current() -> Replica:

@@ -1,19 +1,18 @@
-"""Applying one master transaction to a replica's Delta table (change set -> Delta).
+"""Applying master transactions to a replica's Delta tables (net change -> Delta).
 
-Every transaction becomes Delta commits on one replica table, each tagged in
-``commitInfo.userMetadata`` with ``wlr:<master dbid>:<txn>``; DML lands as exactly one
-commit that also carries Delta's idempotent-write marker (``txnAppId=wlc:<master dbid>``,
-``txnVersion=<txn>``), so replaying it twice changes nothing. DDL that needs several
-commits tags the intermediate ones ``...:<txn>:part`` and ends with a tagged final commit;
-a transaction counts as applied only when its final commit exists, and the final commit is
-always its last (a crash before it repeats the transaction's idempotent steps, one after it
-repeats nothing).
+A DML segment (a run of change-feed transactions of one table, see :func:`wlr.plan.segments`)
+lands as exactly one Delta commit: its change rows are collapsed (:mod:`wlr.collapse`) and
+applied by one MERGE, or one append when only inserts remain. The commit is tagged in
+``commitInfo.userMetadata`` with ``wlr:<master dbid>:<first>-<last>`` (``...:<txn>`` for
+one transaction) and carries Delta's idempotent-write marker (``txnAppId=wlc:<master
+dbid>``, ``txnVersion=<last txn>``), so replaying it twice changes nothing.
 
-Change rows are reduced before they touch the table (Drizzle's reducer, MusicBrainz's
-packet compaction): images are netted per row (+1 insert/postimage, -1 delete/preimage)
-so each row is touched once, then applied by one MERGE (or one append when only
-inserts remain). Rows are found by the key columns of the ``wlc.key`` table property when
-declared, else by the full row image with exact duplicate counts.
+A barrier (DDL or a full image) is one transaction; when it needs several commits the
+intermediate ones are tagged ``...:<txn>:part`` and a tagged final commit ends it. A
+transaction counts as applied only when a final commit covering it exists, and the final
+commit is always its last (a crash before it repeats the idempotent steps, one after it
+repeats nothing). Rows are found by the key columns of the ``wlc.key`` table property
+when declared, else by the full row image with exact duplicate counts.
 """
 from __future__ import annotations
 
@@ -23,19 +22,19 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame, functions as F
 
 from wlc.batch import TxnRecord
-from wlc.capture import CHANGE_TYPE, delta_ref
+from wlc.capture import delta_ref
 from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlc.faults import crash_point
 from wlc.names import quote_ident, split_name
 from wlc.snapshot import create_table_sql, _lit
 from wlc.storage import Storage
 
+from . import collapse
+
 log = logging.getLogger("wlr.apply")
 
 TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"
-_SIGN = "__wlr_sign"
-_N = "__wlr_n"
 _OP = "__wlr_op"
 
 
@@ -43,20 +42,41 @@ class ApplyError(Exception):
     """A transaction cannot be applied; the message is the cause."""
 
 
-def tag(dbid: str, txn: int, part: bool = False) -> str:
-    return f"{TAG_PREFIX}{dbid}:{txn}" + (":part" if part else "")
+def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
+    """The replay tag of a commit of transaction ``txn`` (of the segment ``first``..``txn``)."""
+    span = f"{first}-{txn}" if first is not None and first != txn else f"{txn}"
+    return f"{TAG_PREFIX}{dbid}:{span}" + (":part" if part else "")
 
 
-def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
-    """``(txn, final)`` from a replay tag of master ``dbid``, else None."""
+def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
+    """``(first txn, last txn, final)`` from a replay tag of master ``dbid``, else None."""
     prefix = f"{TAG_PREFIX}{dbid}:"
     if not text or not text.startswith(prefix):
         return None
     rest = text[len(prefix):].split(":")
+    first, _, last = rest[0].partition("-")
     try:
-        return int(rest[0]), len(rest) == 1
+        return int(first), int(last or first), len(rest) == 1
     except ValueError:
         return None
+
+
+def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
+    """``(last txn, final)`` from a replay tag of master ``dbid``, else None."""
+    span = parse_span(text, dbid)
+    return None if span is None else (span[1], span[2])
+
+
+def replay_session(base):
+    """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
+    markers), so threads applying different tables never see each other's settings."""
+    session = base.newSession()
+    # replica tables need no change feed of their own; it would double every MERGE's writes
+    session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+    # no deletion vectors: measured slower for replay's MERGEs here (keyed UPDATE 5.9 s/txn
+    # with them, 5.0 s without)
+    session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+    return session
 
 
 def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
@@ -84,6 +104,10 @@ class Applier:
             self._spark = self._spark()
         return self._spark
 
+    def fork(self) -> "Applier":
+        """An Applier on the same replica with its own Spark session (for another thread)."""
+        return Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid)
+
     def table_path(self, name: str) -> str:
         schema, table = split_name(name)
         return Storage.join(self.replica_path, schema, table)
@@ -105,6 +129,26 @@ class Applier:
     def _tag_at(self, path: str, version: int) -> tuple[int, bool] | None:
         """``(txn, final)`` of the replay tag on commit ``version`` of the table at ``path``, or None."""
         return parse_tag(read_commit(self.storage, path, version).user_metadata, self.dbid)
+
+    def version_at(self, name: str, txn: int) -> int | None:
+        """The table's Delta version holding exactly the transactions <= ``txn``.
+
+        Returns -1 when the table did not exist then, None when one commit spans ``txn``
+        (a segment from before it to after it: no version holds exactly that point).
+        """
+        path = self.table_path(name)
+        for v in reversed(list_versions(self.storage, path)):
+            commit = read_commit(self.storage, path, v)
+            span = parse_span(commit.user_metadata, self.dbid)
+            if span is None:  # the snapshot copy's commits precede replay; OPTIMIZE and such change no data
+                if commit.data_change or commit.metadata is not None:
+                    return v
+                continue
+            first, last, final = span
+            if first > txn:
+                continue
+            return v if (last <= txn and final) else None
+        return -1
 
     def resuming(self, name: str, txn: int) -> bool:
         """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short."""
@@ -151,19 +195,24 @@ class Applier:
 
     # ------------------------------------------------------------------ applying
     @contextmanager
-    def _tagged(self, rec: TxnRecord, part: bool, idempotent: bool = False):
+    def _tagged(self, text: str, version: int | None = None):
+        """Commits made inside carry the replay tag ``text``; with ``version``, also Delta's
+        idempotent marker (SQL commands; DataFrame writes pass it as options)."""
         conf = self.spark.conf
-        conf.set("spark.databricks.delta.commitInfo.userMetadata", tag(self.dbid, rec.txn, part))
-        if idempotent:
+        conf.set("spark.databricks.delta.commitInfo.userMetadata", text)
+        if version is not None:
             conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
-            conf.set("spark.databricks.delta.write.txnVersion", str(rec.txn))
+            conf.set("spark.databricks.delta.write.txnVersion", str(version))
         try:
             yield
         finally:
             conf.unset("spark.databricks.delta.commitInfo.userMetadata")
-            if idempotent:
+            if version is not None:
                 conf.unset("spark.databricks.delta.write.txnAppId")
                 conf.unset("spark.databricks.delta.write.txnVersion")
+
+    def _part(self, rec: TxnRecord) -> str:
+        return tag(self.dbid, rec.txn, part=True)
 
     def apply(self, batch_path: str, rec: TxnRecord) -> None:
         """Apply ``rec`` (its rows under ``batch_path``). Raises ApplyError with the cause."""
@@ -180,7 +229,7 @@ class Applier:
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             if not exists and self.storage.exists(path):
                 self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
-            with self._tagged(rec, part=True):
+            with self._tagged(self._part(rec)):
                 for stmt in create_table_sql(uri, meta):
                     if " ADD CONSTRAINT " in stmt and self._has_constraint(rec.table, stmt):
                         continue
@@ -188,23 +237,22 @@ class Applier:
         elif not exists:
             raise ApplyError(f"table {rec.table} does not exist on the replica")
         elif rec.ddl == "alter" and rec.change != "image":
-            with self._tagged(rec, part=True):
+            with self._tagged(self._part(rec)):
                 self._alter(rec.table, uri, meta)
-        if rec.change == "cdf" and any(rec.counts.values()):
-            rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
-            self._apply_changes(rec, uri, rows)
+        if rec.change == "cdf":
+            self.apply_segment([(batch_path, rec)])
             return
         if rec.change == "image":
             rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
             self._replace(rec, uri, rows, meta)
             return
-        # DDL only, or a data change with no change rows: one tagged commit records the transaction
-        self._mark_final(rec, uri)
+        # DDL only: one tagged commit records the transaction
+        self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
-    def _mark_final(self, rec: TxnRecord, uri: str) -> None:
-        """The transaction's final commit when its last step was not one: a tagged property commit."""
-        with self._tagged(rec, part=False):
-            self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{rec.txn}')")
+    def _mark_final(self, text: str, txn: int, uri: str) -> None:
+        """The final commit (tag ``text``) when the last step was not one: a property commit."""
+        with self._tagged(text):
+            self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{txn}')")
 
     def created_by_replay(self, name: str) -> bool:
         """True when the replica table's first commit was made by replay of this master."""
@@ -263,13 +311,13 @@ class Applier:
         # overwrite (and the final commit) may still be missing
         then_properties = reshaped or rec.ddl == "alter" or self.resuming(rec.table, rec.txn)
         if reshaped:
-            with self._tagged(rec, part=True):
+            with self._tagged(self._part(rec)):
                 for cname in old.constraints:
                     self.spark.sql(f"ALTER TABLE {delta_ref(uri)} DROP CONSTRAINT IF EXISTS {quote_ident(cname)}")
         from pyspark.sql.types import StructType
         schema = StructType.fromJson(meta.schema)
         df = rows.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
-        with self._tagged(rec, part=then_properties):
+        with self._tagged(tag(self.dbid, rec.txn, part=then_properties)):
             writer = (df.write.format("delta").mode("overwrite")
                       .option("txnAppId", self.app_id).option("txnVersion", rec.txn))
             if reshaped:
@@ -277,87 +325,108 @@ class Applier:
             writer.save(uri)
         if then_properties:
             crash_point("replay.image_overwritten")
-            with self._tagged(rec, part=True):
+            with self._tagged(self._part(rec)):
                 self._sync_properties(delta_ref(uri), self.current_meta(rec.table) or old, meta)
-            self._mark_final(rec, uri)
+            self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     # ------------------------------------------------------------------ DML
-    def _apply_changes(self, rec: TxnRecord, uri: str, rows: DataFrame) -> None:
-        cols = [c for c in rows.columns if c != CHANGE_TYPE]
-        counts = rec.counts or {r[CHANGE_TYPE]: r["count"] for r in rows.groupBy(CHANGE_TYPE).count().collect()}
-        target_meta = self.current_meta(rec.table)
-        keys = [k for k in (target_meta.key_columns if target_meta else []) if k in cols]
-        signed = rows.withColumn(_SIGN, F.when(F.col(CHANGE_TYPE).isin("insert", "update_postimage"), 1).otherwise(-1))
-        if set(k for k, v in counts.items() if v) <= {"insert"}:
-            self._append(rec, uri, rows.select(*[quote_ident(c) for c in cols]))
+    def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> dict[str, int]:
+        """Apply a DML segment as one commit: ``items`` are ``(batch path, record)`` of one
+        table, ascending, all change-feed transactions.
+
+        Returns ``{"rows_in": change rows read, "rows_out": rows after collapse}``.
+
+        Raises:
+            ApplyError: the table is missing, or rows to delete or update are not on the
+                replica (it has diverged from the master).
+        """
+        first, last = items[0][1], items[-1][1]
+        uri = self.storage.uri(self.table_path(first.table))
+        if self.current_version(first.table) < 0:
+            raise ApplyError(f"table {first.table} does not exist on the replica")
+        text = tag(self.dbid, last.txn, first=first.txn)
+        with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
+        rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
+        if not with_rows:  # data changes with no change rows: one tagged commit records them
+            self._mark_final(text, last.txn, uri)
+            return {"rows_in": 0, "rows_out": 0}
+        rows = collapse.read_rows(self.spark, [self.storage.uri(Storage.join(p, r.rows)) for p, r in with_rows])
+        cols = collapse.data_columns(rows)
+        meta = self.current_meta(first.table)
+        keys = [k for k in (meta.key_columns if meta else []) if k in cols]
+        kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
+        if kinds <= {"insert"}:
+            with self._tagged(text):
+                (rows.select(*[quote_ident(c) for c in cols]).write.format("delta").mode("append")
+                     .option("txnAppId", self.app_id).option("txnVersion", last.txn).save(uri))
         elif keys:
-            self._merge_by_key(rec, uri, signed, cols, keys)
+            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys)
         else:
-            self._merge_by_image(rec, uri, signed, cols)
-        log.debug("txn %d on %s: %s", rec.txn, rec.table, counts)
+            self._merge_by_image(text, last.txn, uri, collapse.net_by_image(rows), cols)
+        newest = read_commit(self.storage, self.table_path(first.table), self.current_version(first.table))
+        rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
+        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, first.table,
+                  rows_in, rows_out)
+        return {"rows_in": rows_in, "rows_out": rows_out}
 
-    def _append(self, rec: TxnRecord, uri: str, df: DataFrame) -> None:
-        with self._tagged(rec, part=False):
-            (df.write.format("delta").mode("append")
-               .option("txnAppId", self.app_id).option("txnVersion", rec.txn).save(uri))
+    def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+                      keys: list[str]) -> None:
+        """Last state per key: upsert where the key exists after the segment, else delete.
 
-    def _merge_by_key(self, rec: TxnRecord, uri: str, signed: DataFrame, cols: list[str], keys: list[str]) -> None:
+        A key whose first change was a delete or a pre-image must be on the replica.
+        """
         from delta.tables import DeltaTable
 
         qk = [quote_ident(k) for k in keys]
-        dels = signed.filter(F.col(_SIGN) < 0).select(*qk).distinct()
-        ins = signed.filter(F.col(_SIGN) > 0).select(*[quote_ident(c) for c in cols]).withColumn(_OP, F.lit(1))
-        target = self.spark.read.format("delta").load(uri)
-        missing = dels.join(target.select(*qk), on=[dels[k].eqNullSafe(target[k]) for k in keys], how="left_anti")
-        lost = missing.limit(3).collect()
+        had = net.filter(F.col(collapse.FIRST) == 0).select(*qk)
+        target = self.spark.read.format("delta").load(uri).select(*qk)
+        lost = had.join(target, on=[had[k].eqNullSafe(target[k]) for k in qk], how="left_anti").limit(3).collect()
         if lost:
             raise ApplyError(f"rows to delete or update are not on the replica (keys {[tuple(r) for r in lost]}); "
                              "the replica has diverged from the master")
-        d = dels.alias("d")
-        i = ins.alias("i")
-        joined = d.join(i, on=[F.col(f"d.{q}").eqNullSafe(F.col(f"i.{q}")) for q in qk], how="full_outer")
-        source = joined.select(
-            *[F.coalesce(F.col(f"i.{q}"), F.col(f"d.{q}")).alias(k) if k in keys else F.col(f"i.{quote_ident(k)}").alias(k)
-              for k, q in ((c, quote_ident(c)) for c in cols)],
-            F.col(f"i.{_OP}").isNotNull().alias(_OP))
         on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
-        with self._tagged(rec, part=False, idempotent=True):
+        conf = self.spark.conf
+        with self._tagged(text, version):
             # the source is immutable published Parquet: MERGE need not copy it first
-            self.spark.conf.set("spark.databricks.delta.merge.materializeSource", "none")
-            (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
-             .whenMatchedUpdate(condition=f"s.{_OP}", set=values)
-             .whenMatchedDelete(condition=f"NOT s.{_OP}")
-             .whenNotMatchedInsert(condition=f"s.{_OP}", values=values)
-             .execute())
-            self.spark.conf.unset("spark.databricks.delta.merge.materializeSource")
+            conf.set("spark.databricks.delta.merge.materializeSource", "none")
+            try:
+                (DeltaTable.forPath(self.spark, uri).alias("t").merge(net.alias("s"), on)
+                 .whenMatchedUpdate(condition=f"s.{collapse.OP}", set=values)
+                 .whenMatchedDelete(condition=f"NOT s.{collapse.OP}")
+                 .whenNotMatchedInsert(condition=f"s.{collapse.OP}", values=values)
+                 .execute())
+            finally:
+                conf.unset("spark.databricks.delta.merge.materializeSource")
 
-    def _merge_by_image(self, rec: TxnRecord, uri: str, signed: DataFrame, cols: list[str]) -> None:
+    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str]) -> None:
         """Multiset semantics: deleting one of two identical rows leaves one."""
         from delta.tables import DeltaTable
 
         qc = [quote_ident(c) for c in cols]
-        net = signed.groupBy(*qc).agg(F.sum(_SIGN).alias(_N)).filter(F.col(_N) != 0).cache()
+        n = collapse.COUNT
+        net = net.cache()
         try:
-            pos = net.filter(F.col(_N) > 0)
-            neg = net.filter(F.col(_N) < 0)
+            pos = net.filter(F.col(n) > 0)
+            neg = net.filter(F.col(n) < 0)
             target = self.spark.read.format("delta").load(uri)
             have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
                                            on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
                     .groupBy(*qc).count())
             counted = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
                        .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
-                               (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{_N}")).alias(_N))).cache()
-            short = counted.filter(F.col(_N) < 0).limit(3).collect()
+                               (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n))).cache()
+            short = counted.filter(F.col(n) < 0).limit(3).collect()
             if short:
+                counted.unpersist()
                 raise ApplyError(f"rows to delete or update are not on the replica (e.g. {[tuple(r)[:-1] for r in short]}); "
                                  "the replica has diverged from the master")
             source = (counted.select(*qc).withColumn(_OP, F.lit("del"))
-                      .unionByName(_repeat(counted, F.col(_N)).select(*qc).withColumn(_OP, F.lit("ins")))
-                      .unionByName(_repeat(pos, F.col(_N)).select(*qc).withColumn(_OP, F.lit("ins"))))
+                      .unionByName(_repeat(counted, F.col(n)).select(*qc).withColumn(_OP, F.lit("ins")))
+                      .unionByName(_repeat(pos, F.col(n)).select(*qc).withColumn(_OP, F.lit("ins"))))
             on = f"({_eq_null_safe('t', 's', cols)}) AND s.{_OP} = 'del'"
             values = {q: f"s.{q}" for q in qc}
-            with self._tagged(rec, part=False, idempotent=True):
+            with self._tagged(text, version):
                 (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
                  .whenMatchedDelete()
                  .whenNotMatchedInsert(condition=f"s.{_OP} = 'ins'", values=values)

@@ -9,6 +9,13 @@ Semantics:
   across all tables. The target counts as reached only when the master's watermark (or a
   later transaction, or a stopped master) proves nothing committed by then is still unpublished.
 * ``until=None``: everything published.
+
+Replay by segments (:func:`segments`): for each table, a run of consecutive DML
+transactions on that table, cut at a DDL or image transaction of that table (a barrier,
+replayed alone) and at the end of the plan, which ends at the target. Other tables'
+transactions do not cut a segment: Delta has no cross-table transactions, so replay keeps
+per-table order only. A segment lands as one Delta commit on its table (seed 000's
+packets collapsed, seed 001's reduce-then-apply).
 """
 from __future__ import annotations
 
@@ -37,11 +44,41 @@ class Target:
 
 @dataclass(frozen=True)
 class TxnRef:
-    """What planning needs of a published transaction."""
+    """What planning needs of a published transaction.
+
+    ``table`` is ``"schema.table"``; ``barrier`` is True for DDL (create, alter, drop) and
+    full images, which are replayed alone; DML (change-feed rows) can be grouped.
+    """
 
     txn: int
     time: datetime
     batch: int
+    table: str = ""
+    barrier: bool = False
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Transactions of one table replayed as one unit: a run of DML, or one barrier."""
+
+    table: str
+    txns: tuple[TxnRef, ...]
+
+    @property
+    def first(self) -> int:
+        return self.txns[0].txn
+
+    @property
+    def last(self) -> int:
+        return self.txns[-1].txn
+
+    @property
+    def barrier(self) -> bool:
+        return self.txns[0].barrier
+
+    def __str__(self) -> str:
+        span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
+        return f"{self.table} [{span}]"
 
 
 @dataclass
@@ -143,3 +180,50 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
     reached = later or master_stopped or (watermark is not None and watermark >= target.time)
     return Plan(todo, reached, "" if reached else
                 f"the master's watermark to pass {target.time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
+
+
+def segments(todo: Sequence[TxnRef], collapse: bool = True) -> dict[str, list[Segment]]:
+    """Group the transactions to apply into per-table segments.
+
+    Args:
+        todo: ``Plan.apply``: ascending transactions, ending at the target.
+        collapse: False keeps one segment per transaction (``replicate(collapse=False)``:
+            one replica commit per master transaction).
+
+    Returns:
+        ``{table: [Segment, ...]}`` with each table's segments in transaction order;
+        tables in the order of their first transaction. A barrier (DDL or image) is a
+        segment of its own and cuts the table's run of DML; other tables do not.
+    """
+    out: dict[str, list[Segment]] = {}
+    runs: dict[str, list[TxnRef]] = {}
+
+    def close(table: str) -> None:
+        run = runs.pop(table, None)
+        if run:
+            out[table].append(Segment(table, tuple(run)))
+
+    for ref in todo:
+        out.setdefault(ref.table, [])
+        if ref.barrier or not collapse:
+            close(ref.table)
+            out[ref.table].append(Segment(ref.table, (ref,)))
+        else:
+            runs.setdefault(ref.table, []).append(ref)
+    for table in list(runs):
+        close(table)
+    return out
+
+
+def consistent_tick(tick: int, todo: Sequence[TxnRef], done: dict[str, int]) -> int:
+    """The highest N with every transaction <= N applied.
+
+    Args:
+        tick: the tick before this round.
+        todo: the round's transactions, ascending from ``tick + 1``.
+        done: ``{table: last transaction applied to it}`` after the round (absent: none).
+    """
+    for ref in todo:
+        if done.get(ref.table, -1) < ref.txn:
+            return ref.txn - 1
+    return todo[-1].txn if todo else tick

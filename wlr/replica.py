@@ -19,12 +19,11 @@ from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
 from wlc import snapshot as snap
-from wlc.batch import Manifest, TxnRecord, parse_utc, utc_iso
+from wlc.batch import parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.errors import ConfigError
-from wlc.faults import crash_point
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
-from wlc.names import split_name, state_key
+from wlc.names import name_of_key, split_name, state_key
 from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
@@ -32,10 +31,11 @@ from wlc.watch import FolderWatch
 from .watch import batch_watch
 
 from . import failure
-from .apply import ApplyError, Applier
+from .apply import Applier, replay_session
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
-from .plan import Target, TxnRef, check_not_passed, parse_until, plan
+from .plan import Target, TxnRef, check_not_passed, consistent_tick, parse_until, plan
+from .replay import Failure, Item, Round
 
 log = logging.getLogger("wlr.replica")
 
@@ -71,6 +71,10 @@ class Replica:
         self.beat_seconds = number(cfg["beat"], "replica.beat", 0.01)
         self.default_timeout = number(cfg["timeout"], "replica.timeout")
         self.default_follow = bool(cfg["follow"])
+        self.default_collapse = bool(cfg.get("collapse", True))
+        self.parallelism = int(number(cfg.get("parallelism", 4), "replica.parallelism", 1))
+        self.collapse = self.default_collapse
+        self._state_lock = threading.RLock()  # wlr.config values written by replay's worker threads
         self._spark = spark
         self._session = None
         self._lock = threading.RLock()
@@ -102,13 +106,7 @@ class Replica:
     def spark(self):
         """The replay session: a child of the active SparkSession with its own SQL settings."""
         if self._session is None:
-            base = self._spark or active_session()
-            self._session = base.newSession()
-            # replica tables need no change feed of their own; it would double every MERGE's writes
-            self._session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-            # no deletion vectors: measured slower for replay's MERGEs here (make bench:
-            # keyed UPDATE 5.9 s/txn with them, 5.0 s without)
-            self._session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+            self._session = replay_session(self._spark or active_session())
         return self._session
 
     # ------------------------------------------------------------------ public queries
@@ -134,8 +132,42 @@ class Replica:
         return self.storage.uri(Storage.join(self.path, schema, name))
 
     def table(self, table: str):
-        """The replica table ``"schema.table"`` as a DataFrame (read-only use)."""
-        return (self._spark or active_session()).read.format("delta").load(self.path_of(table))
+        """The replica table ``"schema.table"`` as a DataFrame (read-only use), as of the last
+        consistent tick.
+
+        While replay catches up, tables land segment by segment and stand at different
+        transactions; this reads the Delta version each table had at the last tick where
+        every table was consistent (``view`` in ``wlr.config``, versions in ``at.<table>``),
+        through Delta time travel, so two tables read together are a pair of states that
+        existed together on the master. A plain Spark reader gets the same view with
+        ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at that tick.
+        """
+        st = self._load_or_state()
+        reader = (self._spark or active_session()).read.format("delta")
+        if "view" in st:
+            key = state_key("at.", table)
+            if key not in st:
+                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']} "
+                                        f"(its tables: {', '.join(sorted(self.versions())) or 'none'})")
+            reader = reader.option("versionAsOf", int(st[key]))
+        return reader.load(self.path_of(table))
+
+    def tables(self) -> dict:
+        """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
+        return {name: self.table(name) for name in sorted(self.versions())}
+
+    def versions(self) -> dict[str, int]:
+        """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
+        (:meth:`view_tick`); read them with ``versionAsOf``."""
+        return {name_of_key("at.", k): int(v) for k, v in self._load_or_state().items() if k.startswith("at.")}
+
+    def view_tick(self) -> int:
+        """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
+        st = self._load_or_state()
+        return int(st.get("view", st.get("tick", -1)))
 
     def status(self) -> dict:
         """State for people: master, tick, clock, lag in transactions and seconds, error."""
@@ -213,6 +245,7 @@ class Replica:
             self._log(f"started from the snapshot of {self.master} ({len(body['tables'])} tables)")
         else:
             self._log(f"started empty from master {self.master}")
+        self._set_view(-1, {})
         self.state["state"] = "new"
         self._save()
 
@@ -258,7 +291,8 @@ class Replica:
         if err is not None:
             raise err
 
-    def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None) -> "Replica":
+    def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None,
+                  collapse: bool | None = None) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
         Args:
@@ -267,6 +301,10 @@ class Replica:
             follow: with ``until=None``, keep following in a background thread until
                 :meth:`stop` (default: ``replica.follow`` in config, true).
             timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+            collapse: True (default ``replica.collapse``): each table's run of DML lands as
+                one collapsed commit a segment; False: one replica commit per master
+                transaction, for jobs that read the replica's history or change feed.
+                Kept for follow mode.
 
         Returns:
             self, once the target is reached (or, following, once all published is applied).
@@ -285,6 +323,7 @@ class Replica:
         """
         target = parse_until(until)
         follow = self.default_follow if follow is None else bool(follow)
+        self.collapse = self.default_collapse if collapse is None else bool(collapse)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
         self.validate(until)
         self.stop()
@@ -347,17 +386,15 @@ class Replica:
         if not (batches and reaches(batches[-1].manifest, target)):
             read_up_to = sys.maxsize
         self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
-        refs = [TxnRef(t.txn, t.time, b.number) for b in batches for t in b.manifest.txns if t.txn > tick]
+        refs = [TxnRef(t.txn, t.time, b.number, t.table, t.ddl is not None or t.change == "image")
+                for b in batches for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
-        wanted = {r.txn for r in todo.apply}
-        applier = self._applier()
-        for b in batches:
-            records = [t for t in b.manifest.txns if t.txn in wanted]
-            if records:
-                self._apply_batch(applier, b.number, b.path, b.manifest, records)
-            if int(self.state["tick"]) >= b.manifest.last_txn:
-                self.state["batches"] = str(b.number + 1)
-                self._save()
+        failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}))
+        self._advance(batches)
+        self._save()
+        self._note_recovery(-1)  # a transaction's failure, passed now
+        if failed is not None:
+            self._fail(failed.batch, failed.txn, failed.table, failed.cause)
         # reading stops at the batch that reaches the target, so a broken batch was needed,
         # unless the replica already stood at a target transaction
         if broken is not None and not (target.kind == "txn" and tick >= target.txn):
@@ -376,55 +413,71 @@ class Replica:
             self.last_error = None
             self._log(line)
 
-    def _apply_batch(self, applier: Applier, number_: int, path: str, manifest: Manifest,
-                     records: list[TxnRecord]) -> None:
-        problems = batchfmt.verify_files(self.storage, path, manifest, [r.rows for r in records if r.rows])
-        for rec in records:
-            bad = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
-            if bad:
-                detail = "; ".join(f"{f}: {p}" for f, p in sorted(bad.items())[:3])
-                self._fail(number_, rec.txn, rec.table, f"checksum verification failed: {detail}")
-            self._apply_one(applier, number_, path, rec)
+    def _items(self, batches, wanted: set[int]) -> tuple[dict[int, Item], dict[int, str]]:
+        """``({txn: Item}, {txn: checksum problem})`` of the wanted transactions, files verified."""
+        items, bad = {}, {}
+        for b in batches:
+            records = [t for t in b.manifest.txns if t.txn in wanted]
+            if not records:
+                continue
+            problems = batchfmt.verify_files(self.storage, b.path, b.manifest, [r.rows for r in records if r.rows])
+            for rec in records:
+                items[rec.txn] = Item(b.number, b.path, rec)
+                found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
+                if found:
+                    bad[rec.txn] = "; ".join(f"{f}: {p}" for f, p in sorted(found.items())[:3])
+        return items, bad
 
-    def _apply_one(self, applier: Applier, number_: int, path: str, rec: TxnRecord) -> None:
-        """Apply one transaction unless the replica table's own Delta log says it is done.
+    def _advance(self, batches) -> None:
+        """Move ``batches`` (the next batch to read) past every batch whose transactions are all handled."""
+        tick = int(self.state["tick"])
+        for b in batches:
+            if tick < b.manifest.last_txn:
+                break
+            self.state["batches"] = str(b.number + 1)
 
-        Progress is decided from the table's log (the final replay tag), never from
-        wlr.config alone, so a crash between a commit and saving wlr.config repeats nothing.
+    def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str]) -> Failure | None:
+        """Apply ``todo`` by segments, tables in parallel; tick, clock and the next batch
+        follow the consistent point after every segment, the read view after the round."""
+        if not todo:
+            return None
+        tick0 = int(self.state.get("tick", -1))
+
+        def progressed(done: dict[str, int]) -> None:
+            reached = consistent_tick(tick0, todo, done)
+            if reached > int(self.state["tick"]):
+                self.state["tick"], self.state["clock"] = str(reached), utc_iso(items[reached].rec.time)
+                self._advance(batches)
+            self._save()
+
+        rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log)
+        failed = rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism)
+        self._set_view(int(self.state["tick"]), rnd.done)
+        return failed
+
+    def _set_view(self, tick: int, done: dict[str, int]) -> None:
+        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
+
+        A table that got past ``tick`` (another table failed before it) is read back at its
+        version holding exactly ``tick``; when a segment spans ``tick`` there is none, and
+        the previous view stays.
         """
-        try:
-            key = state_key("version.", rec.table)
-            # a table with commits: a CREATE killed in its first commit leaves an empty _delta_log
-            exists = applier.current_version(rec.table) >= 0
-            done = False
-            if exists:
-                known = key in self.state
-                if not known and not applier.created_by_replay(rec.table):
-                    if rec.ddl == "create":
-                        raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
-                    raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
-                foreign = applier.foreign_writes(rec.table, int(self.state[key]) if known else -1)
-                if foreign:
-                    raise ApplyError(f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
-                                     "replica tables are read-only (undo those writes, or restore the table)")
-                done = applier.last_final_txn(rec.table) >= rec.txn
-            if not done:
-                applier.apply(path, rec)
-                crash_point("replay.applied")
-        except (ApplyError, ConfigError) as exc:  # ConfigError: an unsafe table name in the batch
-            self._fail(number_, rec.txn, rec.table, str(exc))
-        except ReplicationError:
-            raise
-        except Exception as exc:  # Spark/Delta errors: constraint violations, schema conflicts...
-            self._fail(number_, rec.txn, rec.table, f"{type(exc).__name__}: {failure.first_line(exc)}")
-        if rec.ddl == "drop":
-            self.state.pop(key, None)
-        else:
-            self.state[key] = str(applier.current_version(rec.table))
-        self.state["tick"] = str(rec.txn)
-        self.state["clock"] = utc_iso(rec.time)
+        applier = self._applier()
+        view = {}
+        for key, value in self.state.items():
+            if not key.startswith("version."):
+                continue
+            name = name_of_key("version.", key)
+            at = int(value) if done.get(name, -1) <= tick else applier.version_at(name, tick)
+            if at is None:
+                return
+            if at >= 0:
+                view[state_key("at.", name)] = str(at)
+        for key in [k for k in self.state if k.startswith("at.")]:
+            del self.state[key]
+        self.state.update(view)
+        self.state["view"] = str(tick)
         self._save()
-        self._note_recovery(-1)  # a transaction's failure, passed now
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         err = failure.record(self.state, batch, txn, table, cause)

@@ -84,3 +84,18 @@ def replay_tags(table_path: str, dbid: str) -> list[tuple[int, bool]]:
 def final_txns(table_path: str, dbid: str) -> list[int]:
     """Transaction ids of the final replay commits, one per applied transaction when all is well."""
     return [t for t, final in replay_tags(table_path, dbid) if final]
+
+
+def final_spans(table_path: str, dbid: str) -> list[tuple[int, int]]:
+    """``(first, last)`` transactions of every final replay commit (a segment, or one transaction)."""
+    from wlc.deltalog import list_versions, read_commit
+    from wlc.storage import Storage
+    from wlr.apply import parse_span
+
+    storage = Storage.of(table_path)
+    out = []
+    for v in list_versions(storage, table_path):
+        found = parse_span(read_commit(storage, table_path, v).user_metadata, dbid)
+        if found and found[2]:
+            out.append(found[:2])
+    return out

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 
 def rows(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.collect())
+    """The rows of ``df`` sorted (NULLs last in each column)."""
+    return sorted((tuple(r) for r in df.collect()), key=lambda row: tuple((v is None, v) for v in row))
 
 
 def master_rows(spark, path: str, version: int | None = None) -> list[tuple]:

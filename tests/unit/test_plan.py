@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wlr.errors import TargetError
-from wlr.plan import Target, TxnRef, check_not_passed, parse_until, plan
+from wlr.plan import Target, TxnRef, check_not_passed, consistent_tick, parse_until, plan, segments
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -83,3 +83,66 @@ def test_going_back_is_refused():
     with pytest.raises(TargetError, match="cannot go back"):
         check_not_passed(Target("time", time=T0 - timedelta(seconds=1)), 6, T0)
     check_not_passed(Target("time", time=T0), 6, T0)
+
+
+# ----------------------------------------------------------------------------- segments
+
+def mix(spec, batch_size=3):
+    """``spec``: "a a A b a" -> refs: lower case DML on table s.<x>, upper case a barrier."""
+    out = []
+    for i, code in enumerate(spec.split()):
+        out.append(TxnRef(i, T0 + timedelta(seconds=i), i // batch_size, f"s.{code.lower()}", code.isupper()))
+    return out
+
+
+def spans(segs):
+    return {t: [(s.first, s.last) for s in ss] for t, ss in segs.items()}
+
+
+def test_segments_group_a_tables_run_across_batches_and_other_tables():
+    segs = segments(mix("a b a a b a b b"))
+    assert spans(segs) == {"s.a": [(0, 5)], "s.b": [(1, 7)]}
+    assert [r.txn for r in segs["s.a"][0].txns] == [0, 2, 3, 5]  # only its own table's transactions
+    assert {r.batch for r in segs["s.a"][0].txns} == {0, 1}
+
+
+def test_ddl_in_the_middle_cuts_the_run():
+    segs = segments(mix("a a A a a b"))
+    assert spans(segs)["s.a"] == [(0, 1), (2, 2), (3, 4)]
+    assert [s.barrier for s in segs["s.a"]] == [False, True, False]
+    assert spans(segs)["s.b"] == [(5, 5)]
+
+
+def test_drop_and_recreate_are_barriers_in_order():
+    # DML, drop (barrier), create (barrier), DML, image (barrier), DML
+    segs = segments(mix("a a A A a a A a"))
+    assert spans(segs)["s.a"] == [(0, 1), (2, 2), (3, 3), (4, 5), (6, 6), (7, 7)]
+
+
+def test_collapse_false_keeps_one_segment_a_transaction():
+    segs = segments(mix("a b a a"), collapse=False)
+    assert spans(segs) == {"s.a": [(0, 0), (2, 2), (3, 3)], "s.b": [(1, 1)]}
+
+
+def test_target_in_the_middle_of_a_run_ends_the_segment_there():
+    published = mix("a a b a a a b a")
+    p = plan(-1, published, Target("txn", txn=4), None, False)
+    assert spans(segments(p.apply)) == {"s.a": [(0, 4)], "s.b": [(2, 2)]}
+    # the next round starts after the target
+    p2 = plan(4, published[5:], Target("all"), None, False)
+    assert spans(segments(p2.apply)) == {"s.a": [(5, 7)], "s.b": [(6, 6)]}
+
+
+def test_target_by_instant_ends_every_segment_at_the_cut():
+    published = mix("a b a b a b")  # txn i commits at T0 + i s
+    p = plan(-1, published, parse_until((T0 + timedelta(seconds=3.5)).isoformat()), None, False)
+    assert p.reached and spans(segments(p.apply)) == {"s.a": [(0, 2)], "s.b": [(1, 3)]}
+
+
+def test_consistent_tick_is_the_highest_gap_free_point():
+    todo = mix("a b a b a")
+    assert consistent_tick(-1, todo, {"s.a": 4, "s.b": 3}) == 4
+    assert consistent_tick(-1, todo, {"s.a": 4, "s.b": 1}) == 2  # b stopped before 3
+    assert consistent_tick(-1, todo, {"s.a": 0}) == 0
+    assert consistent_tick(-1, todo, {}) == -1
+    assert consistent_tick(9, [], {}) == 9
