@@ -2,7 +2,7 @@
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
 #   make test   - create .venv if needed, run the whole test suite, then the random-kill loops
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
-#   make bench  - replay/capture benchmarks
+#   make bench  - catch-up replay side by side: serial, grouped, change-feed recipe, floor, re-copy
 #   make clean  - remove the venv, caches and demo data
 
 PYTHON ?= python3
@@ -41,7 +41,7 @@ demo: $(STAMP) jars
 	$(PY) demo/tpch_demo.py
 
 bench: $(STAMP) jars
-	$(PY) bench/replay_bench.py
+	$(PY) bench/catchup.py
 
 clean:
 	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info

@@ -131,8 +131,10 @@ class Round:
         except Exception as exc:
             self._failed(first, exc)
         todo = [it for it in items if it.rec.txn > progress]
-        if not todo:  # landed before a crash: the table's own log says so
-            self._applied(applier, items, None, 0.0)
+        landed = items[:len(items) - len(todo)]
+        if landed:  # landed before (a crash, or an earlier round that stopped): the table's own log says so
+            self._applied(applier, landed, None, 0.0)
+        if not todo:
             return
         try:
             stats = applier.apply_segment([(it.path, it.rec) for it in todo])

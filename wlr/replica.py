@@ -363,7 +363,7 @@ class Replica:
         else:
             self._stop.wait(seconds)
 
-    def _step(self, target: Target) -> tuple[bool, str]:
+    def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
         """Apply what the plan allows now. Returns (target reached, what it waits for)."""
         mcfg = self._master_config()
         self._ensure(mcfg)
@@ -389,7 +389,7 @@ class Replica:
         refs = [TxnRef(t.txn, t.time, b.number, t.table, t.ddl is not None or t.change == "image")
                 for b in batches for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
-        failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}))
+        failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
         self._advance(batches)
         self._save()
         self._note_recovery(-1)  # a transaction's failure, passed now
@@ -436,7 +436,8 @@ class Replica:
                 break
             self.state["batches"] = str(b.number + 1)
 
-    def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str]) -> Failure | None:
+    def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str],
+               progress: bool = True) -> Failure | None:
         """Apply ``todo`` by segments, tables in parallel; tick, clock and the next batch
         follow the consistent point after every segment, the read view after the round."""
         if not todo:
@@ -448,19 +449,22 @@ class Replica:
             if reached > int(self.state["tick"]):
                 self.state["tick"], self.state["clock"] = str(reached), utc_iso(items[reached].rec.time)
                 self._advance(batches)
+                self._set_view(reached, done)  # saved with the tick: readers see both move together
             self._save()
 
         rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log)
-        failed = rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism)
+        failed = rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
         self._set_view(int(self.state["tick"]), rnd.done)
+        self._save()
         return failed
 
     def _set_view(self, tick: int, done: dict[str, int]) -> None:
         """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
 
-        A table that got past ``tick`` (another table failed before it) is read back at its
-        version holding exactly ``tick``; when a segment spans ``tick`` there is none, and
-        the previous view stays.
+        A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
+        so a commit still landing is not seen). A table past ``tick`` (landing faster, or
+        another table failed before it) is read back at its version holding exactly
+        ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
         """
         applier = self._applier()
         view = {}
@@ -476,8 +480,7 @@ class Replica:
         for key in [k for k in self.state if k.startswith("at.")]:
             del self.state[key]
         self.state.update(view)
-        self.state["view"] = str(tick)
-        self._save()
+        self.state["view"] = str(tick)  # the caller saves
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         err = failure.record(self.state, batch, txn, table, cause)
@@ -534,7 +537,7 @@ class Replica:
                 with self._lock:
                     if self._stop.is_set():
                         break
-                    self._step(Target("all"))
+                    self._step(Target("all"), progress=False)  # no bar from a background thread
             except ReplicationError:
                 return  # kept in wlr.config; the next replicate() raises it
             except Exception:
@@ -545,7 +548,7 @@ class Replica:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop following (MonetDB's wlr.stop()); a running apply finishes its transaction first."""
+        """Stop following (MonetDB's wlr.stop()); a running round finishes its segments first."""
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()
