@@ -30,6 +30,7 @@ from wlc.snapshot import create_table_sql, _lit
 from wlc.storage import Storage
 
 from . import collapse
+from .plan import span_text
 
 log = logging.getLogger("wlr.apply")
 
@@ -44,8 +45,7 @@ class ApplyError(Exception):
 
 def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
     """The replay tag of a commit of transaction ``txn`` (of the segment ``first``..``txn``)."""
-    span = f"{first}-{txn}" if first is not None and first != txn else f"{txn}"
-    return f"{TAG_PREFIX}{dbid}:{span}" + (":part" if part else "")
+    return f"{TAG_PREFIX}{dbid}:{span_text(txn if first is None else first, txn)}" + (":part" if part else "")
 
 
 def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
@@ -406,6 +406,7 @@ class Applier:
         qc = [quote_ident(c) for c in cols]
         n = collapse.COUNT
         net = net.cache()
+        counted = None
         try:
             pos = net.filter(F.col(n) > 0)
             neg = net.filter(F.col(n) < 0)
@@ -418,7 +419,6 @@ class Applier:
                                (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n))).cache()
             short = counted.filter(F.col(n) < 0).limit(3).collect()
             if short:
-                counted.unpersist()
                 raise ApplyError(f"rows to delete or update are not on the replica (e.g. {[tuple(r)[:-1] for r in short]}); "
                                  "the replica has diverged from the master")
             source = (counted.select(*qc).withColumn(_OP, F.lit("del"))
@@ -431,8 +431,9 @@ class Applier:
                  .whenMatchedDelete()
                  .whenNotMatchedInsert(condition=f"s.{_OP} = 'ins'", values=values)
                  .execute())
-            counted.unpersist()
         finally:
+            if counted is not None:
+                counted.unpersist()
             net.unpersist()
 
 

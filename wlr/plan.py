@@ -77,8 +77,12 @@ class Segment:
         return self.txns[0].barrier
 
     def __str__(self) -> str:
-        span = f"{self.first}" if self.first == self.last else f"{self.first}-{self.last}"
-        return f"{self.table} [{span}]"
+        return f"{self.table} [{span_text(self.first, self.last)}]"
+
+
+def span_text(first: int, last: int) -> str:
+    """``"first-last"``, or ``"txn"`` for one transaction (replay tags and log lines)."""
+    return f"{last}" if first == last else f"{first}-{last}"
 
 
 @dataclass

@@ -27,7 +27,7 @@ from wlc.names import state_key
 
 from . import failure
 from .apply import ApplyError, Applier
-from .plan import Segment, TxnRef, segments
+from .plan import Segment, TxnRef, segments, span_text
 
 log = logging.getLogger("wlr.replay")
 
@@ -199,7 +199,7 @@ class Round:
                 self.bar.set_postfix(segments=f"{self._segments_done}/{self._segments_total}")
         if stats is None:
             return
-        span = f"{items[0].rec.txn}-{last.txn}" if len(items) > 1 else f"{last.txn}"
+        span = span_text(items[0].rec.txn, last.txn)
         what = last.operation if len(items) == 1 else f"{len(items)} transactions"
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
         if stats["rows_out"] >= 0 and stats["rows_in"]:

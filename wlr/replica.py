@@ -438,8 +438,8 @@ class Replica:
 
     def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str],
                progress: bool = True) -> Failure | None:
-        """Apply ``todo`` by segments, tables in parallel; tick, clock and the next batch
-        follow the consistent point after every segment, the read view after the round."""
+        """Apply ``todo`` by segments, tables in parallel; tick, clock, the next batch and the
+        read view follow the consistent point after every segment (the caller saves at the end)."""
         if not todo:
             return None
         tick0 = int(self.state.get("tick", -1))
@@ -453,10 +453,7 @@ class Replica:
             self._save()
 
         rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log)
-        failed = rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
-        self._set_view(int(self.state["tick"]), rnd.done)
-        self._save()
-        return failed
+        return rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
 
     def _set_view(self, tick: int, done: dict[str, int]) -> None:
         """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
