@@ -99,3 +99,11 @@ def final_spans(table_path: str, dbid: str) -> list[tuple[int, int]]:
         if found and found[2]:
             out.append(found[:2])
     return out
+
+
+def assert_applied_once(table_path: str, dbid: str, txns: list[int]) -> None:
+    """Every transaction in ``txns`` is inside exactly one final replay commit of the table, in order."""
+    spans = final_spans(table_path, dbid)
+    covered = [t for t in txns if any(a <= t <= b for a, b in spans)]
+    assert covered == txns, ("not every transaction was applied", txns, spans)  # nothing lost
+    assert all(b < a2 for (_, b), (a2, _) in zip(spans, spans[1:])), ("applied twice", spans)  # nothing twice
