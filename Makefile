@@ -2,7 +2,8 @@
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
 #   make test   - create .venv if needed, run the whole test suite, then the random-kill loops
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
-#   make bench  - catch-up replay side by side: serial, grouped, change-feed recipe, floor, re-copy
+#   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
+#                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
 #   make clean  - remove the venv, caches and demo data
 
 PYTHON ?= python3
@@ -42,6 +43,7 @@ demo: $(STAMP) jars
 
 bench: $(STAMP) jars
 	$(PY) bench/catchup.py
+	$(PY) bench/capture_cost.py
 
 clean:
 	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info

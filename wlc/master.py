@@ -34,6 +34,7 @@ from .watch import FolderWatch
 log = logging.getLogger("wlc.master")
 
 CONFIG_FILE = "wlc.config"
+LOCK_FILE = "wlc.lock"  # held (fcntl) by the process that captures the database
 REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
 
@@ -80,6 +81,8 @@ class Master:
         self._open_since: float | None = None
         self._last_logged: TxnRecord | None = None
         self._error: BaseException | None = None
+        self._saved_config = ""  # the text of wlc.config as this object last wrote it
+        self._watermark_saved = float("-inf")  # time.monotonic() of the last idle watermark write
 
     # ------------------------------------------------------------------ properties
     @property
@@ -189,7 +192,7 @@ class Master:
         """
         if not self.storage.local:
             return
-        lock_path = os.path.join(self.path, "wlc.lock")
+        lock_path = os.path.join(self.path, LOCK_FILE)
         self.storage.makedirs(self.path)
         fh = open(lock_path, "a+")
         try:
@@ -277,7 +280,11 @@ class Master:
         return CaptureState()
 
     def _save_config(self) -> None:
-        self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.config))
+        """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten)."""
+        text = format_kv(self.config)
+        if text != self._saved_config:
+            self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), text)
+            self._saved_config = text
 
     def _start_thread(self) -> None:
         if self.storage.local:
@@ -287,7 +294,14 @@ class Master:
         self._thread.start()
 
     def _relevant_event(self, path: str) -> bool:
-        return "_delta_log" in path or path.count(os.sep) <= self.path.count(os.sep) + 2
+        """A commit, or a schema or table folder made or removed; never capture's own files."""
+        if "_delta_log" in path:
+            return True
+        if path.count(os.sep) > self.path.count(os.sep) + 2:
+            return False  # data files: their commit wakes us
+        name = os.path.basename(path)
+        return not (os.path.dirname(path) == self.path.rstrip(os.sep)
+                    and (name in (CONFIG_FILE, LOCK_FILE) or name.startswith(f".{CONFIG_FILE}.")))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -344,7 +358,7 @@ class Master:
         if self._pending and (take_all or self._due_in() == 0):
             self._publish(watermark)
         elif not self._pending:
-            self._note_watermark(watermark)
+            self._note_watermark(watermark, force=take_all)
         return cap.deferred
 
     def _stage(self, items: list, cursors: dict) -> None:
@@ -414,11 +428,15 @@ class Master:
         text = self.config.get("not_replicated", "")
         return json.loads(text) if text else {}
 
-    def _note_watermark(self, watermark: datetime) -> None:
+    def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
+        """Record an idle master's advancing watermark, at most once per poll interval unless ``force``."""
         old = self.config.get("watermark")
-        if not old or parse_utc(old) < watermark:
-            self.config["watermark"] = utc_iso(watermark)
-            self._save_config()
+        if old and (parse_utc(old) >= watermark
+                    or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
+            return
+        self.config["watermark"] = utc_iso(watermark)
+        self._save_config()
+        self._watermark_saved = time.monotonic()
 
     # ------------------------------------------------------------------ public API
     @property
