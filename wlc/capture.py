@@ -34,6 +34,8 @@ RESERVED = {"wlc_logs", "wlc_snapshot"}
 NOT_REPLICATED_SCHEMAS = {"tmp"}
 VERSION_COLUMN = "wlc_version"
 CHANGE_TYPE = "_change_type"
+CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
+RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
 CAPTURE_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
 
 
@@ -274,25 +276,27 @@ class Capture:
                          dict(detail["properties"] or {}), str(detail["id"] or ""))
 
     # ------------------------------------------------------------------ writing change rows
-    def write_rows(self, staging: str, items: list[Planned]) -> dict[int, str]:
-        """Write the change rows of ``items`` into ``staging``; returns ``{index: relative rows path}``.
+    def write_rows(self, staging: str, items: list[Planned]) -> tuple[dict[int, str], dict[int, dict[str, int]]]:
+        """Write the change rows of ``items`` into ``staging``.
 
-        One Change Data Feed read per table and run of adjacent versions, partitioned by
-        version, and one count of the written rows by version and change type (kept in the
-        record so replay picks its method without a Spark job); one image read per
-        ``image`` item. ``self.counts`` maps item index to ``{change type: rows}``.
+        One Change Data Feed read per table and run of adjacent versions (at most
+        ``RUN_VERSIONS`` a run), written partitioned by version; one image read per ``image``
+        item. The rows are counted while they are written (a Spark ``Observation``, no
+        second job) and the counts kept in the record, so replay picks its method without a
+        Spark job. Returns ``({index: relative rows path}, {index: {change type: rows}})``.
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import Observation, functions as F
 
         out: dict[int, str] = {}
-        self.counts: dict[int, dict[str, int]] = {}
+        counts: dict[int, dict[str, int]] = {}
         runs: dict[str, list[list[int]]] = {}
         for i, item in enumerate(items):
             if item.change == "cdf":
                 table_runs = runs.setdefault(item.table, [])
-                if table_runs and items[table_runs[-1][-1]].version + 1 == item.version \
-                        and item.ddl is None:
-                    table_runs[-1].append(i)
+                last = table_runs[-1] if table_runs else None
+                if last and items[last[-1]].version + 1 == item.version and item.ddl is None \
+                        and len(last) < RUN_VERSIONS:
+                    last.append(i)
                 else:
                     table_runs.append([i])
             elif item.change == "image":
@@ -300,35 +304,35 @@ class Capture:
                 uri = self.storage.uri(table_path(self.db_path, item.table))
                 df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
                 cols = item.meta.columns if item.meta else df.columns
-                df.select(*[quote_ident(c) for c in cols]).write.mode("overwrite").parquet(
-                    self.storage.uri(Storage.join(staging, rel)))
+                seen = Observation()
+                (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
+                   .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
                 out[i] = rel
-                self.counts[i] = {"image": self.spark.read.parquet(self.storage.uri(Storage.join(staging, rel))).count()}
+                counts[i] = {"image": int(seen.get["n"])}
         for table, table_runs in runs.items():
             uri = self.storage.uri(table_path(self.db_path, table))
             base = f"rows/{batch_folder(table)}"
             for run in table_runs:
                 first, last = items[run[0]], items[run[-1]]
-                for i in run:  # a retried scan must not append the same version twice
+                for i in run:  # a retried write must not append the same version twice
                     self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
-                cols = first.meta.columns
                 df = (self.spark.read.format("delta").option("readChangeFeed", "true")
                       .option("startingVersion", first.version).option("endingVersion", last.version)
                       .load(uri))
-                (df.select(*[quote_ident(c) for c in cols], CHANGE_TYPE,
+                version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
+                seen = Observation()
+                tallies = [F.count_if((version == items[i].version) & (kind == t)).alias(f"{i}/{t}")
+                           for i in run for t in CHANGE_TYPES]
+                (df.select(*[quote_ident(c) for c in first.meta.columns], CHANGE_TYPE,
                            df["_commit_version"].alias(VERSION_COLUMN))
+                   .observe(seen, *tallies)
                    .write.mode("append").partitionBy(VERSION_COLUMN)
                    .parquet(self.storage.uri(Storage.join(staging, base))))
-                by_version = {items[i].version: i for i in run}
+                tally = seen.get
                 for i in run:
                     out[i] = f"{base}/{VERSION_COLUMN}={items[i].version}"
-                    self.counts[i] = {}
-                written = (self.spark.read.parquet(self.storage.uri(Storage.join(staging, base)))
-                           .where(F.col(VERSION_COLUMN).isin(list(by_version)))
-                           .groupBy(VERSION_COLUMN, CHANGE_TYPE).count().collect())
-                for row in written:
-                    self.counts[by_version[row[VERSION_COLUMN]]][row[CHANGE_TYPE]] = int(row["count"])
-        return out
+                    counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
+        return out, counts
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
         """Switch on the Change Data Feed and In-Commit Timestamps on tables that lack them."""
@@ -347,8 +351,12 @@ class Capture:
                 log.warning("could not switch on the change feed for %s yet: %s", name, exc)
 
     # ------------------------------------------------------------------ records
-    def to_records(self, items: list[Planned], rows: dict[int, str]) -> list[TxnRecord]:
-        """Give ``items`` their transaction ids (gap-free, in order) and make records."""
+    def to_records(self, items: list[Planned]) -> list[TxnRecord]:
+        """Give ``items`` their transaction ids (gap-free, in order) and make records.
+
+        The records' ``rows`` and ``counts`` are filled in by the caller once
+        :meth:`write_rows` has written them.
+        """
         records = []
         for i, item in enumerate(items):
             txn = self.state.next_txn
@@ -357,7 +365,7 @@ class Capture:
                 txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
                 version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
                 meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                rows=rows.get(i), user=item.user, counts=getattr(self, "counts", {}).get(i, {}),
+                user=item.user,
             ))
         return records
 

@@ -68,6 +68,7 @@ class Master:
         self.settle = number(cfg["capture"]["settle"], "capture.settle")
         self.polling = bool(cfg["capture"]["polling"])
         self.poll_interval = number(cfg["capture"]["poll_interval"], "capture.poll_interval", 0.01)
+        self.stage_within = number(cfg["capture"]["stage_within"], "capture.stage_within")
         self._default_beat = number(cfg["master"]["beat"], "master.beat")
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -78,6 +79,8 @@ class Master:
         self.config: dict[str, str] = {}
         self._pending: list[TxnRecord] = []
         self._staging: str | None = None
+        self._unwritten: list[tuple] = []  # (record, planned) staged without their change rows yet
+        self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
         self._open_since: float | None = None
         self._last_logged: TxnRecord | None = None
         self._error: BaseException | None = None
@@ -355,32 +358,58 @@ class Master:
             self._stage(items, cursors)
         cap.advance(cursors)
         cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
-        if self._pending and (take_all or self._due_in() == 0):
+        if self._pending and (take_all or time.monotonic() >= self._open_since + self.beat_seconds):
             self._publish(watermark)
+        elif self._unwritten and time.monotonic() >= self._unwritten_since + self.stage_within:
+            self._write_rows()
         elif not self._pending:
             self._note_watermark(watermark, force=take_all)
         return cap.deferred
 
     def _stage(self, items: list, cursors: dict) -> None:
-        """Write the rows of ``items`` into the open batch, give them ids, move the cursors.
+        """Give ``items`` ids and records in the open batch and move the cursors.
 
-        Ids and cursors change only once every row is written, so a failure here leaves
-        capture where it was and the next scan stages the same transactions again.
+        Reading the commit files is all a commit costs here: the change rows are copied
+        from the change feed later, for all staged transactions of a table at once (one
+        read per table and version range), when the batch is published or when the oldest
+        of them has waited ``capture.stage_within`` seconds. Staged records live in memory
+        until published: a capturer killed before that starts again from the cursors of
+        the last published batch.
         """
         cap = self.capture
         if self._staging is None:
             self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
             self._open_since = time.monotonic()
-        rows = cap.write_rows(self._staging, items)
-        crash_point("capture.staged")
-        self._pending.extend(cap.to_records(items, rows))
+        records = cap.to_records(items)
+        if self._unwritten_since is None:
+            self._unwritten_since = time.monotonic()
+        self._unwritten.extend(zip(records, items))
+        self._pending.extend(records)
         self._last_logged = self._pending[-1]
         cap.advance(cursors)
 
+    def _write_rows(self) -> None:
+        """Copy the change rows of every staged transaction that has none yet into the open batch.
+
+        On failure nothing is lost: the transactions keep their ids and the next call writes
+        them again (a version's rows are replaced, never appended twice).
+        """
+        if not self._unwritten:
+            return
+        rows, counts = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
+        for i, (rec, _item) in enumerate(self._unwritten):
+            rec.rows, rec.counts = rows.get(i), counts.get(i, {})
+        self._unwritten, self._unwritten_since = [], None
+        crash_point("capture.staged")
+
     def _due_in(self) -> float | None:
+        """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
         if not self._pending or self._open_since is None:
             return None
-        return max(0.0, self._open_since + self.beat_seconds - time.monotonic())
+        due = self._open_since + self.beat_seconds
+        if self._unwritten_since is not None:
+            due = min(due, self._unwritten_since + self.stage_within)
+        return max(0.0, due - time.monotonic())
 
     def _publish(self, watermark: datetime) -> None:
         """Publish the open batch. On failure nothing moves: the same batch is tried again later.
@@ -389,6 +418,7 @@ class Master:
             BatchError: the batch's name is taken in the log folder (another capturer?).
         """
         cap = self.capture
+        self._write_rows()
         number_ = cap.state.next_batch
         manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
                             watermark=watermark, txns=list(self._pending))

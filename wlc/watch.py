@@ -7,6 +7,7 @@ import os
 import threading
 import warnings
 
+from watchdog import events
 from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
@@ -17,13 +18,20 @@ log = logging.getLogger("wlc.watch")
 warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
 
 
+# inotify also reports files being opened and closed unwritten: reads, not changes
+_READS = {getattr(events, name) for name in ("EVENT_TYPE_OPENED", "EVENT_TYPE_CLOSED_NO_WRITE") if hasattr(events, name)}
+
+
 class _Wake(FileSystemEventHandler):
     def __init__(self, event: threading.Event, accept):
         self.event = event
         self.accept = accept
 
     def on_any_event(self, event):
-        if self.accept(event.src_path) or self.accept(getattr(event, "dest_path", "") or ""):
+        if event.event_type in _READS:
+            return  # reading a file changes nothing (and our own scans read the logs)
+        dest = getattr(event, "dest_path", "") or ""
+        if self.accept(event.src_path) or (dest and self.accept(dest)):
             self.event.set()
 
 

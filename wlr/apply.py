@@ -36,6 +36,7 @@ log = logging.getLogger("wlr.apply")
 
 TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"
+_DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _OP = "__wlr_op"
 
 
@@ -378,14 +379,11 @@ class Applier:
         from delta.tables import DeltaTable
 
         qk = [quote_ident(k) for k in keys]
-        had = net.filter(F.col(collapse.FIRST) == 0).select(*qk)
-        target = self.spark.read.format("delta").load(uri).select(*qk)
-        lost = had.join(target, on=[had[k].eqNullSafe(target[k]) for k in qk], how="left_anti").limit(3).collect()
-        if lost:
-            raise ApplyError(f"rows to delete or update are not on the replica (keys {[tuple(r) for r in lost]}); "
-                             "the replica has diverged from the master")
         on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
+        # divergence is checked by the MERGE's own join: a key whose first change was a delete
+        # or a pre-image and that is not on the replica fails the job, so nothing is committed
+        diverged = {qk[0]: f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in qk)}))))"}
         conf = self.spark.conf
         with self._tagged(text, version):
             # the source is immutable published Parquet: MERGE need not copy it first
@@ -394,8 +392,15 @@ class Applier:
                 (DeltaTable.forPath(self.spark, uri).alias("t").merge(net.alias("s"), on)
                  .whenMatchedUpdate(condition=f"s.{collapse.OP}", set=values)
                  .whenMatchedDelete(condition=f"NOT s.{collapse.OP}")
+                 .whenNotMatchedInsert(condition=f"s.{collapse.FIRST} = 0", values=diverged)
                  .whenNotMatchedInsert(condition=f"s.{collapse.OP}", values=values)
                  .execute())
+            except Exception as exc:
+                found = str(exc).partition(_DIVERGED)[2]
+                if not found:
+                    raise
+                raise ApplyError(f"rows to delete or update are not on the replica (key {found.splitlines()[0]}); "
+                                 "the replica has diverged from the master") from None
             finally:
                 conf.unset("spark.databricks.delta.merge.materializeSource")
 
