@@ -23,7 +23,7 @@ from wlc.batch import parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.errors import ConfigError
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, STOPPED, read_config as read_master_config
-from wlc.names import name_of_key, split_name, state_key
+from wlc.names import split_name, state_key
 from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
@@ -36,6 +36,7 @@ from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, consistent_tick, parse_until, plan
 from .replay import Failure, Item, Round
+from .view import ConsistentView
 
 log = logging.getLogger("wlr.replica")
 
@@ -43,7 +44,7 @@ CONFIG_FILE = "wlr.config"
 LOG_FILE = "wlr.log"
 
 
-class Replica:
+class Replica(ConsistentView):
     """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
 
     Args:
@@ -125,49 +126,6 @@ class Replica:
 
     def _load_or_state(self) -> dict[str, str]:
         return self._load() or self.state
-
-    def path_of(self, table: str) -> str:
-        """Folder (URI) of replica table ``"schema.table"``."""
-        schema, name = split_name(table)
-        return self.storage.uri(Storage.join(self.path, schema, name))
-
-    def table(self, table: str):
-        """The replica table ``"schema.table"`` as a DataFrame (read-only use), as of the last
-        consistent tick.
-
-        While replay catches up, tables land segment by segment and stand at different
-        transactions; this reads the Delta version each table had at the last tick where
-        every table was consistent (``view`` in ``wlr.config``, versions in ``at.<table>``),
-        through Delta time travel, so two tables read together are a pair of states that
-        existed together on the master. A plain Spark reader gets the same view with
-        ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
-
-        Raises:
-            ReplicaStateError: the table is not on the replica at that tick.
-        """
-        st = self._load_or_state()
-        reader = (self._spark or active_session()).read.format("delta")
-        if "view" in st:
-            key = state_key("at.", table)
-            if key not in st:
-                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']} "
-                                        f"(its tables: {', '.join(sorted(self.versions())) or 'none'})")
-            reader = reader.option("versionAsOf", int(st[key]))
-        return reader.load(self.path_of(table))
-
-    def tables(self) -> dict:
-        """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
-        return {name: self.table(name) for name in sorted(self.versions())}
-
-    def versions(self) -> dict[str, int]:
-        """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
-        (:meth:`view_tick`); read them with ``versionAsOf``."""
-        return {name_of_key("at.", k): int(v) for k, v in self._load_or_state().items() if k.startswith("at.")}
-
-    def view_tick(self) -> int:
-        """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
-        st = self._load_or_state()
-        return int(st.get("view", st.get("tick", -1)))
 
     def status(self) -> dict:
         """State for people: master, tick, clock, lag in transactions and seconds, error."""
@@ -454,30 +412,6 @@ class Replica:
 
         rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log)
         return rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
-
-    def _set_view(self, tick: int, done: dict[str, int]) -> None:
-        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
-
-        A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
-        so a commit still landing is not seen). A table past ``tick`` (landing faster, or
-        another table failed before it) is read back at its version holding exactly
-        ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
-        """
-        applier = self._applier()
-        view = {}
-        for key, value in self.state.items():
-            if not key.startswith("version."):
-                continue
-            name = name_of_key("version.", key)
-            at = int(value) if done.get(name, -1) <= tick else applier.version_at(name, tick)
-            if at is None:
-                return
-            if at >= 0:
-                view[state_key("at.", name)] = str(at)
-        for key in [k for k in self.state if k.startswith("at.")]:
-            del self.state[key]
-        self.state.update(view)
-        self.state["view"] = str(tick)  # the caller saves
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         err = failure.record(self.state, batch, txn, table, cause)

@@ -1,0 +1,81 @@
+"""Consistent reads of a replica while it catches up: every table at its Delta version of
+the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``)."""
+from __future__ import annotations
+
+from wlc.names import name_of_key, split_name, state_key
+from wlc.session import active_session
+from wlc.storage import Storage
+
+from .errors import ReplicaStateError
+
+
+class ConsistentView:
+    """The read side of :class:`wlr.Replica` (a mixin: it uses the replica's ``storage``,
+    ``path``, ``name``, ``state`` and its state file)."""
+
+    def path_of(self, table: str) -> str:
+        """Folder (URI) of replica table ``"schema.table"``."""
+        schema, name = split_name(table)
+        return self.storage.uri(Storage.join(self.path, schema, name))
+
+    def table(self, table: str):
+        """The replica table ``"schema.table"`` as a DataFrame (read-only use), as of the last
+        consistent tick.
+
+        While replay catches up, tables land segment by segment and stand at different
+        transactions; this reads the Delta version each table had at the last tick where
+        every table was consistent (``view`` in ``wlr.config``, versions in ``at.<table>``),
+        through Delta time travel, so two tables read together are a pair of states that
+        existed together on the master. A plain Spark reader gets the same view with
+        ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at that tick.
+        """
+        st = self._load_or_state()
+        reader = (self._spark or active_session()).read.format("delta")
+        if "view" in st:
+            key = state_key("at.", table)
+            if key not in st:
+                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']} "
+                                        f"(its tables: {', '.join(sorted(self.versions())) or 'none'})")
+            reader = reader.option("versionAsOf", int(st[key]))
+        return reader.load(self.path_of(table))
+
+    def tables(self) -> dict:
+        """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
+        return {name: self.table(name) for name in sorted(self.versions())}
+
+    def versions(self) -> dict[str, int]:
+        """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
+        (:meth:`view_tick`); read them with ``versionAsOf``."""
+        return {name_of_key("at.", k): int(v) for k, v in self._load_or_state().items() if k.startswith("at.")}
+
+    def view_tick(self) -> int:
+        """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
+        st = self._load_or_state()
+        return int(st.get("view", st.get("tick", -1)))
+
+    def _set_view(self, tick: int, done: dict[str, int]) -> None:
+        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
+
+        A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
+        so a commit still landing is not seen). A table past ``tick`` (landing faster, or
+        another table failed before it) is read back at its version holding exactly
+        ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
+        """
+        applier = self._applier()
+        view = {}
+        for key, value in self.state.items():
+            if not key.startswith("version."):
+                continue
+            name = name_of_key("version.", key)
+            at = int(value) if done.get(name, -1) <= tick else applier.version_at(name, tick)
+            if at is None:
+                return
+            if at >= 0:
+                view[state_key("at.", name)] = str(at)
+        for key in [k for k in self.state if k.startswith("at.")]:
+            del self.state[key]
+        self.state.update(view)
+        self.state["view"] = str(tick)  # the caller saves
