@@ -358,9 +358,9 @@ class Master:
             self._stage(items, cursors)
         cap.advance(cursors)
         cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
-        if self._pending and (take_all or time.monotonic() >= self._open_since + self.beat_seconds):
+        if self._pending and (take_all or time.monotonic() >= self._publish_at()):
             self._publish(watermark)
-        elif self._unwritten and time.monotonic() >= self._unwritten_since + self.stage_within:
+        elif self._unwritten and time.monotonic() >= self._write_at():
             self._write_rows()
         elif not self._pending:
             self._note_watermark(watermark, force=take_all)
@@ -402,13 +402,19 @@ class Master:
         self._unwritten, self._unwritten_since = [], None
         crash_point("capture.staged")
 
+    def _publish_at(self) -> float:
+        """``time.monotonic()`` at which the open batch is published (its beat is over)."""
+        return self._open_since + self.beat_seconds
+
+    def _write_at(self) -> float:
+        """``time.monotonic()`` at which the staged change rows are written (the oldest waited ``stage_within``)."""
+        return self._unwritten_since + self.stage_within
+
     def _due_in(self) -> float | None:
         """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
         if not self._pending or self._open_since is None:
             return None
-        due = self._open_since + self.beat_seconds
-        if self._unwritten_since is not None:
-            due = min(due, self._unwritten_since + self.stage_within)
+        due = self._publish_at() if not self._unwritten else min(self._publish_at(), self._write_at())
         return max(0.0, due - time.monotonic())
 
     def _publish(self, watermark: datetime) -> None:

@@ -116,6 +116,10 @@ class Round:
             except _Stop:
                 self._halt.set()
                 return
+            with self.lock:
+                self._segments_done += 1
+                if self.bar is not None:
+                    self.bar.set_postfix(segments=f"{self._segments_done}/{self._segments_total}")
 
     # ------------------------------------------------------------------ one segment
     def _segment(self, applier: Applier, seg: Segment) -> None:
@@ -193,10 +197,8 @@ class Round:
                 self.state[key] = str(version)
             self.done[last.table] = last.txn
             self.on_progress(self.done)
-            self._segments_done += 1
             if self.bar is not None:
                 self.bar.update(len(items))
-                self.bar.set_postfix(segments=f"{self._segments_done}/{self._segments_total}")
         if stats is None:
             return
         span = span_text(items[0].rec.txn, last.txn)
