@@ -53,7 +53,9 @@ class TxnRecord:
     ``ddl`` is ``create``, ``alter``, ``drop`` or None; ``change`` is ``cdf`` (rows from the
     Change Data Feed in ``rows``), ``image`` (the table's full image at ``version`` in
     ``rows``) or None. ``meta`` is the table's metadata after the transaction when it is
-    DDL or an image.
+    DDL or an image. ``adds`` names the columns of an ALTER that only adds nullable
+    columns (nothing else changes; written only when not empty): replay lands such an
+    ALTER inside a segment's commit instead of cutting the segment there.
     """
 
     txn: int
@@ -68,10 +70,13 @@ class TxnRecord:
     rows: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     user: str | None = None
+    adds: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["time"] = utc_iso(self.time)
+        if not out["adds"]:
+            del out["adds"]
         return out
 
     @classmethod

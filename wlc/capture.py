@@ -92,6 +92,7 @@ class Planned:
     change: str | None
     meta: TableMeta | None
     user: str | None = None
+    adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
 
 
 def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
@@ -143,6 +144,25 @@ def additive(old: TableMeta, new: TableMeta) -> bool:
     if len(nf) < len(of):
         return False
     return all(a["name"] == b["name"] and a["type"] == b["type"] for a, b in zip(of, nf))
+
+
+def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
+    """The columns ``new`` only adds to ``old``: appended at the end, nullable, without field
+    metadata (comments, defaults...), with partitioning and replicated properties unchanged.
+
+    Returns their names, or ``[]`` when anything else changed (or nothing was added). Such
+    an ALTER is what replay can land inside a segment's commit (rows before it have no
+    value for the new columns, exactly as ``ADD COLUMNS`` leaves them).
+    """
+    if old is None or not additive(old, new) or old.properties != new.properties:
+        return []
+    added = new.schema.get("fields", [])[len(old.schema.get("fields", [])):]
+    if any(not f.get("nullable", True) or f.get("metadata") for f in added):
+        return []
+    of, nf = old.schema.get("fields", []), new.schema.get("fields", [])
+    if any(a != b for a, b in zip(of, nf)):  # nullability or metadata of a column changed
+        return []
+    return [f["name"] for f in added]
 
 
 class Capture:
@@ -265,8 +285,9 @@ class Capture:
             change = "image"  # history before this version is gone: start from the table's image
         if ddl is None and change is None:
             return None, current
+        adds = tuple(added_columns(meta, new_meta)) if ddl == "alter" and change != "image" else ()
         return Planned(name, commit.timestamp, commit.version, commit.operation, ddl, change,
-                       current, commit.user), current
+                       current, commit.user, adds), current
 
     def _meta_via_spark(self, path: str, version: int) -> TableMeta:
         uri = self.storage.uri(path)
@@ -365,7 +386,7 @@ class Capture:
                 txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
                 version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
                 meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                user=item.user,
+                user=item.user, adds=list(item.adds),
             ))
         return records
 

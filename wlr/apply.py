@@ -37,7 +37,7 @@ log = logging.getLogger("wlr.apply")
 TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
-_OP = "__wlr_op"
+_KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
 
 
 class ApplyError(Exception):
@@ -333,7 +333,8 @@ class Applier:
     # ------------------------------------------------------------------ DML
     def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> dict[str, int]:
         """Apply a DML segment as one commit: ``items`` are ``(batch path, record)`` of one
-        table, ascending, all change-feed transactions.
+        table, ascending: change-feed transactions and ALTERs that only add nullable columns
+        (``TxnRecord.adds``; the commit adds them, by MERGE schema evolution).
 
         Returns ``{"rows_in": change rows read, "rows_out": rows after collapse}``.
 
@@ -341,105 +342,144 @@ class Applier:
             ApplyError: the table is missing, or rows to delete or update are not on the
                 replica (it has diverged from the master).
         """
+        from pyspark.sql.types import StructType
+
         first, last = items[0][1], items[-1][1]
-        uri = self.storage.uri(self.table_path(first.table))
-        if self.current_version(first.table) < 0:
-            raise ApplyError(f"table {first.table} does not exist on the replica")
+        name = first.table
+        uri = self.storage.uri(self.table_path(name))
+        if self.current_version(name) < 0:
+            raise ApplyError(f"table {name} does not exist on the replica")
         text = tag(self.dbid, last.txn, first=first.txn)
+        alters = [r for _, r in items if r.ddl == "alter"]
+        shape = TableMeta.from_json(alters[-1].meta) if alters else None
+        meta = self.current_meta(name)
+        evolve = shape is not None and bool(set(shape.columns) - set(meta.columns if meta else []))
         with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
-        if not with_rows:  # data changes with no change rows: one tagged commit records them
+        if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
+            if evolve:
+                with self._tagged(tag(self.dbid, last.txn, part=True, first=first.txn)):
+                    self._alter(name, uri, shape)
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
-        rows = collapse.read_rows(self.spark, [self.storage.uri(Storage.join(p, r.rows)) for p, r in with_rows])
+        rows = collapse.read_rows(self.spark, [self.storage.uri(Storage.join(p, r.rows)) for p, r in with_rows],
+                                  StructType.fromJson(shape.schema) if shape is not None else None)
         cols = collapse.data_columns(rows)
-        meta = self.current_meta(first.table)
-        keys = [k for k in (meta.key_columns if meta else []) if k in cols]
+        have = set(meta.columns if meta else cols)
+        keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
         kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
         if kinds <= {"insert"}:
             with self._tagged(text):
                 (rows.select(*[quote_ident(c) for c in cols]).write.format("delta").mode("append")
-                     .option("txnAppId", self.app_id).option("txnVersion", last.txn).save(uri))
+                     .option("txnAppId", self.app_id).option("txnVersion", last.txn)
+                     .option("mergeSchema", str(evolve).lower()).save(uri))
         elif keys:
-            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys)
+            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve)
         else:
-            self._merge_by_image(text, last.txn, uri, collapse.net_by_image(rows), cols)
-        newest = read_commit(self.storage, self.table_path(first.table), self.current_version(first.table))
+            self._merge_by_image(text, last.txn, uri, collapse.net_by_image(rows), cols, have, evolve)
+        newest = read_commit(self.storage, self.table_path(name), self.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
-        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, first.table,
+        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name,
                   rows_in, rows_out)
         return {"rows_in": rows_in, "rows_out": rows_out}
 
     def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                      keys: list[str]) -> None:
+                      keys: list[str], evolve: bool = False) -> None:
         """Last state per key: upsert where the key exists after the segment, else delete.
 
-        A key whose first change was a delete or a pre-image must be on the replica.
+        A key whose first change was a delete or a pre-image must be on the replica: the
+        MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
         """
-        from delta.tables import DeltaTable
-
         qk = [quote_ident(k) for k in keys]
         on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
-        # divergence is checked by the MERGE's own join: a key whose first change was a delete
-        # or a pre-image and that is not on the replica fails the job, so nothing is committed
-        diverged = {qk[0]: f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in qk)}))))"}
+        self._merge(text, version, uri, net, on, evolve, [
+            ("update", f"s.{collapse.OP}", values),
+            ("delete", f"NOT s.{collapse.OP}", None),
+            ("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)}),
+            ("insert", f"s.{collapse.OP}", values)], materialize=False)
+
+    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+                        have_cols: set[str], evolve: bool = False) -> None:
+        """Multiset semantics: deleting one of two identical rows leaves one.
+
+        One MERGE: every copy of an image whose count drops is deleted and the copies that
+        remain are inserted again; images whose count grows get the new copies. An image
+        with fewer copies on the replica than the segment deletes fails the MERGE's own
+        job (nothing is committed): the replica has diverged. ``have_cols``: the table's
+        columns now; the others are added by this commit (``evolve``) and are NULL in every
+        row the table has.
+        """
+        qc = [quote_ident(c) for c in cols]
+        old = [c for c in cols if c in have_cols]
+        new = [quote_ident(c) for c in cols if c not in have_cols]
+        n = collapse.COUNT
+        pos = net.filter(F.col(n) > 0)
+        neg = net.filter(F.col(n) < 0)
+        target = self.spark.read.format("delta").load(uri)
+        target = target.select(*[F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
+                                 for c, q in zip(cols, qc)])
+        have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
+                                       on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
+                .groupBy(*qc).count())
+        left = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
+                .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
+                        (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n)))
+        # "del" rows match every copy of their image; "bad" rows (more deleted than there
+        # are) never match and reach the raise_error clause
+        source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
+                  .unionByName(_repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
+                  .unionByName(_repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
+        on = " AND ".join([f"({_eq_null_safe('t', 's', old)})", *[f"s.{q} IS NULL" for q in new],
+                           f"s.{_KIND} = 'del'"])
+        values = {q: f"s.{q}" for q in qc}
+        self._merge(text, version, uri, source, on, evolve, [
+            ("delete", None, None),
+            ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
+            ("insert", f"s.{_KIND} = 'ins'", values)])
+
+    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on: str, evolve: bool,
+               clauses: list[tuple[str, str | None, dict | None]], materialize: bool = True) -> None:
+        """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
+
+        ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
+        condition, values)`` for not-matched source rows, in order. ``evolve``: the source
+        has columns the table lacks (an ADD COLUMNS inside the segment); the commit adds them.
+
+        Raises ApplyError when a ``raise_error`` clause fired (the replica has diverged).
+        """
+        from delta.tables import DeltaTable
+
         conf = self.spark.conf
+        builder = DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
+        for kind, cond, assign in clauses:
+            if kind == "update":
+                builder = builder.whenMatchedUpdate(condition=cond, set=assign)
+            elif kind == "delete":
+                builder = builder.whenMatchedDelete(condition=cond)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=cond, values=assign)
+        if evolve:
+            builder = builder.withSchemaEvolution()
         with self._tagged(text, version):
-            # the source is immutable published Parquet: MERGE need not copy it first
-            conf.set("spark.databricks.delta.merge.materializeSource", "none")
+            if not materialize:  # the source is immutable published Parquet: MERGE need not copy it
+                conf.set("spark.databricks.delta.merge.materializeSource", "none")
             try:
-                (DeltaTable.forPath(self.spark, uri).alias("t").merge(net.alias("s"), on)
-                 .whenMatchedUpdate(condition=f"s.{collapse.OP}", set=values)
-                 .whenMatchedDelete(condition=f"NOT s.{collapse.OP}")
-                 .whenNotMatchedInsert(condition=f"s.{collapse.FIRST} = 0", values=diverged)
-                 .whenNotMatchedInsert(condition=f"s.{collapse.OP}", values=values)
-                 .execute())
+                builder.execute()
             except Exception as exc:
                 found = str(exc).partition(_DIVERGED)[2]
                 if not found:
                     raise
-                raise ApplyError(f"rows to delete or update are not on the replica (key {found.splitlines()[0]}); "
+                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
                                  "the replica has diverged from the master") from None
             finally:
-                conf.unset("spark.databricks.delta.merge.materializeSource")
+                if not materialize:
+                    conf.unset("spark.databricks.delta.merge.materializeSource")
 
-    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str]) -> None:
-        """Multiset semantics: deleting one of two identical rows leaves one."""
-        from delta.tables import DeltaTable
 
-        qc = [quote_ident(c) for c in cols]
-        n = collapse.COUNT
-        net = net.cache()
-        counted = None
-        try:
-            pos = net.filter(F.col(n) > 0)
-            neg = net.filter(F.col(n) < 0)
-            target = self.spark.read.format("delta").load(uri)
-            have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
-                                           on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
-                    .groupBy(*qc).count())
-            counted = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
-                       .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
-                               (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n))).cache()
-            short = counted.filter(F.col(n) < 0).limit(3).collect()
-            if short:
-                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {[tuple(r)[:-1] for r in short]}); "
-                                 "the replica has diverged from the master")
-            source = (counted.select(*qc).withColumn(_OP, F.lit("del"))
-                      .unionByName(_repeat(counted, F.col(n)).select(*qc).withColumn(_OP, F.lit("ins")))
-                      .unionByName(_repeat(pos, F.col(n)).select(*qc).withColumn(_OP, F.lit("ins"))))
-            on = f"({_eq_null_safe('t', 's', cols)}) AND s.{_OP} = 'del'"
-            values = {q: f"s.{q}" for q in qc}
-            with self._tagged(text, version):
-                (DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
-                 .whenMatchedDelete()
-                 .whenNotMatchedInsert(condition=f"s.{_OP} = 'ins'", values=values)
-                 .execute())
-        finally:
-            if counted is not None:
-                counted.unpersist()
-            net.unpersist()
+def _diverged(quoted: list[str]) -> str:
+    """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
+    return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"
 
 
 def _repeat(df: DataFrame, times) -> DataFrame:

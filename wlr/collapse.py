@@ -31,13 +31,19 @@ COUNT = "__wlr_n"     # unkeyed net change: net signed count of the row image
 _POSITIVE = ("insert", "update_postimage")
 
 
-def read_rows(spark, uris: Sequence[str]) -> DataFrame:
+def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
     """All change rows under ``uris`` (``.../wlc_version=<v>`` folders) in one read.
 
+    ``schema``: the table's ``StructType`` after the segment, when the segment adds columns
+    (rows written before have none: they read as NULL); None reads the files' own schema.
     Returns the table's columns, ``_change_type``, ``__wlr_v`` (the version, from the
     folder name) and ``__wlr_pos``.
     """
-    rows = spark.read.parquet(*uris)
+    reader = spark.read
+    if schema is not None:
+        from pyspark.sql.types import StringType, StructField, StructType
+        reader = reader.schema(StructType(list(schema.fields) + [StructField(CHANGE_TYPE, StringType())]))
+    rows = reader.parquet(*uris)
     version = F.regexp_extract(F.col("_metadata.file_path"), rf"{VERSION_COLUMN}=(\d+)/[^/]*$", 1).cast("long")
     return (rows.withColumn(VERSION, version)
                 .withColumn(POS, F.when(F.col(CHANGE_TYPE).isin(*_POSITIVE), 1).otherwise(0)))

@@ -12,7 +12,9 @@ Semantics:
 
 Replay by segments (:func:`segments`): for each table, a run of consecutive DML
 transactions on that table, cut at a DDL or image transaction of that table (a barrier,
-replayed alone) and at the end of the plan, which ends at the target. Other tables'
+replayed alone) and at the end of the plan, which ends at the target. An ALTER that only
+adds nullable columns (``TxnRecord.adds``) is no barrier: the segment's commit adds them,
+as ``ADD COLUMNS`` would, and rows before it read NULL there. Other tables'
 transactions do not cut a segment: Delta has no cross-table transactions, so replay keeps
 per-table order only. A segment lands as one Delta commit on its table (seed 000's
 packets collapsed, seed 001's reduce-then-apply).
@@ -47,7 +49,8 @@ class TxnRef:
     """What planning needs of a published transaction.
 
     ``table`` is ``"schema.table"``; ``barrier`` is True for DDL (create, alter, drop) and
-    full images, which are replayed alone; DML (change-feed rows) can be grouped.
+    full images, which are replayed alone; DML (change-feed rows) and ALTERs that only add
+    nullable columns can be grouped.
     """
 
     txn: int
@@ -55,6 +58,15 @@ class TxnRef:
     batch: int
     table: str = ""
     barrier: bool = False
+
+
+def is_barrier(ddl: str | None, change: str | None, adds: Sequence[str] = ()) -> bool:
+    """True for a transaction replayed alone: DDL (create, alter, drop) and full images.
+
+    An ALTER that only adds nullable columns (``adds``, see ``TxnRecord.adds``) is no
+    barrier: a segment's commit can add the columns.
+    """
+    return change == "image" or (ddl is not None and not (ddl == "alter" and adds))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from . import failure
 from .apply import Applier, replay_session
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
-from .plan import Target, TxnRef, check_not_passed, consistent_tick, parse_until, plan
+from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
 from .replay import Failure, Item, Round
 from .view import ConsistentView
 
@@ -344,7 +344,7 @@ class Replica(ConsistentView):
         if not (batches and reaches(batches[-1].manifest, target)):
             read_up_to = sys.maxsize
         self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
-        refs = [TxnRef(t.txn, t.time, b.number, t.table, t.ddl is not None or t.change == "image")
+        refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds))
                 for b in batches for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
         failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)

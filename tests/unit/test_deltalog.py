@@ -2,7 +2,7 @@
 import json
 from datetime import datetime, timezone
 
-from wlc.capture import additive, shape_changed
+from wlc.capture import added_columns, additive, shape_changed
 from wlc.deltalog import TableMeta, parse_commit
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
@@ -55,3 +55,21 @@ def test_additive_schema_change():
     assert additive(old, TableMeta.from_action(meta(wide)["metaData"]))
     assert not additive(TableMeta.from_action(meta(wide)["metaData"]), old)
     assert not additive(old, TableMeta.from_action(meta(parts=("i",))["metaData"]))
+
+
+def test_added_columns_only_for_nullable_columns_and_nothing_else_changed():
+    def with_fields(*extra):
+        return TableMeta.from_action(meta(json.dumps({"type": "struct", "fields": json.loads(SCHEMA)["fields"]
+                                                      + list(extra)}))["metaData"])
+
+    s = {"name": "s", "type": "string", "nullable": True, "metadata": {}}
+    old = TableMeta.from_action(meta()["metaData"])
+    assert added_columns(old, with_fields(s)) == ["s"]
+    assert added_columns(None, with_fields(s)) == []  # no earlier shape known
+    assert added_columns(old, old) == []              # nothing added (a property change)
+    assert added_columns(old, with_fields(dict(s, nullable=False))) == []
+    assert added_columns(old, with_fields(dict(s, metadata={"comment": "why"}))) == []
+    props = TableMeta.from_action(meta(with_fields(s).schema_json, conf={"wlc.key": "i"})["metaData"])
+    assert added_columns(old, props) == []            # a replicated property changed too
+    retyped = json.dumps({"type": "struct", "fields": [dict(json.loads(SCHEMA)["fields"][0], type="long"), s]})
+    assert added_columns(old, TableMeta.from_action(meta(retyped)["metaData"])) == []

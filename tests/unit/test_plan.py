@@ -4,7 +4,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wlr.errors import TargetError
-from wlr.plan import Target, TxnRef, check_not_passed, consistent_tick, parse_until, plan, segments
+from wlr.plan import (Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan,
+                      segments)
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -146,3 +147,12 @@ def test_consistent_tick_is_the_highest_gap_free_point():
     assert consistent_tick(-1, todo, {"s.a": 0}) == 0
     assert consistent_tick(-1, todo, {}) == -1
     assert consistent_tick(9, [], {}) == 9
+
+
+def test_an_alter_that_only_adds_columns_does_not_cut_the_run():
+    assert not is_barrier("alter", None, ["note"]) and not is_barrier("alter", "cdf", ["note"])
+    assert is_barrier("alter", None, []) and is_barrier("create", None, []) and is_barrier("drop", None)
+    assert is_barrier("alter", "image", ["note"]) and is_barrier(None, "image") and not is_barrier(None, "cdf")
+    kinds = [(None, "cdf", []), ("alter", None, ["note"]), (None, "cdf", []), ("alter", None, [])]
+    todo = [TxnRef(i, T0 + timedelta(seconds=i), 0, "s.a", is_barrier(*k)) for i, k in enumerate(kinds)]
+    assert spans(segments(todo)) == {"s.a": [(0, 2), (3, 3)]}
