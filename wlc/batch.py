@@ -55,7 +55,9 @@ class TxnRecord:
     ``rows``) or None. ``meta`` is the table's metadata after the transaction when it is
     DDL or an image. ``adds`` names the columns of an ALTER that only adds nullable
     columns (nothing else changes; written only when not empty): replay lands such an
-    ALTER inside a segment's commit instead of cutting the segment there.
+    ALTER inside a segment's commit instead of cutting the segment there. ``lost`` says why
+    the change rows could not be captured (the table was dropped before capture read them;
+    written only when set): replay stops at such a transaction with that cause.
     """
 
     txn: int
@@ -71,12 +73,14 @@ class TxnRecord:
     counts: dict[str, int] = field(default_factory=dict)
     user: str | None = None
     adds: list[str] = field(default_factory=list)
+    lost: str | None = None
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["time"] = utc_iso(self.time)
-        if not out["adds"]:
-            del out["adds"]
+        for optional in ("adds", "lost"):
+            if not out[optional]:
+                del out[optional]
         return out
 
     @classmethod

@@ -297,19 +297,24 @@ class Capture:
                          dict(detail["properties"] or {}), str(detail["id"] or ""))
 
     # ------------------------------------------------------------------ writing change rows
-    def write_rows(self, staging: str, items: list[Planned]) -> tuple[dict[int, str], dict[int, dict[str, int]]]:
+    def write_rows(self, staging: str, items: list[Planned]
+                   ) -> tuple[dict[int, str], dict[int, dict[str, int]], dict[int, str]]:
         """Write the change rows of ``items`` into ``staging``.
 
         One Change Data Feed read per table and run of adjacent versions (at most
         ``RUN_VERSIONS`` a run), written partitioned by version; one image read per ``image``
         item. The rows are counted while they are written (a Spark ``Observation``, no
         second job) and the counts kept in the record, so replay picks its method without a
-        Spark job. Returns ``({index: relative rows path}, {index: {change type: rows}})``.
+        Spark job. Returns ``({index: relative rows path}, {index: {change type: rows}},
+        {index: why its rows are lost})``: a table dropped (its folder removed) before its
+        staged versions were read has no rows left to copy; its records say so, and replay
+        stops there with that cause instead of capture retrying forever.
         """
         from pyspark.sql import Observation, functions as F
 
         out: dict[int, str] = {}
         counts: dict[int, dict[str, int]] = {}
+        lost: dict[int, str] = {}
         runs: dict[str, list[list[int]]] = {}
         for i, item in enumerate(items):
             if item.change == "cdf":
@@ -323,11 +328,17 @@ class Capture:
             elif item.change == "image":
                 rel = f"images/{batch_folder(item.table)}/{item.version}"
                 uri = self.storage.uri(table_path(self.db_path, item.table))
-                df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
-                cols = item.meta.columns if item.meta else df.columns
                 seen = Observation()
-                (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
-                   .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
+
+                def copy_image(item=item, uri=uri, rel=rel, seen=seen):
+                    df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
+                    cols = item.meta.columns if item.meta else df.columns
+                    (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
+                       .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
+                gone = self._read_or_gone(item.table, [item.version], copy_image)
+                if gone:
+                    lost[i] = gone
+                    continue
                 out[i] = rel
                 counts[i] = {"image": int(seen.get["n"])}
         for table, table_runs in runs.items():
@@ -337,23 +348,55 @@ class Capture:
                 first, last = items[run[0]], items[run[-1]]
                 for i in run:  # a retried write must not append the same version twice
                     self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
-                df = (self.spark.read.format("delta").option("readChangeFeed", "true")
-                      .option("startingVersion", first.version).option("endingVersion", last.version)
-                      .load(uri))
-                version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
                 seen = Observation()
-                tallies = [F.count_if((version == items[i].version) & (kind == t)).alias(f"{i}/{t}")
-                           for i in run for t in CHANGE_TYPES]
-                (df.select(*[quote_ident(c) for c in first.meta.columns], CHANGE_TYPE,
-                           df["_commit_version"].alias(VERSION_COLUMN))
-                   .observe(seen, *tallies)
-                   .write.mode("append").partitionBy(VERSION_COLUMN)
-                   .parquet(self.storage.uri(Storage.join(staging, base))))
+
+                def copy_changes(first=first, last=last, uri=uri, run=run, seen=seen, base=base):
+                    df = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                          .option("startingVersion", first.version).option("endingVersion", last.version)
+                          .load(uri))
+                    version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
+                    tallies = [F.count_if((version == items[i].version) & (kind == t)).alias(f"{i}/{t}")
+                               for i in run for t in CHANGE_TYPES]
+                    (df.select(*[quote_ident(c) for c in first.meta.columns], CHANGE_TYPE,
+                               df["_commit_version"].alias(VERSION_COLUMN))
+                       .observe(seen, *tallies)
+                       .write.mode("append").partitionBy(VERSION_COLUMN)
+                       .parquet(self.storage.uri(Storage.join(staging, base))))
+                gone = self._read_or_gone(table, [first.version, last.version], copy_changes)
+                if gone:
+                    for i in run:
+                        self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
+                        lost[i] = gone
+                    continue
                 tally = seen.get
                 for i in run:
                     out[i] = f"{base}/{VERSION_COLUMN}={items[i].version}"
                     counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
-        return out, counts
+        return out, counts, lost
+
+    def _read_or_gone(self, table: str, versions: list[int], read) -> str | None:
+        """Run ``read()`` (a Spark read of ``table`` at ``versions``); None when it worked, the
+        cause when the table's commits are gone (the table was dropped before capture read
+        them). Any other failure is raised (capture retries it at the next scan)."""
+        path = table_path(self.db_path, table)
+
+        def gone() -> str | None:
+            missing = [v for v in versions if not self.storage.exists(commit_file(path, v))]
+            if not missing:
+                return None
+            return (f"table {table} was dropped (its Delta log is gone) before capture copied the change rows "
+                    f"of its version {missing[0]}; they no longer exist anywhere")
+        cause = gone()
+        if cause:
+            return cause
+        try:
+            read()
+        except Exception:
+            cause = gone()
+            if cause:
+                return cause
+            raise
+        return None
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
         """Switch on the Change Data Feed and In-Commit Timestamps on tables that lack them."""

@@ -396,9 +396,11 @@ class Master:
         """
         if not self._unwritten:
             return
-        rows, counts = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
+        rows, counts, lost = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
         for i, (rec, _item) in enumerate(self._unwritten):
-            rec.rows, rec.counts = rows.get(i), counts.get(i, {})
+            rec.rows, rec.counts, rec.lost = rows.get(i), counts.get(i, {}), lost.get(i)
+            if rec.lost:
+                log.warning("transaction %d: %s; replay will stop there", rec.txn, rec.lost)
         self._unwritten, self._unwritten_since = [], None
         crash_point("capture.staged")
 

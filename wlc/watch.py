@@ -18,6 +18,18 @@ log = logging.getLogger("wlc.watch")
 warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
 
 
+class _StopRace(logging.Filter):
+    """watchdog 7.1's inotify emitter logs an ERROR when an event arrives while its thread
+    stops (``queue_events() called when the thread is inactive``): a race inside
+    ``Observer.stop()`` that loses nothing we need (we are closing), so it is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+logging.getLogger("watchdog.observers.inotify").addFilter(_StopRace())
+
+
 # inotify also reports files being opened and closed unwritten: reads, not changes
 _READS = {getattr(events, name) for name in ("EVENT_TYPE_OPENED", "EVENT_TYPE_CLOSED_NO_WRITE") if hasattr(events, name)}
 

@@ -59,7 +59,8 @@ class Round:
         state: the replica's ``wlr.config`` values; ``version.<table>`` keys are updated
             (under ``lock``) after every applied unit.
         items: ``{txn: Item}`` of every transaction in ``todo``.
-        bad: ``{txn: problem}`` for transactions whose change files failed verification.
+        bad: ``{txn: cause}`` for transactions that cannot be applied as published (change
+            files that failed verification, change rows capture could not copy).
         on_progress: called (under ``lock``) with ``{table: last txn applied}`` after each unit.
         note: writes a line to ``wlr.log``.
     """
@@ -154,7 +155,7 @@ class Round:
         rec = it.rec
         started = time.monotonic()
         if rec.txn in self.bad:
-            self._failed(it, ApplyError(f"checksum verification failed: {self.bad[rec.txn]}"))
+            self._failed(it, ApplyError(self.bad[rec.txn]))
         stats = None
         try:
             if self._progress(applier, rec) < rec.txn:

@@ -372,7 +372,8 @@ class Replica(ConsistentView):
             self._log(line)
 
     def _items(self, batches, wanted: set[int]) -> tuple[dict[int, Item], dict[int, str]]:
-        """``({txn: Item}, {txn: checksum problem})`` of the wanted transactions, files verified."""
+        """``({txn: Item}, {txn: cause})`` of the wanted transactions, files verified; the
+        causes are the transactions that cannot be applied as published."""
         items, bad = {}, {}
         for b in batches:
             records = [t for t in b.manifest.txns if t.txn in wanted]
@@ -383,7 +384,10 @@ class Replica(ConsistentView):
                 items[rec.txn] = Item(b.number, b.path, rec)
                 found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
                 if found:
-                    bad[rec.txn] = "; ".join(f"{f}: {p}" for f, p in sorted(found.items())[:3])
+                    bad[rec.txn] = "checksum verification failed: " + "; ".join(
+                        f"{f}: {p}" for f, p in sorted(found.items())[:3])
+                elif rec.lost:
+                    bad[rec.txn] = f"its change rows were not captured: {rec.lost}"
         return items, bad
 
     def _advance(self, batches) -> None:

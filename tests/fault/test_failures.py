@@ -197,3 +197,39 @@ def test_standalone_capturer_process(spark, dbfarm):
     assert proc.returncode == 0, out[-3000:]
     rep = wlr.Replica("ext", replica="ext_r", dbfarm=dbfarm).replicate(follow=False)
     assert rows(rep.table("s.t")) == [(1,), (2,)]
+
+
+def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
+    """Capture cannot copy rows that are gone: it publishes the transaction saying so (it
+    does not retry forever) and replay stops there with that cause until it is accepted."""
+    import shutil
+    import time
+    from wlc.master import Master
+
+    m = Master("d", dbfarm=dbfarm, capture=False).start()
+    m.beat(300)
+    m.stage_within = 3600  # staged rows are copied only at publish
+    a, u = m.table_path("s.a"), m.table_path("s.u")
+    for p in (a, u):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id INT) USING delta")
+    m.flush()
+    rep = wlr.replicate("d", replica="r", dbfarm=dbfarm, follow=False)
+    spark.sql(f"INSERT INTO delta.`{a}` VALUES (1)")
+    spark.sql(f"INSERT INTO delta.`{u}` VALUES (2)")
+    lost = rep.tick() + 1
+    deadline = time.monotonic() + 30
+    while m.tick() < lost + 1:  # both commits staged (they are taken once capture.settle old)
+        assert time.monotonic() < deadline, "capture did not stage the two commits"
+        m._step(take_all=False)
+    assert int(m.config["tick"]) == lost - 1  # nothing published yet, no rows copied yet
+    shutil.rmtree(a.replace("file://", ""))   # the table dropped before its rows were copied
+    assert m.flush() == lost + 2              # published: the insert (rows lost), u's insert, the drop
+    with pytest.raises(wlr.ReplicationError) as err:
+        rep.replicate(follow=False)
+    assert (err.value.txn, err.value.table) == (lost, "s.a")
+    assert "not captured" in err.value.cause and "dropped" in err.value.cause
+    assert rep.accept() == lost
+    rep.replicate(follow=False)
+    assert rep.tick() == lost + 2 and "s.a" not in rep.tables()
+    assert rows(rep.table("s.u")) == [(2,)]
+    m.close()
