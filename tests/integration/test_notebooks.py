@@ -21,11 +21,15 @@ KERNEL = "wlc-venv"
 
 
 def _ensure_kernel() -> None:
-    """Register the ``wlc-venv`` kernel (this interpreter) when it is missing."""
-    from jupyter_client.kernelspec import KernelSpecManager
+    """Register the ``wlc-venv`` kernel (this interpreter) when it is missing, or when it
+    names another interpreter (a kernel registered from another checkout of the project)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    if KERNEL in KernelSpecManager().find_kernel_specs():
-        return
+    try:
+        if KernelSpecManager().get_kernel_spec(KERNEL).argv[0] == sys.executable:
+            return
+    except NoSuchKernel:
+        pass
     subprocess.run([sys.executable, "-m", "ipykernel", "install", "--user", "--name", KERNEL,
                     "--display-name", "wlc (.venv)"], check=True, capture_output=True)
 
