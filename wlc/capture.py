@@ -156,11 +156,11 @@ def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
     """
     if old is None or not additive(old, new) or old.properties != new.properties:
         return []
-    added = new.schema.get("fields", [])[len(old.schema.get("fields", [])):]
-    if any(not f.get("nullable", True) or f.get("metadata") for f in added):
-        return []
     of, nf = old.schema.get("fields", []), new.schema.get("fields", [])
-    if any(a != b for a, b in zip(of, nf)):  # nullability or metadata of a column changed
+    if nf[:len(of)] != of:  # nullability or metadata of a kept column changed too
+        return []
+    added = nf[len(of):]
+    if any(not f.get("nullable", True) or f.get("metadata") for f in added):
         return []
     return [f["name"] for f in added]
 
@@ -330,7 +330,7 @@ class Capture:
                 uri = self.storage.uri(table_path(self.db_path, item.table))
                 seen = Observation()
 
-                def copy_image(item=item, uri=uri, rel=rel, seen=seen):
+                def copy_image():  # called right away, in this iteration
                     df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
                     cols = item.meta.columns if item.meta else df.columns
                     (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
@@ -350,7 +350,7 @@ class Capture:
                     self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
                 seen = Observation()
 
-                def copy_changes(first=first, last=last, uri=uri, run=run, seen=seen, base=base):
+                def copy_changes():  # called right away, in this iteration
                     df = (self.spark.read.format("delta").option("readChangeFeed", "true")
                           .option("startingVersion", first.version).option("endingVersion", last.version)
                           .load(uri))

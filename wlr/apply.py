@@ -445,6 +445,8 @@ class Applier:
         ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
         condition, values)`` for not-matched source rows, in order. ``evolve``: the source
         has columns the table lacks (an ADD COLUMNS inside the segment); the commit adds them.
+        ``materialize`` False: MERGE reads ``source`` again instead of copying it first (right
+        when the source is immutable published Parquet and cheap to read twice).
 
         Raises ApplyError when a ``raise_error`` clause fired (the replica has diverged).
         """
