@@ -54,6 +54,7 @@ MASTER = "bench"
 KEYS = {"tpch.orders": ["o_orderkey"], "tpch.lineitem": ["l_orderkey", "l_linenumber"],
         "s.events": [], "s.hot": ["id"]}
 MAIN_TABLES = ("tpch.orders", "tpch.lineitem", "s.events")
+METHODS = ("grouped", "serial", "recipe", "floor", "recopy")
 TXNS_PER_CYCLE = 6  # transactions a cycle at least (of its 14 statements, some change nothing)
 
 
@@ -301,7 +302,12 @@ def main() -> int:
     ap.add_argument("--txns", type=int, default=300, help="master transactions in the backlog (default 300)")
     ap.add_argument("--growth", type=int, default=40, help="N of the growth run: N and 4N hot-key edits (default 40)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary dbfarm")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"comma-separated methods to run, grouped always (default {','.join(METHODS)})")
     args = ap.parse_args()
+    methods = {m.strip() for m in args.methods.split(",") if m.strip()} | {"grouped"}
+    if methods - set(METHODS):
+        ap.error(f"unknown method(s) {', '.join(sorted(methods - set(METHODS)))}; choose from {', '.join(METHODS)}")
     b = Bench(args)
     spark = b.spark
     print(f"== set-up in {b.farm}")
@@ -360,12 +366,15 @@ def main() -> int:
 
     print(f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows)")
     replica_method("grouped", True)
-    replica_method("serial", False)
+    if "serial" in methods:
+        replica_method("serial", False)
     for name, fn in (
         ("recipe", lambda t, dst: recipe(spark, b.path(t), dst, v0[t] + 1, KEYS[t], os.path.join(b.farm, "ckpt", t))),
         ("floor", lambda t, dst: floor(spark, b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
         ("recopy", lambda t, dst: recopy(spark, b.path(t), dst, v1[t])),
     ):
+        if name not in methods:
+            continue
         folder = os.path.join(b.farm, name)
         copy_tables(base_folder, folder, MAIN_TABLES)
         secs = timed(lambda: [fn(t, os.path.join(folder, *t.split("."))) for t in MAIN_TABLES])
@@ -390,9 +399,17 @@ def main() -> int:
     (n1, g1), (n4, g4) = sorted(growth.items())
     print(f"growth    {g1:>9.1f} s for {n1} txns, {g4:.1f} s for {n4} on the same keys: x{g4 / g1:.2f}")
     by = {r[0]: r[1] for r in results}
-    print(f"\nSUMMARY {end_txn - start_txn} txns: grouped {grouped:.1f} s; serial {by['serial'] / grouped:.1f}x slower; "
-          f"recipe {by['recipe'] / grouped:.2f}x grouped; grouped {grouped / by['floor']:.2f}x the floor; "
-          f"recopy {by['recopy'] / grouped:.2f}x grouped; 4x txns on the same keys: {g4 / g1:.2f}x time")
+    parts = [f"grouped {grouped:.1f} s"]
+    if "serial" in by:
+        parts.append(f"serial {by['serial'] / grouped:.1f}x slower")
+    if "recipe" in by:
+        parts.append(f"recipe {by['recipe'] / grouped:.2f}x grouped")
+    if "floor" in by:
+        parts.append(f"grouped {grouped / by['floor']:.2f}x the floor")
+    if "recopy" in by:
+        parts.append(f"recopy {by['recopy'] / grouped:.2f}x grouped")
+    parts.append(f"4x txns on the same keys: {g4 / g1:.2f}x time")
+    print(f"\nSUMMARY {end_txn - start_txn} txns: {'; '.join(parts)}")
     if not args.keep:
         shutil.rmtree(b.farm, ignore_errors=True)
     return 0 if all(r[4] == "yes" for r in results if r[0] != "recipe") else 1

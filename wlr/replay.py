@@ -3,8 +3,9 @@
 The round takes a plan's transactions (ascending, ending at the target), groups them into
 per-table segments (:func:`wlr.plan.segments`) and runs each table's segments in order on
 a bounded thread pool (``replica.parallelism``), each worker with its own Spark session
-in the FAIR scheduler pool ``wlr`` (MonetDB's roadmap: parallel updates on the change set
-files). Tables are independent: Delta has no cross-table transactions.
+and each table's jobs in its own FAIR scheduler pool ``wlr:<table>``, so a small table's
+jobs share the cores with a large one's instead of queueing behind them (MonetDB's
+roadmap: parallel updates on the change set files). Tables are independent: Delta has no cross-table transactions.
 
 Progress is always read back from each replica table's own Delta log (the final replay
 tag), so a round repeated after a crash applies nothing twice. A segment that fails is
@@ -31,7 +32,7 @@ from .plan import Segment, TxnRef, segments, span_text
 
 log = logging.getLogger("wlr.replay")
 
-POOL = "wlr"  # Spark FAIR scheduler pool of replay jobs
+POOL = "wlr"  # Spark FAIR scheduler pools of replay jobs: "wlr:<table>"
 
 
 @dataclass
@@ -105,8 +106,12 @@ class Round:
 
     def _worker(self, segs: list[Segment]) -> None:
         applier = self.applier.fork()
-        applier.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
-        self._table(applier, segs)
+        sc = applier.spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", f"{POOL}:{segs[0].table}")
+        try:
+            self._table(applier, segs)
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)
 
     def _table(self, applier: Applier, segs: list[Segment]) -> None:
         for seg in segs:
@@ -124,6 +129,15 @@ class Round:
 
     # ------------------------------------------------------------------ one segment
     def _segment(self, applier: Applier, seg: Segment) -> None:
+        # Spark's UI and event log name the replay jobs by table and transactions
+        sc = applier.spark.sparkContext
+        sc.setLocalProperty("spark.job.description", f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}")
+        try:
+            self._segment_jobs(applier, seg)
+        finally:
+            sc.setLocalProperty("spark.job.description", None)
+
+    def _segment_jobs(self, applier: Applier, seg: Segment) -> None:
         items = [self.items[r.txn] for r in seg.txns]
         started = time.monotonic()
         if seg.barrier or len(items) == 1 or any(it.rec.txn in self.bad for it in items):
