@@ -9,9 +9,12 @@ Capture is stopped while the backlog is written and catches up afterwards (this 
 measures replay, not capture).
 
 Every method starts from the same state (the tables after transaction 0), after one
-untimed warm-up (a short grouped replay and a change-feed MERGE on scratch copies, so no
-method pays for the JVM compiling MERGE's code), and its end state is checked equal to the
-master's (row count and an order-independent checksum per table):
+untimed warm-up (a grouped replay of the backlog and a change-feed MERGE on scratch copies,
+so no method pays for the JVM compiling MERGE's and replay's code), and its end state is
+checked equal to the master's (row count and an order-independent checksum per table).
+Methods that take seconds run ``--repeat`` times (default 3) on fresh copies and the median
+is reported next to every run's time (one run of them varies by +-20% on 2 cores); serial
+replay runs once (its 300 transactions average out):
 
 1. serial:  ``wlr.replicate(collapse=False)``, one replica commit per master transaction;
 2. grouped: ``wlr.replicate()``, segments collapsed, tables in parallel;
@@ -33,6 +36,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -302,6 +306,8 @@ def main() -> int:
     ap.add_argument("--txns", type=int, default=300, help="master transactions in the backlog (default 300)")
     ap.add_argument("--growth", type=int, default=40, help="N of the growth run: N and 4N hot-key edits (default 40)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary dbfarm")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each method but serial; the median is reported (default 3)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help=f"comma-separated methods to run, grouped always (default {','.join(METHODS)})")
     args = ap.parse_args()
@@ -342,60 +348,79 @@ def main() -> int:
     expected = {t: checksum(spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)), cols[t])
                 for t in MAIN_TABLES}
     base_folder = os.path.join(b.farm, "base")
-    results = []
+    results = []  # (method, [seconds of each run], rows read, rows after, equal)
+    fast = max(1, args.repeat)
 
-    def replica_method(name: str, collapse: bool) -> None:
-        shutil.copytree(base_folder, os.path.join(b.farm, name))
-        rep = wlr.Replica(MASTER, name, b.farm)
+    def replica_run(name: str, collapse: bool, run: int) -> tuple[float, str, int]:
+        folder = os.path.join(b.farm, name if run == 0 else f"{name}_{run}")
+        shutil.copytree(base_folder, folder)
+        rep = wlr.Replica(MASTER, os.path.basename(folder), b.farm)
         secs = timed(lambda: rep.replicate(until=end_txn, collapse=collapse))
         rep.close()
-        folder = os.path.join(b.farm, name)
-        after = rows_read if not collapse else collapsed_rows(folder)
-        results.append((name, secs, rows_read, after, equal(spark, expected, folder, MAIN_TABLES, cols)))
-        print(f"  {name}: {secs:.1f} s")
+        return secs, equal(spark, expected, folder, MAIN_TABLES, cols), collapsed_rows(folder)
 
-    # untimed: the JVM compiles MERGE's and the change feed's code paths once, for every method
-    print("== warm-up (untimed): grouped replay of 20 transactions, one change-feed MERGE, on scratch copies")
+    def replica_method(name: str, collapse: bool, runs: int) -> None:
+        done = [replica_run(name, collapse, r) for r in range(runs)]
+        after = rows_read if not collapse else done[0][2]
+        same = next((d[1] for d in done if d[1] != "yes"), "yes")
+        results.append((name, [d[0] for d in done], rows_read, after, same))
+        print(f"  {name}: {' '.join(f'{d[0]:.1f}' for d in done)} s")
+
+    # untimed: the JVM compiles MERGE's, the change feed's and replay's code paths, for every method
+    print("== warm-up (untimed): a grouped replay of the backlog and a change-feed MERGE, on scratch copies")
     shutil.copytree(base_folder, os.path.join(b.farm, "warm"))
     warm = wlr.Replica(MASTER, "warm", b.farm)
-    warm.replicate(until=min(end_txn, start_txn + 20))
+    warm.replicate(until=end_txn)
     warm.close()
     copy_tables(base_folder, os.path.join(b.farm, "warm-floor"), ["tpch.orders"])
     floor(spark, b.path("tpch.orders"), os.path.join(b.farm, "warm-floor", "tpch", "orders"),
           v0["tpch.orders"] + 1, v0["tpch.orders"] + 3, KEYS["tpch.orders"])
 
-    print(f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows)")
-    replica_method("grouped", True)
+    print(f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows); "
+          f"methods under a minute run {fast} times (median), serial once")
+    replica_method("grouped", True, fast)
     if "serial" in methods:
-        replica_method("serial", False)
+        replica_method("serial", False, 1)
     for name, fn in (
-        ("recipe", lambda t, dst: recipe(spark, b.path(t), dst, v0[t] + 1, KEYS[t], os.path.join(b.farm, "ckpt", t))),
-        ("floor", lambda t, dst: floor(spark, b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
-        ("recopy", lambda t, dst: recopy(spark, b.path(t), dst, v1[t])),
+        ("recipe", lambda t, dst, run: recipe(spark, b.path(t), dst, v0[t] + 1, KEYS[t],
+                                              os.path.join(b.farm, f"ckpt-{run}", t))),
+        ("floor", lambda t, dst, run: floor(spark, b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
+        ("recopy", lambda t, dst, run: recopy(spark, b.path(t), dst, v1[t])),
     ):
         if name not in methods:
             continue
-        folder = os.path.join(b.farm, name)
-        copy_tables(base_folder, folder, MAIN_TABLES)
-        secs = timed(lambda: [fn(t, os.path.join(folder, *t.split("."))) for t in MAIN_TABLES])
+        times, same = [], "yes"
+        for run in range(fast):
+            folder = os.path.join(b.farm, f"{name}-{run}")
+            copy_tables(base_folder, folder, MAIN_TABLES)
+            times.append(timed(lambda: [fn(t, os.path.join(folder, *t.split(".")), run) for t in MAIN_TABLES]))
+            check = equal(spark, expected, folder, MAIN_TABLES, cols)
+            same = check if same == "yes" else same
         after = sum(expected[t][0] for t in MAIN_TABLES) if name == "recopy" else "-"
-        results.append((name, secs, rows_read, after, equal(spark, expected, folder, MAIN_TABLES, cols)))
-        print(f"  {name}: {secs:.1f} s")
+        results.append((name, times, rows_read, after, same))
+        print(f"  {name}: {' '.join(f'{x:.1f}' for x in times)} s")
 
     print(f"== growth: {args.growth} and {4 * args.growth} hot-key edits on the same 20 keys, grouped")
     growth = {}
     for n in (len(hot) // 4, len(hot)):
-        name = f"growth{n}"
-        shutil.copytree(os.path.join(b.farm, "grouped"), os.path.join(b.farm, name))
-        rep = wlr.Replica(MASTER, name, b.farm)
-        growth[n] = timed(lambda: rep.replicate(until=hot[n - 1], collapse=True))
-        rep.close()
+        runs = []
+        for run in range(fast):
+            name = f"growth{n}_{run}"
+            shutil.copytree(os.path.join(b.farm, "grouped"), os.path.join(b.farm, name))
+            rep = wlr.Replica(MASTER, name, b.farm)
+            runs.append(timed(lambda: rep.replicate(until=hot[n - 1], collapse=True)))
+            rep.close()
+        growth[n] = statistics.median(runs)
 
+    results = [(name, statistics.median(times), times, read, after, same)
+               for name, times, read, after, same in results]
     grouped = results[0][1]
-    print(f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15}  equal to master")
-    for name, secs, read, after, same in results:
+    print(f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15}  "
+          f"{'equal to master':<16} runs (s)")
+    for name, secs, times, read, after, same in results:
         after_text = f"{after:,}" if isinstance(after, int) else after
-        print(f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15}  {same}")
+        print(f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15}  {same:<16} "
+              f"{' '.join(f'{x:.1f}' for x in times)}")
     (n1, g1), (n4, g4) = sorted(growth.items())
     print(f"growth    {g1:>9.1f} s for {n1} txns, {g4:.1f} s for {n4} on the same keys: x{g4 / g1:.2f}")
     by = {r[0]: r[1] for r in results}
@@ -412,7 +437,7 @@ def main() -> int:
     print(f"\nSUMMARY {end_txn - start_txn} txns: {'; '.join(parts)}")
     if not args.keep:
         shutil.rmtree(b.farm, ignore_errors=True)
-    return 0 if all(r[4] == "yes" for r in results if r[0] != "recipe") else 1
+    return 0 if all(r[5] == "yes" for r in results if r[0] != "recipe") else 1
 
 
 if __name__ == "__main__":
