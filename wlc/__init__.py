@@ -14,7 +14,9 @@ from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarn
 from .master import Master
 from .session import spark_session
 
-__all__ = ["spark_session", "master", "beat", "stop", "flush", "clock", "tick", "current",
+__version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
+
+__all__ = ["__version__", "spark_session", "master", "beat", "stop", "flush", "clock", "tick", "current",
            "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning"]
 
 _current: Master | None = None

@@ -1,4 +1,4 @@
-"""Command line of wlc: ``python -m wlc capture <dbfarm> <dbname>`` and ``python -m wlc status``."""
+"""Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``capture`` and ``status``."""
 from __future__ import annotations
 
 import argparse
@@ -7,12 +7,13 @@ import signal
 import sys
 import threading
 
-from .config import dbfarm as resolve_dbfarm
+from .config import add_common, use_config, dbfarm as resolve_dbfarm
 from .errors import WlcError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wlc", description="Workload capture for Delta Lake masters.")
+    parser = argparse.ArgumentParser(prog="wlc", description="Workload capture for Delta Lake masters.")
+    add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capture", help="put a database in master mode (if needed) and capture until interrupted")
     cap.add_argument("dbfarm")
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("dbfarm")
     st.add_argument("dbname")
     args = parser.parse_args(argv)
+    use_config(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         if args.command == "status":

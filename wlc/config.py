@@ -1,14 +1,20 @@
-"""Settings from ``config/*.yaml`` and the ``key=value`` state files (``wlc.config``, ``wlr.config``).
+"""Settings from YAML files and the ``key=value`` state files (``wlc.config``, ``wlr.config``).
 
-Defaults live in ``config/wlc.yaml`` beside the packages; a YAML file named by the
-environment variable ``WLC_CONFIG`` is merged over them, and ``WLC_DBFARM`` overrides
-the dbfarm. State files use MonetDB's ``wlc.config`` form: one ``key=value`` a line.
+The defaults ship inside the package (``wlc/defaults/wlc.yaml``, read with
+``importlib.resources``). Merged over them, in order: ``config/wlc.yaml`` of the working
+folder when it exists (the documented place for overrides), the YAML file named by the
+environment variable ``WLC_CONFIG`` (the command lines' ``--config``), and ``WLC_DBFARM``
+for the dbfarm. A key the defaults do not have is an error naming the nearest valid key
+(except under ``spark.conf``, which takes any Spark setting). State files use MonetDB's
+``wlc.config`` form: one ``key=value`` a line.
 """
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -16,10 +22,15 @@ import yaml
 
 from .errors import ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
-DEFAULTS_FILE = CONFIG_DIR / "wlc.yaml"
+LOCAL_FILE = Path("config") / "wlc.yaml"  # overrides, relative to the working folder
+FREE_FORM = {"spark.conf"}  # sections whose keys are not checked against the defaults
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def defaults_file(name: str) -> Path:
+    """The packaged default file ``name`` (``wlc.yaml``, ``log4j2.properties``) as a path."""
+    return Path(str(resources.files("wlc").joinpath("defaults", name)))
 
 
 def _merge(base: dict, over: Mapping) -> dict:
@@ -32,16 +43,44 @@ def _merge(base: dict, over: Mapping) -> dict:
     return out
 
 
+def _check_keys(base: Mapping, over: Mapping, source: str, prefix: str = "") -> None:
+    """Raise ConfigError for a key of ``over`` that ``base`` (the defaults) does not have."""
+    for key, value in over.items():
+        dotted = f"{prefix}{key}"
+        if dotted in FREE_FORM:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping of Spark settings")
+            continue
+        if key not in base:
+            valid = [f"{prefix}{k}" for k in base]
+            near = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]!r}?" if near else f"valid here: {', '.join(valid)}"
+            raise ConfigError(f"{source}: unknown setting {dotted!r}; {hint}")
+        if isinstance(base[key], dict):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping (keys "
+                                  f"{', '.join(base[key])}), not {value!r}")
+            _check_keys(base[key], value, source, dotted + ".")
+
+
 def settings() -> dict[str, Any]:
-    """Return the merged settings: ``config/wlc.yaml``, then ``$WLC_CONFIG``, then ``$WLC_DBFARM``.
+    """Return the merged settings: the packaged defaults, then ``config/wlc.yaml`` of the
+    working folder (when present), then ``$WLC_CONFIG``, then ``$WLC_DBFARM``.
 
     Raises:
-        ConfigError: a YAML file is missing or is not a mapping.
+        ConfigError: a YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
+            mapping, or it has a key the defaults do not have (the message names the
+            nearest valid key).
     """
-    data = _load_yaml(DEFAULTS_FILE)
+    data = _load_yaml(defaults_file("wlc.yaml"))
+    files = [LOCAL_FILE] if LOCAL_FILE.is_file() else []
     extra = os.environ.get("WLC_CONFIG")
     if extra:
-        data = _merge(data, _load_yaml(Path(extra)))
+        files.append(Path(extra))
+    for path in files:
+        over = _load_yaml(path)
+        _check_keys(data, over, str(path))
+        data = _merge(data, over)
     if os.environ.get("WLC_DBFARM"):
         data["dbfarm"] = os.environ["WLC_DBFARM"]
     return data
@@ -52,12 +91,40 @@ def _load_yaml(path: Path) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh) or {}
     except FileNotFoundError as exc:
-        raise ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG or restore it") from exc
+        raise ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"configuration file {path} must hold a YAML mapping, not {type(data).__name__}")
     return data
+
+
+def add_common(parser) -> None:
+    """The options every command line takes: ``--config FILE`` and ``--version``."""
+    from . import __version__
+    parser.add_argument("--config", metavar="FILE",
+                        help="YAML settings merged over the defaults (as the WLC_CONFIG variable)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
+def use_config(args) -> None:
+    """Apply ``--config`` of parsed command-line ``args`` (later reads of the settings use it)
+    and check the settings; a missing file or a misspelled key exits with status 2."""
+    if getattr(args, "config", None):
+        path = Path(args.config).expanduser().resolve()
+        if not path.is_file():
+            _usage_error(f"--config {args.config}: no such file")
+        os.environ["WLC_CONFIG"] = str(path)
+    try:
+        settings()  # a misspelled key stops the command here, before anything starts
+    except ConfigError as exc:
+        _usage_error(str(exc))
+
+
+def _usage_error(text: str):
+    import sys
+    print(f"error: {text}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def dbfarm(value: str | os.PathLike | None = None) -> str:

@@ -1,9 +1,9 @@
-"""The SparkSession with Delta Lake, built from ``config/wlc.yaml`` (section ``spark``)."""
+"""The SparkSession with Delta Lake, built from the settings' ``spark`` section (:mod:`wlc.config`)."""
 from __future__ import annotations
 
 from typing import Any
 
-from .config import CONFIG_DIR, settings
+from .config import LOCAL_FILE, defaults_file, settings
 
 
 def spark_session(**conf: Any):
@@ -40,7 +40,9 @@ def spark_session(**conf: Any):
     merged.update({k: str(v) for k, v in conf.items()})
     master = merged.pop("spark.master", master)
     app_name = merged.pop("spark.app.name", app_name)
-    log4j = CONFIG_DIR / "log4j2.properties"
+    # Spark's log settings: config/log4j2.properties of the working folder, else the packaged ones
+    log4j = LOCAL_FILE.parent / "log4j2.properties"
+    log4j = log4j.resolve() if log4j.is_file() else defaults_file("log4j2.properties")
     if log4j.exists():
         opt = f"-Dlog4j.configurationFile=file:{log4j}"
         merged["spark.driver.extraJavaOptions"] = (merged.get("spark.driver.extraJavaOptions", "") + " " + opt).strip()

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from wlc import __version__
+
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
 from .plan import parse_until
 from .replica import Replica
 
-__all__ = ["replicate", "stop", "accept", "beat", "clock", "tick", "status", "current",
+__all__ = ["__version__", "replicate", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError",
            "parse_until"]
 

@@ -1,10 +1,11 @@
-"""Command line of wlr: ``status``, ``replicate`` and ``accept`` for a replica."""
+"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate`` and ``accept``."""
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
 
+from wlc.config import add_common, use_config
 from wlc.errors import WlcError
 
 
@@ -17,7 +18,8 @@ def _fmt(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wlr", description="Workload replay into Delta Lake replicas.")
+    parser = argparse.ArgumentParser(prog="wlr", description="Workload replay into Delta Lake replicas.")
+    add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("status", help="print the replica's master, tick, clock, lag and error")
     st.add_argument("dbfarm")
@@ -31,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ac.add_argument("dbfarm")
     ac.add_argument("replica")
     args = parser.parse_args(argv)
+    use_config(args)
     logging.basicConfig(level=logging.WARNING)
     from .replica import CONFIG_FILE, Replica
     from wlc.config import dbfarm as resolve_dbfarm, parse_kv

@@ -54,3 +54,57 @@ def test_number():
     for bad in (-1, "x", None, True, float("nan")):
         with pytest.raises(ConfigError):
             config.number(bad, "beat")
+
+
+def test_misspelled_key_names_the_nearest(tmp_path, monkeypatch):
+    extra = tmp_path / "x.yaml"
+    extra.write_text("replica:\n  paralelism: 2\n")
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    with pytest.raises(ConfigError, match=r"unknown setting 'replica.paralelism'; did you mean 'replica.parallelism'"):
+        config.settings()
+    extra.write_text("replca:\n  beat: 2\n")
+    with pytest.raises(ConfigError, match=r"did you mean 'replica'"):
+        config.settings()
+    extra.write_text("replica: 3\n")
+    with pytest.raises(ConfigError, match=r"'replica' must be a mapping"):
+        config.settings()
+
+
+def test_spark_conf_takes_any_spark_setting(tmp_path, monkeypatch):
+    extra = tmp_path / "x.yaml"
+    extra.write_text("spark:\n  conf:\n    spark.cores.max: '2'\n")
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    assert config.settings()["spark"]["conf"]["spark.cores.max"] == "2"
+
+
+def test_defaults_ship_inside_the_package():
+    path = config.defaults_file("wlc.yaml")
+    assert path.is_file() and path.parent.parent.name == "wlc"
+    assert config.defaults_file("log4j2.properties").is_file()
+
+
+def test_working_folder_config_overrides_defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("WLC_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "wlc.yaml").write_text("master:\n  beat: 9\n")
+    assert config.settings()["master"]["beat"] == 9
+    extra = tmp_path / "later.yaml"  # WLC_CONFIG is merged after it
+    extra.write_text("master:\n  beat: 11\n")
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    assert config.settings()["master"]["beat"] == 11
+
+
+def test_command_line_config_option(tmp_path, monkeypatch, capsys):
+    from wlr import cli
+
+    monkeypatch.delenv("WLC_CONFIG", raising=False)  # --config sets it; restored after the test
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("capture:\n  setle: 1\n")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--config", str(bad), "status", str(tmp_path), "r"])
+    assert exc.value.code == 2
+    assert "did you mean 'capture.settle'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--config", str(tmp_path / "missing.yaml"), "status", str(tmp_path), "r"])
+    assert exc.value.code == 2 and "no such file" in capsys.readouterr().err
