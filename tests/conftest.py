@@ -35,6 +35,14 @@ def dbfarm(tmp_path, monkeypatch):
         if cur is not None:
             cur.close()
             mod._current = None
+    # masters register their schemas in the one session's catalog: the next test's dbfarm
+    # must find those names free (the folders are this test's, about to go)
+    from pyspark.sql import SparkSession
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        for db in session.catalog.listDatabases():
+            if db.name != "default":
+                session.sql(f"DROP SCHEMA IF EXISTS `{db.name}` CASCADE")
 
 
 @pytest.fixture

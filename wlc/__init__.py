@@ -16,7 +16,7 @@ from .session import spark_session
 
 __version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
 
-__all__ = ["__version__", "spark_session", "master", "beat", "stop", "flush", "clock", "tick", "current",
+__all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
            "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning"]
 
 _current: Master | None = None
@@ -60,6 +60,29 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
         _current.close()  # module functions drive one master at a time; the previous one's capture stops
     _current = m
     return m
+
+
+def attach(dbname: str, dbfarm: str | None = None) -> Master:
+    """Use master ``<dbfarm>/<dbname>``'s tables by name in this process without capturing here.
+
+    For writer applications while another process captures (``wlc capture`` or
+    :func:`master` there): the master's schemas and tables are registered in this
+    process's Spark session catalog at their folders, so ``CREATE TABLE sales.orders``,
+    ``spark.table("sales.orders")`` and ``DROP TABLE`` act on the master's folders.
+
+    Args:
+        dbname: database name (a plain identifier).
+        dbfarm: folder holding the databases; default ``$WLC_DBFARM`` or ``dbfarm`` in config.
+
+    Returns:
+        wlc.Master: the master, not capturing (module functions such as :func:`flush`
+        keep acting on the master this process captures, if any).
+
+    Raises:
+        ConfigError: a malformed name or dbfarm.
+        MasterStateError: the database is not a master, or it stopped logging.
+    """
+    return Master(dbname, dbfarm=dbfarm, capture=False).attach()
 
 
 def current() -> Master:

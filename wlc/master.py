@@ -16,17 +16,18 @@ import threading
 import time
 import uuid
 import warnings
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from . import batch as batchfmt
+from . import catalog
 from . import snapshot as snap
-from .batch import Manifest, TxnRecord, utc_iso, parse_utc
-from .capture import Capture, CaptureState, Cursor, discover_tables, settle_limit, utcnow
+from .batch import TxnRecord, utc_iso
+from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .deltalog import list_versions, metadata_at
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
-from .faults import crash_point
-from .names import quote_ident, split_name
+from .heartbeat import Heartbeat
+from .names import split_name
 from .session import active_session
 from .storage import Storage
 from .watch import FolderWatch
@@ -47,7 +48,7 @@ def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
     return parse_kv(storage.read_text(path), path)
 
 
-class Master:
+class Master(Heartbeat):
     """A database in master mode and the capture that feeds its logs.
 
     Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
@@ -86,6 +87,8 @@ class Master:
         self._error: BaseException | None = None
         self._saved_config = ""  # the text of wlc.config as this object last wrote it
         self._watermark_saved = float("-inf")  # time.monotonic() of the last idle watermark write
+        self._known_schemas: set[str] | None = None  # session catalog schemas already looked at
+        self._schemas_checked = float("-inf")  # time.monotonic() of that look
 
     # ------------------------------------------------------------------ properties
     @property
@@ -110,14 +113,44 @@ class Master:
     def create_schema(self, schema: str) -> str:
         """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
 
-        Managed tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's
-        layout and ``DROP TABLE`` removes their folder (which capture records as a drop).
+        Tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's layout
+        and ``DROP TABLE`` removes their folder (which capture records as a drop).
         Returns the schema name.
+
+        Raises:
+            ConfigError: ``schema`` is not a plain identifier, or this session's catalog
+                has a schema of that name elsewhere.
         """
-        check_name(schema, "schema")
-        loc = self.storage.uri(Storage.join(self.path, schema))
-        self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} LOCATION '{loc}'")
-        return schema
+        return catalog.create_schema(self.spark, self.storage, self.path, schema)
+
+    def register_catalog(self) -> dict[str, str]:
+        """Register every schema folder of the database, and the Delta tables in them, in
+        this process's session catalog (:mod:`wlc.catalog`); :func:`wlc.master` and
+        :func:`wlc.attach` call it. Call it again to see schemas and tables other
+        processes made since. Returns ``{schema folder: reason}`` for folders left out.
+        """
+        left_out = catalog.register(self.spark, self.storage, self.path, self._skip_schemas())
+        self._known_schemas = {db.name for db in self.spark.catalog.listDatabases()}
+        return left_out
+
+    def attach(self) -> "Master":
+        """Use this master's tables by name in this process without capturing here
+        (a writer application; the capturing process may be another one).
+
+        Raises:
+            MasterStateError: the database is not a master (call :func:`wlc.master` first)
+                or it stopped logging (its new writes would not be captured).
+        """
+        existing = read_config(self.storage, self.path)
+        if existing is None:
+            raise MasterStateError(f"database {self.dbname!r} in {self.dbfarm} is not a master; put it in master "
+                                   f"mode first: wlc.master({self.dbname!r})")
+        self.config = existing
+        if self.state != STARTED:
+            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
+                                   "not captured any more; take a new snapshot with wlc.master() on a new database")
+        self.register_catalog()
+        return self
 
     # ------------------------------------------------------------------ life cycle
     def validate(self) -> dict[str, str] | None:
@@ -178,6 +211,7 @@ class Master:
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
                                    skip_schemas=self._skip_schemas())
+            self.register_catalog()
             if self._want_capture:
                 self._start_thread()
         except BaseException:
@@ -315,6 +349,7 @@ class Master:
                         return
                     deferred = self._step(take_all=False)
                     due = self._due_in()
+                self._check_schemas()
                 if deferred:
                     timeout = min(timeout, self.settle)
                 if due is not None:
@@ -329,127 +364,18 @@ class Master:
             else:
                 self._stop.wait(timeout)
 
-    # ------------------------------------------------------------------ capture steps
-    def _step(self, take_all: bool) -> bool:
-        """One scan: stage new transactions, publish when the beat says so.
-
-        A publish that fails leaves capture exactly where it was: the staged transactions
-        keep their ids and rows and are published first by the next scan.
-        Returns True when commits were seen but left for a later scan (too recent).
-        """
-        now = utcnow()
-        limit = None if take_all else settle_limit(now, self.settle)
-        watermark = settle_limit(now, self.settle)
-        cap = self.capture
-        items, cursors = cap.plan(limit, now)
-        self._note_refused(cap.refused)
-        if self.beat_seconds == 0:
-            if self._pending:  # left by a failed publish, or staged under an earlier beat
-                self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
-            for k, item in enumerate(items):
-                if k < len(items) - 1:
-                    # the cursor as after this transaction; the watermark stops before the next one
-                    self._stage([item], {item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
-                    self._publish(min(watermark, items[k + 1].time - _EPS))
-                else:
-                    self._stage([item], cursors)
-                    self._publish(watermark)
-        elif items:
-            self._stage(items, cursors)
-        cap.advance(cursors)
-        cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
-        if self._pending and (take_all or time.monotonic() >= self._publish_at()):
-            self._publish(watermark)
-        elif self._unwritten and time.monotonic() >= self._write_at():
-            self._write_rows()
-        elif not self._pending:
-            self._note_watermark(watermark, force=take_all)
-        return cap.deferred
-
-    def _stage(self, items: list, cursors: dict) -> None:
-        """Give ``items`` ids and records in the open batch and move the cursors.
-
-        Reading the commit files is all a commit costs here: the change rows are copied
-        from the change feed later, for all staged transactions of a table at once (one
-        read per table and version range), when the batch is published or when the oldest
-        of them has waited ``capture.stage_within`` seconds. Staged records live in memory
-        until published: a capturer killed before that starts again from the cursors of
-        the last published batch.
-        """
-        cap = self.capture
-        if self._staging is None:
-            self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
-            self._open_since = time.monotonic()
-        records = cap.to_records(items)
-        if self._unwritten_since is None:
-            self._unwritten_since = time.monotonic()
-        self._unwritten.extend(zip(records, items))
-        self._pending.extend(records)
-        self._last_logged = self._pending[-1]
-        cap.advance(cursors)
-
-    def _write_rows(self) -> None:
-        """Copy the change rows of every staged transaction that has none yet into the open batch.
-
-        On failure nothing is lost: the transactions keep their ids and the next call writes
-        them again (a version's rows are replaced, never appended twice).
-        """
-        if not self._unwritten:
+    def _check_schemas(self) -> None:
+        """Warn, once each, about schemas made in this session's catalog outside any master
+        (a ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
+        if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self.poll_interval, 1.0):
             return
-        rows, counts, lost = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
-        for i, (rec, _item) in enumerate(self._unwritten):
-            rec.rows, rec.counts, rec.lost = rows.get(i), counts.get(i, {}), lost.get(i)
-            if rec.lost:
-                log.warning("transaction %d: %s; replay will stop there", rec.txn, rec.lost)
-        self._unwritten, self._unwritten_since = [], None
-        crash_point("capture.staged")
-
-    def _publish_at(self) -> float:
-        """``time.monotonic()`` at which the open batch is published (its beat is over)."""
-        return self._open_since + self.beat_seconds
-
-    def _write_at(self) -> float:
-        """``time.monotonic()`` at which the staged change rows are written (the oldest waited ``stage_within``)."""
-        return self._unwritten_since + self.stage_within
-
-    def _due_in(self) -> float | None:
-        """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
-        if not self._pending or self._open_since is None:
-            return None
-        due = self._publish_at() if not self._unwritten else min(self._publish_at(), self._write_at())
-        return max(0.0, due - time.monotonic())
-
-    def _publish(self, watermark: datetime) -> None:
-        """Publish the open batch. On failure nothing moves: the same batch is tried again later.
-
-        Raises:
-            BatchError: the batch's name is taken in the log folder (another capturer?).
-        """
-        cap = self.capture
-        self._write_rows()
-        number_ = cap.state.next_batch
-        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
-                            watermark=watermark, txns=list(self._pending))
-        state = cap.state.copy()
-        state.next_batch += 1
-        manifest.cursors = state.to_json()
-        try:
-            batchfmt.publish(self.storage, self.logs, self._staging, manifest)
-        except FileExistsError:
-            raise BatchError(
-                f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
-                f"already exists in {self.logs} (another capturer, or a copied folder?). Transactions "
-                f"{manifest.first_txn}..{manifest.last_txn} stay staged and are published with the same ids once "
-                "that name is free; move the foreign folder out of the log folder") from None
-        crash_point("capture.published")
-        # published: these records must never be published again, whatever happens below
-        cap.state.next_batch += 1
-        self._last_logged = self._pending[-1]
-        self._pending, self._staging, self._open_since = [], None, None
-        self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
-                            "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
-        self._save_config()
-        log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
+        self._schemas_checked = time.monotonic()
+        for name, loc in catalog.foreign_schemas(self.spark, self.storage, self._known_schemas):
+            text = (f"schema {name!r} was made at {loc}, outside master {self.dbname!r}: its tables are not "
+                    f"captured; make master schemas with Master.create_schema({name!r}) (e.g. "
+                    f"wlc.current().create_schema({name!r})) or CREATE SCHEMA ... LOCATION '<db>/{name}'")
+            log.warning(text)
+            warnings.warn(text, stacklevel=2)
 
     def _note_refused(self, refused: dict[str, str]) -> None:
         """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""
@@ -465,16 +391,6 @@ class Master:
         """Delta tables in the database that capture cannot carry: ``{path: reason}`` (empty: none)."""
         text = self.config.get("not_replicated", "")
         return json.loads(text) if text else {}
-
-    def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
-        """Record an idle master's advancing watermark, at most once per poll interval unless ``force``."""
-        old = self.config.get("watermark")
-        if old and (parse_utc(old) >= watermark
-                    or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
-            return
-        self.config["watermark"] = utc_iso(watermark)
-        self._save_config()
-        self._watermark_saved = time.monotonic()
 
     # ------------------------------------------------------------------ public API
     @property
@@ -562,7 +478,6 @@ class Master:
         return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"
 
 
-_EPS = timedelta(microseconds=1)
 
 
 def _fmt_seconds(value: float) -> str:

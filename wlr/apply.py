@@ -365,10 +365,10 @@ class Applier:
                     self._alter(name, uri, shape)
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
-        # the table's shape is known: Spark need not read a file footer (a job) to learn it
-        known = shape if shape is not None else meta
+        # the files' own schema unless the segment adds columns: a file that lacked a column of
+        # an imposed schema would read NULL there without a word
         rows = collapse.read_rows(self.spark, [self.storage.uri(Storage.join(p, r.rows)) for p, r in with_rows],
-                                  StructType.fromJson(known.schema) if known is not None else None)
+                                  StructType.fromJson(shape.schema) if shape is not None else None)
         cols = collapse.data_columns(rows)
         have = set(meta.columns if meta else cols)
         keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]

@@ -34,9 +34,8 @@ _POSITIVE = ("insert", "update_postimage")
 def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
     """All change rows under ``uris`` (``.../wlc_version=<v>`` folders) in one read.
 
-    ``schema``: the table's ``StructType`` after the segment (columns the files lack, such as
-    those an ADD COLUMNS inside the segment adds, read as NULL); None reads the files' own
-    schema (Spark reads a footer to learn it).
+    ``schema``: the table's ``StructType`` after the segment, when the segment adds columns
+    (rows written before have none: they read as NULL); None reads the files' own schema.
     Returns the table's columns, ``_change_type``, ``__wlr_v`` (the version, from the
     folder name) and ``__wlr_pos``.
     """

@@ -1,0 +1,135 @@
+"""A master's schemas and tables in the Spark session catalog, at their folders.
+
+Spark's own warehouse is elsewhere: a plain ``CREATE SCHEMA sales`` puts the schema (and
+every table made in it) under ``spark-warehouse/``, where capture never looks. Registering
+each schema folder ``<db>/<schema>`` as a catalog schema located there makes the obvious
+way work: ``CREATE TABLE sales.orders ...``, ``spark.table("sales.orders")`` and ``DROP
+TABLE sales.orders`` act on the master's folders. Delta tables already in those folders
+(made by path, or by another process) are registered as *managed* tables, as a table made
+by name in such a schema is, so ``DROP TABLE`` removes the folder and capture records the
+drop; Spark's SQL registers an existing folder only as an external table, so the table type
+is changed through Spark's session catalog (the Java API; when that fails the table stays
+external and a warning says ``DROP TABLE`` would keep its folder).
+
+The session catalog belongs to one Spark application: every process that writes master
+tables by name calls :func:`wlc.master` or :func:`wlc.attach` (which call :func:`register`).
+"""
+from __future__ import annotations
+
+import logging
+import urllib.parse
+import warnings
+
+from .capture import RESERVED
+from .config import check_name
+from .deltalog import is_delta_table
+from .errors import ConfigError
+from .names import quote_ident
+from .snapshot import _lit
+from .storage import Storage
+
+log = logging.getLogger("wlc.catalog")
+
+
+def _same_place(a: str, b: str) -> bool:
+    def norm(u: str) -> str:
+        parsed = urllib.parse.urlparse(u)
+        path = parsed.path if parsed.scheme in ("", "file") else u
+        return urllib.parse.unquote(path).rstrip("/")
+    return norm(a) == norm(b)
+
+
+def schema_location(spark, schema: str) -> str | None:
+    """Where the session catalog has schema ``schema``, or None when it has none."""
+    if not spark.catalog.databaseExists(schema):
+        return None
+    return spark.catalog.getDatabase(schema).locationUri
+
+
+def create_schema(spark, storage: Storage, db_path: str, schema: str) -> str:
+    """Register ``schema`` in the session catalog at ``<db_path>/<schema>``; returns its name.
+
+    Raises:
+        ConfigError: ``schema`` is not a plain identifier, or the catalog already has a
+            schema of that name somewhere else (the message names both places).
+    """
+    check_name(schema, "schema")
+    loc = storage.uri(Storage.join(db_path, schema))
+    have = schema_location(spark, schema)
+    if have is not None and not _same_place(have, loc):
+        raise ConfigError(f"schema {schema!r} is already in this Spark session's catalog at {have}, not at the "
+                          f"master's {loc}; drop it there (DROP SCHEMA {quote_ident(schema)}) or use another "
+                          "schema name")
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} LOCATION {_lit(loc)}")
+    return schema
+
+
+def register(spark, storage: Storage, db_path: str, skip: set[str] = frozenset()) -> dict[str, str]:
+    """Register every schema folder of the database at ``db_path`` and the Delta tables in them.
+
+    Schema folders whose names are not plain identifiers, and folders in ``skip`` or
+    reserved for capture, are left out. Tables already in the catalog are left as they are.
+
+    Returns:
+        ``{schema folder: reason}`` for schema folders that could not be registered (a
+        name that is not an identifier, a schema of that name elsewhere in the catalog).
+    """
+    left_out: dict[str, str] = {}
+    for schema in storage.subdirs(db_path):
+        if schema in RESERVED or schema in skip or schema.startswith((".", "_")):
+            continue
+        schema_path = Storage.join(db_path, schema)
+        if is_delta_table(storage, schema_path):
+            continue  # not a schema: capture reports such a table
+        try:
+            create_schema(spark, storage, db_path, schema)
+        except ConfigError as exc:
+            left_out[schema] = str(exc)
+            continue
+        for table in storage.subdirs(schema_path):
+            path = Storage.join(schema_path, table)
+            if table == "_delta_log" or not is_delta_table(storage, path):
+                continue
+            ref = f"{quote_ident(schema)}.{quote_ident(table)}"
+            if not spark.catalog.tableExists(ref):
+                _adopt(spark, schema, table, ref, storage.uri(path))
+    for schema, reason in left_out.items():
+        log.warning("schema folder %s not registered in the session catalog: %s", schema, reason)
+    return left_out
+
+
+def _adopt(spark, schema: str, table: str, ref: str, uri: str) -> None:
+    """Register the Delta table at ``uri`` as managed table ``schema.table``."""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {ref} USING delta LOCATION {_lit(uri)}")
+    try:
+        jvm = spark._jvm
+        catalog = spark._jsparkSession.sessionState().catalog()
+        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(table, jvm.scala.Some(schema))
+        external = catalog.getTableMetadata(ident)
+        copy = next(m for m in external.getClass().getMethods() if m.getName() == "copy")
+        args = [getattr(external, f"copy$default${i}")() for i in range(1, copy.getParameterCount() + 1)]
+        args[1] = jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.MANAGED()
+        managed = external.copy(*args)
+        catalog.dropTable(ident, False, False)  # an external entry: its folder stays
+        catalog.createTable(managed, False, False)
+    except Exception as exc:  # Spark's internals differ: the table stays usable, but external
+        warnings.warn(f"table {ref} is registered as an external table ({type(exc).__name__}); DROP TABLE "
+                      f"would keep its folder {uri}, so capture would not see the drop: remove the folder "
+                      "to drop it", stacklevel=3)
+
+
+def foreign_schemas(spark, storage: Storage, known: set[str]) -> list[tuple[str, str]]:
+    """Schemas added to the session catalog since ``known`` (which is updated) that are not
+    in a master database (their folder's parent has no ``wlc.config``): ``[(name, location)]``."""
+    out = []
+    for db in spark.catalog.listDatabases():
+        if db.name in known:
+            continue
+        known.add(db.name)
+        loc = db.locationUri or ""
+        parsed = urllib.parse.urlparse(loc)
+        parent = urllib.parse.unquote(parsed.path).rstrip("/").rsplit("/", 1)[0] if parsed.scheme in ("", "file") \
+            else loc.rstrip("/").rsplit("/", 1)[0]
+        if not storage.exists(Storage.join(parent, "wlc.config")):
+            out.append((db.name, loc))
+    return out

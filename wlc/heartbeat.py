@@ -1,0 +1,160 @@
+"""The heartbeat: committed transactions staged into the open batch, published when its beat is over.
+
+MonetDB's ``wlc.beat``: a batch is published ``beat`` seconds after its first record (0: one
+batch per transaction), or at once by ``flush()``. Staging a commit reads only its commit
+file; the change rows of all staged transactions of a table are copied from the change feed
+together (one read per table and version range), when the batch is published or when the
+oldest waited ``capture.stage_within`` seconds. :class:`Heartbeat` is the part of
+:class:`wlc.Master` that does this; the master holds the state it uses (``capture``,
+``config``, the staged records) and calls :meth:`Heartbeat._step` at every scan.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+
+from . import batch as batchfmt
+from .batch import Manifest, utc_iso, parse_utc
+from .capture import Cursor, settle_limit, utcnow
+from .errors import BatchError
+from .faults import crash_point
+
+log = logging.getLogger("wlc.master")
+
+_EPS = timedelta(microseconds=1)
+
+
+class Heartbeat:
+    """Staging and publishing of a :class:`wlc.Master` (a mixin: the master has the state)."""
+
+    def _step(self, take_all: bool) -> bool:
+        """One scan: stage new transactions, publish when the beat says so.
+
+        A publish that fails leaves capture exactly where it was: the staged transactions
+        keep their ids and rows and are published first by the next scan.
+        Returns True when commits were seen but left for a later scan (too recent).
+        """
+        now = utcnow()
+        limit = None if take_all else settle_limit(now, self.settle)
+        watermark = settle_limit(now, self.settle)
+        cap = self.capture
+        items, cursors = cap.plan(limit, now)
+        self._note_refused(cap.refused)
+        if self.beat_seconds == 0:
+            if self._pending:  # left by a failed publish, or staged under an earlier beat
+                self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
+            for k, item in enumerate(items):
+                if k < len(items) - 1:
+                    # the cursor as after this transaction; the watermark stops before the next one
+                    self._stage([item], {item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
+                    self._publish(min(watermark, items[k + 1].time - _EPS))
+                else:
+                    self._stage([item], cursors)
+                    self._publish(watermark)
+        elif items:
+            self._stage(items, cursors)
+        cap.advance(cursors)
+        cap.enable_capture_properties({k: v for k, v in cursors.items() if v is not None})
+        if self._pending and (take_all or time.monotonic() >= self._publish_at()):
+            self._publish(watermark)
+        elif self._unwritten and time.monotonic() >= self._write_at():
+            self._write_rows()
+        elif not self._pending:
+            self._note_watermark(watermark, force=take_all)
+        return cap.deferred
+
+    def _stage(self, items: list, cursors: dict) -> None:
+        """Give ``items`` ids and records in the open batch and move the cursors.
+
+        Reading the commit files is all a commit costs here: the change rows are copied
+        from the change feed later, for all staged transactions of a table at once (one
+        read per table and version range), when the batch is published or when the oldest
+        of them has waited ``capture.stage_within`` seconds. Staged records live in memory
+        until published: a capturer killed before that starts again from the cursors of
+        the last published batch.
+        """
+        cap = self.capture
+        if self._staging is None:
+            self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
+            self._open_since = time.monotonic()
+        records = cap.to_records(items)
+        if self._unwritten_since is None:
+            self._unwritten_since = time.monotonic()
+        self._unwritten.extend(zip(records, items))
+        self._pending.extend(records)
+        self._last_logged = self._pending[-1]
+        cap.advance(cursors)
+
+    def _write_rows(self) -> None:
+        """Copy the change rows of every staged transaction that has none yet into the open batch.
+
+        On failure nothing is lost: the transactions keep their ids and the next call writes
+        them again (a version's rows are replaced, never appended twice).
+        """
+        if not self._unwritten:
+            return
+        rows, counts, lost = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
+        for i, (rec, _item) in enumerate(self._unwritten):
+            rec.rows, rec.counts, rec.lost = rows.get(i), counts.get(i, {}), lost.get(i)
+            if rec.lost:
+                log.warning("transaction %d: %s; replay will stop there", rec.txn, rec.lost)
+        self._unwritten, self._unwritten_since = [], None
+        crash_point("capture.staged")
+
+    def _publish_at(self) -> float:
+        """``time.monotonic()`` at which the open batch is published (its beat is over)."""
+        return self._open_since + self.beat_seconds
+
+    def _write_at(self) -> float:
+        """``time.monotonic()`` at which the staged change rows are written (the oldest waited ``stage_within``)."""
+        return self._unwritten_since + self.stage_within
+
+    def _due_in(self) -> float | None:
+        """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
+        if not self._pending or self._open_since is None:
+            return None
+        due = self._publish_at() if not self._unwritten else min(self._publish_at(), self._write_at())
+        return max(0.0, due - time.monotonic())
+
+    def _publish(self, watermark: datetime) -> None:
+        """Publish the open batch. On failure nothing moves: the same batch is tried again later.
+
+        Raises:
+            BatchError: the batch's name is taken in the log folder (another capturer?).
+        """
+        cap = self.capture
+        self._write_rows()
+        number_ = cap.state.next_batch
+        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
+                            watermark=watermark, txns=list(self._pending))
+        state = cap.state.copy()
+        state.next_batch += 1
+        manifest.cursors = state.to_json()
+        try:
+            batchfmt.publish(self.storage, self.logs, self._staging, manifest)
+        except FileExistsError:
+            raise BatchError(
+                f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
+                f"already exists in {self.logs} (another capturer, or a copied folder?). Transactions "
+                f"{manifest.first_txn}..{manifest.last_txn} stay staged and are published with the same ids once "
+                "that name is free; move the foreign folder out of the log folder") from None
+        crash_point("capture.published")
+        # published: these records must never be published again, whatever happens below
+        cap.state.next_batch += 1
+        self._last_logged = self._pending[-1]
+        self._pending, self._staging, self._open_since = [], None, None
+        self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
+                            "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
+        self._save_config()
+        log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
+
+    def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
+        """Record an idle master's advancing watermark, at most once per poll interval unless ``force``."""
+        old = self.config.get("watermark")
+        if old and (parse_utc(old) >= watermark
+                    or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
+            return
+        self.config["watermark"] = utc_iso(watermark)
+        self._save_config()
+        self._watermark_saved = time.monotonic()
