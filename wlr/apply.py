@@ -223,6 +223,8 @@ class Applier:
         path = self.table_path(rec.table)
         uri = self.storage.uri(path)
         exists = self.current_version(rec.table) >= 0  # a Delta table with at least one commit
+        if rec.ddl in ("drop", "create"):
+            self._meta.pop(rec.table, None)  # a table made again starts its versions anew: the cache is stale
         if rec.ddl == "drop":
             if is_delta_table(self.storage, path):
                 self.storage.rm(path)
