@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -106,12 +107,8 @@ class Round:
 
     def _worker(self, segs: list[Segment]) -> None:
         applier = self.applier.fork()
-        sc = applier.spark.sparkContext
-        sc.setLocalProperty("spark.scheduler.pool", f"{POOL}:{segs[0].table}")
-        try:
+        with _local_property(applier.spark, "spark.scheduler.pool", f"{POOL}:{segs[0].table}"):
             self._table(applier, segs)
-        finally:
-            sc.setLocalProperty("spark.scheduler.pool", None)
 
     def _table(self, applier: Applier, segs: list[Segment]) -> None:
         for seg in segs:
@@ -130,12 +127,9 @@ class Round:
     # ------------------------------------------------------------------ one segment
     def _segment(self, applier: Applier, seg: Segment) -> None:
         # Spark's UI and event log name the replay jobs by table and transactions
-        sc = applier.spark.sparkContext
-        sc.setLocalProperty("spark.job.description", f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}")
-        try:
+        with _local_property(applier.spark, "spark.job.description",
+                             f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}"):
             self._segment_jobs(applier, seg)
-        finally:
-            sc.setLocalProperty("spark.job.description", None)
 
     def _segment_jobs(self, applier: Applier, seg: Segment) -> None:
         items = [self.items[r.txn] for r in seg.txns]
@@ -231,6 +225,17 @@ class Round:
         with self.lock:
             self.failures.append(Failure(it.batch, it.rec.txn, it.rec.table, cause))
         raise _Stop()
+
+
+@contextmanager
+def _local_property(spark, key: str, value: str):
+    """Spark's thread-local property ``key`` set to ``value`` for the jobs of this thread inside."""
+    sc = spark.sparkContext
+    sc.setLocalProperty(key, value)
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(key, None)
 
 
 class _Stop(Exception):
