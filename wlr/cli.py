@@ -29,6 +29,17 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("master")
     rp.add_argument("replica", nargs="?")
     rp.add_argument("--until", help="transaction id (int) or ISO-8601 instant")
+    lg = sub.add_parser("log", help="list the master's published transactions (to find a recovery target)",
+                        description="List a master's published transactions, oldest first: txn id, GTID, commit "
+                                    "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
+                                    "3 when the database is not a master.")
+    lg.add_argument("dbfarm", help="folder holding the databases")
+    lg.add_argument("master", help="the master database's name")
+    lg.add_argument("--table", help="only this table (schema.table)")
+    lg.add_argument("--operation", help="only operations starting with this (e.g. DROP, MERGE, WRITE)")
+    lg.add_argument("--since", help="from this transaction id or ISO-8601 instant (inclusive)")
+    lg.add_argument("--until", help="up to this transaction id or ISO-8601 instant (inclusive)")
+    lg.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     ac = sub.add_parser("accept", help="skip exactly the failed transaction")
     ac.add_argument("dbfarm")
     ac.add_argument("replica")
@@ -39,6 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     from wlc.config import dbfarm as resolve_dbfarm, parse_kv
     from wlc.storage import Storage
     try:
+        if args.command == "log":
+            import json
+            from .errors import ReplicaStateError
+            from .txlog import format_table, transactions
+            try:
+                found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
+                                     since=args.since, until=args.until)
+            except ReplicaStateError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 3
+            print(json.dumps(found, indent=1) if args.json else format_table(found))
+            return 0
         if args.command == "replicate":
             until = args.until
             if until is not None and until.lstrip("-").isdigit():

@@ -1,0 +1,63 @@
+"""The transaction log viewer (`wlr log`, wlr.transactions): filters and output, no Spark."""
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from wlc import batch as B
+from wlc.config import format_kv
+from wlc.storage import Storage
+from wlr import cli, transactions
+from wlr.errors import ReplicaStateError, TargetError
+
+T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+
+
+def _rec(txn, table, op, ddl=None, counts=None):
+    return B.TxnRecord(txn=txn, gtid=f"d1:{txn}", time=T0 + timedelta(minutes=txn), table=table, version=txn,
+                       operation=op, ddl=ddl, counts=counts or {})
+
+
+@pytest.fixture
+def farm(tmp_path):
+    st = Storage.of(str(tmp_path))
+    db = tmp_path / "shop"
+    logs = str(db / "wlc_logs")
+    st.makedirs(logs)
+    (db / "wlc.config").write_text(format_kv({"logs": logs, "dbid": "d1", "state": 1}))
+    batches = [[_rec(0, "sales.orders", "CREATE TABLE", "create"),
+                _rec(1, "sales.orders", "WRITE", counts={"insert": 3, "delete": 0})],
+               [_rec(2, "sales.items", "MERGE", counts={"insert": 1, "update_preimage": 2, "update_postimage": 2}),
+                _rec(3, "sales.orders", "DROP TABLE", "drop")]]
+    for n, recs in enumerate(batches):
+        staging = B.open_staging(st, logs, "shop", n)
+        B.publish(st, logs, staging, B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time,
+                                                txns=recs, cursors={}))
+    return str(tmp_path)
+
+
+def test_filters(farm):
+    assert [t["txn"] for t in transactions("shop", farm)] == [0, 1, 2, 3]
+    drop = transactions("shop", farm, operation="drop")
+    assert drop == [{"txn": 3, "gtid": "d1:3", "time": "2026-11-22T10:03:00.000000Z", "table": "sales.orders",
+                     "operation": "DROP TABLE", "rows": {}, "batch": 1}]
+    assert [t["txn"] for t in transactions("shop", farm, table="SALES.orders")] == [0, 1, 3]
+    assert [t["txn"] for t in transactions("shop", farm, since=1, until="2")] == [1, 2]
+    assert [t["txn"] for t in transactions("shop", farm, since="2026-11-22T10:02:00Z")] == [2, 3]
+    assert transactions("shop", farm, table="sales.orders", operation="WRITE")[0]["rows"] == {"insert": 3}
+    with pytest.raises(TargetError):
+        transactions("shop", farm, since="yesterday")
+    with pytest.raises(ReplicaStateError, match="not a master"):
+        transactions("nope", farm)
+
+
+def test_command_line(farm, capsys):
+    assert cli.main(["log", farm, "shop", "--operation", "DROP"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["txn", "gtid", "time", "table", "operation", "rows", "batch"]
+    assert out[1].split()[:4] == ["3", "d1:3", "2026-11-22T10:03:00.000000Z", "sales.orders"] and len(out) == 2
+    assert cli.main(["log", farm, "shop", "--table", "sales.items", "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert items[0]["rows"] == {"insert": 1, "update_postimage": 2, "update_preimage": 2}
+    assert cli.main(["log", farm, "nope"]) == 3
+    assert "not a master" in capsys.readouterr().err
