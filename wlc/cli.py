@@ -11,8 +11,25 @@ from .config import add_common, use_config, dbfarm as resolve_dbfarm
 from .errors import WlcError
 
 
+def capture_liveness(cfg: dict[str, str]) -> str:
+    """``alive``, ``stale since <instant>``, ``stopped`` or ``unknown`` (no heartbeat yet)."""
+    from datetime import datetime, timezone
+
+    from .config import number, settings
+    from .heartbeat import liveness
+    from .master import STOPPED
+
+    if int(cfg.get("state", 1)) == STOPPED:
+        return "stopped"
+    interval = number(settings()["capture"]["poll_interval"], "capture.poll_interval")
+    state, last = liveness(cfg.get("heartbeat"), interval, datetime.now(timezone.utc))
+    return f"stale since {last.isoformat()}" if state == "stale" else state
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wlc", description="Workload capture for Delta Lake masters.")
+    parser = argparse.ArgumentParser(
+        prog="wlc", description="Workload capture for Delta Lake masters.",
+        epilog="exit status: 0 ok; 2 bad input or a refused call; 3 not found (no such master)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capture", help="put a database in master mode (if needed) and capture until interrupted")
@@ -33,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             farm = resolve_dbfarm(args.dbfarm)
             cfg = read_config(Storage.of(farm), Storage.join(farm, args.dbname))
             if cfg is None:
-                print(f"{args.dbname} is not a master in {farm}", file=sys.stderr)
-                return 1
+                print(f"error: {args.dbname} is not a master in {farm}; check the dbfarm and the name, or start "
+                      f"capture with: wlc capture {args.dbfarm} {args.dbname}", file=sys.stderr)
+                return 3
             for key, value in cfg.items():
                 if key == "not_replicated" and value:
                     import json
@@ -42,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"NOT REPLICATED {path}: {reason}")
                     continue
                 print(f"{key}={value}")
+            print(f"capture={capture_liveness(cfg)}")
             return 0
         import warnings
         from .config import number

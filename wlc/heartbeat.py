@@ -25,6 +25,22 @@ log = logging.getLogger("wlc.master")
 _EPS = timedelta(microseconds=1)
 
 
+STALE_AFTER = 3  # heartbeat intervals without a heartbeat: the process is taken for gone
+
+
+def liveness(heartbeat: str | None, interval: float, now: datetime) -> tuple[str, datetime | None]:
+    """``("alive" | "stale" | "unknown", last heartbeat)`` from a state file's ``heartbeat``.
+
+    ``interval``: seconds between heartbeats; stale after :data:`STALE_AFTER` of them (at
+    least 30 s, so a long scan copying change rows is not taken for death).
+    """
+    if not heartbeat:
+        return "unknown", None
+    last = parse_utc(heartbeat)
+    alive = (now - last).total_seconds() <= max(STALE_AFTER * interval, 30.0)
+    return ("alive" if alive else "stale"), last
+
+
 class Heartbeat:
     """Staging and publishing of a :class:`wlc.Master` (a mixin: the master has the state)."""
 
@@ -150,11 +166,22 @@ class Heartbeat:
         log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
-        """Record an idle master's advancing watermark, at most once per poll interval unless ``force``."""
+        """Record an idle master's advancing watermark, at most once per poll interval unless
+        ``force``; the same write carries the heartbeat."""
         old = self.config.get("watermark")
         if old and (parse_utc(old) >= watermark
                     or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
             return
         self.config["watermark"] = utc_iso(watermark)
+        self.config["heartbeat"] = utc_iso(utcnow())
+        self._save_config()
+        self._watermark_saved = time.monotonic()
+
+    def _heartbeat(self) -> None:
+        """Write the heartbeat into ``wlc.config`` when the last one is a poll interval old
+        (an idle master's watermark writes carry it already)."""
+        if time.monotonic() - self._watermark_saved < self.poll_interval:
+            return
+        self.config["heartbeat"] = utc_iso(utcnow())
         self._save_config()
         self._watermark_saved = time.monotonic()

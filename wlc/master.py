@@ -86,7 +86,7 @@ class Master(Heartbeat):
         self._last_logged: TxnRecord | None = None
         self._error: BaseException | None = None
         self._saved_config = ""  # the text of wlc.config as this object last wrote it
-        self._watermark_saved = float("-inf")  # time.monotonic() of the last idle watermark write
+        self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
         self._known_schemas: set[str] | None = None  # session catalog schemas already looked at
         self._schemas_checked = float("-inf")  # time.monotonic() of that look
 
@@ -350,6 +350,7 @@ class Master(Heartbeat):
                     deferred = self._step(take_all=False)
                     due = self._due_in()
                 self._check_schemas()
+                self._heartbeat()
                 if deferred:
                     timeout = min(timeout, self.settle)
                 if due is not None:

@@ -18,12 +18,16 @@ def _fmt(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="wlr", description="Workload replay into Delta Lake replicas.")
+    parser = argparse.ArgumentParser(
+        prog="wlr", description="Workload replay into Delta Lake replicas.",
+        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (status); 2 bad input or a "
+               "refused call; 3 not found (no such replica or master)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("status", help="print the replica's master, tick, clock, lag and error")
-    st.add_argument("dbfarm")
-    st.add_argument("replica")
+    st = sub.add_parser("status", help="print the replica's state, tick, clock, lag, liveness and error")
+    st.add_argument("dbfarm", help="folder holding the databases")
+    st.add_argument("replica", help="the replica database's name")
+    st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     rp = sub.add_parser("replicate", help="apply the master's logs (until a txn id or instant)")
     rp.add_argument("dbfarm")
     rp.add_argument("master")
@@ -74,26 +78,35 @@ def main(argv: list[str] | None = None) -> int:
         storage = Storage.of(farm)
         path = Storage.join(farm, args.replica, CONFIG_FILE)
         if not storage.exists(path):
-            print(f"{args.replica} is not a replica in {farm} (no {CONFIG_FILE})", file=sys.stderr)
-            return 1
+            print(f"error: {args.replica} is not a replica in {farm} (no {CONFIG_FILE}); check the dbfarm and the "
+                  "name, or make it with: wlr replicate <dbfarm> <master> <replica>", file=sys.stderr)
+            return 3
         cfg = parse_kv(storage.read_text(path), path)
         rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
         if args.command == "accept":
             print(f"skipped transaction {rep.accept()}")
             return 0
         s = rep.status()
+        err = s["error"]
+        if getattr(args, "json", False):
+            import json
+            print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
+            return 1 if err else 0
+        capture = s["capture"] + (f" (heartbeat {_fmt(s['capture_heartbeat'])})" if s["capture_heartbeat"] else "")
         rows = [("replica", s["replica"]), ("master", s["master"]), ("state", s["state"]),
                 ("tick", s["tick"]), ("clock", _fmt(s["clock"])), ("master tick", s["master_tick"]),
                 ("lag (transactions)", s["lag_transactions"]),
                 ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
+                ("capture", capture), ("follower heartbeat", _fmt(s["heartbeat"])),
                 ("skipped", ",".join(map(str, s["skipped"])) or "-")]
-        err = s["error"]
         rows.append(("error", "-" if not err else
-                     f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: {err.get('cause')}"))
+                     f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
+                     f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
+                     f"{args.dbfarm} {args.replica}"))
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             print(f"{key:<{width}}  {value}")
-        return 3 if err else 0
+        return 1 if err else 0
     except WlcError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ from wlc.watch import FolderWatch
 
 from .watch import batch_watch
 
-from . import failure
+from . import failure, monitor
 from .apply import Applier, replay_session
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
@@ -128,21 +128,18 @@ class Replica(ConsistentView):
         return self._load() or self.state
 
     def status(self) -> dict:
-        """State for people: master, tick, clock, lag in transactions and seconds, error."""
-        st = self._load_or_state()
-        mcfg = read_master_config(self.storage, self.master_path) or {}
-        tick = int(st.get("tick", -1))
-        mtick = int(mcfg.get("tick", -1)) if mcfg else -1
-        clock = parse_utc(st["clock"]) if st.get("clock") else None
-        mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
-        lag_s = (mwrite - clock).total_seconds() if (mwrite and clock) else (0.0 if mtick == tick else None)
-        return {
-            "replica": self.name, "master": self.master, "state": st.get("state", "new"),
-            "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
-            "lag_transactions": max(0, mtick - tick), "lag_seconds": max(0.0, lag_s) if lag_s is not None else None,
-            "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
-            "error": ({k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None),
-        }
+        """State for people: master, tick, clock, lag, liveness and error (:mod:`wlr.monitor`).
+
+        Returns a dict: ``replica``, ``master``, ``state`` (``new``, ``idle``, ``following``,
+        ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
+        ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
+        (last published), ``master_write``, ``lag_transactions`` (master commits not applied,
+        including those capture has not published yet), ``lag_seconds`` (now - the oldest of
+        them's commit time, 0 when none; None when unknown), ``capture`` (``alive``,
+        ``stale``, ``stopped`` or ``unknown``) with ``capture_heartbeat``, ``heartbeat`` (the
+        follower's), ``skipped`` and ``error``.
+        """
+        return monitor.replica_status(self)
 
     # ------------------------------------------------------------------ set-up
     def validate(self, until=None) -> dict[str, str]:
@@ -473,6 +470,8 @@ class Replica(ConsistentView):
                     if self._stop.is_set():
                         break
                     self._step(Target("all"), progress=False)  # no bar from a background thread
+                    self.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
+                    self._save()
             except ReplicationError:
                 return  # kept in wlr.config; the next replicate() raises it
             except Exception:

@@ -1,5 +1,9 @@
 """The status commands read state files only: no Spark."""
+import json
 import os
+from datetime import datetime, timedelta, timezone
+
+from wlc.batch import utc_iso
 
 from wlc.cli import main as wlc_main
 from wlr.cli import main as wlr_main
@@ -11,25 +15,64 @@ def write(path, text):
         fh.write(text)
 
 
-def test_wlr_status_shows_lag_and_error(tmp_path, capsys):
-    write(tmp_path / "db" / "wlc.config", "state=1\ndbid=abc\ntick=9\nwrite=2026-11-22T10:00:10Z\nlogs=/x\n")
+def _published(tmp_path, times):
+    """A master ``db`` whose one published batch holds txns 0.. at ``times``; returns its logs folder."""
+    from wlc import batch as B
+    from wlc.storage import Storage
+
+    st = Storage.of(str(tmp_path))
+    logs = str(tmp_path / "db" / "wlc_logs")
+    st.makedirs(logs)
+    recs = [B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t, table="s.t", version=k, operation="WRITE")
+            for k, t in enumerate(times)]
+    B.publish(st, logs, B.open_staging(st, logs, "db", 0),
+              B.Manifest(database="db", dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}))
+    return logs
+
+
+def test_wlr_status_shows_lag_liveness_and_error(tmp_path, capsys):
+    now = datetime.now(timezone.utc)
+    times = [now - timedelta(seconds=100 - k) for k in range(10)]  # txn 7 committed 93 s ago
+    logs = _published(tmp_path, times)
+    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=9\nwrite={utc_iso(times[9])}\nlogs={logs}\n"
+          f"heartbeat={utc_iso(now)}\n")
     write(tmp_path / "rep" / "wlr.config",
-          "master=db\ndbid=abc\ntick=6\nclock=2026-11-22T10:00:04Z\nstate=failed\nskipped=3\n"
-          "error_batch=7\nerror_txn=7\nerror_table=sys.tmp\nerror_cause=checksum verification failed\n")
+          f"master=db\ndbid=abc\ntick=6\nclock={utc_iso(times[6])}\nbatches=0\nstate=failed\nskipped=3\n"
+          "error_batch=0\nerror_txn=7\nerror_table=sys.tmp\nerror_cause=checksum verification failed\n")
     rc = wlr_main(["status", str(tmp_path), "rep"])
     out = capsys.readouterr().out
-    assert rc == 3
-    assert "lag (transactions)  3" in out and "lag (seconds)       6.000" in out
-    assert "batch 7 txn 7 table sys.tmp: checksum verification failed" in out and "skipped             3" in out
+    assert rc == 1
+    lag = float(out.split("lag (seconds)")[1].split()[0])
+    assert "lag (transactions)  3" in out and 93 <= lag < 120  # from txn 7's commit, not from the last write
+    assert "capture             alive" in out
+    assert "batch 0 txn 7 table sys.tmp: checksum verification failed" in out and "skipped             3" in out
+    assert "wlr accept" in out
+    assert wlr_main(["status", str(tmp_path), "rep", "--json"]) == 1
+    s = json.loads(capsys.readouterr().out)
+    assert s["lag_transactions"] == 3 and s["capture"] == "alive" and s["error"]["txn"] == "7"
+
+
+def test_wlr_status_of_a_killed_follower_is_stale(tmp_path, capsys):
+    now = datetime.now(timezone.utc)
+    logs = _published(tmp_path, [now - timedelta(seconds=5)])
+    old = utc_iso(now - timedelta(hours=1))
+    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=0\nlogs={logs}\nheartbeat={old}\n")
+    write(tmp_path / "rep" / "wlr.config",
+          f"master=db\ndbid=abc\ntick=0\nbatches=1\nstate=following\nheartbeat={old}\n")
+    assert wlr_main(["status", str(tmp_path), "rep", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["state"], s["lag_transactions"], s["lag_seconds"]) == ("stale", 0, 0.0)
+    assert s["capture"] == "stale" and s["heartbeat"].startswith(old[:19])
 
 
 def test_wlr_status_of_a_non_replica(tmp_path, capsys):
-    assert wlr_main(["status", str(tmp_path), "nothing"]) == 1
+    assert wlr_main(["status", str(tmp_path), "nothing"]) == 3
     assert "not a replica" in capsys.readouterr().err
 
 
 def test_wlc_status(tmp_path, capsys):
     write(tmp_path / "db" / "wlc.config", "state=2\nbeat=300\n")
     assert wlc_main(["status", str(tmp_path), "db"]) == 0
-    assert "state=2" in capsys.readouterr().out
-    assert wlc_main(["status", str(tmp_path), "other"]) == 1
+    out = capsys.readouterr().out
+    assert "state=2" in out and "capture=stopped" in out
+    assert wlc_main(["status", str(tmp_path), "other"]) == 3

@@ -1,0 +1,120 @@
+"""Lag and liveness: how far a replica is behind its master, and whether capture and a
+follower are alive.
+
+Lag counts master commits, not published transactions: a commit capture has not yet
+published (the open batch, or a capturer that is down) is not on the replica either. Lag
+in transactions is the published transactions after the replica's tick plus the commits
+of the master's tables after capture's cursors (the newest batch's, else the snapshot's);
+lag in seconds is how old the oldest of those is (now - its commit time), 0 when there is
+none (PostgreSQL's ``replay_lag`` is measured the same way: from the commit, not from the
+last thing replayed).
+
+Liveness: capture writes ``heartbeat=<UTC instant>`` into ``wlc.config`` at least once a
+poll interval while it runs, and a follower writes it into ``wlr.config`` once a beat; a
+heartbeat older than :data:`STALE_AFTER` intervals means the process is gone (killed or
+hung) since then.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+from wlc import batch as batchfmt
+from wlc import snapshot as snap
+from wlc.batch import parse_utc
+from wlc.capture import Cursor, discover_tables
+from wlc.config import number, settings
+from wlc.deltalog import list_versions, read_commit
+from wlc.errors import BatchError
+from wlc.heartbeat import liveness
+from wlc.master import STOPPED, read_config as read_master_config
+from wlc.storage import Storage
+
+from . import failure
+
+def _cursors(storage: Storage, mcfg: dict[str, str], master: str, logs: str) -> dict[str, int]:
+    """Capture's position per table: ``{"schema.table": last version examined}``."""
+    published = batchfmt.list_batches(storage, logs, master)
+    if published:
+        try:
+            state = batchfmt.read_manifest(storage, published[-1][1]).cursors
+        except BatchError:
+            return {}
+        return {k: Cursor.from_json(v).version for k, v in (state.get("tables") or {}).items()}
+    if mcfg.get("snapshot"):
+        body = snap.read(storage, mcfg["snapshot"])
+        return {k: Cursor.from_json(v).version for k, v in body["tables"].items()}
+    return {}
+
+
+def uncaptured(storage: Storage, master_path: str, mcfg: dict[str, str], master: str) -> tuple[int, datetime | None]:
+    """``(commits, oldest commit time)`` of the master's tables after capture's cursors.
+
+    Commits that change no data (OPTIMIZE, VACUUM) are not transactions and not counted;
+    a table dropped since is one commit of unknown time.
+    """
+    logs = mcfg.get("logs") or Storage.join(master_path, "wlc_logs")
+    cursors = _cursors(storage, mcfg, master, logs)
+    skip = {os.path.basename(logs.rstrip("/"))}
+    tables = discover_tables(storage, master_path, skip)
+    count, oldest = 0, None
+    for name, path in tables.items():
+        for v in list_versions(storage, path):
+            if v <= cursors.get(name, -1):
+                continue
+            commit = read_commit(storage, path, v)
+            if commit.data_change or commit.metadata is not None:
+                count += 1
+                oldest = commit.timestamp if oldest is None else min(oldest, commit.timestamp)
+    count += sum(1 for name in cursors if name not in tables)
+    return count, oldest
+
+
+def next_published_time(storage: Storage, logs: str, master: str, first_batch: int, tick: int) -> datetime | None:
+    """Commit time of the first published transaction after ``tick`` (in batch ``first_batch`` or later)."""
+    for _number, path in batchfmt.list_batches(storage, logs, master, first_batch):
+        try:
+            txns = batchfmt.read_manifest(storage, path).txns
+        except BatchError:
+            return None
+        for rec in txns:
+            if rec.txn > tick:
+                return rec.time
+    return None
+
+def replica_status(rep) -> dict:
+    """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
+    st = rep._load_or_state()
+    mcfg = read_master_config(rep.storage, rep.master_path) or {}
+    now = datetime.now(timezone.utc)
+    tick = int(st.get("tick", -1))
+    mtick = int(mcfg.get("tick", -1)) if mcfg else -1
+    clock = parse_utc(st["clock"]) if st.get("clock") else None
+    mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
+    behind = max(0, mtick - tick)
+    pending, oldest = uncaptured(rep.storage, rep.master_path, mcfg, rep.master) if mcfg else (0, None)
+    logs = st.get("logs") or mcfg.get("logs") or Storage.join(rep.master_path, "wlc_logs")
+    first = next_published_time(rep.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
+        if behind else None
+    times = [t for t in (first, oldest) if t is not None]
+    if behind + pending == 0:
+        lag_s = 0.0
+    else:
+        lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
+    state = st.get("state", "new")
+    follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now)
+    if state == "following" and follower == "stale":
+        state = "stale"
+    if mcfg and int(mcfg.get("state", 1)) == STOPPED:
+        capture, capture_at = "stopped", None
+    else:
+        poll = number(settings()["capture"]["poll_interval"], "capture.poll_interval")
+        capture, capture_at = liveness(mcfg.get("heartbeat"), poll, now)
+    return {
+        "replica": rep.name, "master": rep.master, "state": state,
+        "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
+        "lag_transactions": behind + pending, "lag_seconds": lag_s,
+        "capture": capture, "capture_heartbeat": capture_at, "heartbeat": beat_at,
+        "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
+        "error": ({k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None),
+    }
