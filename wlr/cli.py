@@ -17,6 +17,41 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def _follow(rep) -> int:
+    """``wlr replicate --follow``: follow until SIGINT/SIGTERM; 1 when replay stopped at a failure."""
+    import signal
+    import threading
+
+    out = logging.StreamHandler(sys.stdout)  # the wlr.log lines, as they are written
+    out.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger("wlr.replica").addHandler(out)
+    logging.getLogger("wlr.replica").setLevel(logging.INFO)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            rep.replicate(None, follow=True)
+        except WlcError as exc:  # stored in wlr.config too; the service stops
+            failed.append(exc)
+            done.set()
+
+    print(f"{rep.name}: following {rep.master} (beat {rep.beat()} s); Ctrl-C or SIGTERM stops", flush=True)
+    catch_up = threading.Thread(target=run, name="wlr-catch-up", daemon=True)
+    catch_up.start()
+    while not done.wait(1.0):
+        if not catch_up.is_alive() and not rep.following():
+            break  # follow mode stopped at a failed transaction
+    rep.stop()  # each table ends the segment it is applying
+    catch_up.join()
+    rep.close()  # and the follow thread, when the catch-up had started it
+    err = rep.status()["error"]
+    print(f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {failed[0]}" if failed else ""), flush=True)
+    return 1 if (err or failed) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="wlr", description="Workload replay into Delta Lake replicas.",
@@ -29,10 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("replica", help="the replica database's name")
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     rp = sub.add_parser("replicate", help="apply the master's logs (until a txn id or instant)")
-    rp.add_argument("dbfarm")
-    rp.add_argument("master")
-    rp.add_argument("replica", nargs="?")
-    rp.add_argument("--until", help="transaction id (int) or ISO-8601 instant")
+    rp.add_argument("dbfarm", help="folder holding the databases")
+    rp.add_argument("master", help="the master database's name")
+    rp.add_argument("replica", nargs="?", help="the replica database's name (default <master>_replica)")
+    rp.add_argument("--until", help="transaction id (int) or ISO-8601 instant (inclusive)")
+    rp.add_argument("--follow", action="store_true",
+                    help="run as a service: apply what is published, then keep following until SIGINT or "
+                         "SIGTERM (which stop it after the current round of segments); a line per applied "
+                         "segment or transaction")
     lg = sub.add_parser("log", help="list the master's published transactions (to find a recovery target)",
                         description="List a master's published transactions, oldest first: txn id, GTID, commit "
                                     "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
@@ -66,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             print(json.dumps(found, indent=1) if args.json else format_table(found))
             return 0
+        if args.command == "replicate" and args.follow:
+            if args.until is not None:
+                print("error: --follow and --until exclude each other: follow everything, or stop at a target",
+                      file=sys.stderr)
+                return 2
+            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm))
         if args.command == "replicate":
             until = args.until
             if until is not None and until.lstrip("-").isdigit():

@@ -65,12 +65,16 @@ class Round:
             files that failed verification, change rows capture could not copy).
         on_progress: called (under ``lock``) with ``{table: last txn applied}`` after each unit.
         note: writes a line to ``wlr.log``.
+        stop: when set, each table stops after the segment it is applying (the round ends
+            early; what landed is recorded, the rest is applied by a later round).
     """
 
     def __init__(self, applier: Applier, state: dict[str, str], lock: threading.RLock,
                  items: dict[int, Item], bad: dict[int, str],
-                 on_progress: Callable[[dict[str, int]], None], note: Callable[[str], None]):
+                 on_progress: Callable[[dict[str, int]], None], note: Callable[[str], None],
+                 stop: threading.Event | None = None):
         self.applier, self.state, self.lock = applier, state, lock
+        self.stop = stop  # set: every table stops after its current segment (wlr.stop(), SIGTERM)
         self.items, self.bad = items, bad
         self.on_progress, self.note = on_progress, note
         self.done: dict[str, int] = {}
@@ -112,7 +116,7 @@ class Round:
 
     def _table(self, applier: Applier, segs: list[Segment]) -> None:
         for seg in segs:
-            if self._halt.is_set():
+            if self._halt.is_set() or (self.stop is not None and self.stop.is_set()):
                 return
             try:
                 self._segment(applier, seg)

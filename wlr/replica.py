@@ -282,6 +282,7 @@ class Replica(ConsistentView):
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
         self.validate(until)
         self.stop()
+        self._stop.clear()  # a stop() from now on ends this call after the segments being applied
         with self._lock:
             self._acquire()
             try:
@@ -291,7 +292,7 @@ class Replica(ConsistentView):
                 deadline = time.monotonic() + timeout
                 while True:
                     reached, waiting = self._step(target)
-                    if reached:
+                    if reached or self._stop.is_set():
                         break
                     if time.monotonic() >= deadline:
                         raise ReplicationTimeout(f"waited {timeout:g} s for {waiting}; the replica is at "
@@ -299,13 +300,13 @@ class Replica(ConsistentView):
                     self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
                 self.state["until"] = "" if until is None else str(until)
                 failed = bool(self.state.get("error_cause"))
-                self.state["state"] = "failed" if failed else (
-                    "following" if (target.kind == "all" and follow) else "idle")
+                follow = follow and target.kind == "all" and not self._stop.is_set()
+                self.state["state"] = "failed" if failed else ("following" if follow else "idle")
                 self._save()
             finally:
-                if not (target.kind == "all" and follow):
+                if not follow:
                     self._release()
-        if target.kind == "all" and follow:
+        if follow:
             self._start_follow()
         return self
 
@@ -354,6 +355,8 @@ class Replica(ConsistentView):
         # unless the replica already stood at a target transaction
         if broken is not None and not (target.kind == "txn" and tick >= target.txn):
             self._fail(broken.batch, None, None, broken.cause)
+        if self._stop.is_set():
+            return False, "stop() was called"  # the round may have ended early: the target is not known reached
         if target.kind == "txn" and not todo.reached and stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
                                      f"transaction {target.txn} will never be published (the replica "
@@ -411,7 +414,7 @@ class Replica(ConsistentView):
                 self._set_view(reached, done)  # saved with the tick: readers see both move together
             self._save()
 
-        rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log)
+        rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log, self._stop)
         return rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
@@ -459,7 +462,6 @@ class Replica(ConsistentView):
 
     # ------------------------------------------------------------------ follow mode
     def _start_follow(self) -> None:
-        self._stop.clear()
         self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)
         self._thread.start()
 
@@ -482,14 +484,13 @@ class Replica(ConsistentView):
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop following (MonetDB's wlr.stop()); a running round finishes its segments first."""
+        """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=120)
         self._thread = None
-        self._stop.clear()
         with self._lock:
             if self.state.get("state") == "following":
                 self.state["state"] = "idle"

@@ -1,0 +1,66 @@
+"""`wlr replicate --follow` as a service: a line per applied segment, a clean stop on SIGTERM."""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import wlr
+
+from .helpers import rows, sql
+
+pytestmark = pytest.mark.spark
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _lines(proc) -> "queue.Queue[str]":
+    out: queue.Queue[str] = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            out.put(line)
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+def _wait_for(lines: "queue.Queue[str]", text: str, seen: list[str], seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if text in line:
+            return
+    raise AssertionError(f"no line with {text!r} within {seconds} s; output:\n{''.join(seen)[-3000:]}")
+
+
+def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
+    t = master.table_path("s.t")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--follow"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    try:
+        lines = _lines(proc)
+        _wait_for(lines, "following m", seen)
+        _wait_for(lines, "applied s.t transaction 1", seen)
+        last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (2)")  # published while the service follows
+        _wait_for(lines, f"applied s.t transaction {last}", seen)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 0, out[-3000:]
+    assert f"r: stopped at transaction {last}" in out
+    rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
+    assert rep.status()["state"] == "idle" and rows(rep.table("s.t")) == [(1,), (2,)]
