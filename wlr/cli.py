@@ -24,8 +24,10 @@ def _follow(rep) -> int:
 
     out = logging.StreamHandler(sys.stdout)  # the wlr.log lines, as they are written
     out.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logging.getLogger("wlr.replica").addHandler(out)
-    logging.getLogger("wlr.replica").setLevel(logging.INFO)
+    lines = logging.getLogger("wlr.replica")
+    lines.addHandler(out)
+    lines.setLevel(logging.INFO)
+    lines.propagate = False  # not a second time on stderr
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
