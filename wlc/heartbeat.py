@@ -163,7 +163,8 @@ class Heartbeat:
         self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
                             "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
         self._save_config()
-        log.info("published batch %d: txns %d..%d", manifest.batch, manifest.first_txn, manifest.last_txn)
+        self._note(f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
+                   f"({len(manifest.txns)}), watermark {utc_iso(watermark)}")
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless

@@ -36,6 +36,7 @@ log = logging.getLogger("wlc.master")
 
 CONFIG_FILE = "wlc.config"
 LOCK_FILE = "wlc.lock"  # held (fcntl) by the process that captures the database
+LOG_FILE = "wlc.log"  # a line per published batch
 REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
 
@@ -338,7 +339,7 @@ class Master(Heartbeat):
             return False  # data files: their commit wakes us
         name = os.path.basename(path)
         return not (os.path.dirname(path) == self.path.rstrip(os.sep)
-                    and (name in (CONFIG_FILE, LOCK_FILE) or name.startswith(f".{CONFIG_FILE}.")))
+                    and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}.")))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -364,6 +365,13 @@ class Master(Heartbeat):
                 self._watch.wait(timeout)
             else:
                 self._stop.wait(timeout)
+
+    def _note(self, message: str) -> None:
+        """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""
+        log.info("%s: %s", self.dbname, message)
+        if self.storage.local:
+            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
+                fh.write(f"{utc_iso(utcnow())} {message}\n")
 
     def _check_schemas(self) -> None:
         """Warn, once each, about schemas made in this session's catalog outside any master
