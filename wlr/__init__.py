@@ -15,9 +15,10 @@ from wlc import __version__
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
 from .plan import parse_until
 from .replica import Replica
+from .monitor import lag_history
 from .txlog import transactions
 
-__all__ = ["__version__", "replicate", "transactions", "stop", "accept", "beat", "clock", "tick", "status", "current",
+__all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError",
            "parse_until"]
 

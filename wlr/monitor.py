@@ -32,6 +32,8 @@ from wlc.storage import Storage
 
 from . import failure
 
+TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
+
 def _cursors(storage: Storage, mcfg: dict[str, str], master: str, logs: str) -> dict[str, int]:
     """Capture's position per table: ``{"schema.table": last version examined}``."""
     published = batchfmt.list_batches(storage, logs, master)
@@ -118,3 +120,61 @@ def replica_status(rep) -> dict:
         "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
         "error": ({k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None),
     }
+
+
+def lag_history(replica: str, dbfarm: str | None = None):
+    """Lag over time of replica ``replica``, from its ``wlr.log`` and its master's published logs.
+
+    Args:
+        replica: the replica database's name.
+        dbfarm: folder holding it; default ``$WLC_DBFARM`` or ``dbfarm`` in config.
+
+    Returns:
+        pandas.DataFrame with columns ``time`` (UTC), ``master_tick`` (last master
+        transaction committed by then), ``replica_tick`` (last one applied by then) and
+        ``lag_seconds`` (the age then of the oldest committed transaction not yet applied,
+        0 when none), one row at every master commit and every replica tick, ascending.
+        Commits capture had not published at the time are counted once published.
+
+    Raises:
+        ReplicaStateError: ``replica`` is not a replica.
+    """
+    import bisect
+    import pandas as pd
+
+    from wlc.config import dbfarm as resolve_dbfarm, parse_kv
+
+    from .errors import ReplicaStateError
+
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, replica)
+    state_path = Storage.join(path, "wlr.config")
+    if not storage.exists(state_path):
+        raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name")
+    st = parse_kv(storage.read_text(state_path), state_path)
+    master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
+    logs = st.get("logs") or Storage.join(master_path, "wlc_logs")
+    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(storage, logs, st["master"])
+                     for rec in batchfmt.read_manifest(storage, p).txns)
+    ticks = []  # (time, replica tick)
+    log_path = Storage.join(path, "wlr.log")
+    if storage.exists(log_path):
+        for line in storage.read_text(log_path).splitlines():
+            stamp, _, text = line.partition(" ")
+            if text.startswith(TICK_LINE + " "):
+                ticks.append((parse_utc(stamp), int(text.split()[2])))
+    times = sorted({t for t, _ in commits} | {t for t, _ in ticks})
+    commit_times = [t for t, _ in commits]
+    txn_time = {txn: t for t, txn in commits}
+    rows, k, rtick = [], 0, -1
+    for now in times:
+        while k < len(ticks) and ticks[k][0] <= now:
+            rtick = max(rtick, ticks[k][1])
+            k += 1
+        done = bisect.bisect_right(commit_times, now)
+        mtick = commits[done - 1][1] if done else -1
+        waiting = txn_time.get(rtick + 1)
+        lag = (now - waiting).total_seconds() if waiting is not None and waiting <= now else 0.0
+        rows.append((now, mtick, rtick, max(0.0, lag)))
+    return pd.DataFrame(rows, columns=["time", "master_tick", "replica_tick", "lag_seconds"])

@@ -348,6 +348,8 @@ class Replica(ConsistentView):
         failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
         self._advance(batches)
         self._save()
+        if int(self.state.get("tick", -1)) > tick:  # wlr.lag_history() reads these lines
+            self._log(f"{monitor.TICK_LINE} {self.state['tick']} (committed {self.state.get('clock', '')})")
         self._note_recovery(-1)  # a transaction's failure, passed now
         if failed is not None:
             self._fail(failed.batch, failed.txn, failed.table, failed.cause)

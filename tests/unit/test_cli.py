@@ -76,3 +76,20 @@ def test_wlc_status(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "state=2" in out and "capture=stopped" in out
     assert wlc_main(["status", str(tmp_path), "other"]) == 3
+
+
+def test_lag_history_from_the_logs(tmp_path):
+    import wlr
+
+    t0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+    logs = _published(tmp_path, [t0, t0 + timedelta(seconds=10), t0 + timedelta(seconds=20)])
+    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=2\nlogs={logs}\n")
+    write(tmp_path / "rep" / "wlr.config", f"master=db\ndbid=abc\ntick=2\nlogs={logs}\n")
+    write(tmp_path / "rep" / "wlr.log",
+          f"{utc_iso(t0 + timedelta(seconds=4))} applied s.t transaction 0 (WRITE) in 1.00 s\n"
+          f"{utc_iso(t0 + timedelta(seconds=4))} at transaction 0 (committed {utc_iso(t0)})\n"
+          f"{utc_iso(t0 + timedelta(seconds=25))} at transaction 2 (committed {utc_iso(t0)})\n")
+    h = wlr.lag_history("rep", str(tmp_path))
+    assert list(h.columns) == ["time", "master_tick", "replica_tick", "lag_seconds"]
+    got = [((r.time - t0).total_seconds(), r.master_tick, r.replica_tick, r.lag_seconds) for r in h.itertuples()]
+    assert got == [(0, 0, -1, 0.0), (4, 0, 0, 0.0), (10, 1, 0, 0.0), (20, 2, 0, 10.0), (25, 2, 2, 0.0)]
