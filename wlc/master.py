@@ -350,8 +350,8 @@ class Master(Heartbeat):
                         return
                     deferred = self._step(take_all=False)
                     due = self._due_in()
+                    self._heartbeat()
                 self._check_schemas()
-                self._heartbeat()
                 if deferred:
                     timeout = min(timeout, self.settle)
                 if due is not None:
