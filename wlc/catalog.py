@@ -17,6 +17,7 @@ tables by name calls :func:`wlc.master` or :func:`wlc.attach` (which call :func:
 from __future__ import annotations
 
 import logging
+import os
 import urllib.parse
 import warnings
 
@@ -118,18 +119,21 @@ def _adopt(spark, schema: str, table: str, ref: str, uri: str) -> None:
                       "to drop it", stacklevel=3)
 
 
-def foreign_schemas(spark, storage: Storage, known: set[str]) -> list[tuple[str, str]]:
-    """Schemas added to the session catalog since ``known`` (which is updated) that are not
-    in a master database (their folder's parent has no ``wlc.config``): ``[(name, location)]``."""
-    out = []
-    for db in spark.catalog.listDatabases():
-        if db.name in known:
-            continue
-        known.add(db.name)
-        loc = db.locationUri or ""
-        parsed = urllib.parse.urlparse(loc)
-        parent = urllib.parse.unquote(parsed.path).rstrip("/").rsplit("/", 1)[0] if parsed.scheme in ("", "file") \
-            else loc.rstrip("/").rsplit("/", 1)[0]
-        if not storage.exists(Storage.join(parent, "wlc.config")):
-            out.append((db.name, loc))
-    return out
+def warehouse_folder(spark) -> str | None:
+    """Spark's warehouse folder (where ``CREATE SCHEMA x`` without a location puts ``x.db``)
+    when it is local, else None."""
+    uri = spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return urllib.parse.unquote(parsed.path) if parsed.scheme else os.path.abspath(uri)
+
+
+def warehouse_schemas(folder: str | None) -> set[str]:
+    """Names of the schemas in Spark's local warehouse folder (its ``<name>.db`` folders).
+
+    A folder listing, not a catalog call: capture looks every second, and listing the
+    session catalog costs a sixth of a second of JVM time a call."""
+    if folder is None or not os.path.isdir(folder):
+        return set()
+    return {n[:-3] for n in os.listdir(folder) if n.endswith(".db")}

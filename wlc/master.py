@@ -88,7 +88,8 @@ class Master(Heartbeat):
         self._error: BaseException | None = None
         self._saved_config = ""  # the text of wlc.config as this object last wrote it
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
-        self._known_schemas: set[str] | None = None  # session catalog schemas already looked at
+        self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
+        self._warehouse: str | None = None
         self._schemas_checked = float("-inf")  # time.monotonic() of that look
 
     # ------------------------------------------------------------------ properties
@@ -131,7 +132,8 @@ class Master(Heartbeat):
         processes made since. Returns ``{schema folder: reason}`` for folders left out.
         """
         left_out = catalog.register(self.spark, self.storage, self.path, self._skip_schemas())
-        self._known_schemas = {db.name for db in self.spark.catalog.listDatabases()}
+        self._warehouse = catalog.warehouse_folder(self.spark)
+        self._known_schemas = catalog.warehouse_schemas(self._warehouse)
         return left_out
 
     def attach(self) -> "Master":
@@ -374,17 +376,20 @@ class Master(Heartbeat):
                 fh.write(f"{utc_iso(utcnow())} {message}\n")
 
     def _check_schemas(self) -> None:
-        """Warn, once each, about schemas made in this session's catalog outside any master
-        (a ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
+        """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
+        ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
         if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self.poll_interval, 1.0):
             return
         self._schemas_checked = time.monotonic()
-        for name, loc in catalog.foreign_schemas(self.spark, self.storage, self._known_schemas):
-            text = (f"schema {name!r} was made at {loc}, outside master {self.dbname!r}: its tables are not "
-                    f"captured; make master schemas with Master.create_schema({name!r}) (e.g. "
-                    f"wlc.current().create_schema({name!r})) or CREATE SCHEMA ... LOCATION '<db>/{name}'")
+        found = catalog.warehouse_schemas(self._warehouse)
+        for name in sorted(found - self._known_schemas):
+            text = (f"schema {name!r} was made at {os.path.join(self._warehouse, name + '.db')}, outside master "
+                    f"{self.dbname!r}: its tables are not captured; make master schemas with "
+                    f"Master.create_schema({name!r}) (e.g. wlc.current().create_schema({name!r})) or "
+                    f"CREATE SCHEMA ... LOCATION '<db>/{name}'")
             log.warning(text)
             warnings.warn(text, stacklevel=2)
+        self._known_schemas |= found
 
     def _note_refused(self, refused: dict[str, str]) -> None:
         """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""
