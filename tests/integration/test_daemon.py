@@ -19,14 +19,16 @@ pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _lines(proc) -> "queue.Queue[str]":
+def _lines(proc) -> tuple["queue.Queue[str]", threading.Thread]:
+    """The process's output lines as they come (a thread reads them: nothing else may)."""
     out: queue.Queue[str] = queue.Queue()
 
     def pump():
         for line in proc.stdout:
             out.put(line)
-    threading.Thread(target=pump, daemon=True).start()
-    return out
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return out, reader
 
 
 def _wait_for(lines: "queue.Queue[str]", text: str, seen: list[str], seconds: float = 180) -> None:
@@ -50,16 +52,19 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     proc = subprocess.Popen([sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--follow"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: list[str] = []
+    lines, reader = _lines(proc)
     try:
-        lines = _lines(proc)
         _wait_for(lines, "following m", seen)
         _wait_for(lines, "applied s.t transaction 1", seen)
         last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (2)")  # published while the service follows
         _wait_for(lines, f"applied s.t transaction {last}", seen)
     finally:
         proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=120)
-    out = "".join(seen) + rest
+        proc.wait(timeout=120)
+        reader.join(timeout=30)  # the rest of the output, up to the end of the pipe
+    while not lines.empty():
+        seen.append(lines.get())
+    out = "".join(seen)
     assert proc.returncode == 0, out[-3000:]
     assert f"r: stopped at transaction {last}" in out
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
