@@ -41,6 +41,12 @@ REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is
 STARTED, STOPPED = 1, 2
 
 
+def logs_of(cfg: dict[str, str], db_path: str) -> str:
+    """The log folder of the master at ``db_path`` whose wlc.config is ``cfg``: its ``logs``,
+    else ``<db>/wlc_logs``."""
+    return cfg.get("logs") or Storage.join(db_path, "wlc_logs")
+
+
 def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
     """A database's ``wlc.config`` as a dict, or None when it is not (and never was) a master."""
     path = Storage.join(db_path, CONFIG_FILE)
@@ -101,7 +107,7 @@ class Master(Heartbeat):
 
     @property
     def logs(self) -> str:
-        return self.config.get("logs") or Storage.join(self.path, "wlc_logs")
+        return logs_of(self.config, self.path)
 
     @property
     def state(self) -> int:
@@ -178,7 +184,7 @@ class Master(Heartbeat):
                 raise MasterStateError(
                     f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
                     "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then call master() again")
-            logs = existing.get("logs") or Storage.join(self.path, "wlc_logs")
+            logs = logs_of(existing, self.path)
             if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(logs):
                 raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self._logs_arg}; "
                                        "call master() without logs=")

@@ -27,7 +27,7 @@ from wlc.config import number, settings
 from wlc.deltalog import list_versions, read_commit
 from wlc.errors import BatchError
 from wlc.heartbeat import liveness
-from wlc.master import STOPPED, read_config as read_master_config
+from wlc.master import STOPPED, logs_of, read_config as read_master_config
 from wlc.storage import Storage
 
 from . import failure
@@ -55,7 +55,7 @@ def uncaptured(storage: Storage, master_path: str, mcfg: dict[str, str], master:
     Commits that change no data (OPTIMIZE, VACUUM) are not transactions and not counted;
     a table dropped since is one commit of unknown time.
     """
-    logs = mcfg.get("logs") or Storage.join(master_path, "wlc_logs")
+    logs = logs_of(mcfg, master_path)
     cursors = _cursors(storage, mcfg, master, logs)
     skip = {os.path.basename(logs.rstrip("/"))}
     tables = discover_tables(storage, master_path, skip)
@@ -95,7 +95,7 @@ def replica_status(rep) -> dict:
     mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
     behind = max(0, mtick - tick)
     pending, oldest = uncaptured(rep.storage, rep.master_path, mcfg, rep.master) if mcfg else (0, None)
-    logs = st.get("logs") or mcfg.get("logs") or Storage.join(rep.master_path, "wlc_logs")
+    logs = st.get("logs") or logs_of(mcfg, rep.master_path)
     first = next_published_time(rep.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
         if behind else None
     times = [t for t in (first, oldest) if t is not None]
@@ -154,7 +154,7 @@ def lag_history(replica: str, dbfarm: str | None = None):
         raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name")
     st = parse_kv(storage.read_text(state_path), state_path)
     master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
-    logs = st.get("logs") or Storage.join(master_path, "wlc_logs")
+    logs = st.get("logs") or logs_of({}, master_path)
     commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(storage, logs, st["master"])
                      for rec in batchfmt.read_manifest(storage, p).txns)
     ticks = []  # (time, replica tick)

@@ -14,7 +14,7 @@ from typing import Iterable
 from wlc import batch as batchfmt
 from wlc.batch import TxnRecord, utc_iso
 from wlc.config import dbfarm as resolve_dbfarm
-from wlc.master import read_config as read_master_config
+from wlc.master import logs_of, read_config as read_master_config
 from wlc.storage import Storage
 
 from .errors import ReplicaStateError
@@ -71,7 +71,7 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
     cfg = read_master_config(storage, path)
     if cfg is None:
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
-    logs = cfg.get("logs") or Storage.join(path, "wlc_logs")
+    logs = logs_of(cfg, path)
     out = []
     for number, batch_path in batchfmt.list_batches(storage, logs, master):
         for rec in batchfmt.read_manifest(storage, batch_path).txns:
