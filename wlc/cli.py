@@ -26,20 +26,63 @@ def capture_liveness(cfg: dict[str, str]) -> str:
     return f"stale since {last.isoformat()}" if state == "stale" else state
 
 
-def main(argv: list[str] | None = None) -> int:
+STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
+
+
+def master_status(dbname: str, cfg: dict[str, str]) -> dict:
+    """``wlc status`` as a dict: wlc.config's keys (numbers as ints, ``not_replicated`` as a
+    dict of table path -> reason) plus ``master``, ``state_name`` and ``capture`` (liveness)."""
+    import json
+
+    out: dict = {"master": dbname}
+    for key, value in cfg.items():
+        if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
+            out[key] = int(value)
+        elif key == "not_replicated":
+            out[key] = json.loads(value) if value else {}
+        else:
+            out[key] = value
+    out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
+    out["capture"] = capture_liveness(cfg)
+    return out
+
+
+def format_status(s: dict) -> str:
+    """Human text of :func:`master_status`: one aligned line per fact, then NOT REPLICATED lines."""
+    rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
+            ("capture", s["capture"] + (f" (heartbeat {s['heartbeat']})" if s.get("heartbeat") else "")),
+            ("tick", f"{s.get('tick', '-')} (last published transaction)"),
+            ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
+            ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
+            ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
+            ("dbid", s.get("dbid") or "-"), ("created", s.get("created") or "-")]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
         prog="wlc", description="Workload capture for Delta Lake masters.",
         epilog="exit status: 0 ok; 2 bad input or a refused call; 3 not found (no such master)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capture", help="put a database in master mode (if needed) and capture until interrupted")
-    cap.add_argument("dbfarm")
-    cap.add_argument("dbname")
+    cap.add_argument("dbfarm", help="folder holding the databases")
+    cap.add_argument("dbname", help="the master database's name (a folder in the dbfarm)")
     cap.add_argument("--logs", help="log folder for a new master (default <dbfarm>/<dbname>/wlc_logs)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
-    st = sub.add_parser("status", help="print a master's wlc.config")
-    st.add_argument("dbfarm")
-    st.add_argument("dbname")
+    st = sub.add_parser("status", help="print a master's state, tick, logs, heartbeat and capture liveness")
+    st.add_argument("dbfarm", help="folder holding the databases")
+    st.add_argument("dbname", help="the master database's name")
+    st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -53,14 +96,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {args.dbname} is not a master in {farm}; check the dbfarm and the name, or start "
                       f"capture with: wlc capture {args.dbfarm} {args.dbname}", file=sys.stderr)
                 return 3
-            for key, value in cfg.items():
-                if key == "not_replicated" and value:
-                    import json
-                    for path, reason in sorted(json.loads(value).items()):
-                        print(f"NOT REPLICATED {path}: {reason}")
-                    continue
-                print(f"{key}={value}")
-            print(f"capture={capture_liveness(cfg)}")
+            status = master_status(args.dbname, cfg)
+            if args.json:
+                import json
+                print(json.dumps(status, indent=1))
+            else:
+                print(format_status(status))
             return 0
         import warnings
         from .config import number
@@ -80,5 +121,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capture stopped at transaction {m.tick()}")
         return 0
     except WlcError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc.cli}", file=sys.stderr)
         return 2

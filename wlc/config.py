@@ -137,13 +137,15 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
     """
     chosen = str(value) if value is not None else str(settings()["dbfarm"])
     if not chosen.strip():
-        raise ConfigError("the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM")
+        raise ConfigError("the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM",
+                          cli="the dbfarm is empty: give the folder that holds the databases as the first argument")
     if "://" in chosen:
         return chosen.rstrip("/")
     path = Path(chosen).expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"dbfarm {str(path)!r} is a file, not a folder: pass the folder that holds the "
-                          "databases (dbfarm=... or WLC_DBFARM)")
+                          "databases (dbfarm=... or WLC_DBFARM)",
+                          cli=f"dbfarm {str(path)!r} is a file, not a folder: give the folder that holds the databases")
     return str(path)
 
 

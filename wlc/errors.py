@@ -2,7 +2,22 @@
 
 
 class WlcError(Exception):
-    """Base class of every error wlc and wlr raise on purpose."""
+    """Base class of every error wlc and wlr raise on purpose.
+
+    ``str(error)`` names the problem and its fix as a Python call; ``error.cli`` is the same
+    message with the fix as a command (``wlc ...``/``wlr ...``), which the command line
+    prints. Errors whose fix is neither (a file to repair, a name to change) have
+    ``cli`` equal to ``str(error)``.
+    """
+
+    def __init__(self, *args, cli: str | None = None):
+        super().__init__(*args)
+        self._cli = cli
+
+    @property
+    def cli(self) -> str:
+        """The message as the command line prints it: the fix given as a command."""
+        return self._cli if self._cli is not None else str(self)
 
 
 class ConfigError(WlcError, ValueError):

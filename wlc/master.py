@@ -153,11 +153,16 @@ class Master(Heartbeat):
         existing = read_config(self.storage, self.path)
         if existing is None:
             raise MasterStateError(f"database {self.dbname!r} in {self.dbfarm} is not a master; put it in master "
-                                   f"mode first: wlc.master({self.dbname!r})")
+                                   f"mode first: wlc.master({self.dbname!r})",
+                                   cli=f"database {self.dbname!r} in {self.dbfarm} is not a master; put it in "
+                                       f"master mode first: wlc capture {self.dbfarm} {self.dbname}")
         self.config = existing
         if self.state != STARTED:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
-                                   "not captured any more; take a new snapshot with wlc.master() on a new database")
+                                   "not captured any more; take a new snapshot with wlc.master() on a new database",
+                                   cli=f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
+                                       "not captured any more; take a new snapshot with: wlc capture "
+                                       f"{self.dbfarm} <new database>")
         self.register_catalog()
         return self
 
@@ -171,7 +176,9 @@ class Master(Heartbeat):
         """
         if self._logs_arg is not None and not str(self._logs_arg).strip():
             raise ConfigError("logs='' is not a folder: pass a folder path for the logs, or leave logs out "
-                              "to log into <dbfarm>/<dbname>/wlc_logs")
+                              "to log into <dbfarm>/<dbname>/wlc_logs",
+                              cli="--logs '' is not a folder: give a folder for the logs, or leave --logs out "
+                                  "to log into <dbfarm>/<dbname>/wlc_logs")
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; choose another database name")
         if self.storage.exists(Storage.join(self.path, REPLICA_CONFIG_FILE)):
@@ -181,16 +188,20 @@ class Master(Heartbeat):
         existing = read_config(self.storage, self.path)
         if existing is not None:
             if int(existing.get("state", STARTED)) == STOPPED:
-                raise MasterStateError(
-                    f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
-                    "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then call master() again")
+                msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
+                       "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then ")
+                raise MasterStateError(msg + "call master() again",
+                                       cli=msg + f"run wlc capture {self.dbfarm} {self.dbname} again")
             logs = logs_of(existing, self.path)
             if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(logs):
                 raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self._logs_arg}; "
-                                       "call master() without logs=")
+                                       "call master() without logs=",
+                                       cli=f"database {self.dbname!r} already logs to {logs}, not "
+                                           f"{self._logs_arg}; run wlc capture without --logs")
         elif self._logs_arg is not None and self.storage.exists(str(self._logs_arg)) \
                 and not self.storage.isdir(str(self._logs_arg)):
-            raise ConfigError(f"logs={self._logs_arg!r} is a file, not a folder; pass a folder for the logs")
+            raise ConfigError(f"logs={self._logs_arg!r} is a file, not a folder; pass a folder for the logs",
+                              cli=f"--logs {self._logs_arg!r} is a file, not a folder; give a folder for the logs")
         return existing
 
     def start(self) -> "Master":

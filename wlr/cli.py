@@ -17,7 +17,18 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _follow(rep) -> int:
+def _say(exc: WlcError, args: argparse.Namespace) -> str:
+    """``exc``'s message with its fix as a command, filled in with this command line's names."""
+    text = exc.cli
+    replica = getattr(args, "replica", None) or (f"{args.master}_replica" if getattr(args, "master", None) else None)
+    for placeholder, value in (("<dbfarm>", args.dbfarm), ("<master>", getattr(args, "master", None)),
+                               ("<replica>", replica)):
+        if value:
+            text = text.replace(placeholder, value)
+    return text
+
+
+def _follow(rep, args: argparse.Namespace) -> int:
     """``wlr replicate --follow``: follow until SIGINT/SIGTERM; 1 when replay stopped at a failure."""
     import signal
     import threading
@@ -50,11 +61,13 @@ def _follow(rep) -> int:
     catch_up.join()
     rep.close()  # and the follow thread, when the catch-up had started it
     err = rep.status()["error"]
-    print(f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {failed[0]}" if failed else ""), flush=True)
+    print(f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {_say(failed[0], args)}" if failed else ""),
+          flush=True)
     return 1 if (err or failed) else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
         prog="wlr", description="Workload replay into Delta Lake replicas.",
         epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (status); 2 bad input or a "
@@ -86,8 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--until", help="up to this transaction id or ISO-8601 instant (inclusive)")
     lg.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     ac = sub.add_parser("accept", help="skip exactly the failed transaction")
-    ac.add_argument("dbfarm")
-    ac.add_argument("replica")
+    ac.add_argument("dbfarm", help="folder holding the databases")
+    ac.add_argument("replica", help="the replica database's name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
     logging.basicConfig(level=logging.WARNING)
@@ -103,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
                                      since=args.since, until=args.until)
             except ReplicaStateError as exc:
-                print(f"error: {exc}", file=sys.stderr)
+                print(f"error: {_say(exc, args)}", file=sys.stderr)
                 return 3
             print(json.dumps(found, indent=1) if args.json else format_table(found))
             return 0
@@ -112,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("error: --follow and --until exclude each other: follow everything, or stop at a target",
                       file=sys.stderr)
                 return 2
-            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm))
+            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm), args)
         if args.command == "replicate":
             until = args.until
             if until is not None and until.lstrip("-").isdigit():
@@ -155,5 +173,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key:<{width}}  {value}")
         return 1 if err else 0
     except WlcError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        print(f"error: {_say(exc, args)}", file=sys.stderr)
+        from .errors import ReplicationError
+        return 1 if isinstance(exc, ReplicationError) else 2

@@ -31,6 +31,8 @@ class ReplicationError(WlcError):
             where = f"batch {batch}" if batch is not None else "replay"
             fix = ("Repair the logs (restore the batch from a copy, or move a foreign folder out) and call "
                    "replicate() again; accept() cannot skip a batch")
+            cli = ("Repair the logs (restore the batch from a copy, or move a foreign folder out) and run "
+                   "wlr replicate again; wlr accept cannot skip a batch")
         else:
             where = f"transaction {txn}"
             if table:
@@ -38,4 +40,7 @@ class ReplicationError(WlcError):
             if batch is not None:
                 where += f" (batch {batch})"
             fix = "Fix the cause and call replicate() again, or skip exactly this transaction with wlr.accept()"
-        super().__init__(f"replication stopped at {where}: {cause}. {fix}")
+            cli = ("Fix the cause and run wlr replicate again, or skip exactly this transaction with: "
+                   "wlr accept <dbfarm> <replica>")
+        super().__init__(f"replication stopped at {where}: {cause}. {fix}",
+                         cli=f"replication stopped at {where}: {cause}. {cli}")

@@ -79,11 +79,12 @@ def skippable(state: dict[str, str], name: str) -> tuple[int, int | None]:
         raise ReplicaStateError(f"replica {name!r} has no failed transaction to accept")
     txn, batch = as_int(state.get("error_txn")), as_int(state.get("error_batch"))
     if txn is None:
-        raise ReplicaStateError(
-            f"the failure is in batch {batch} of the logs, not in one transaction ({state['error_cause']}); "
-            "accept() skips only a transaction that failed to apply, and skipping an intact one would not "
-            f"repair the logs. Restore the batch in {state.get('logs')} from a copy (or move a foreign "
-            "folder out), then call replicate() again")
+        msg = (f"the failure is in batch {batch} of the logs, not in one transaction ({state['error_cause']}); "
+               "{accept} skips only a transaction that failed to apply, and skipping an intact one would not "
+               f"repair the logs. Restore the batch in {state.get('logs')} from a copy (or move a foreign "
+               "folder out), then {replicate} again")
+        raise ReplicaStateError(msg.format(accept="accept()", replicate="call replicate()"),
+                                cli=msg.format(accept="wlr accept", replicate="run wlr replicate"))
     if txn != int(state.get("tick", -1)) + 1:
         raise ReplicaStateError(f"the failure is not tied to the next transaction: {state['error_cause']}")
     return txn, batch

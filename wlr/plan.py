@@ -151,11 +151,15 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, next_tim
         TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
     """
     if target.kind == "txn" and target.txn < tick:
-        raise TargetError(f"the replica has already applied up to transaction {tick}; it cannot go back "
-                          f"to {target.txn}: make a new replica with replicate(until={target.txn})")
+        msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.txn}: "
+        raise TargetError(msg + f"make a new replica with replicate(until={target.txn})",
+                          cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
+                                    f"--until {target.txn}")
     if target.kind == "time" and clock is not None and target.time < clock:
-        raise TargetError(f"the replica has already applied transactions up to {clock.isoformat()}; it "
-                          f"cannot go back to {target.time.isoformat()}: make a new replica with that until")
+        msg = (f"the replica has already applied transactions up to {clock.isoformat()}; it "
+               f"cannot go back to {target.time.isoformat()}: make a new replica with ")
+        raise TargetError(msg + "that until",
+                          cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.time.isoformat()}")
 
 
 def plan(tick: int, published: Sequence[TxnRef], target: Target,

@@ -212,7 +212,9 @@ class Replica(ConsistentView):
     def _master_config(self) -> dict[str, str]:
         mcfg = read_master_config(self.storage, self.master_path)
         if mcfg is None:
-            raise ReplicaStateError(f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first")
+            raise ReplicaStateError(f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
+                                    cli=f"{self.master_path} is not a master (no {MASTER_CONFIG}); start capture there "
+                                        f"first: wlc capture {self.master_dbfarm} {self.master}")
         return mcfg
 
     def _probe_lock(self) -> None:

@@ -71,11 +71,43 @@ def test_wlr_status_of_a_non_replica(tmp_path, capsys):
 
 
 def test_wlc_status(tmp_path, capsys):
-    write(tmp_path / "db" / "wlc.config", "state=2\nbeat=300\n")
+    write(tmp_path / "db" / "wlc.config", 'state=2\nbeat=300\ntick=4\nnot_replicated={"/x/s/a b": "bad name"}\n')
     assert wlc_main(["status", str(tmp_path), "db"]) == 0
     out = capsys.readouterr().out
-    assert "state=2" in out and "capture=stopped" in out
+    assert "2 (stopped)" in out and "capture     stopped" in out and "NOT REPLICATED /x/s/a b: bad name" in out
+    assert wlc_main(["status", str(tmp_path), "db", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["master"], s["state"], s["state_name"], s["tick"], s["capture"]) == ("db", 2, "stopped", 4, "stopped")
+    assert s["not_replicated"] == {"/x/s/a b": "bad name"}
     assert wlc_main(["status", str(tmp_path), "other"]) == 3
+    assert "wlc capture" in capsys.readouterr().err
+
+
+def test_command_line_errors_name_commands_not_python_calls(tmp_path, capsys):
+    os.makedirs(tmp_path / "nm")
+    assert wlr_main(["replicate", str(tmp_path), "nm", "r"]) == 2
+    err = capsys.readouterr().err
+    assert f"wlc capture {tmp_path} nm" in err and "wlc.master()" not in err
+    assert os.listdir(tmp_path) == ["nm"]  # nothing made
+    write(tmp_path / "db" / "wlc.config", "state=2\nbeat=300\n")
+    assert wlc_main(["capture", str(tmp_path), "db"]) == 2
+    err = capsys.readouterr().err
+    assert f"run wlc capture {tmp_path} db again" in err and "master()" not in err
+
+
+def test_every_positional_argument_has_help():
+    import argparse
+
+    from wlc.cli import build_parser as wlc_parser
+    from wlr.cli import build_parser as wlr_parser
+
+    for parser in (wlc_parser(), wlr_parser()):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0].choices
+        assert subs
+        for name, sub in subs.items():
+            for action in sub._actions:
+                if not action.option_strings:
+                    assert action.help, f"{parser.prog} {name} {action.dest} has no help"
 
 
 def test_lag_history_from_the_logs(tmp_path):
@@ -93,3 +125,16 @@ def test_lag_history_from_the_logs(tmp_path):
     assert list(h.columns) == ["time", "master_tick", "replica_tick", "lag_seconds"]
     got = [((r.time - t0).total_seconds(), r.master_tick, r.replica_tick, r.lag_seconds) for r in h.itertuples()]
     assert got == [(0, 0, -1, 0.0), (4, 0, 0, 0.0), (10, 1, 0, 0.0), (20, 2, 0, 10.0), (25, 2, 2, 0.0)]
+
+
+def test_errors_carry_a_command_line_fix():
+    import pytest
+
+    from wlr.errors import ReplicationError, TargetError
+    from wlr.plan import check_not_passed, parse_until
+
+    with pytest.raises(TargetError) as caught:
+        check_not_passed(parse_until(3), 5, None)
+    assert "replicate(until=3)" in str(caught.value) and "--until 3" in caught.value.cli
+    err = ReplicationError(2, 7, "s.t", "boom")
+    assert "wlr.accept()" in str(err) and "wlr accept <dbfarm> <replica>" in err.cli and "accept()" not in err.cli
