@@ -1,4 +1,4 @@
-"""A replica database: its state (``wlr.config``), replay of published batches, follow mode.
+"""A replica database: its state (``wlr.config``) and replay of published batches (follow mode: :mod:`wlr.follow`).
 
 ``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines: ``master``, ``masterfarm``,
 ``dbid`` (the master's database id), ``logs``, ``batches`` (next batch to read), ``tick``
@@ -28,7 +28,6 @@ from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
 
-from .watch import batch_watch
 
 from . import failure, monitor
 from .apply import Applier, replay_session
@@ -36,6 +35,7 @@ from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
 from .replay import Failure, Item, Round
+from .follow import Follower
 from .view import ConsistentView
 
 log = logging.getLogger("wlr.replica")
@@ -44,7 +44,7 @@ CONFIG_FILE = "wlr.config"
 LOG_FILE = "wlr.log"
 
 
-class Replica(ConsistentView):
+class Replica(Follower, ConsistentView):
     """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
 
     Args:
@@ -312,15 +312,6 @@ class Replica(ConsistentView):
             self._start_follow()
         return self
 
-    def _wait(self, seconds: float) -> None:
-        logs = self.state.get("logs")
-        if self._watch is None and logs and self.storage.local:
-            self._watch = batch_watch(logs, bool(settings()["capture"]["polling"]), self.beat_seconds)
-        if self._watch is not None:
-            self._watch.wait(seconds)
-        else:
-            self._stop.wait(seconds)
-
     def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
         """Apply what the plan allows now. Returns (target reached, what it waits for)."""
         mcfg = self._master_config()
@@ -464,55 +455,10 @@ class Replica(ConsistentView):
         self._log(f"accepted: skipped transaction {txn}")
         return txn
 
-    # ------------------------------------------------------------------ follow mode
-    def _start_follow(self) -> None:
-        self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)
-        self._thread.start()
-
-    def _follow(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with self._lock:
-                    if self._stop.is_set():
-                        break
-                    self._step(Target("all"), progress=False)  # no bar from a background thread
-                    self.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
-                    self._save()
-            except ReplicationError:
-                return  # kept in wlr.config; the next replicate() raises it
-            except Exception:
-                log.exception("follow mode of %s failed; retrying", self.name)
-            self._wait(self.beat_seconds)
-
-    def following(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=120)
-        self._thread = None
-        with self._lock:
-            if self.state.get("state") == "following":
-                self.state["state"] = "idle"
-                self._save()
-            self._release()
-
     def _release(self) -> None:
         if self._lockfile is not None:
             self._lockfile.close()
             self._lockfile = None
-
-    def close(self) -> None:
-        """Stop following and release the replica's lock and watcher."""
-        self.stop()
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-        self._release()
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"

@@ -1,0 +1,79 @@
+"""Follow mode of a replica (MonetDB's ``wlr.replicate()`` without a target): a background
+thread applies what capture publishes, woken by the log folder's watcher or once a beat,
+until :meth:`Follower.stop`.
+
+A mixin of :class:`wlr.replica.Replica`: it uses the replica's lock, state, ``_step`` and
+``_release``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timezone
+
+from wlc.batch import utc_iso
+from wlc.config import settings
+
+from .errors import ReplicationError
+from .plan import Target
+from .watch import batch_watch
+
+log = logging.getLogger("wlr.replica")
+
+
+class Follower:
+    """Follow mode and the wait between rounds; mixed into :class:`wlr.replica.Replica`."""
+
+    def _wait(self, seconds: float) -> None:
+        logs = self.state.get("logs")
+        if self._watch is None and logs and self.storage.local:
+            self._watch = batch_watch(logs, bool(settings()["capture"]["polling"]), self.beat_seconds)
+        if self._watch is not None:
+            self._watch.wait(seconds)
+        else:
+            self._stop.wait(seconds)
+
+    def _start_follow(self) -> None:
+        self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    self._step(Target("all"), progress=False)  # no bar from a background thread
+                    self.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
+                    self._save()
+            except ReplicationError:
+                return  # kept in wlr.config; the next replicate() raises it
+            except Exception:
+                log.exception("follow mode of %s failed; retrying", self.name)
+            self._wait(self.beat_seconds)
+
+    def following(self) -> bool:
+        """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=120)
+        self._thread = None
+        with self._lock:
+            if self.state.get("state") == "following":
+                self.state["state"] = "idle"
+                self._save()
+            self._release()
+
+    def close(self) -> None:
+        """Stop following and release the replica's lock and watcher."""
+        self.stop()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self._release()
