@@ -32,12 +32,18 @@ from .storage import Storage
 log = logging.getLogger("wlc.catalog")
 
 
+def local_path(uri: str) -> str | None:
+    """The local path a ``file:`` URI (percent-decoded) or a plain path (made absolute) names;
+    None for another scheme (``s3a://``...)."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    return (urllib.parse.unquote(parsed.path) if parsed.scheme else os.path.abspath(uri)).rstrip("/") or "/"
+
+
 def _same_place(a: str, b: str) -> bool:
-    def norm(u: str) -> str:
-        parsed = urllib.parse.urlparse(u)
-        path = parsed.path if parsed.scheme in ("", "file") else u
-        return urllib.parse.unquote(path).rstrip("/")
-    return norm(a) == norm(b)
+    la, lb = local_path(a), local_path(b)
+    return la == lb if la is not None else a.rstrip("/") == b.rstrip("/")
 
 
 def schema_location(spark, schema: str) -> str | None:
@@ -122,11 +128,7 @@ def _adopt(spark, schema: str, table: str, ref: str, uri: str) -> None:
 def warehouse_folder(spark) -> str | None:
     """Spark's warehouse folder (where ``CREATE SCHEMA x`` without a location puts ``x.db``)
     when it is local, else None."""
-    uri = spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        return None
-    return urllib.parse.unquote(parsed.path) if parsed.scheme else os.path.abspath(uri)
+    return local_path(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse"))
 
 
 def warehouse_schemas(folder: str | None) -> set[str]:
