@@ -78,10 +78,10 @@ def main() -> int:
                 s.conf.set(key, value)
             return s
         apply_module.replay_session = session
-        folder = os.path.join(args.farm, "ab-run")
+        folder = os.path.join(args.farm, "ab_run")
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(os.path.join(args.farm, "base"), folder)
-        rep = wlr.Replica(MASTER, "ab-run", args.farm)
+        rep = wlr.Replica(MASTER, "ab_run", args.farm)
         t0 = time.perf_counter()
         rep.replicate(until=end_txn, follow=False)
         seconds = time.perf_counter() - t0
