@@ -11,19 +11,20 @@ from .config import add_common, use_config, dbfarm as resolve_dbfarm
 from .errors import WlcError
 
 
-def capture_liveness(cfg: dict[str, str]) -> str:
+def capture_text(cfg: dict[str, str]) -> str:
     """``alive``, ``stale since <instant>``, ``stopped`` or ``unknown`` (no heartbeat yet)."""
     from datetime import datetime, timezone
 
-    from .config import number, settings
-    from .heartbeat import liveness
-    from .master import STOPPED
+    from .heartbeat import capture_liveness
 
-    if int(cfg.get("state", 1)) == STOPPED:
-        return "stopped"
-    interval = number(settings()["capture"]["poll_interval"], "capture.poll_interval")
-    state, last = liveness(cfg.get("heartbeat"), interval, datetime.now(timezone.utc))
+    state, last = capture_liveness(cfg, datetime.now(timezone.utc))
     return f"stale since {last.isoformat()}" if state == "stale" else state
+
+
+def aligned(rows: list[tuple[str, object]]) -> str:
+    """``(name, value)`` rows as ``name  value`` lines, the values in one column."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
@@ -43,7 +44,7 @@ def master_status(dbname: str, cfg: dict[str, str]) -> dict:
         else:
             out[key] = value
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
-    out["capture"] = capture_liveness(cfg)
+    out["capture"] = capture_text(cfg)
     return out
 
 
@@ -56,8 +57,7 @@ def format_status(s: dict) -> str:
             ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
             ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
             ("dbid", s.get("dbid") or "-"), ("created", s.get("created") or "-")]
-    width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines = [aligned(rows)]
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
     return "\n".join(lines)
 

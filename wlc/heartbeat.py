@@ -41,6 +41,18 @@ def liveness(heartbeat: str | None, interval: float, now: datetime) -> tuple[str
     return ("alive" if alive else "stale"), last
 
 
+def capture_liveness(cfg: dict[str, str], now: datetime) -> tuple[str, datetime | None]:
+    """Capture's liveness from a master's ``wlc.config`` ``cfg``: ``("stopped", None)`` for a
+    stopped master, else :func:`liveness` of its heartbeat at the poll interval of config."""
+    from .config import number, settings
+    from .master import STOPPED  # the master module imports this one
+
+    if int(cfg.get("state", 1)) == STOPPED:
+        return "stopped", None
+    interval = number(settings()["capture"]["poll_interval"], "capture.poll_interval")
+    return liveness(cfg.get("heartbeat"), interval, now)
+
+
 class Heartbeat:
     """Staging and publishing of a :class:`wlc.Master` (a mixin: the master has the state)."""
 
@@ -174,15 +186,17 @@ class Heartbeat:
                     or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
             return
         self.config["watermark"] = utc_iso(watermark)
-        self.config["heartbeat"] = utc_iso(utcnow())
-        self._save_config()
-        self._watermark_saved = time.monotonic()
+        self._write_heartbeat()
 
     def _heartbeat(self) -> None:
         """Write the heartbeat into ``wlc.config`` when the last one is a poll interval old
         (an idle master's watermark writes carry it already)."""
         if time.monotonic() - self._watermark_saved < self.poll_interval:
             return
+        self._write_heartbeat()
+
+    def _write_heartbeat(self) -> None:
+        """Save ``wlc.config`` with a fresh heartbeat (and whatever else changed in it)."""
         self.config["heartbeat"] = utc_iso(utcnow())
         self._save_config()
         self._watermark_saved = time.monotonic()

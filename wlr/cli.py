@@ -5,6 +5,7 @@ import argparse
 import logging
 import sys
 
+from wlc.cli import aligned
 from wlc.config import add_common, use_config
 from wlc.errors import WlcError
 
@@ -109,13 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     use_config(args)
     logging.basicConfig(level=logging.WARNING)
-    from .replica import CONFIG_FILE, Replica
-    from wlc.config import dbfarm as resolve_dbfarm, parse_kv
+    from .errors import ReplicaStateError, ReplicationError
+    from .monitor import read_replica_state
+    from .replica import Replica
+    from wlc.config import dbfarm as resolve_dbfarm
     from wlc.storage import Storage
     try:
         if args.command == "log":
             import json
-            from .errors import ReplicaStateError
             from .txlog import format_table, transactions
             try:
                 found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
@@ -140,13 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
             return 0
         farm = resolve_dbfarm(args.dbfarm)
-        storage = Storage.of(farm)
-        path = Storage.join(farm, args.replica, CONFIG_FILE)
-        if not storage.exists(path):
-            print(f"error: {args.replica} is not a replica in {farm} (no {CONFIG_FILE}); check the dbfarm and the "
-                  "name, or make it with: wlr replicate <dbfarm> <master> <replica>", file=sys.stderr)
+        try:
+            cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
+        except ReplicaStateError as exc:
+            print(f"error: {_say(exc, args)}", file=sys.stderr)
             return 3
-        cfg = parse_kv(storage.read_text(path), path)
         rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
         if args.command == "accept":
             print(f"skipped transaction {rep.accept()}")
@@ -168,11 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
                      f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
                      f"{args.dbfarm} {args.replica}"))
-        width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            print(f"{key:<{width}}  {value}")
+        print(aligned(rows))
         return 1 if err else 0
     except WlcError as exc:
         print(f"error: {_say(exc, args)}", file=sys.stderr)
-        from .errors import ReplicationError
         return 1 if isinstance(exc, ReplicationError) else 2

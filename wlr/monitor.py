@@ -23,16 +23,32 @@ from wlc import batch as batchfmt
 from wlc import snapshot as snap
 from wlc.batch import parse_utc
 from wlc.capture import Cursor, discover_tables
-from wlc.config import number, settings
+from wlc.config import parse_kv
 from wlc.deltalog import list_versions, read_commit
 from wlc.errors import BatchError
-from wlc.heartbeat import liveness
-from wlc.master import STOPPED, logs_of, read_config as read_master_config
+from wlc.heartbeat import capture_liveness, liveness
+from wlc.master import logs_of, read_config as read_master_config
 from wlc.storage import Storage
 
 from . import failure
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
+
+def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
+    """The ``wlr.config`` of the replica database at ``path``.
+
+    Raises:
+        ReplicaStateError: ``path`` holds no ``wlr.config`` (it is not a replica).
+    """
+    from .errors import ReplicaStateError
+
+    state_path = Storage.join(path, "wlr.config")
+    if not storage.exists(state_path):
+        raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
+                                cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
+                                    "or make it with: wlr replicate <dbfarm> <master> <replica>")
+    return parse_kv(storage.read_text(state_path), state_path)
+
 
 def _cursors(storage: Storage, mcfg: dict[str, str], master: str, logs: str) -> dict[str, int]:
     """Capture's position per table: ``{"schema.table": last version examined}``."""
@@ -107,11 +123,7 @@ def replica_status(rep) -> dict:
     follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now)
     if state == "following" and follower == "stale":
         state = "stale"
-    if mcfg and int(mcfg.get("state", 1)) == STOPPED:
-        capture, capture_at = "stopped", None
-    else:
-        poll = number(settings()["capture"]["poll_interval"], "capture.poll_interval")
-        capture, capture_at = liveness(mcfg.get("heartbeat"), poll, now)
+    capture, capture_at = capture_liveness(mcfg, now)
     return {
         "replica": rep.name, "master": rep.master, "state": state,
         "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
@@ -142,17 +154,12 @@ def lag_history(replica: str, dbfarm: str | None = None):
     import bisect
     import pandas as pd
 
-    from wlc.config import dbfarm as resolve_dbfarm, parse_kv
-
-    from .errors import ReplicaStateError
+    from wlc.config import dbfarm as resolve_dbfarm
 
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
     path = Storage.join(farm, replica)
-    state_path = Storage.join(path, "wlr.config")
-    if not storage.exists(state_path):
-        raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name")
-    st = parse_kv(storage.read_text(state_path), state_path)
+    st = read_replica_state(storage, path)
     master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
     logs = st.get("logs") or logs_of({}, master_path)
     commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(storage, logs, st["master"])

@@ -28,7 +28,6 @@ from wlc.session import active_session
 from wlc.storage import Storage
 from wlc.watch import FolderWatch
 
-
 from . import failure, monitor
 from .apply import Applier, replay_session
 from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
