@@ -17,6 +17,7 @@ from .session import spark_session
 __version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
+           "snapshot", "snapshots", "compact", "prune",
            "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning"]
 
 _current: Master | None = None
@@ -122,3 +123,29 @@ def clock() -> datetime | None:
 def tick() -> int:
     """Id of the last logged transaction; -1 when nothing was logged."""
     return current().tick()
+
+
+def snapshot():
+    """Flush, then take a snapshot of the current master at its last published transaction
+    T while capture goes on (``wlc_snapshot/<T>/``); see :meth:`wlc.Master.snapshot`.
+
+    Returns a :class:`wlc.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+    """
+    return current().snapshot()
+
+
+def snapshots() -> list:
+    """The current master's snapshots, oldest first (:meth:`wlc.Master.snapshots`)."""
+    return current().snapshots()
+
+
+def compact(level1=None, level2=None) -> list:
+    """Merge the current master's published batches into level-1/2 batches as far as due
+    (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`."""
+    return current().compact(level1=level1, level2=level2)
+
+
+def prune(dry_run: bool = False):
+    """Delete what ``master.retention`` no longer promises; see :meth:`wlc.Master.prune`.
+    Returns a report whose ``lines()`` say what was deleted and which recovery points remain."""
+    return current().prune(dry_run=dry_run)

@@ -1,6 +1,8 @@
 """The batch format: what a published batch holds, how it is published and verified.
 
-A batch is a folder ``<logs>/<dbname>_<12-digit batch number>``::
+A batch is a folder ``<logs>/<dbname>_<12-digit batch number>`` (level 0, as capture
+publishes it) or ``<logs>/<dbname>_L<level>_<first batch>_<last batch>`` (a compacted batch
+of level 1 or 2 merging level-0 batches first..last, see :mod:`wlc.compaction`)::
 
     manifest.json                      written last: format, txn records, watermark, checksums
     rows/<schema.table>/wlc_version=<v>/part-*.parquet   change rows of one Delta version
@@ -46,6 +48,11 @@ def batch_name(dbname: str, number: int) -> str:
     return f"{dbname}_{number:012d}"
 
 
+def compacted_name(dbname: str, level: int, first: int, last: int) -> str:
+    """Folder name of the level-``level`` batch merging level-0 batches ``first``..``last``."""
+    return f"{dbname}_L{level}_{first:012d}_{last:012d}"
+
+
 @dataclass
 class TxnRecord:
     """One master transaction: one committed Delta version of one table (or a table drop).
@@ -57,7 +64,9 @@ class TxnRecord:
     columns (nothing else changes; written only when not empty): replay lands such an
     ALTER inside a segment's commit instead of cutting the segment there. ``lost`` says why
     the change rows could not be captured (the table was dropped before capture read them;
-    written only when set): replay stops at such a transaction with that cause.
+    written only when set): replay stops at such a transaction with that cause. ``first``
+    (compacted batches only): the record is the net change of this table's transactions
+    ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
     """
 
     txn: int
@@ -74,11 +83,17 @@ class TxnRecord:
     user: str | None = None
     adds: list[str] = field(default_factory=list)
     lost: str | None = None
+    first: int | None = None
+
+    @property
+    def start(self) -> int:
+        """The first transaction this record covers (``first`` of a piece, else ``txn``)."""
+        return self.txn if self.first is None else self.first
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["time"] = utc_iso(self.time)
-        for optional in ("adds", "lost"):
+        for optional in ("adds", "lost", "first"):
             if not out[optional]:
                 del out[optional]
         return out
@@ -92,7 +107,13 @@ class TxnRecord:
 
 @dataclass
 class Manifest:
-    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts)."""
+    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
+
+    A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
+    and covers transactions ``span`` (first, last); its records are pieces and barriers
+    (see :class:`TxnRecord`). Level 0 writes none of these keys, so its manifests are as
+    before.
+    """
 
     database: str
     dbid: str
@@ -102,17 +123,36 @@ class Manifest:
     cursors: dict[str, Any] = field(default_factory=dict)
     files: dict[str, dict] = field(default_factory=dict)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    level: int = 0
+    last_batch: int | None = None
+    span: tuple[int, int] | None = None
 
     @property
     def first_txn(self) -> int:
-        return self.txns[0].txn if self.txns else -1
+        if self.span is not None:
+            return self.span[0]
+        return self.txns[0].start if self.txns else -1
 
     @property
     def last_txn(self) -> int:
+        if self.span is not None:
+            return self.span[1]
         return self.txns[-1].txn if self.txns else -1
 
+    @property
+    def end_batch(self) -> int:
+        """The last level-0 batch this batch holds (itself at level 0)."""
+        return self.batch if self.last_batch is None else self.last_batch
+
+    @property
+    def folder(self) -> str:
+        """The batch's folder name in the log folder."""
+        if self.level == 0:
+            return batch_name(self.database, self.batch)
+        return compacted_name(self.database, self.level, self.batch, self.end_batch)
+
     def body(self) -> dict:
-        return {
+        body = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
             "database": self.database, "dbid": self.dbid, "batch": self.batch,
             "first_txn": self.first_txn, "last_txn": self.last_txn,
@@ -120,6 +160,9 @@ class Manifest:
             "txns": [t.to_json() for t in self.txns],
             "files": self.files, "cursors": self.cursors,
         }
+        if self.level:
+            body.update({"level": self.level, "last_batch": self.end_batch})
+        return body
 
     def to_bytes(self) -> bytes:
         body = self.body()
@@ -147,6 +190,9 @@ class Manifest:
                 watermark=parse_utc(body["watermark"]), created=parse_utc(body["created"]),
                 txns=[TxnRecord.from_json(t) for t in body["txns"]],
                 cursors=body.get("cursors") or {}, files=body.get("files") or {},
+                level=int(body.get("level", 0)),
+                last_batch=int(body["last_batch"]) if "last_batch" in body else None,
+                span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
@@ -215,7 +261,7 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
     manifest.files = files
     storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
     storage.fsync_tree(staging)
-    final = Storage.join(logs, batch_name(manifest.database, manifest.batch))
+    final = Storage.join(logs, manifest.folder)
     storage.rename(staging, final)
     return final
 
@@ -231,6 +277,18 @@ def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> li
         if m and int(m.group(1)) >= start:
             out.append((int(m.group(1)), Storage.join(logs, name)))
     return sorted(out)
+
+
+def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, int, int, str]]:
+    """Compacted batches of ``dbname`` in ``logs``: ``[(level, first batch, last batch, path)]``
+    ordered by first batch, then level."""
+    pattern = re.compile(rf"^{re.escape(dbname)}_L(\d)_(\d{{12}})_(\d{{12}})$")
+    out = []
+    for name in storage.listdir(logs):
+        m = pattern.match(name)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), Storage.join(logs, name)))
+    return sorted(out, key=lambda t: (t[1], t[0], t[2]))
 
 
 def read_manifest(storage: Storage, batch_path: str) -> Manifest:

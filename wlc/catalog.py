@@ -26,7 +26,7 @@ from .config import check_name
 from .deltalog import is_delta_table
 from .errors import ConfigError
 from .names import quote_ident
-from .snapshot import _lit
+from .snapshot_store import _lit
 from .storage import Storage
 
 log = logging.getLogger("wlc.catalog")

@@ -14,6 +14,7 @@ import copy
 import difflib
 import os
 import re
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -177,6 +178,57 @@ def number(value: Any, what: str, minimum: float = 0.0) -> float:
     if out != out or out < minimum:
         raise ConfigError(f"{what} must be >= {minimum:g} seconds, not {value!r}")
     return out
+
+
+_UNITS = {"s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "minute": 60, "minutes": 60,
+          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+          "w": 604800, "week": 604800, "weeks": 604800}
+_COUNTS = {"transactions": "transactions", "transaction": "transactions", "txns": "transactions",
+           "txn": "transactions", "batches": "batches", "batch": "batches"}
+_EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Every:
+    """An interval or a retention: ``amount`` of ``unit`` (``seconds``, ``transactions`` or ``batches``)."""
+
+    amount: float
+    unit: str = "seconds"
+
+    def __str__(self) -> str:
+        amount = int(self.amount) if float(self.amount).is_integer() else self.amount
+        return f"{amount} s" if self.unit == "seconds" else f"{amount} {self.unit}"
+
+
+def every(value: Any, what: str, counts: tuple[str, ...] = ()) -> Every | None:
+    """Parse an interval setting: None, ``false``, ``off`` or 0 mean off (returns None); a
+    number is seconds; text is ``<n><unit>`` with unit s, m, h, d or w (``"90s"``, ``"6h"``,
+    ``"1d"``), or ``"<n> transactions"`` / ``"<n> batches"`` where ``counts`` allows them.
+
+    Raises:
+        ConfigError: anything else; the message names ``what`` and the accepted forms.
+    """
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "")):
+        return None
+    forms = "a number of seconds, '<n>s', '<n>m', '<n>h', '<n>d', '<n>w'" + "".join(
+        f", '<n> {c}'" for c in counts) + " or off"
+    if isinstance(value, bool):
+        raise ConfigError(f"{what} must be {forms}, not {value!r}")
+    if isinstance(value, (int, float)):
+        amount, unit = float(value), "seconds"
+    else:
+        m = _EVERY.match(str(value))
+        word = m.group(2).lower() if m else ""
+        if not m or not (word == "" or word in _UNITS or _COUNTS.get(word) in counts):
+            raise ConfigError(f"{what} must be {forms}, not {value!r}")
+        amount = float(m.group(1))
+        if word in _COUNTS:
+            unit = _COUNTS[word]
+        else:
+            amount, unit = amount * _UNITS.get(word, 1), "seconds"
+    if amount != amount or amount < 0:
+        raise ConfigError(f"{what} must be {forms}, not {value!r}")
+    return Every(amount, unit) if amount > 0 else None
 
 
 # ----------------------------------------------------------------------------- key=value files

@@ -20,13 +20,14 @@ from datetime import datetime
 
 from . import batch as batchfmt
 from . import catalog
-from . import snapshot as snap
+from . import snapshot_store as snap
 from .batch import TxnRecord, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .deltalog import list_versions, metadata_at
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
 from .heartbeat import Heartbeat
+from .lifecycle import AutoLifecycle, MasterLifecycle
 from .names import split_name
 from .session import active_session
 from .storage import Storage
@@ -55,7 +56,7 @@ def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
     return parse_kv(storage.read_text(path), path)
 
 
-class Master(Heartbeat):
+class Master(Heartbeat, MasterLifecycle):
     """A database in master mode and the capture that feeds its logs.
 
     Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
@@ -287,7 +288,7 @@ class Master(Heartbeat):
         snapshot = ""
         state = CaptureState()
         if tables:
-            snapshot = Storage.join(self.path, "wlc_snapshot")
+            snapshot = snap.folder_of(self.path, -1)
             versions = {n: list_versions(self.storage, p)[-1] for n, p in tables.items()}
             metas = {}
             for n, p in tables.items():
@@ -337,7 +338,13 @@ class Master(Heartbeat):
         return CaptureState()
 
     def _save_config(self) -> None:
-        """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten)."""
+        """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten).
+
+        ``snapshot`` is brought to the newest snapshot first (``wlc snapshot`` of another
+        process may have taken one)."""
+        newest = snap.newest_folder(self.storage, self.path)
+        if newest and newest != self.config.get("snapshot"):
+            self.config["snapshot"] = newest
         text = format_kv(self.config)
         if text != self._saved_config:
             self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), text)
@@ -349,6 +356,10 @@ class Master(Heartbeat):
                                       interval=self.poll_interval, accept=self._relevant_event)
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.dbname}", daemon=True)
         self._thread.start()
+        auto = AutoLifecycle(self, max(5 * self.poll_interval, 1.0))
+        if auto.wanted:
+            self._auto = auto
+            auto.start()
 
     def _relevant_event(self, path: str) -> bool:
         """A commit, or a schema or table folder made or removed; never capture's own files."""
@@ -478,6 +489,9 @@ class Master(Heartbeat):
 
     def close(self) -> None:
         """Stop this process's capture thread (the database stays in master mode)."""
+        if getattr(self, "_auto", None) is not None:
+            self._auto.stop()
+            self._auto = None
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()

@@ -27,7 +27,7 @@ _current: Replica | None = None
 
 def replicate(master, until=None, replica: str | None = None, dbfarm: str | None = None,
               *, follow: bool | None = None, timeout: float | None = None,
-              collapse: bool | None = None) -> Replica:
+              collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:
@@ -46,11 +46,18 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
             of DML transactions collapsed to its net change and landed as one Delta commit,
             tables in parallel (``replica.parallelism``); False: one replica commit per
             master transaction (for jobs that read every intermediate state).
+        snapshot: the transaction of the master's snapshot a new replica starts from
+            (``wlr log --snapshots``); default the newest snapshot at or before ``until``.
+        compacted: True: replay through the master's compacted level-1/2 batches where they
+            fit (the coarsest that end at or before ``until``, then finer, then level 0 up
+            to the exact target, as Litestream restores); False: level 0 only.
 
     Returns:
         wlr.Replica: when the target is reached (following: when all published is applied).
 
-    A new replica starts from the master's snapshot (or empty). A later call continues from
+    A new replica starts from the newest snapshot at or before ``until`` (or empty), then
+    replays only the logs after it; a replica that exists is never reset by a newer snapshot.
+    A later call continues from
     where the replica stands, and retries a failure stored by an earlier call (its cause may
     have been fixed), as PostgreSQL's apply worker does.
 
@@ -59,13 +66,15 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
     new replica and the previous one stops following.
 
     Raises:
-        TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``) or
-            is a point the replica has already passed (replay cannot go back).
+        TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``), is
+            a point the replica has already passed (replay cannot go back), or is older than
+            the earliest point the master's retention keeps (the message names it).
         ReplicationError: a transaction could not be applied (names batch, txn, table and
             cause), or a batch of the logs is missing or damaged (names the batch).
         ReplicationTimeout: ``until`` was not published within ``timeout`` seconds.
         ReplicaStateError: the master is not a master; the replica folder is a master,
-            belongs to another master, is not empty, or is busy.
+            belongs to another master, is not empty, or is busy; the replica is further
+            behind than the master's retention keeps (the message names the earliest point).
         ConfigError: the dbfarm or the replica folder is a file; a name is malformed.
     """
     global _current
@@ -73,11 +82,13 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         rep = _current
     else:
+        rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
         rep.validate(until)  # refused here: the current follower goes on, nothing is written
         if _current is not None:
             _current.stop()
     _current = rep
-    return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse)
+    return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
+                         compacted=compacted)
 
 
 def current() -> Replica:

@@ -26,10 +26,10 @@ from wlc.capture import delta_ref
 from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlc.faults import crash_point
 from wlc.names import quote_ident, split_name
-from wlc.snapshot import create_table_sql, _lit
+from wlc.snapshot_store import create_table_sql, _lit
 from wlc.storage import Storage
 
-from . import collapse
+from wlc import collapse
 from .plan import span_text
 
 log = logging.getLogger("wlr.apply")
@@ -354,7 +354,7 @@ class Applier:
         uri = self.storage.uri(self.table_path(name))
         if self.current_version(name) < 0:
             raise ApplyError(f"table {name} does not exist on the replica")
-        text = tag(self.dbid, last.txn, first=first.txn)
+        text = tag(self.dbid, last.txn, first=first.start)
         alters = [r for _, r in items if r.ddl == "alter"]
         shape = TableMeta.from_json(alters[-1].meta) if alters else None
         meta = self.current_meta(name)
@@ -435,8 +435,8 @@ class Applier:
         # "del" rows match every copy of their image; "bad" rows (more deleted than there
         # are) never match and reach the raise_error clause
         source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
-                  .unionByName(_repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
-                  .unionByName(_repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
+                  .unionByName(collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
+                  .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
         on = " AND ".join([f"({_eq_null_safe('t', 's', old)})", *[f"s.{q} IS NULL" for q in new],
                            f"s.{_KIND} = 'del'"])
         values = {q: f"s.{q}" for q in qc}
@@ -489,9 +489,3 @@ class Applier:
 def _diverged(quoted: list[str]) -> str:
     """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
     return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"
-
-
-def _repeat(df: DataFrame, times) -> DataFrame:
-    """Each row ``times`` times (0 drops it)."""
-    return (df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int"))))
-              .drop("__wlr_rep"))

@@ -20,7 +20,7 @@ import os
 from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
-from wlc import snapshot as snap
+from wlc import snapshot_store as snap
 from wlc.batch import parse_utc
 from wlc.capture import Cursor, discover_tables
 from wlc.config import parse_kv

@@ -50,7 +50,9 @@ class TxnRef:
 
     ``table`` is ``"schema.table"``; ``barrier`` is True for DDL (create, alter, drop) and
     full images, which are replayed alone; DML (change-feed rows) and ALTERs that only add
-    nullable columns can be grouped.
+    nullable columns can be grouped. ``unit``: the first transaction of the compacted batch
+    this record belongs to (None: level 0); a compacted batch has no consistent point
+    inside it, so until all its records are applied the replica stands before it.
     """
 
     txn: int
@@ -58,6 +60,7 @@ class TxnRef:
     batch: int
     table: str = ""
     barrier: bool = False
+    unit: int | None = None
 
 
 def is_barrier(ddl: str | None, change: str | None, adds: Sequence[str] = ()) -> bool:
@@ -240,10 +243,11 @@ def consistent_tick(tick: int, todo: Sequence[TxnRef], done: dict[str, int]) -> 
 
     Args:
         tick: the tick before this round.
-        todo: the round's transactions, ascending from ``tick + 1``.
+        todo: the round's transactions, ascending from ``tick + 1`` (a compacted batch's
+            records count as one unit: see :attr:`TxnRef.unit`).
         done: ``{table: last transaction applied to it}`` after the round (absent: none).
     """
     for ref in todo:
         if done.get(ref.table, -1) < ref.txn:
-            return ref.txn - 1
+            return (ref.txn if ref.unit is None else ref.unit) - 1
     return todo[-1].txn if todo else tick

@@ -214,7 +214,7 @@ class Round:
                 self.bar.update(len(items))
         if stats is None:
             return
-        span = span_text(items[0].rec.txn, last.txn)
+        span = span_text(items[0].rec.start, last.txn)
         what = last.operation if len(items) == 1 else f"{len(items)} transactions"
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
         if stats["rows_out"] >= 0 and stats["rows_in"]:

@@ -18,7 +18,7 @@ import time
 from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
-from wlc import snapshot as snap
+from wlc import snapshot_store as snap
 from wlc.batch import parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.errors import ConfigError
@@ -34,6 +34,7 @@ from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
 from .replay import Failure, Item, Round
+from .route import Route
 from .follow import Follower
 from .view import ConsistentView
 
@@ -74,6 +75,10 @@ class Replica(Follower, ConsistentView):
         self.default_collapse = bool(cfg.get("collapse", True))
         self.parallelism = int(number(cfg.get("parallelism", 4), "replica.parallelism", 1))
         self.collapse = self.default_collapse
+        self.compacted = True  # replay through compacted batches where they fit (replicate(compacted=...))
+        self.start_snapshot: int | None = None  # replicate(snapshot=...): the snapshot a new replica starts from
+        self._level0_until = -2  # a compacted batch failed: its range is replayed from level 0 up to here
+        self._route: Route | None = None
         self._state_lock = threading.RLock()  # wlr.config values written by replay's worker threads
         self._spark = spark
         self._session = None
@@ -164,7 +169,20 @@ class Replica(Follower, ConsistentView):
             check_not_passed(target, int(state.get("tick", -1)), clock)
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        if not state or state.get("state") == "restoring":
+            logs = mcfg.get("logs", "")
+            start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
+            units = self.route(mcfg).units(logs, start.txn, start.batch + 1, target) if self.compacted else []
+            at, nb = (units[-1].manifest.last_txn, units[-1].number + 1) if units else (start.txn, start.batch + 1)
+            if not (target.kind == "txn" and at >= target.txn):
+                self.route(mcfg).check_level0(logs, at, nb, mcfg, True, target)
         return mcfg
+
+    def route(self, mcfg: dict[str, str]) -> Route:
+        """The master's snapshots and compacted batches as this replica reads them."""
+        if self._route is None or self._route.dbid != mcfg.get("dbid"):
+            self._route = Route(self.storage, self.master_path, self.master, mcfg.get("dbid", ""))
+        return self._route
 
     def _check_follows(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
         """Raise ReplicaStateError unless replica ``state`` follows this master, same database id."""
@@ -175,28 +193,33 @@ class Replica(Follower, ConsistentView):
                 f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
                 f"{state.get('dbid')}: the master was made anew; make a new replica")
 
-    def _ensure(self, mcfg: dict[str, str]) -> None:
-        """Make the replica on first use: wlr.config first (state ``restoring``), then the
-        snapshot's tables, then state ``new``. A crash in between restarts the copy."""
+    def _ensure(self, mcfg: dict[str, str], target: Target) -> None:
+        """Make the replica on first use from the newest snapshot at or before ``target``
+        (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
+        tables, then state ``new`` at the snapshot's transaction. A crash in between
+        restarts the copy. A replica that exists is never reset by a newer snapshot."""
         if self.state and self.state.get("state") != "restoring":
             self._check_follows(self.state, mcfg)
             return
+        start = self.route(mcfg).start_for(mcfg, mcfg.get("logs", ""), target, self.start_snapshot)
         self.storage.makedirs(self.path)
         state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
-                 "logs": mcfg.get("logs", ""), "batches": 0, "tick": -1, "clock": "", "skipped": "",
+                 "logs": mcfg.get("logs", ""), "batches": start.batch + 1, "tick": start.txn,
+                 "clock": utc_iso(start.time) if start.time else "", "skipped": "",
                  "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
         self.state = {k: str(v) for k, v in state.items()}
         self._save()
-        if mcfg.get("snapshot"):
-            body = snap.read(self.storage, mcfg["snapshot"])
+        if start.path:
+            body = snap.read(self.storage, start.path)
             applier = self._applier()
             for name in sorted(body["tables"]):
                 schema, table = split_name(name)
                 dst = Storage.join(self.path, schema, table)
                 self.storage.rm(dst)
-                self.storage.copy_tree(Storage.join(mcfg["snapshot"], schema, table), dst)
+                self.storage.copy_tree(Storage.join(start.path, schema, table), dst)
                 self.state[state_key("version.", name)] = str(applier.current_version(name))
-            self._log(f"started from the snapshot of {self.master} ({len(body['tables'])} tables)")
+            self._log(f"started from the snapshot of {self.master} at transaction {start.txn} "
+                      f"({len(body['tables'])} tables, {start.path})")
         else:
             self._log(f"started empty from master {self.master}")
         self._set_view(-1, {})
@@ -248,7 +271,8 @@ class Replica(Follower, ConsistentView):
             raise err
 
     def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None,
-                  collapse: bool | None = None) -> "Replica":
+                  collapse: bool | None = None, snapshot: int | None = None,
+                  compacted: bool = True) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
         Args:
@@ -259,8 +283,12 @@ class Replica(Follower, ConsistentView):
             timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
             collapse: True (default ``replica.collapse``): each table's run of DML lands as
                 one collapsed commit a segment; False: one replica commit per master
-                transaction, for jobs that read the replica's history or change feed.
-                Kept for follow mode.
+                transaction, for jobs that read the replica's history or change feed
+                (and no compacted batches). Kept for follow mode.
+            snapshot: a new replica starts from the master's snapshot at this transaction
+                (``wlr log --snapshots`` lists them); default the newest at or before ``until``.
+            compacted: True: replay through level-1/2 compacted batches where they fit
+                (the coarsest first, as Litestream restores); False: level 0 only.
 
         Returns:
             self, once the target is reached (or, following, once all published is applied).
@@ -275,9 +303,13 @@ class Replica(Follower, ConsistentView):
             TargetError: ``until`` is malformed or already passed.
             ReplicationError: a transaction or a batch failed and was not accepted.
             ReplicationTimeout: the target was not published within ``timeout``.
-            ReplicaStateError: the folder is not a replica of this master, or is busy.
+            ReplicaStateError: the folder is not a replica of this master, or is busy, or
+                the replica is further behind than the master's retention keeps (the message
+                names the earliest reachable point).
         """
         target = parse_until(until)
+        self.start_snapshot = snapshot
+        self.compacted = bool(compacted)
         follow = self.default_follow if follow is None else bool(follow)
         self.collapse = self.default_collapse if collapse is None else bool(collapse)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
@@ -313,36 +345,65 @@ class Replica(Follower, ConsistentView):
 
     def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
         """Apply what the plan allows now. Returns (target reached, what it waits for)."""
+        while True:
+            self._handoff = False
+            reached, waiting = self._step_once(target, progress)
+            if reached or self._handoff is False or self._stop.is_set():
+                return reached, waiting
+
+    def _step_once(self, target: Target, progress: bool) -> tuple[bool, str]:
+        """One round; ``_handoff`` set: level 0 stopped where a compacted batch takes over."""
         mcfg = self._master_config()
-        self._ensure(mcfg)
+        self._ensure(mcfg, target)
         logs = self.state.get("logs") or mcfg.get("logs")
         next_batch = int(self.state.get("batches", 0))
         tick = int(self.state.get("tick", -1))
+        units = self._units(mcfg, logs, tick, next_batch, target)
+        if units:  # level 0 continues after them
+            self._log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
+            tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
+        self.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
         wm_text = mcfg.get("watermark", "")
         stopped = int(mcfg.get("state", 1)) == STOPPED
         watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
-        batches, broken = [], None
+        batches, broken = list(units), None
         try:
             for b in read_batches(self.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
                 batches.append(b)
                 if watermark is None or b.manifest.watermark > watermark:
                     watermark = b.manifest.watermark
         except LogError as exc:
-            broken = exc  # the intact batches before it are applied first
+            if self._compacted_from(logs, exc.batch):
+                self._handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
+            else:
+                broken = exc  # the intact batches before it are applied first
         # the last batch read; every batch there is, when reading did not stop at the target
         read_up_to = batches[-1].number if batches else next_batch - 1
         if not (batches and reaches(batches[-1].manifest, target)):
             read_up_to = sys.maxsize
+        if self._handoff is not False:
+            read_up_to = self._handoff - 1
         self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
+        unit_refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds),
+                            b.manifest.first_txn) for b in units for t in b.manifest.txns]
         refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds))
-                for b in batches for t in b.manifest.txns if t.txn > tick]
+                for b in batches[len(units):] for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
+        if self._handoff is not False and not (batches and reaches(batches[-1].manifest, target)):
+            todo.reached = False  # the batches after the hand-off are not read yet
+        todo.apply = unit_refs + todo.apply
         failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
         self._advance(batches)
         self._save()
         if int(self.state.get("tick", -1)) > tick:  # wlr.lag_history() reads these lines
             self._log(f"{monitor.TICK_LINE} {self.state['tick']} (committed {self.state.get('clock', '')})")
         self._note_recovery(-1)  # a transaction's failure, passed now
+        if failed is not None and any(r.txn == failed.txn for r in unit_refs):
+            unit = next(b for b in units if b.manifest.first_txn <= failed.txn <= b.manifest.last_txn)
+            self._level0_until = unit.manifest.last_txn
+            self._log(f"compacted batch {os.path.basename(unit.path)} failed on {failed.table} ({failed.cause}); "
+                      f"replaying transactions up to {unit.manifest.last_txn} from level 0")
+            return False, "level-0 replay of a compacted batch's range"
         if failed is not None:
             self._fail(failed.batch, failed.txn, failed.table, failed.cause)
         # reading stops at the batch that reaches the target, so a broken batch was needed,
@@ -356,6 +417,23 @@ class Replica(Follower, ConsistentView):
                                      f"transaction {target.txn} will never be published (the replica "
                                      f"applied everything up to {self.state.get('tick')})")
         return todo.reached, todo.waiting_for
+
+    def _compacted_from(self, logs: str, number: int) -> bool:
+        """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
+        if not (self.collapse and self.compacted) or int(self.state.get("tick", -1)) < self._level0_until:
+            return False
+        return any(first == number for _lv, first, _l, _p in batchfmt.list_compacted(self.storage, logs, self.master))
+
+    def _units(self, mcfg, logs: str, tick: int, next_batch: int, target: Target) -> list:
+        """The compacted batches to apply first (none with ``collapse=False`` or
+        ``compacted=False``, or inside a range that failed compacted)."""
+        if not (self.collapse and self.compacted) or tick < self._level0_until:
+            return []
+        try:
+            return self.route(mcfg).units(logs, tick, next_batch, target)
+        except LogError as exc:  # level 0 holds everything a compacted batch does
+            self._log(f"not using compacted batches: {exc.cause}")
+            return []
 
     def _note_recovery(self, read_up_to: int) -> None:
         """Clear a stored failure once replay got past it (a later retry succeeded)."""

@@ -63,7 +63,7 @@ def random_mix(spark, k, u, n, seed=7):
         key = rnd.choice([1, 2, 3, 4, 5])
         choice = rnd.choice(["ins", "upd", "upd", "del", "keymove", "merge", "u_ins", "u_del", "u_upd"])
         stmt = {
-            "ins": f"INSERT INTO delta.`{k}` SELECT {100 + i}, {i}, 'n{i}'",
+            "ins": f"INSERT INTO delta.`{k}` SELECT {10000 * seed + i}, {i}, 'n{i}'",
             "upd": f"UPDATE delta.`{k}` SET v = v + 1 WHERE id = {key} OR id IS NULL",
             "del": f"DELETE FROM delta.`{k}` WHERE id = {key}",
             "keymove": f"UPDATE delta.`{k}` SET id = id + 1000 WHERE id = {key}",

@@ -20,8 +20,8 @@ from typing import Sequence
 
 from pyspark.sql import DataFrame, functions as F
 
-from wlc.capture import CHANGE_TYPE, VERSION_COLUMN
-from wlc.names import quote_ident
+from .capture import CHANGE_TYPE, VERSION_COLUMN
+from .names import quote_ident
 
 VERSION = "__wlr_v"   # the master Delta version a change row comes from
 POS = "__wlr_pos"     # 1: insert or post-image (a state after), 0: delete or pre-image (a state before)
@@ -32,7 +32,8 @@ _POSITIVE = ("insert", "update_postimage")
 
 
 def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
-    """All change rows under ``uris`` (``.../wlc_version=<v>`` folders) in one read.
+    """All change rows under ``uris`` (``.../wlc_version=<v>`` folders, or folders holding
+    such folders: a compacted batch's pieces) in one read; no partition column is inferred.
 
     ``schema``: the table's ``StructType`` after the segment, when the segment adds columns
     (rows written before have none: they read as NULL); None reads the files' own schema.
@@ -43,7 +44,7 @@ def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
     if schema is not None:
         from pyspark.sql.types import StringType, StructField, StructType
         reader = reader.schema(StructType(list(schema.fields) + [StructField(CHANGE_TYPE, StringType())]))
-    rows = reader.parquet(*uris)
+    rows = reader.option("recursiveFileLookup", "true").parquet(*uris)
     version = F.regexp_extract(F.col("_metadata.file_path"), rf"{VERSION_COLUMN}=(\d+)/[^/]*$", 1).cast("long")
     return (rows.withColumn(VERSION, version)
                 .withColumn(POS, F.when(F.col(CHANGE_TYPE).isin(*_POSITIVE), 1).otherwise(0)))
@@ -77,3 +78,43 @@ def net_by_image(rows: DataFrame) -> DataFrame:
     qc = [quote_ident(c) for c in data_columns(rows)]
     sign = F.when(F.col(POS) == 1, 1).otherwise(-1)
     return rows.groupBy(*qc).agg(F.sum(sign).alias(COUNT)).filter(F.col(COUNT) != 0)
+
+
+def repeat(df: DataFrame, times) -> DataFrame:
+    """Each row of ``df`` ``times`` times (a Column; 0 drops the row)."""
+    return (df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int"))))
+              .drop("__wlr_rep"))
+
+
+def compact_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The change rows a compacted piece keeps of a keyed table: each key's first and last
+    change row (one when they are the same), keys inserted and deleted within left out.
+
+    :func:`net_by_key` over these rows followed by later ones gives what it gives over all
+    the rows followed by them (its last state and first change are a max and a min), so
+    compacted pieces concatenate exactly. Returns the data columns, ``_change_type`` and
+    ``wlc_version`` (each kept row's own master version).
+    """
+    cols = data_columns(rows) + [CHANGE_TYPE]
+    qk = [quote_ident(k) for k in keys]
+    row = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
+                   *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
+    ends = rows.groupBy(*qk).agg(F.min(row).alias("f"), F.max(row).alias("l"))
+    ends = ends.filter(~((F.col("f.p") == 1) & (F.col("l.p") == 0)))
+
+    def side(df: DataFrame, s: str) -> DataFrame:
+        return df.select(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)],
+                         F.col(f"{s}.v").alias(VERSION_COLUMN))
+    return side(ends, "f").unionByName(side(ends.where(~F.col("f").eqNullSafe(F.col("l"))), "l"))
+
+
+def compact_by_image(rows: DataFrame, version: int) -> DataFrame:
+    """The change rows a compacted piece keeps of an unkeyed table: each row image's net
+    count as that many ``insert`` rows (positive) or ``delete`` rows (negative), at master
+    version ``version``. Returns the data columns, ``_change_type`` and ``wlc_version``."""
+    net = net_by_image(rows)
+    cols = [c for c in net.columns if c != COUNT]
+    kind = F.when(F.col(COUNT) > 0, F.lit("insert")).otherwise(F.lit("delete"))
+    return (repeat(net, F.abs(F.col(COUNT)))
+            .select(*[quote_ident(c) for c in cols], kind.alias(CHANGE_TYPE),
+                    F.lit(version).cast("long").alias(VERSION_COLUMN)))

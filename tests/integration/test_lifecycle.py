@@ -1,0 +1,118 @@
+"""The log's life cycle on real Delta tables: snapshots taken while capturing, compacted
+levels, retention. A replica from a newer snapshot, or through compacted batches, equals
+one replayed from the first snapshot through level 0, at every target."""
+import os
+from datetime import timedelta
+
+import pytest
+
+import wlc
+import wlr
+from wlc.config import Every
+from wlc.lifecycle import Lifecycle
+from wlr.errors import ReplicaStateError, TargetError
+
+from .helpers import master_rows, rows, sql
+from .test_grouped import random_mix
+
+pytestmark = pytest.mark.spark
+
+TABLES = ("s.k", "s.u")
+
+
+def make_history(spark, master):
+    """Keyed s.k and unkeyed s.u, three stretches of random DML (a batch per one to a few
+    transactions) with a snapshot after the first two and an ALTER in the middle."""
+    k, u = master.table_path("s.k"), master.table_path("s.u")
+    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING) USING delta "
+               "TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a'), (2, 0, 'b'), (3, 0, 'c'), (NULL, 0, 'null key')")
+    sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'x')")
+    random_mix(spark, k, u, 12, seed=1)
+    first = wlc.snapshot()
+    random_mix(spark, k, u, 10, seed=2)
+    sql(spark, f"ALTER TABLE delta.`{k}` ADD CONSTRAINT v_small CHECK (v < 100000)")
+    random_mix(spark, k, u, 6, seed=3)
+    second = wlc.snapshot()
+    random_mix(spark, k, u, 8, seed=4)
+    return first, second
+
+
+def same(a, b, until):
+    for table in TABLES:
+        assert rows(a.table(table)) == rows(b.table(table)), (until, table)
+    assert a.tick() == b.tick(), until
+
+
+def test_snapshots_and_compacted_levels_replay_like_level_zero(spark, master, dbfarm):
+    first, second = make_history(spark, master)
+    end = wlc.tick()
+    assert 0 <= first.txn < second.txn < end
+    names = sorted(os.listdir(os.path.join(dbfarm, "m", "wlc_snapshot")))
+    assert names == sorted([str(first.txn), str(second.txn)])
+    assert master.config["snapshot"] == second.path
+    assert [s.txn for s in wlc.snapshots()] == [-1, first.txn, second.txn]
+    made = wlc.compact(level1="3 batches", level2="2 batches")
+    assert {s.level for s in made} == {1, 2}
+    assert all(not n.startswith(".compact") for n in os.listdir(master.logs))
+    again = wlc.compact(level1="3 batches", level2="2 batches")
+    assert again == []  # nothing due twice
+    for until in (first.txn + 2, second.txn, end):
+        ref = wlr.replicate("m", until=until, replica=f"ref{until}", dbfarm=dbfarm, snapshot=-1, compacted=False)
+        new = wlr.replicate("m", until=until, replica=f"new{until}", dbfarm=dbfarm)
+        same(ref, new, until)
+        log_text = open(os.path.join(dbfarm, f"new{until}", "wlr.log")).read()
+        expected = second.txn if until >= second.txn else first.txn
+        assert f"at transaction {expected} " in log_text, log_text
+    final = wlr.Replica("m", f"new{end}", dbfarm)
+    assert rows(final.table("s.k")) == master_rows(spark, master.table_path("s.k"))
+    # a replica that exists is never reset by a newer snapshot; it follows through the levels
+    old = wlr.Replica("m", f"ref{first.txn + 2}", dbfarm).replicate(follow=False)
+    same(old, final, "continued")
+    # through level 1 and 2 only, from the empty start
+    levels = wlr.replicate("m", replica="levels", dbfarm=dbfarm, snapshot=-1)
+    same(levels, final, "levels from the start")
+    log_text = open(os.path.join(dbfarm, "levels", "wlr.log")).read()
+    assert "replaying through compacted m_L2_000000000000_" in log_text, log_text
+    with pytest.raises(TargetError, match="no snapshot at transaction 5"):
+        wlr.replicate("m", replica="nope", dbfarm=dbfarm, snapshot=5)
+    assert not os.path.exists(os.path.join(dbfarm, "nope"))
+
+
+def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbfarm):
+    first, second = make_history(spark, master)
+    end = wlc.tick()
+    wlc.compact(level1="3 batches", level2="2 batches")
+    wlr.replicate("m", until=first.txn - 1, replica="behind", dbfarm=dbfarm, snapshot=-1)
+    cycle = Lifecycle(master.storage, master.path, "m")
+    later = master.clock() + timedelta(days=2)
+    day = Every(86400)
+    # everything older than a day goes, but for the newest snapshot (the base) and what
+    # replay needs from it
+    keep = {"level0": day, "level1": day, "level2": day, "snapshots": day}
+    dry = cycle.prune(dry_run=True, now=later, keep=keep)
+    listing = sorted(os.listdir(master.logs))
+    assert dry.deleted and sorted(os.listdir(master.logs)) == listing  # a dry run deletes nothing
+    report = cycle.prune(now=later, keep=keep)
+    assert report.deleted == dry.deleted
+    text = "\n".join(report.lines())
+    assert f"earliest reachable point: transaction {second.txn}" in text
+    # the newest snapshot is the base; the snapshots before it are gone
+    assert [s.txn for s in wlc.snapshots()] == [second.txn]
+    # capture resumes from the newest level-0 batch: it stays
+    assert any(not n.split("_")[1].startswith("L") for n in os.listdir(master.logs) if n.startswith("m_"))
+    # what is promised still replays exactly: from the kept snapshot to the end
+    full = wlr.replicate("m", replica="full", dbfarm=dbfarm)
+    assert rows(full.table("s.k")) == master_rows(spark, master.table_path("s.k"))
+    assert rows(full.table("s.u")) == master_rows(spark, master.table_path("s.u"))
+    # too far behind: a clear error naming the earliest point, nothing changes
+    before = open(os.path.join(dbfarm, "behind", "wlr.config")).read()
+    with pytest.raises(ReplicaStateError, match=f"earliest reachable point is transaction {second.txn}"):
+        wlr.replicate("m", replica="behind", dbfarm=dbfarm)
+    assert open(os.path.join(dbfarm, "behind", "wlr.config")).read() == before
+    # a target older than the earliest reachable point
+    with pytest.raises(TargetError, match=f"older than the earliest reachable point.*transaction {second.txn}"):
+        wlr.replicate("m", until=first.txn, replica="old", dbfarm=dbfarm)
+    assert not os.path.exists(os.path.join(dbfarm, "old"))
+    assert end == wlc.tick()

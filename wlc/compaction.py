@@ -1,0 +1,188 @@
+"""Compaction: runs of published batches merged into coarser batches (levels 1 and 2).
+
+A level-1 batch merges a run of consecutive level-0 batches (for example those of one hour),
+a level-2 batch a run of level-1 batches (one day): seed 000's hourly, daily and weekly
+packets, compacted as MusicBrainz wished they were, and Litestream's levels. For each table,
+each run of its change-feed transactions between two barriers (DDL, full images, ALTERs that
+add columns, transactions whose rows were lost) becomes one *piece*: the net change of the
+run (keyed: each key's first and last change row, :func:`wlc.collapse.compact_by_key`;
+unkeyed: each row image's net count, :func:`wlc.collapse.compact_by_image`). Barriers are
+kept as they are, with their files. The manifest records the range of level-0 batches and
+transactions, the watermark at its end, and checksums as every batch; the batch is built in
+``<logs>/.compact-<db>-...`` and published by one rename beside the level-0 batches, which
+stay until retention prunes them.
+
+Cost: one Spark read, aggregation and write per piece of more than one transaction
+(O(change rows of the run)); a one-transaction piece is copied as files.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from . import batch as batchfmt
+from . import collapse
+from .batch import Manifest, TxnRecord
+from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
+from .config import Every
+from .deltalog import TableMeta
+from .errors import BatchError
+from .levels import Span, runs_to_merge
+from .names import batch_folder
+from .storage import Storage
+
+log = logging.getLogger("wlc.compaction")
+
+STAGING = ".compact-"
+
+
+def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1) -> list[Span]:
+    """The published batches of ``level`` whose first level-0 batch is after ``after_batch``, as spans.
+
+    Raises:
+        BatchError: a manifest is damaged.
+    """
+    if level == 0:
+        found = batchfmt.list_batches(storage, logs, dbname, after_batch + 1)
+    else:
+        found = [(first, path) for lv, first, _last, path in batchfmt.list_compacted(storage, logs, dbname)
+                 if lv == level and first > after_batch]
+    return [Span.of(batchfmt.read_manifest(storage, path), path) for _n, path in found]
+
+
+def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
+    """The last level-0 batch held by the newest batch of ``level`` (>= 1); -1 when there is none."""
+    return max((last for lv, _f, last, _p in batchfmt.list_compacted(storage, logs, dbname) if lv == level),
+               default=-1)
+
+
+def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: dict[int, Every],
+            watermark: datetime, metas_before, progress=None) -> list[Span]:
+    """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
+
+    Args:
+        every: ``{1: Every, 2: Every}`` (``master.compact.level1`` / ``level2``).
+        watermark: the master's watermark (UTC): time windows ending after it stay open.
+        metas_before: ``f(level-0 batch number)`` -> ``{table: TableMeta}`` in force before
+            that batch (which tables are keyed, and by what).
+        progress: called with a line per batch made (or None).
+
+    Raises:
+        BatchError: an input batch is damaged (nothing of that run is published).
+    """
+    made = []
+    for level in (1, 2):
+        if every.get(level) is None:
+            continue
+        upper_last = last_batch_of(storage, logs, dbname, level)
+        lower = spans(storage, logs, dbname, level - 1, upper_last)
+        upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
+        for run in runs_to_merge(lower, upper, every[level], watermark):
+            span = merge(spark, storage, logs, dbname, dbid, level, run, metas_before)
+            made.append(span)
+            if progress is not None:
+                progress(f"compacted {len(run)} level-{level - 1} batches into {span.name}: "
+                         f"transactions {span.first_txn}..{span.last_txn}")
+    return made
+
+
+def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span],
+          metas_before) -> Span:
+    """Merge the batches of ``run`` (consecutive, one level below ``level``) into one batch.
+
+    Every input file is verified against its checksum first. Raises BatchError when one
+    fails: nothing is published.
+    """
+    manifests = []
+    for s in run:
+        m = batchfmt.read_manifest(storage, s.path)
+        problems = batchfmt.verify_files(storage, s.path, m)
+        if problems:
+            raise BatchError(f"cannot compact {s.name}: " + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
+                             + "; restore it from a copy, then compact again")
+        manifests.append((s.path, m))
+    staging = Storage.join(logs, f"{STAGING}{dbname}-L{level}-{run[0].first_batch:012d}-{uuid.uuid4().hex[:8]}")
+    storage.makedirs(staging)
+    try:
+        metas = dict(metas_before(run[0].first_batch))
+        records: list[TxnRecord] = []
+        open_runs: dict[str, list[tuple[str, TxnRecord]]] = {}
+
+        def close(table: str) -> None:
+            items = open_runs.pop(table, None)
+            if items:
+                records.append(_piece(spark, storage, staging, items, metas.get(table)))
+
+        for path, m in manifests:
+            for rec in m.txns:
+                if rec.change == "cdf" and rec.ddl is None and not rec.lost:
+                    open_runs.setdefault(rec.table, []).append((path, rec))
+                    continue
+                close(rec.table)
+                records.append(_barrier(storage, staging, path, rec))
+                if rec.ddl == "drop":
+                    metas.pop(rec.table, None)
+                elif rec.meta:
+                    metas[rec.table] = TableMeta.from_json(rec.meta)
+        for table in list(open_runs):
+            close(table)
+        records.sort(key=lambda r: r.txn)
+        last = manifests[-1][1]
+        manifest = Manifest(database=dbname, dbid=dbid, batch=run[0].first_batch, watermark=last.watermark,
+                            txns=records, cursors=last.cursors, level=level, last_batch=run[-1].last_batch,
+                            span=(run[0].first_txn, run[-1].last_txn))
+        final = batchfmt.publish(storage, logs, staging, manifest)
+    except BaseException:
+        storage.rm(staging)
+        raise
+    return Span.of(manifest, final)
+
+
+def _barrier(storage: Storage, staging: str, path: str, rec: TxnRecord) -> TxnRecord:
+    """``rec`` as it is, its files copied under ``txn/<txn>/``."""
+    out = TxnRecord.from_json(rec.to_json())
+    if rec.rows:
+        out.rows = f"txn/{rec.txn}/{rec.rows}"
+        storage.copy_tree(Storage.join(path, rec.rows), Storage.join(staging, out.rows))
+    return out
+
+
+def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnRecord]],
+           meta: TableMeta | None) -> TxnRecord:
+    """The net change of one table's run of change-feed transactions ``items`` as one record."""
+    first, last = items[0][1], items[-1][1]
+    with_rows = [(p, r) for p, r in items if r.rows and any(r.counts.values())]
+    rel = f"rows/{batch_folder(last.table)}/{first.start}-{last.txn}"
+    out = TxnRecord(txn=last.txn, gtid=last.gtid, time=last.time, table=last.table, version=last.version,
+                    operation=last.operation if len(items) == 1 and first.first is None
+                    else f"NET OF {last.txn - first.start + 1} TRANSACTIONS",
+                    change="cdf", user=last.user, first=first.start if first.start != last.txn else None)
+    if not with_rows:
+        return out
+    out.rows = rel
+    if len(with_rows) == 1:  # one transaction's (or one piece's) rows: already net, copied as files
+        p, r = with_rows[0]
+        src = Storage.join(p, r.rows)
+        dst = Storage.join(staging, rel)
+        if r.rows.rsplit("/", 1)[-1].startswith(f"{VERSION_COLUMN}="):
+            dst = Storage.join(dst, r.rows.rsplit("/", 1)[-1])
+        storage.copy_tree(src, dst)
+        out.counts = dict(r.counts)
+        return out
+    from pyspark.sql import Observation, functions as F
+
+    rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, r.rows)) for p, r in with_rows])
+    keys = [k for k in (meta.key_columns if meta else []) if k in rows.columns]
+    net = collapse.compact_by_key(rows, keys) if keys else collapse.compact_by_image(rows, last.version)
+    seen = Observation()
+    tallies = [F.count_if(F.col(CHANGE_TYPE) == t).alias(t) for t in CHANGE_TYPES]
+    (net.observe(seen, *tallies).write.mode("overwrite").partitionBy(VERSION_COLUMN)
+        .parquet(storage.uri(Storage.join(staging, rel))))
+    out.counts = {t: int(n) for t, n in seen.get.items() if n}
+    return out
+
+
+def metas_from_state(cursors: dict) -> dict[str, TableMeta]:
+    """``{table: TableMeta}`` from a manifest's (or snapshot's) capture cursors."""
+    return {n: c.meta for n, c in CaptureState.from_json({"tables": cursors}).tables.items() if c.meta is not None}

@@ -1,0 +1,272 @@
+"""The log's levels as ranges: which compacted batches to make, which to replay, which to keep.
+
+Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.compaction`,
+:mod:`wlc.prune`) and replay (``wlr``):
+
+* Level 0 is what capture publishes; a level-1 batch merges a run of consecutive level-0
+  batches, a level-2 batch a run of consecutive level-1 batches (seed 000's hourly packets
+  and daily ones, Litestream's compaction levels). Runs never overlap and are aligned: every
+  boundary of a coarser batch is a boundary of every finer level.
+* :func:`restore_path` plans replay as Litestream restores: from the replica's position,
+  the coarsest batch that starts there and ends at or before the target, again and again;
+  level 0 then reaches the exact target. A compacted batch is applied only as a whole.
+* :func:`retain` decides what retention deletes: nothing that a kept snapshot's path to a
+  still-promised recovery point uses.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Sequence
+
+from .config import Every
+
+LEVELS = (0, 1, 2)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A published batch as a range: ``level``, the level-0 batches it holds
+    (``first_batch``..``last_batch``), its transactions (``first_txn``..``last_txn``), the
+    commit time of its last transaction (UTC), its watermark and its folder."""
+
+    level: int
+    first_batch: int
+    last_batch: int
+    first_txn: int
+    last_txn: int
+    last_time: datetime | None
+    watermark: datetime | None = None
+    path: str = ""
+
+    @classmethod
+    def of(cls, manifest, path: str = "") -> "Span":
+        """The span of a :class:`wlc.batch.Manifest`."""
+        return cls(manifest.level, manifest.batch, manifest.end_batch, manifest.first_txn, manifest.last_txn,
+                   manifest.txns[-1].time if manifest.txns else None, manifest.watermark, path)
+
+    @property
+    def name(self) -> str:
+        if self.level == 0:
+            return f"level-0 batch {self.first_batch}"
+        return f"level-{self.level} batch {self.first_batch}-{self.last_batch}"
+
+
+@dataclass(frozen=True)
+class Start:
+    """A snapshot as a starting point: every transaction <= ``txn`` is in it (-1: none),
+    ``time`` the commit time of ``txn`` (None for -1), ``batch`` the last level-0 batch it holds."""
+
+    txn: int
+    time: datetime | None
+    batch: int
+    path: str = ""
+
+
+def fits(span: Span, until_txn: int | None = None, until_time: datetime | None = None) -> bool:
+    """True when all of ``span`` is at or before the target (``until_txn`` inclusive, or
+    every transaction committed at or before ``until_time``; neither: everything)."""
+    if until_txn is not None:
+        return span.last_txn <= until_txn
+    if until_time is not None:
+        return span.last_time is not None and span.last_time <= until_time
+    return True
+
+
+def restore_path(tick: int, compacted: Iterable[Span], until_txn: int | None = None,
+                 until_time: datetime | None = None) -> list[Span]:
+    """The compacted batches replay applies from position ``tick`` (every transaction <=
+    ``tick`` applied) toward the target: each time the coarsest batch that starts at the
+    next transaction and ends at or before the target, as Litestream's restore plan.
+
+    Returns them in order (empty: level 0 from ``tick``). Level 0 continues from the last
+    one's ``last_batch + 1`` and ``last_txn``. Cost: O(number of compacted batches).
+    """
+    starts: dict[int, list[Span]] = {}
+    for s in compacted:
+        if s.level > 0:
+            starts.setdefault(s.first_txn, []).append(s)
+    path, pos = [], tick
+    while True:
+        fitting = [s for s in starts.get(pos + 1, ()) if fits(s, until_txn, until_time) and s.last_txn > pos]
+        if not fitting:
+            return path
+        best = max(fitting, key=lambda s: (s.last_txn, s.level))
+        path.append(best)
+        pos = best.last_txn
+
+
+def choose_start(starts: Sequence[Start], until_txn: int | None = None,
+                 until_time: datetime | None = None) -> Start | None:
+    """The newest snapshot at or before the target (None: none is)."""
+    best = None
+    for s in starts:
+        ok = (until_txn is None or s.txn <= until_txn) and (
+            until_time is None or s.time is None or s.time <= until_time)
+        if ok and (best is None or s.txn > best.txn):
+            best = s
+    return best
+
+
+# ----------------------------------------------------------------------------- compaction
+
+def window_of(when: datetime, seconds: float) -> int:
+    """The number of the UTC-aligned window of ``seconds`` that holds ``when``."""
+    return math.floor(when.timestamp() / seconds)
+
+
+def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime) -> list[list[Span]]:
+    """Runs of consecutive ``lower`` batches to merge into one batch of the next level each.
+
+    Args:
+        lower: the batches of the level below (any order).
+        upper: the batches of the level being made that exist already: only batches after
+            the last of them are merged (runs never overlap; a hole behind is never filled).
+        every: ``Every(n, "batches")``: each run of n batches (complete runs only); or
+            ``Every(seconds)``: the batches whose last transaction falls in one UTC-aligned
+            window, once the window is over (its end at or before ``closed_before``, the
+            master's watermark) so no later batch can still belong to it.
+        closed_before: the master's watermark (UTC).
+
+    Returns the runs in order, each ascending and gap-free. Merging stops at a gap.
+    """
+    done = max((u.last_batch for u in upper), default=-1)
+    todo = sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
+    chain: list[Span] = []
+    for s in todo:
+        expected = chain[-1].last_batch + 1 if chain else (done + 1 if upper else s.first_batch)
+        if s.first_batch != expected or (chain and s.first_txn != chain[-1].last_txn + 1):
+            break
+        chain.append(s)
+    runs: list[list[Span]] = []
+    if every.unit == "batches":
+        n = max(1, int(every.amount))
+        runs = [chain[i:i + n] for i in range(0, len(chain) - n + 1, n)]
+        return runs
+    seconds = every.amount
+    for s in chain:
+        when = s.last_time or s.watermark
+        w = window_of(when, seconds)
+        if runs and window_of(runs[-1][-1].last_time or runs[-1][-1].watermark, seconds) == w:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    closed = []
+    for run in runs:
+        w = window_of(run[-1].last_time or run[-1].watermark, seconds)
+        end = datetime.fromtimestamp((w + 1) * seconds, tz=timezone.utc)
+        if end > closed_before:
+            break
+        closed.append(run)
+    return closed
+
+
+# ----------------------------------------------------------------------------- retention
+
+@dataclass
+class Retention:
+    """What :func:`retain` decided: what to delete, what stays reachable."""
+
+    delete: list[Span] = field(default_factory=list)
+    delete_snapshots: list[Start] = field(default_factory=list)
+    kept: list[Span] = field(default_factory=list)
+    kept_snapshots: list[Start] = field(default_factory=list)
+    earliest: Start | None = None  # the oldest kept snapshot: the earliest reachable point
+    granularity: list[tuple[str, int, datetime | None]] = field(default_factory=list)  # (what, from txn, from time)
+
+
+def _older(when: datetime | None, keep: Every | None, now: datetime) -> bool:
+    """True when ``when`` is older than the retention ``keep`` (None: kept forever)."""
+    if keep is None:
+        return False
+    return when is None or when < now - timedelta(seconds=keep.amount)
+
+
+def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
+           keep: dict[str, Every | None]) -> Retention:
+    """Decide what retention deletes.
+
+    Args:
+        starts: the snapshots.
+        spans: every published batch, all levels.
+        now: the current instant (UTC).
+        keep: retention per ``level0``, ``level1``, ``level2`` and ``snapshots`` (None: forever).
+
+    Kept: snapshots within their retention, plus the newest one older than it (the base the
+    oldest promised points are reached from; always the newest snapshot); batches within
+    their level's retention; the newest level-0 batch (capture resumes from it); and every
+    batch that replay's :func:`restore_path` plus level 0 uses from a kept snapshot to a
+    promised point: a transaction in a kept level-0 batch, the end of a kept compacted batch,
+    a kept snapshot. Everything else is deleted. Cost: O(B log B) for B batches.
+    """
+    starts = sorted(starts, key=lambda s: s.txn)
+    out = Retention()
+    if not starts:
+        out.kept = list(spans)
+        return out
+    ks = keep.get("snapshots")
+    inside = [s for s in starts if not _older(s.time, ks, now)]
+    older = [s for s in starts if _older(s.time, ks, now)]
+    base = older[-1:] if older else []
+    # the empty start (no folder) costs nothing: kept, reachable while a batch begins at it
+    kept_starts = [s for s in older[:-1] if not s.path] + base + inside
+    out.delete_snapshots = [s for s in starts if s not in kept_starts]
+
+    fresh = {s for s in spans if not _older(s.last_time, keep.get(f"level{s.level}"), now)}
+    level0 = [s for s in spans if s.level == 0]
+    if level0:
+        fresh.add(max(level0, key=lambda s: s.first_batch))
+    # promised points: (lo, hi) txn ranges every point of which must stay reachable
+    points = sorted({s.last_txn for s in fresh if s.level > 0} | {s.txn for s in kept_starts})
+    ranges = sorted((s.first_txn, s.last_txn) for s in fresh if s.level == 0)
+
+    def promised(lo: int, hi: int) -> bool:
+        """A promised point in [lo, hi)."""
+        i = bisect.bisect_left(points, lo)
+        if i < len(points) and points[i] < hi:
+            return True
+        return _any_range(ranges, lo, hi)
+
+    by_start: dict[int, list[Span]] = {}
+    for s in spans:
+        by_start.setdefault(s.first_txn, []).append(s)
+    needed: set[Span] = set()
+    bounds = [s.txn for s in kept_starts[1:]] + [math.inf]
+    for start, end in zip(kept_starts, bounds):
+        todo, seen = [start.txn], set()
+        while todo:
+            pos = todo.pop()
+            if pos in seen or pos >= end:
+                continue
+            seen.add(pos)
+            here = sorted(by_start.get(pos + 1, ()), key=lambda s: s.level)
+            for s in here:
+                coarser = [c.last_txn for c in here if c.level > s.level and c.last_txn > pos]
+                hi = min(coarser + [end])
+                lo = s.first_txn if s.level == 0 else s.last_txn
+                if promised(lo, hi):
+                    needed.add(s)
+                    todo.append(s.last_txn)
+    for s in sorted(spans, key=lambda s: (s.level, s.first_batch)):
+        (out.kept if (s in fresh or s in needed) else out.delete).append(s)
+    if not kept_starts[0].path and not any(s.first_txn == kept_starts[0].txn + 1 for s in out.kept):
+        kept_starts.pop(0)  # nothing begins at the empty start any more
+    out.kept_snapshots = kept_starts
+    out.earliest = kept_starts[0] if kept_starts else None
+    for level in LEVELS:
+        mine = [s for s in out.kept if s.level == level and out.earliest and s.last_txn > out.earliest.txn]
+        if mine:
+            first = min(mine, key=lambda s: s.first_txn)
+            out.granularity.append((f"level {level}", first.first_txn, first.last_time))
+    return out
+
+
+def _any_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> bool:
+    """A range of ``ranges`` (sorted, disjoint) meeting [lo, hi)."""
+    i = bisect.bisect_right(ranges, (lo, math.inf))
+    for a, b in ranges[max(0, i - 1):i + 1]:
+        if a < hi and b >= lo:
+            return True
+    return False

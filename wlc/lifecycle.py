@@ -1,0 +1,385 @@
+"""The log's life cycle: rolling snapshots, compaction and retention of one master.
+
+MonetDB's manual names the DBA's chore: "keep the log directory manageable ... taking a new
+snapshot as a frame of reference". :class:`Lifecycle` does it for a master database:
+
+* :meth:`Lifecycle.snapshot`: a snapshot at the end of the newest published batch
+  (:func:`wlc.snapshot_store.take_rolling`);
+* :meth:`Lifecycle.compact`: the level-1 and level-2 batches that are due (:mod:`wlc.compaction`);
+* :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlc.levels.retain`),
+  each batch or snapshot renamed aside first, so a reader sees it whole or not at all.
+
+Each holds ``<db>/wlc.lifecycle.lock`` (fcntl), so the capturing process's background runs
+(``master.snapshot_interval``, ``master.compact.auto``) and the ``wlc snapshot``, ``wlc
+compact`` and ``wlc prune`` commands of other processes take turns. Manifests are read once
+per process and cached (they never change).
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from . import batch as batchfmt
+from . import compaction
+from . import snapshot_store as snap
+from .batch import parse_utc, utc_iso
+from .config import Every, every, settings
+from .errors import BatchError, MasterStateError
+from .levels import Retention, Span, Start, retain
+from .storage import Storage
+
+log = logging.getLogger("wlc.lifecycle")
+
+LOCK_FILE = "wlc.lifecycle.lock"
+_PRUNED = ".pruned-"
+
+
+def lifecycle_settings() -> dict:
+    """``{"snapshot_interval": Every|None, "auto": bool, "every": {1: Every|None, 2: ...},
+    "retention": {"level0": Every|None, ...}}`` from the ``master`` section of the settings.
+
+    Raises:
+        ConfigError: a value is malformed (the message names the key).
+    """
+    cfg = settings()["master"]
+    comp = cfg.get("compact") or {}
+    keep = cfg.get("retention") or {}
+    return {
+        "snapshot_interval": every(cfg.get("snapshot_interval"), "master.snapshot_interval", ("transactions",)),
+        "auto": bool(comp.get("auto", False)),
+        "every": {lv: every(comp.get(f"level{lv}"), f"master.compact.level{lv}", ("batches",)) for lv in (1, 2)},
+        "retention": {k: every(keep.get(k), f"master.retention.{k}") for k in ("level0", "level1", "level2", "snapshots")},
+    }
+
+
+@dataclass
+class PruneReport:
+    """What :meth:`Lifecycle.prune` deleted (or would delete, ``dry_run``) and what stays reachable."""
+
+    dry_run: bool
+    deleted: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+    decision: Retention | None = None
+
+    def lines(self) -> list[str]:
+        """Human lines: what was deleted, the earliest reachable point, the granularity by age."""
+        verb = "would delete" if self.dry_run else "deleted"
+        out = [f"{verb} {len(self.deleted)} folders ({self.bytes_freed / 1e6:.1f} MB)"]
+        out += [f"  {verb} {name}" for name in self.deleted]
+        d = self.decision
+        if d is not None and d.earliest is not None:
+            when = utc_iso(d.earliest.time) if d.earliest.time else "the start of master mode"
+            out.append(f"earliest reachable point: transaction {d.earliest.txn} ({when}), the snapshot "
+                       f"{os.path.basename(d.earliest.path)}")
+            for what, txn, at in d.granularity:
+                detail = "every transaction" if what == "level 0" else f"every {what} boundary"
+                out.append(f"  {detail} from transaction {txn} ({utc_iso(at) if at else '-'}) on")
+            out.append("  snapshots at transactions " + ", ".join(str(s.txn) for s in d.kept_snapshots))
+        return out
+
+
+class Lifecycle:
+    """The life cycle of the master at ``db_path`` (a database in master mode)."""
+
+    def __init__(self, storage: Storage, db_path: str, dbname: str):
+        self.storage, self.path, self.dbname = storage, db_path, dbname
+        self._spans: dict[str, Span] = {}
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ state
+    def config(self) -> dict[str, str]:
+        from .master import read_config
+        cfg = read_config(self.storage, self.path)
+        if cfg is None:
+            raise MasterStateError(f"{self.path} is not a master (no wlc.config); call wlc.master() there first",
+                                   cli=f"{self.path} is not a master; start capture there first: wlc capture "
+                                       f"{os.path.dirname(self.path)} {self.dbname}")
+        return cfg
+
+    def logs(self, cfg: dict[str, str] | None = None) -> str:
+        from .master import logs_of
+        return logs_of(cfg or self.config(), self.path)
+
+    def snapshots(self, cfg: dict[str, str] | None = None) -> list[Start]:
+        """Every snapshot, oldest first (the empty start of a master that began with no table
+        while batch 0 is still there)."""
+        cfg = cfg or self.config()
+        return snap.list_snapshots(self.storage, self.path, cfg.get("snapshot", ""), self.logs(cfg))
+
+    def spans(self, logs: str) -> list[Span]:
+        """Every published batch of every level, as spans (manifests cached)."""
+        found = [p for _n, p in batchfmt.list_batches(self.storage, logs, self.dbname)]
+        found += [p for *_x, p in batchfmt.list_compacted(self.storage, logs, self.dbname)]
+        for gone in set(self._spans) - set(found):
+            del self._spans[gone]
+        for path in found:
+            if path not in self._spans:
+                self._spans[path] = Span.of(batchfmt.read_manifest(self.storage, path), path)
+        return [self._spans[p] for p in found]
+
+    @contextmanager
+    def locked(self):
+        """Hold ``<db>/wlc.lifecycle.lock`` (waits for another process's run to end)."""
+        if getattr(self._local, "held", False) or not self.storage.local:
+            yield
+            return
+        with open(os.path.join(self.path, LOCK_FILE), "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            self._local.held = True
+            try:
+                yield
+            finally:
+                self._local.held = False
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------ snapshot
+    def snapshot(self, spark) -> Start:
+        """A snapshot at the end of the newest published batch (the newest snapshot when
+        nothing was published since it).
+
+        Raises:
+            MasterStateError: not a master; a table is no longer readable at its version.
+        """
+        cfg = self.config()
+        with self.locked():
+            published = batchfmt.list_batches(self.storage, self.logs(cfg), self.dbname)
+            existing = self.snapshots(cfg)
+            if not published or (existing and existing[-1].txn >= self._span(published[-1][1]).last_txn):
+                if existing:
+                    return existing[-1]
+                raise MasterStateError(f"master {self.dbname!r} has no snapshot and nothing published yet")
+            manifest = batchfmt.read_manifest(self.storage, published[-1][1])
+            session = spark.newSession()
+            session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+            session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+            start = snap.take_rolling(session, self.storage, self.path, manifest, cfg["dbid"])
+        log.info("%s: snapshot at transaction %d in %s", self.dbname, start.txn, start.path)
+        return start
+
+    def _span(self, path: str) -> Span:
+        if path not in self._spans:
+            self._spans[path] = Span.of(batchfmt.read_manifest(self.storage, path), path)
+        return self._spans[path]
+
+    def snapshot_due(self, interval: Every | None, tick: int, now: datetime) -> bool:
+        """True when ``master.snapshot_interval`` has passed since the newest snapshot and
+        something was published after it."""
+        if interval is None:
+            return False
+        starts = self.snapshots()
+        newest = starts[-1] if starts else None
+        if newest is not None and tick <= newest.txn:
+            return False
+        if interval.unit == "transactions":
+            return tick - (newest.txn if newest else -1) >= interval.amount
+        made = snap.read(self.storage, newest.path)["created"] if newest else None
+        return made is None or (now - parse_utc(made)).total_seconds() >= interval.amount
+
+    # ------------------------------------------------------------------ compaction
+    def compact(self, spark, every_: dict[int, Every | None] | None = None, progress=None) -> list[Span]:
+        """Make the level-1 and level-2 batches that are due (``master.compact`` in config
+        unless ``every_`` says otherwise). Returns the batches made.
+
+        Raises:
+            BatchError: an input batch is damaged (nothing of its run is published).
+        """
+        cfg = self.config()
+        every_ = every_ or lifecycle_settings()["every"]
+        wm = cfg.get("watermark", "")
+        watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
+        logs = self.logs(cfg)
+        with self.locked():
+            for name in self.storage.listdir(logs):
+                if name.startswith(f"{compaction.STAGING}{self.dbname}-"):
+                    self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
+            return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"],
+                                      {k: v for k, v in every_.items() if v is not None}, watermark,
+                                      lambda n: self._metas_before(cfg, n), progress)
+
+    def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
+        """``{table: TableMeta}`` in force before level-0 batch ``batch``."""
+        logs = self.logs(cfg)
+        if batch == 0:
+            starts = [s for s in self.snapshots(cfg) if s.txn < 0 and s.path]
+            return compaction.metas_from_state(snap.read(self.storage, starts[0].path)["tables"]) if starts else {}
+        paths = [p for n, p in batchfmt.list_batches(self.storage, logs, self.dbname, batch - 1) if n == batch - 1]
+        paths += [p for _lv, _f, last, p in batchfmt.list_compacted(self.storage, logs, self.dbname) if last == batch - 1]
+        paths += [s.path for s in self.snapshots(cfg) if s.batch == batch - 1 and s.path]
+        for path in paths:
+            if os.path.basename(path).startswith(self.dbname):
+                cursors = batchfmt.read_manifest(self.storage, path).cursors
+            else:
+                cursors = {"tables": snap.read(self.storage, path)["tables"]}
+            return compaction.metas_from_state(cursors.get("tables") or {})
+        raise BatchError(f"cannot compact from batch {batch}: neither batch {batch - 1} nor a compacted batch or "
+                         "snapshot ending there is left to say which tables are keyed")
+
+    # ------------------------------------------------------------------ retention
+    def prune(self, dry_run: bool = False, now: datetime | None = None,
+              keep: dict[str, Every | None] | None = None) -> PruneReport:
+        """Delete what ``master.retention`` no longer promises (see :func:`wlc.levels.retain`).
+
+        Args:
+            dry_run: only say what would be deleted.
+            now: the instant retention counts back from (UTC); default now.
+            keep: retention per level and for snapshots; default ``master.retention``.
+        """
+        cfg = self.config()
+        keep = keep if keep is not None else lifecycle_settings()["retention"]
+        now = now or datetime.now(timezone.utc)
+        logs = self.logs(cfg)
+        with self.locked():
+            decision = retain(self.snapshots(cfg), self.spans(logs), now, keep)
+            report = PruneReport(dry_run, decision=decision)
+            for item in list(decision.delete) + [s for s in decision.delete_snapshots if s.path]:
+                report.deleted.append(os.path.basename(item.path) if isinstance(item, Span)
+                                      else f"{snap.SNAPSHOT_DIR}/{os.path.basename(item.path)}")
+                report.bytes_freed += sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(item.path)
+                                          for f in fs) if self.storage.local else 0
+                if not dry_run:
+                    self._remove(item.path)
+        return report
+
+    def _remove(self, path: str) -> None:
+        """Rename ``path`` aside, then delete it: readers see it whole or not at all."""
+        parent, name = os.path.dirname(path), os.path.basename(path)
+        aside = Storage.join(parent, f"{_PRUNED}{name}")
+        self.storage.rename(path, aside)
+        self.storage.rm(aside)
+        self._spans.pop(path, None)
+
+
+class AutoLifecycle:
+    """The background runs of a capturing master: snapshots every ``master.snapshot_interval``,
+    compaction (and pruning, when a retention is set) when ``master.compact.auto`` is on.
+    Failures are logged and retried at the next check; capture goes on meanwhile."""
+
+    def __init__(self, master, period: float):
+        self.master, self.period = master, period
+        self.cfg = lifecycle_settings()
+        self.cycle = Lifecycle(master.storage, master.path, master.dbname)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return self.cfg["snapshot_interval"] is not None or self.cfg["auto"]
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"wlc-lifecycle-{self.master.dbname}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                self.run_once()
+                self.error = None
+            except Exception as exc:  # retried at the next check
+                self.error = exc
+                log.exception("life cycle of %s failed; retrying", self.master.dbname)
+
+    def run_once(self) -> None:
+        m = self.master
+        now = datetime.now(timezone.utc)
+        tick = int(m.config.get("tick", -1))
+        if self.cycle.snapshot_due(self.cfg["snapshot_interval"], tick, now):
+            start = self.cycle.snapshot(m.spark)
+            m.note_snapshot(start)
+        if self.cfg["auto"]:
+            for span in self.cycle.compact(m.spark, self.cfg["every"]):
+                m._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
+            if any(v is not None for v in self.cfg["retention"].values()):
+                report = self.cycle.prune()
+                if report.deleted:
+                    m._note(f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"
+                            + (" ..." if len(report.deleted) > 5 else ""))
+
+
+class MasterLifecycle:
+    """The life-cycle calls of :class:`wlc.Master` (a mixin: the master has ``storage``,
+    ``path``, ``dbname``, ``config``, ``spark``, ``_lock`` and ``flush``)."""
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        if getattr(self, "_lifecycle", None) is None:
+            self._lifecycle = Lifecycle(self.storage, self.path, self.dbname)
+        return self._lifecycle
+
+    def snapshot(self) -> Start:
+        """Flush, then take a snapshot at the last published transaction T while capture
+        goes on (``wlc_snapshot/<T>/``: each table copied at its Delta version holding
+        exactly the transactions <= T, so it survives VACUUM of the master).
+
+        Returns the snapshot (``txn`` T, ``time`` its commit time, ``path``); the newest
+        one when nothing was published since it. New replicas start from the newest
+        snapshot at or before their target. Cost: one Spark copy of every table (O(data)).
+
+        Raises:
+            MasterStateError: the master is stopped or not capturing here; a table is no
+                longer readable at its version.
+        """
+        self.flush()
+        start = self.lifecycle.snapshot(self.spark)
+        self.note_snapshot(start)
+        return start
+
+    def note_snapshot(self, start: Start) -> None:
+        """Name the newest snapshot in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
+        with self._lock:
+            if self.config.get("snapshot") != start.path:
+                self.config["snapshot"] = start.path
+                self._save_config()
+                self._note(f"snapshot at transaction {start.txn}: {start.path}")
+
+    def snapshots(self) -> list[Start]:
+        """Every snapshot of this master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""
+        return self.lifecycle.snapshots(self.config)
+
+    def compact(self, level1=None, level2=None) -> list[Span]:
+        """Merge published batches into level-1 and level-2 batches, as many as are due.
+
+        Args:
+            level1, level2: override ``master.compact.level1``/``level2``: a duration
+                (seconds, ``"1h"``, ``"1d"``: the batches of each UTC-aligned window, once
+                it is over) or ``"<n> batches"`` (each complete run of n batches below).
+
+        Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``).
+        The level-0 batches stay until :meth:`prune` deletes them.
+
+        Raises:
+            ConfigError: a malformed interval. BatchError: an input batch is damaged.
+        """
+        cfg = lifecycle_settings()["every"]
+        chosen = {1: every(level1, "level1", ("batches",)) if level1 is not None else cfg[1],
+                  2: every(level2, "level2", ("batches",)) if level2 is not None else cfg[2]}
+        made = self.lifecycle.compact(self.spark, chosen)
+        for span in made:
+            self._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
+        return made
+
+    def prune(self, dry_run: bool = False, now: datetime | None = None) -> PruneReport:
+        """Delete the batches and snapshots ``master.retention`` no longer promises: never
+        one a kept snapshot's path to a promised recovery point uses.
+
+        Args:
+            dry_run: only report what would be deleted.
+            now: the instant retention counts back from (UTC); default now.
+
+        Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()`` with the
+        earliest reachable transaction and instant and the granularity by age).
+        """
+        report = self.lifecycle.prune(dry_run=dry_run, now=now)
+        if report.deleted and not dry_run:
+            self._note(f"pruned {len(report.deleted)} folders")
+        return report

@@ -1,0 +1,195 @@
+"""Snapshots: each table of the master copied at the Delta version of a transaction boundary.
+
+``<db>/wlc_snapshot/<T>/<schema>/<table>`` are ordinary Delta tables written by Spark from
+the master's time travel (so they survive a later VACUUM of the master), with the master's
+schema, partitioning, replicated properties and CHECK constraints. Every transaction <= T
+is in them and none after; ``T`` is -1 for the snapshot taken when master mode began (folder
+``initial``). ``snapshot.json``, written last, lists each table's master version and records
+T, its commit time, the watermark and the last level-0 batch it holds; the folder is built
+as ``.open-<T>-<id>`` and published by one rename. A replica starts by copying a snapshot's
+folders: the newest at or before its target (:func:`wlc.levels.choose_start`).
+
+Rolling snapshots (:func:`take_rolling`) are taken while capture runs, at the end of the
+newest published batch: its manifest's cursors are the Delta version of every table with
+exactly the transactions up to it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+
+from .batch import Manifest, parse_utc, utc_iso
+from .capture import CaptureState, Cursor, delta_ref, table_path
+from .deltalog import TableMeta, metadata_at
+from .errors import MasterStateError
+from .levels import Start
+from .names import quote_ident, split_name
+from .storage import Storage
+
+SNAPSHOT_MANIFEST = "snapshot.json"
+SNAPSHOT_DIR = "wlc_snapshot"
+INITIAL = "initial"  # the folder of the snapshot taken when master mode began (T = -1)
+_STAGING = ".open-"
+
+
+def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
+    """SQL statements that create an empty Delta table at ``uri`` shaped as ``meta``.
+
+    Column types, nullability, partitioning, replicated properties (``wlc.key``...) and
+    CHECK constraints; identifiers are quoted.
+    """
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(meta.schema)
+    cols = ", ".join(
+        f"{quote_ident(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+        for f in schema.fields)
+    sql = f"CREATE TABLE IF NOT EXISTS {delta_ref(uri)} ({cols}) USING delta"
+    if meta.partition_columns:
+        sql += " PARTITIONED BY (" + ", ".join(quote_ident(c) for c in meta.partition_columns) + ")"
+    props = {k: v for k, v in meta.properties.items() if not k.startswith("delta.constraints.")}
+    if props:
+        sql += " TBLPROPERTIES (" + ", ".join(f"{_lit(k)} = {_lit(v)}" for k, v in props.items()) + ")"
+    stmts = [sql]
+    for name, expr in meta.constraints.items():
+        stmts.append(f"ALTER TABLE {delta_ref(uri)} ADD CONSTRAINT {quote_ident(name)} CHECK ({expr})")
+    return stmts
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def folder_of(db_path: str, txn: int) -> str:
+    """The folder of the snapshot at transaction ``txn`` (-1: the initial one)."""
+    return Storage.join(db_path, SNAPSHOT_DIR, INITIAL if txn < 0 else str(txn))
+
+
+def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str, str],
+         versions: dict[str, int], metas: dict[str, TableMeta], dbid: str,
+         record: dict | None = None) -> dict[str, Cursor]:
+    """Copy every table at ``versions[name]`` into ``snap_path`` and write ``snapshot.json`` last.
+
+    ``record``: what the manifest records besides the tables (``txn``, ``time``,
+    ``watermark``, ``batch``); default the initial snapshot's (T = -1). Returns the capture
+    cursors the logs start from. Cost: one Spark read and write of each table (O(data)).
+    """
+    storage.rm(snap_path)
+    storage.makedirs(snap_path)
+    cursors = {}
+    for name, path in sorted(tables.items()):
+        schema, table = split_name(name)
+        meta = metas[name]
+        dst = storage.uri(Storage.join(snap_path, schema, table))
+        for stmt in create_table_sql(dst, meta):
+            spark.sql(stmt)
+        df = spark.read.format("delta").option("versionAsOf", versions[name]).load(storage.uri(path))
+        df.select(*[quote_ident(c) for c in meta.columns]).write.format("delta").mode("append").save(dst)
+        cursors[name] = Cursor(versions[name], meta)
+    body = {"dbid": dbid, "created": utc_iso(datetime.now(timezone.utc)),
+            "txn": -1, "time": None, "watermark": None, "batch": -1, **(record or {}),
+            "tables": {k: v.to_json() for k, v in cursors.items()}}
+    storage.write_atomic(Storage.join(snap_path, SNAPSHOT_MANIFEST), json.dumps(body, indent=1, sort_keys=True))
+    return cursors
+
+
+def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid: str) -> Start:
+    """Take the snapshot at the end of the published level-0 batch ``manifest`` (T its last
+    transaction), while capture goes on: each table read at its version in the batch's
+    cursors, by Delta time travel. An existing snapshot at T is returned as it is.
+
+    The caller holds the master's life-cycle lock (:mod:`wlc.lifecycle`): stale staging
+    folders of an interrupted snapshot are removed here.
+
+    Raises:
+        MasterStateError: a table's version is no longer readable on the master (removed by
+            VACUUM, or the table dropped since): take the snapshot again after a flush.
+    """
+    txn = manifest.last_txn
+    final = folder_of(db_path, txn)
+    if storage.exists(Storage.join(final, SNAPSHOT_MANIFEST)):
+        return start_of(storage, final)
+    parent = Storage.join(db_path, SNAPSHOT_DIR)
+    storage.makedirs(parent)
+    for name in storage.listdir(parent):
+        if name.startswith(_STAGING):
+            storage.rm(Storage.join(parent, name))
+    staging = Storage.join(parent, f"{_STAGING}{txn}-{uuid.uuid4().hex[:8]}")
+    cursors = CaptureState.from_json(manifest.cursors).tables
+    tables = {n: table_path(db_path, n) for n in cursors}
+    versions = {n: c.version for n, c in cursors.items()}
+    metas = {n: c.meta or metadata_at(storage, tables[n], c.version) for n, c in cursors.items()}
+    record = {"txn": txn, "time": utc_iso(manifest.txns[-1].time) if manifest.txns else None,
+              "watermark": utc_iso(manifest.watermark), "batch": manifest.batch}
+    try:
+        take(spark, storage, db_path, staging, tables, versions, metas, dbid, record)
+    except Exception as exc:
+        storage.rm(staging)
+        if isinstance(exc, MasterStateError):
+            raise
+        raise MasterStateError(f"the snapshot at transaction {txn} could not read a master table at its version "
+                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); was it "
+                               "vacuumed or dropped since? flush and take the snapshot again") from exc
+    storage.fsync_tree(staging)
+    storage.rename(staging, final)
+    return start_of(storage, final)
+
+
+def read(storage: Storage, snap_path: str) -> dict:
+    """The snapshot manifest: ``{"dbid", "created", "txn", "time", "watermark", "batch",
+    "tables": {name: cursor json}}`` (an older manifest without ``txn`` is the initial one)."""
+    body = json.loads(storage.read_text(Storage.join(snap_path, SNAPSHOT_MANIFEST)))
+    for key, value in (("txn", -1), ("time", None), ("watermark", None), ("batch", -1)):
+        body.setdefault(key, value)
+    return body
+
+
+def start_of(storage: Storage, snap_path: str) -> Start:
+    """The snapshot at ``snap_path`` as a :class:`wlc.levels.Start`."""
+    body = read(storage, snap_path)
+    return Start(int(body["txn"]), parse_utc(body["time"]) if body["time"] else None, int(body["batch"]), snap_path)
+
+
+def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: str | None = None) -> list[Start]:
+    """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
+    with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
+    ``logs`` (when given) still holds a batch that begins at batch 0.
+
+    ``configured``: ``wlc.config``'s ``snapshot`` (a master made by an earlier version keeps
+    its one snapshot directly in ``wlc_snapshot``).
+    """
+    parent = Storage.join(db_path, SNAPSHOT_DIR)
+    paths = [parent] if storage.exists(Storage.join(parent, SNAPSHOT_MANIFEST)) else []  # the old layout
+    if storage.isdir(parent):
+        for name in storage.listdir(parent):
+            if (name == INITIAL or re.fullmatch(r"\d+", name)) and \
+                    storage.exists(Storage.join(parent, name, SNAPSHOT_MANIFEST)):
+                paths.append(Storage.join(parent, name))
+    if configured and configured not in paths and storage.exists(Storage.join(configured, SNAPSHOT_MANIFEST)):
+        paths.append(configured)
+    out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
+    if (not out or out[0].txn >= 0) and (logs is None or _holds_batch_zero(storage, logs, db_path)):
+        out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
+    return out
+
+
+def _holds_batch_zero(storage: Storage, logs: str, db_path: str) -> bool:
+    from .batch import batch_name, list_compacted
+    name = db_path.rstrip("/").rsplit("/", 1)[-1]
+    if storage.exists(Storage.join(logs, batch_name(name, 0))):
+        return True
+    return any(first == 0 for _lv, first, _l, _p in list_compacted(storage, logs, name))
+
+
+EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no table (no folder to copy)
+
+
+def newest_folder(storage: Storage, db_path: str) -> str | None:
+    """The folder of the newest published snapshot by its name (no manifest read), or None."""
+    parent = Storage.join(db_path, SNAPSHOT_DIR)
+    numbers = [int(n) for n in storage.listdir(parent) if re.fullmatch(r"\d+", n)]
+    if numbers:
+        return Storage.join(parent, str(max(numbers)))
+    return Storage.join(parent, INITIAL) if storage.exists(Storage.join(parent, INITIAL)) else None

@@ -1,0 +1,135 @@
+"""Where replay starts and which batches it reads: a snapshot, compacted batches, then level 0.
+
+A new replica starts from the newest snapshot at or before its target (PostgreSQL's restore
+from the base backup nearest the recovery target; Litestream's snapshot then levels). From
+a replica's position, replay takes the coarsest compacted batches that start there and end
+at or before the target (:func:`wlc.levels.restore_path`), then level-0 batches up to the
+exact target. When retention has pruned what a position or a target needs, the error names
+the earliest reachable point and nothing changes.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+
+from wlc import batch as batchfmt
+from wlc import snapshot_store as snap
+from wlc.batch import utc_iso
+from wlc.errors import BatchError
+from wlc.levels import Span, Start, choose_start, restore_path
+from wlc.storage import Storage
+
+from .errors import ReplicaStateError, TargetError
+from .logs import Batch, LogError
+from .plan import Target
+
+
+def _bounds(target: Target) -> tuple[int | None, datetime | None]:
+    return (target.txn if target.kind == "txn" else None), (target.time if target.kind == "time" else None)
+
+
+def describe(start: Start) -> str:
+    when = utc_iso(start.time) if start.time else "the start of master mode"
+    where = f"the snapshot {os.path.basename(start.path)}" if start.path else "an empty start"
+    return f"transaction {start.txn} ({when}, {where})"
+
+
+class Route:
+    """Reads a master's snapshots and compacted batches for one replica (manifests cached)."""
+
+    def __init__(self, storage: Storage, master_path: str, master: str, dbid: str):
+        self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
+        self._spans: dict[str, tuple[Span, object]] = {}
+
+    # ------------------------------------------------------------------ snapshots
+    def starts(self, mcfg: dict[str, str], logs: str) -> list[Start]:
+        """The snapshots a new replica can start from: the empty start only while level 0
+        (or a compacted batch) still begins at batch 0."""
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.get("snapshot", ""), logs)
+
+    def start_for(self, mcfg: dict[str, str], logs: str, target: Target, snapshot: int | None = None) -> Start:
+        """The snapshot a new replica starts from: ``snapshot`` (its transaction) when given,
+        else the newest at or before ``target``.
+
+        Raises:
+            TargetError: no snapshot is at or before the target (it is older than the earliest
+                reachable point, which the message names), or ``snapshot`` names none.
+        """
+        starts = self.starts(mcfg, logs)
+        if snapshot is not None:
+            found = [s for s in starts if s.txn == snapshot]
+            if not found:
+                raise TargetError(f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
+                                  f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}")
+            chosen = found[0]
+            if target.kind != "all" and chosen is not choose_start([chosen], *_bounds(target)):
+                raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
+            return chosen
+        chosen = choose_start(starts, *_bounds(target))
+        if chosen is None:
+            if not starts:
+                raise TargetError(f"master {self.master!r} has no reachable starting point: its snapshots and first "
+                                  "batches were pruned; take a snapshot on the master (wlc.snapshot())",
+                                  cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
+                                      f"wlc snapshot <dbfarm> {self.master}")
+            raise TargetError(f"the target {target} is older than the earliest reachable point of master "
+                              f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
+                              "Choose a later target")
+        return chosen
+
+    # ------------------------------------------------------------------ compacted batches
+    def units(self, logs: str, tick: int, next_batch: int, target: Target) -> list[Batch]:
+        """The compacted batches to apply from position ``tick`` (next level-0 batch
+        ``next_batch``): the coarsest first, each ending at or before the target.
+
+        Raises:
+            LogError: a compacted batch on the path is damaged or another database's.
+        """
+        spans = []
+        for level, first, _last, path in batchfmt.list_compacted(self.storage, logs, self.master):
+            if first < next_batch:
+                continue
+            if path not in self._spans:
+                try:
+                    manifest = batchfmt.read_manifest(self.storage, path)
+                except BatchError as exc:
+                    raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
+                if manifest.dbid != self.dbid or manifest.database != self.master or manifest.level != level:
+                    raise LogError(first, f"{path} is not a level-{level} batch of this master (id {self.dbid}); "
+                                          "move it out of the log folder")
+                self._spans[path] = (Span.of(manifest, path), manifest)
+            spans.append(self._spans[path][0])
+        out = []
+        for span in restore_path(tick, spans, *_bounds(target)):
+            manifest = self._spans[span.path][1]
+            out.append(Batch(span.last_batch, span.path, manifest))
+        for gone in [p for p in self._spans if not self.storage.exists(p)]:
+            del self._spans[gone]
+        return out
+
+    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: dict[str, str], new: bool,
+                     target: Target) -> None:
+        """Refuse a position whose next level-0 batch retention pruned (later ones are there).
+
+        Raises:
+            ReplicaStateError: an existing replica is further behind than what is kept.
+            TargetError: a new replica's target is not reachable exactly any more.
+        """
+        if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
+            return
+        published = batchfmt.list_batches(self.storage, logs, self.master)
+        if not published or published[0][0] <= next_batch:
+            return  # nothing after it yet, or a gap in the middle: read_batches names that
+        starts = self.starts(mcfg, logs)
+        earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
+        what = (f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention; the oldest "
+                f"level-0 batch left is {published[0][0]}")
+        if new:
+            raise TargetError(f"the target {target} is not reachable exactly any more: {what}. The earliest "
+                              f"reachable point is {earliest}; choose a target at a snapshot, a compacted "
+                              "batch's end, or after level 0 begins")
+        raise ReplicaStateError(f"this replica is at transaction {tick}, further behind than the master keeps: "
+                                f"{what}. The earliest reachable point is {earliest}: make a new replica",
+                                cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
+                                    f"{what}. The earliest reachable point is {earliest}: make a new replica with "
+                                    "wlr replicate <dbfarm> <master> <new replica>")
