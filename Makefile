@@ -4,6 +4,8 @@
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
+#   make bench-lifecycle - recovering a dropped table from the first snapshot through level 0 against the
+#                 nearest snapshot and compacted levels; log size before and after prune; compaction ratios
 #   make clean  - remove the venv, caches and demo data
 
 PYTHON ?= python3
@@ -12,7 +14,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test unit faults bench clean venv jars
+.PHONY: demo test unit faults bench bench-lifecycle clean venv jars
 
 venv: $(STAMP)
 
@@ -44,6 +46,9 @@ demo: $(STAMP) jars
 bench: $(STAMP) jars
 	$(PY) bench/catchup.py
 	$(PY) bench/capture_cost.py
+
+bench-lifecycle: $(STAMP) jars
+	$(PY) bench/lifecycle.py
 
 clean:
 	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info

@@ -145,7 +145,8 @@ def compact(level1=None, level2=None) -> list:
     return current().compact(level1=level1, level2=level2)
 
 
-def prune(dry_run: bool = False):
-    """Delete what ``master.retention`` no longer promises; see :meth:`wlc.Master.prune`.
-    Returns a report whose ``lines()`` say what was deleted and which recovery points remain."""
-    return current().prune(dry_run=dry_run)
+def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None = None):
+    """Delete what ``master.retention`` (or ``keep``) no longer promises; see
+    :meth:`wlc.Master.prune`. Returns a report whose ``lines()`` say what was deleted and
+    which recovery points remain."""
+    return current().prune(dry_run=dry_run, now=now, keep=keep)

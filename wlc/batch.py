@@ -160,8 +160,9 @@ class Manifest:
             "txns": [t.to_json() for t in self.txns],
             "files": self.files, "cursors": self.cursors,
         }
-        if self.level:
-            body.update({"level": self.level, "last_batch": self.end_batch})
+        if self.level:  # and the commit time of its last transaction, for people reading it
+            body.update({"level": self.level, "last_batch": self.end_batch,
+                         "last_time": utc_iso(self.txns[-1].time) if self.txns else None})
         return body
 
     def to_bytes(self) -> bytes:

@@ -1,4 +1,5 @@
-"""Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``capture`` and ``status``."""
+"""Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``capture``, ``status``,
+and the log's life cycle: ``snapshot``, ``compact``, ``prune``."""
 from __future__ import annotations
 
 import argparse
@@ -78,7 +79,60 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("dbfarm", help="folder holding the databases")
     st.add_argument("dbname", help="the master database's name")
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
+    sn = sub.add_parser("snapshot", help="take a snapshot at the last published transaction while capture goes on "
+                                         "(flushes first when no other process captures)")
+    sn.add_argument("dbfarm", help="folder holding the databases")
+    sn.add_argument("dbname", help="the master database's name")
+    co = sub.add_parser("compact", help="merge published batches into level-1 and level-2 batches, as far as due")
+    co.add_argument("dbfarm", help="folder holding the databases")
+    co.add_argument("dbname", help="the master database's name")
+    co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
+    co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
+    pr = sub.add_parser("prune", help="delete the batches and snapshots master.retention no longer promises")
+    pr.add_argument("dbfarm", help="folder holding the databases")
+    pr.add_argument("dbname", help="the master database's name")
+    pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
     return parser
+
+
+def lifecycle_command(args) -> int:
+    """``wlc snapshot``, ``wlc compact`` and ``wlc prune``: print what was done; 0 ok."""
+    import warnings
+
+    from .config import every
+    from .errors import MasterStateError
+    from .lifecycle import Lifecycle
+    from .master import Master
+    from .session import active_session
+    from .storage import Storage
+
+    farm = resolve_dbfarm(args.dbfarm)
+    cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
+    cycle.config()  # not a master: an error naming the fix, before Spark starts
+    if args.command == "snapshot":
+        m = Master(args.dbname, dbfarm=farm, capture=False)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m.start()
+        except MasterStateError:  # another process captures: the snapshot ends at its last published batch
+            start = cycle.snapshot(active_session())
+            print(f"capture runs in another process: snapshot at its last published transaction {start.txn}")
+        else:
+            try:
+                start = m.snapshot()
+            finally:
+                m.close()
+        print(f"snapshot at transaction {start.txn} ({start.time.isoformat() if start.time else 'start'}): {start.path}")
+        return 0
+    if args.command == "compact":
+        chosen = {1: every(args.level1, "--level1", ("batches",)), 2: every(args.level2, "--level2", ("batches",))}
+        made = cycle.compact(active_session(), {k: v for k, v in chosen.items() if v is not None}, print)
+        print(f"{len(made)} compacted batches made" if made else "nothing to compact yet")
+        return 0
+    report = cycle.prune(dry_run=args.dry_run)
+    print("\n".join(report.lines()))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     use_config(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
+        if args.command in ("snapshot", "compact", "prune"):
+            return lifecycle_command(args)
         if args.command == "status":
             from .master import read_config
             from .storage import Storage

@@ -28,6 +28,7 @@ from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
 from .config import Every
 from .deltalog import TableMeta
 from .errors import BatchError
+from .faults import crash_point
 from .levels import Span, runs_to_merge
 from .names import batch_folder
 from .storage import Storage
@@ -58,10 +59,12 @@ def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
 
 
 def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: dict[int, Every],
-            watermark: datetime, metas_before, progress=None) -> list[Span]:
+            watermark: datetime, metas_before, progress=None, spans_of=None) -> list[Span]:
     """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
 
     Args:
+        spans_of: ``f(level, after_batch)`` -> spans, as :func:`spans` (a caller's cache of
+            the manifests, which never change); default :func:`spans`.
         every: ``{1: Every, 2: Every}`` (``master.compact.level1`` / ``level2``).
         watermark: the master's watermark (UTC): time windows ending after it stay open.
         metas_before: ``f(level-0 batch number)`` -> ``{table: TableMeta}`` in force before
@@ -76,9 +79,13 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
         if every.get(level) is None:
             continue
         upper_last = last_batch_of(storage, logs, dbname, level)
-        lower = spans(storage, logs, dbname, level - 1, upper_last)
+        lower = (spans_of(level - 1, upper_last) if spans_of is not None
+                 else spans(storage, logs, dbname, level - 1, upper_last))
         upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
-        for run in runs_to_merge(lower, upper, every[level], watermark):
+        from tqdm.auto import tqdm
+        runs = runs_to_merge(lower, upper, every[level], watermark)
+        # a bar when it takes over 2 s, on a terminal or in a notebook only
+        for run in tqdm(runs, desc=f"compact level {level}", unit="batch", delay=2.0, disable=None, leave=False):
             span = merge(spark, storage, logs, dbname, dbid, level, run, metas_before)
             made.append(span)
             if progress is not None:
@@ -129,6 +136,7 @@ def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int
             close(table)
         records.sort(key=lambda r: r.txn)
         last = manifests[-1][1]
+        crash_point("compact.staged")
         manifest = Manifest(database=dbname, dbid=dbid, batch=run[0].first_batch, watermark=last.watermark,
                             txns=records, cursors=last.cursors, level=level, last_batch=run[-1].last_batch,
                             span=(run[0].first_txn, run[-1].last_txn))

@@ -189,7 +189,7 @@ class Lifecycle:
             BatchError: an input batch is damaged (nothing of its run is published).
         """
         cfg = self.config()
-        every_ = every_ or lifecycle_settings()["every"]
+        every_ = {**lifecycle_settings()["every"], **(every_ or {})}
         wm = cfg.get("watermark", "")
         watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
         logs = self.logs(cfg)
@@ -199,7 +199,17 @@ class Lifecycle:
                     self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
             return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"],
                                       {k: v for k, v in every_.items() if v is not None}, watermark,
-                                      lambda n: self._metas_before(cfg, n), progress)
+                                      lambda n: self._metas_before(cfg, n), progress,
+                                      lambda level, after: self._level_spans(logs, level, after))
+
+    def _level_spans(self, logs: str, level: int, after: int) -> list[Span]:
+        """The batches of ``level`` beginning after level-0 batch ``after`` (manifests cached)."""
+        if level == 0:
+            paths = [p for _n, p in batchfmt.list_batches(self.storage, logs, self.dbname, after + 1)]
+        else:
+            paths = [p for lv, first, _l, p in batchfmt.list_compacted(self.storage, logs, self.dbname)
+                     if lv == level and first > after]
+        return [self._span(p) for p in paths]
 
     def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""
@@ -255,8 +265,9 @@ class Lifecycle:
 
 
 class AutoLifecycle:
-    """The background runs of a capturing master: snapshots every ``master.snapshot_interval``,
-    compaction (and pruning, when a retention is set) when ``master.compact.auto`` is on.
+    """The background runs of a capturing master, checked every ``period`` seconds: snapshots
+    every ``master.snapshot_interval``, compaction when ``master.compact.auto`` is on, and
+    pruning after each run that compacted something, when a retention is set.
     Failures are logged and retried at the next check; capture goes on meanwhile."""
 
     def __init__(self, master, period: float):
@@ -297,9 +308,12 @@ class AutoLifecycle:
             start = self.cycle.snapshot(m.spark)
             m.note_snapshot(start)
         if self.cfg["auto"]:
-            for span in self.cycle.compact(m.spark, self.cfg["every"]):
+            made = self.cycle.compact(m.spark, self.cfg["every"])
+            for span in made:
                 m._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
-            if any(v is not None for v in self.cfg["retention"].values()):
+            # retention is applied after a compaction run made something (what it deletes is
+            # mostly what compaction covered); O(batches) a run
+            if made and any(v is not None for v in self.cfg["retention"].values()):
                 report = self.cycle.prune()
                 if report.deleted:
                     m._note(f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"
@@ -368,18 +382,26 @@ class MasterLifecycle:
             self._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
         return made
 
-    def prune(self, dry_run: bool = False, now: datetime | None = None) -> PruneReport:
+    def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
         """Delete the batches and snapshots ``master.retention`` no longer promises: never
         one a kept snapshot's path to a promised recovery point uses.
 
         Args:
             dry_run: only report what would be deleted.
             now: the instant retention counts back from (UTC); default now.
+            keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1":
+                "30d", "level2": "365d", "snapshots": "365d"}`` (durations as in config;
+                a key left out or ``"off"``: forever).
+
+        Raises:
+            ConfigError: a malformed retention.
 
         Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()`` with the
         earliest reachable transaction and instant and the granularity by age).
         """
-        report = self.lifecycle.prune(dry_run=dry_run, now=now)
+        if keep is not None:
+            keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+        report = self.lifecycle.prune(dry_run=dry_run, now=now, keep=keep)
         if report.deleted and not dry_run:
             self._note(f"pruned {len(report.deleted)} folders")
         return report

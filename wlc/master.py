@@ -13,13 +13,12 @@ import json
 import logging
 import os
 import threading
-import time
 import uuid
 import warnings
 from datetime import datetime
 
 from . import batch as batchfmt
-from . import catalog
+from .catalog import MasterCatalog
 from . import snapshot_store as snap
 from .batch import TxnRecord, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
@@ -56,7 +55,7 @@ def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
     return parse_kv(storage.read_text(path), path)
 
 
-class Master(Heartbeat, MasterLifecycle):
+class Master(Heartbeat, MasterLifecycle, MasterCatalog):
     """A database in master mode and the capture that feeds its logs.
 
     Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
@@ -118,30 +117,6 @@ class Master(Heartbeat, MasterLifecycle):
         """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
         schema, table = split_name(name)
         return self.storage.uri(Storage.join(self.path, schema, table))
-
-    def create_schema(self, schema: str) -> str:
-        """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
-
-        Tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's layout
-        and ``DROP TABLE`` removes their folder (which capture records as a drop).
-        Returns the schema name.
-
-        Raises:
-            ConfigError: ``schema`` is not a plain identifier, or this session's catalog
-                has a schema of that name elsewhere.
-        """
-        return catalog.create_schema(self.spark, self.storage, self.path, schema)
-
-    def register_catalog(self) -> dict[str, str]:
-        """Register every schema folder of the database, and the Delta tables in them, in
-        this process's session catalog (:mod:`wlc.catalog`); :func:`wlc.master` and
-        :func:`wlc.attach` call it. Call it again to see schemas and tables other
-        processes made since. Returns ``{schema folder: reason}`` for folders left out.
-        """
-        left_out = catalog.register(self.spark, self.storage, self.path, self._skip_schemas())
-        self._warehouse = catalog.warehouse_folder(self.spark)
-        self._known_schemas = catalog.warehouse_schemas(self._warehouse)
-        return left_out
 
     def attach(self) -> "Master":
         """Use this master's tables by name in this process without capturing here
@@ -402,22 +377,6 @@ class Master(Heartbeat, MasterLifecycle):
         if self.storage.local:
             with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
                 fh.write(f"{utc_iso(utcnow())} {message}\n")
-
-    def _check_schemas(self) -> None:
-        """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
-        ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
-        if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self.poll_interval, 1.0):
-            return
-        self._schemas_checked = time.monotonic()
-        found = catalog.warehouse_schemas(self._warehouse)
-        for name in sorted(found - self._known_schemas):
-            text = (f"schema {name!r} was made at {os.path.join(self._warehouse, name + '.db')}, outside master "
-                    f"{self.dbname!r}: its tables are not captured; make master schemas with "
-                    f"Master.create_schema({name!r}) (e.g. wlc.current().create_schema({name!r})) or "
-                    f"CREATE SCHEMA ... LOCATION '<db>/{name}'")
-            log.warning(text)
-            warnings.warn(text, stacklevel=2)
-        self._known_schemas |= found
 
     def _note_refused(self, refused: dict[str, str]) -> None:
         """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""

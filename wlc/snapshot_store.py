@@ -24,6 +24,7 @@ from .batch import Manifest, parse_utc, utc_iso
 from .capture import CaptureState, Cursor, delta_ref, table_path
 from .deltalog import TableMeta, metadata_at
 from .errors import MasterStateError
+from .faults import crash_point
 from .levels import Start
 from .names import quote_ident, split_name
 from .storage import Storage
@@ -76,10 +77,14 @@ def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str
     ``watermark``, ``batch``); default the initial snapshot's (T = -1). Returns the capture
     cursors the logs start from. Cost: one Spark read and write of each table (O(data)).
     """
+    from tqdm.auto import tqdm
+
     storage.rm(snap_path)
     storage.makedirs(snap_path)
     cursors = {}
-    for name, path in sorted(tables.items()):
+    # a bar when the copy takes over 2 s, on a terminal or in a notebook only
+    for name, path in tqdm(sorted(tables.items()), desc="snapshot", unit="table", delay=2.0, disable=None,
+                           leave=False):
         schema, table = split_name(name)
         meta = metas[name]
         dst = storage.uri(Storage.join(snap_path, schema, table))
@@ -132,6 +137,7 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
         raise MasterStateError(f"the snapshot at transaction {txn} could not read a master table at its version "
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); was it "
                                "vacuumed or dropped since? flush and take the snapshot again") from exc
+    crash_point("snapshot.copied")
     storage.fsync_tree(staging)
     storage.rename(staging, final)
     return start_of(storage, final)

@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--since", help="from this transaction id or ISO-8601 instant (inclusive)")
     lg.add_argument("--until", help="up to this transaction id or ISO-8601 instant (inclusive)")
     lg.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    lg.add_argument("--snapshots", action="store_true",
+                    help="list the snapshots a new replica can start from (txn, time, batch, folder) instead")
     ac = sub.add_parser("accept", help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
@@ -118,14 +120,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "log":
             import json
-            from .txlog import format_table, transactions
+            from .txlog import SNAPSHOT_COLUMNS, format_table, snapshots, transactions
             try:
-                found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
-                                     since=args.since, until=args.until)
+                if args.snapshots:
+                    found, columns = snapshots(args.master, args.dbfarm), SNAPSHOT_COLUMNS
+                else:
+                    found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
+                                         since=args.since, until=args.until)
+                    columns = None
             except ReplicaStateError as exc:
                 print(f"error: {_say(exc, args)}", file=sys.stderr)
                 return 3
-            print(json.dumps(found, indent=1) if args.json else format_table(found))
+            if args.json:
+                print(json.dumps(found, indent=1))
+            elif columns:
+                print(format_table(found, columns))
+            else:
+                print(format_table(found))
+                starts = snapshots(args.master, args.dbfarm)
+                print("snapshots at transactions " + ", ".join(str(s["txn"]) for s in starts)
+                      + " (wlr log --snapshots lists them)")
             return 0
         if args.command == "replicate" and args.follow:
             if args.until is not None:

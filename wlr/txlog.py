@@ -4,10 +4,15 @@
 (txn id, GTID, commit time, table, operation, change rows by type, batch), filtered by
 table, operation and a range of transaction ids or instants, so a user can find the
 transaction just before a mistake (e.g. a ``DROP TABLE``) and replicate ``until`` it.
-Only manifests are read (no Spark): the cost grows with the number of batches.
+Where retention pruned level 0, the compacted batches that remain are listed instead: a
+piece of such a batch (the net change of a table's transactions ``first``..``txn``) shows
+as one row with ``first`` set. ``wlr log --snapshots`` (:func:`snapshots`) lists the
+snapshots a new replica can start from. Only manifests are read (no Spark): the cost grows
+with the number of batches.
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Iterable
 
@@ -21,6 +26,7 @@ from .errors import ReplicaStateError
 from .plan import Target, parse_until
 
 COLUMNS = ("txn", "gtid", "time", "table", "operation", "rows", "batch")
+SNAPSHOT_COLUMNS = ("txn", "time", "batch", "path")
 
 
 def _bound(value) -> Target | None:
@@ -72,29 +78,64 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
     if cfg is None:
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
     logs = logs_of(cfg, path)
+    sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
+    covered = {first for first, *_x in sources}
+    for level in (1, 2):  # where level 0 was pruned: the finest compacted batch that remains
+        for lv, first, last, p in batchfmt.list_compacted(storage, logs, master):
+            if lv == level and not covered & set(range(first, last + 1)):
+                sources.append((first, last, os.path.basename(p), p))
+                covered |= set(range(first, last + 1))
     out = []
-    for number, batch_path in batchfmt.list_batches(storage, logs, master):
+    for _first, _last, name, batch_path in sorted(sources):
         for rec in batchfmt.read_manifest(storage, batch_path).txns:
             if table is not None and rec.table.lower() != table.lower():
                 continue
             if operation is not None and not rec.operation.upper().startswith(operation.upper()):
                 continue
             if _within(rec, lo, hi):
-                out.append({"txn": rec.txn, "gtid": rec.gtid, "time": utc_iso(rec.time), "table": rec.table,
-                            "operation": rec.operation, "rows": {k: v for k, v in rec.counts.items() if v},
-                            "batch": number})
+                row = {"txn": rec.txn, "gtid": rec.gtid, "time": utc_iso(rec.time), "table": rec.table,
+                       "operation": rec.operation, "rows": {k: v for k, v in rec.counts.items() if v},
+                       "batch": int(name) if name.isdigit() else name}
+                if rec.first is not None:
+                    row["first"] = rec.first
+                out.append(row)
     return out
 
 
-def format_table(rows: Iterable[dict]) -> str:
-    """``rows`` of :func:`transactions` as aligned text columns with a header line."""
+def snapshots(master: str, dbfarm: str | None = None) -> list[dict]:
+    """The snapshots of master ``master`` a new replica can start from, oldest first:
+    ``[{"txn": int (-1: the start of master mode), "time": ISO-8601 UTC str or None,
+    "batch": last level-0 batch held, "path": str ("" for an empty start)}]``.
+
+    Raises:
+        ReplicaStateError: the database is not a master.
+    """
+    from wlc.snapshot_store import list_snapshots
+
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, master)
+    cfg = read_master_config(storage, path)
+    if cfg is None:
+        raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
+    return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
+            for s in list_snapshots(storage, path, cfg.get("snapshot", ""), logs_of(cfg, path))]
+
+
+def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> str:
+    """``rows`` of :func:`transactions` (or :func:`snapshots` with ``SNAPSHOT_COLUMNS``) as
+    aligned text columns with a header line; a piece's txn shows as ``first-txn``."""
     def cell(row: dict, col: str) -> str:
         value = row[col]
         if col == "rows":
             return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
+        if col == "txn" and row.get("first") is not None:
+            return f"{row['first']}-{value}"
+        if value is None or value == "":
+            return "-"
         return value.isoformat() if isinstance(value, datetime) else str(value)
-    cells = [[cell(r, c) for c in COLUMNS] for r in rows]
-    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths)).rstrip()]
+    cells = [[cell(r, c) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
     return "\n".join(lines)

@@ -116,3 +116,52 @@ def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbf
         wlr.replicate("m", until=first.txn, replica="old", dbfarm=dbfarm)
     assert not os.path.exists(os.path.join(dbfarm, "old"))
     assert end == wlc.tick()
+
+
+def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, tmp_path, monkeypatch, capsys):
+    import time
+
+    import yaml
+
+    from wlc import cli
+
+    base = yaml.safe_load(open(os.environ["WLC_CONFIG"]))
+    base.setdefault("master", {}).update({"snapshot_interval": "4 transactions",
+                                          "compact": {"auto": True, "level1": "2 batches", "level2": "2 batches"}})
+    cfg = tmp_path / "auto.yaml"
+    cfg.write_text(yaml.safe_dump(base))
+    monkeypatch.setenv("WLC_CONFIG", str(cfg))
+    m = wlc.master("auto", dbfarm=dbfarm)
+    wlc.beat(0)
+    try:
+        k = m.table_path("s.k")
+        sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+        for i in range(9):
+            sql(spark, f"INSERT INTO delta.`{k}` VALUES ({i}, {i})" if i % 3 else f"UPDATE delta.`{k}` SET v = v + 1")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the background runs every second (5 poll intervals)
+            logs = os.listdir(m.logs)
+            if any("_L2_" in n for n in logs) and len(wlc.snapshots()) >= 3:
+                break
+            time.sleep(0.2)
+        assert any("_L2_" in n for n in os.listdir(m.logs)), os.listdir(m.logs)
+        assert len(wlc.snapshots()) >= 3, wlc.snapshots()
+        log_text = open(os.path.join(m.path, "wlc.log")).read()
+        assert "snapshot at transaction" in log_text and "compacted level-2 batch" in log_text
+        # the command line when no process captures (the background runs stop with capture):
+        # the snapshot command captures what was committed first
+        tick = wlc.tick()
+        m.close()
+        spark.sql(f"INSERT INTO delta.`{k}` VALUES (100, 100)")
+        assert cli.main(["snapshot", dbfarm, "auto"]) == 0
+        out = capsys.readouterr().out
+        assert f"snapshot at transaction {tick + 1} " in out, out
+        assert cli.main(["compact", dbfarm, "auto", "--level1", "1 batches"]) == 0
+        assert "compacted" in capsys.readouterr().out
+        assert cli.main(["prune", dbfarm, "auto", "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        assert "would delete 0 folders" in out and "earliest reachable point: transaction -1" in out, out
+        rep = wlr.replicate("auto", replica="r", dbfarm=dbfarm, follow=False)
+        assert rows(rep.table("s.k")) == master_rows(spark, k)
+    finally:
+        m.close()

@@ -55,7 +55,11 @@ def test_command_line(farm, capsys):
     assert cli.main(["log", farm, "shop", "--operation", "DROP"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["txn", "gtid", "time", "table", "operation", "rows", "batch"]
-    assert out[1].split()[:4] == ["3", "d1:3", "2026-11-22T10:03:00.000000Z", "sales.orders"] and len(out) == 2
+    assert out[1].split()[:4] == ["3", "d1:3", "2026-11-22T10:03:00.000000Z", "sales.orders"] and len(out) == 3
+    assert out[2] == "snapshots at transactions -1 (wlr log --snapshots lists them)"  # began with no table
+    assert cli.main(["log", farm, "shop", "--snapshots"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["txn", "time", "batch", "path"] and out[1].split() == ["-1", "-", "-1", "-"]
     assert cli.main(["log", farm, "shop", "--table", "sales.items", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)
     assert items[0]["rows"] == {"insert": 1, "update_postimage": 2, "update_preimage": 2}
