@@ -93,7 +93,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     spark.sql(f"CREATE TABLE {ref['edit']} (edit BIGINT, editor BIGINT, artist BIGINT, status STRING) USING delta")
     (spark.range(500).selectExpr("id", "concat('editor ', id) AS name", "0 AS edits_pending")
      .write.format("delta").mode("append").save(m.table_path("mb.editor")))
-    (spark.range(20_000).selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "-1 AS last_edit")
+    (spark.range(20_000).selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "CAST(-1 AS BIGINT) AS last_edit")
      .write.format("delta").mode("append").save(m.table_path("mb.artist")))
     t0 = time.perf_counter()
     for i in range(args.edits):
@@ -106,6 +106,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
             print(f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.tick()}, "
                   f"{time.perf_counter() - t0:.0f} s", end="", flush=True)
     print()
+    written = time.perf_counter() - t0
     before_drop = wlc.flush()
     # let the background life cycle catch up with what was published
     deadline = time.monotonic() + 600
@@ -125,7 +126,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     snaps = list_snapshots(storage, os.path.join(farm, db), "", logs)
     n0 = len(batchfmt.list_batches(storage, logs, db))
     lv = [x[0] for x in batchfmt.list_compacted(storage, logs, db)]
-    print(f"  {dropped + 1} transactions ({args.edits} edits), {n0} level-0 batches, {lv.count(1)} level-1, "
+    print(f"  {dropped + 1} transactions ({args.edits} edits, written in {written:.0f} s), {n0} level-0 batches, {lv.count(1)} level-1, "
           f"{lv.count(2)} level-2, snapshots at {[s.txn for s in snaps]}; drop is transaction {dropped}")
     times = {}
     for name, kwargs in (("level 0 from the first snapshot", {"snapshot": -1, "compacted": False}),
@@ -141,6 +142,8 @@ def edit_stream(args, spark, farm: str) -> list[str]:
               f"{start.strip()}")
         if not ok:
             raise SystemExit(f"{name}: the recovered table differs")
+    ratios = [ratio_line("edit stream, level 1", compaction_ratio(storage, logs, db, 1)),
+              ratio_line("edit stream, level 2", compaction_ratio(storage, logs, db, 2))]
     sizes = (folder_bytes(logs), folder_bytes(os.path.join(farm, db, "wlc_snapshot")))
     day = 86400
     keep = {"level0": Every(day), "level1": Every(30 * day), "level2": Every(365 * day), "snapshots": Every(365 * day)}
@@ -155,8 +158,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
             f"  nearest snapshot + compacted levels  {b:7.1f} s  ({a / b:.1f}x faster)",
             f"log size: logs {sizes[0] / 1e6:.1f} MB + snapshots {sizes[1] / 1e6:.1f} MB before prune, "
             f"{after[0] / 1e6:.1f} MB + {after[1] / 1e6:.1f} MB after ({len(report.deleted)} folders deleted)",
-            ratio_line("edit stream, level 1", compaction_ratio(storage, logs, db, 1)),
-            ratio_line("edit stream, level 2", compaction_ratio(storage, logs, db, 2))]
+            *ratios]
 
 
 def tpch_stream(args, spark) -> list[str]:
@@ -167,12 +169,13 @@ def tpch_stream(args, spark) -> list[str]:
     wlc.beat(1)
     b.backlog(args.tpch_txns)
     wlc.flush()
-    made = m.compact(level1=f"{args.level1} batches", level2=f"{args.level2} batches")
+    m.compact(level1=f"{args.level1} batches", level2=f"{args.level2} batches")
     m.close()
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, "bench", "wlc_logs")
+    lv = [x[0] for x in batchfmt.list_compacted(storage, logs, "bench")]
     print(f"  TPC-H stream: {wlc.tick() + 1} transactions, {len(batchfmt.list_batches(storage, logs, 'bench'))} "
-          f"level-0 batches, {len(made)} compacted")
+          f"level-0 batches, {lv.count(1)} level-1, {lv.count(2)} level-2")
     out = [ratio_line("TPC-H refresh stream, level 1", compaction_ratio(storage, logs, "bench", 1)),
            ratio_line("TPC-H refresh stream, level 2", compaction_ratio(storage, logs, "bench", 2))]
     if not args.keep:
@@ -182,7 +185,7 @@ def tpch_stream(args, spark) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--edits", type=int, default=700, help="edits in the edit stream (4 transactions each)")
+    ap.add_argument("--edits", type=int, default=500, help="edits in the edit stream (4 transactions each)")
     ap.add_argument("--snapshot-every", type=int, default=800, help="master.snapshot_interval in transactions")
     ap.add_argument("--level1", type=int, default=8, help="level-0 batches a level-1 batch merges")
     ap.add_argument("--level2", type=int, default=6, help="level-1 batches a level-2 batch merges")

@@ -74,8 +74,8 @@ class PruneReport:
         d = self.decision
         if d is not None and d.earliest is not None:
             when = utc_iso(d.earliest.time) if d.earliest.time else "the start of master mode"
-            out.append(f"earliest reachable point: transaction {d.earliest.txn} ({when}), the snapshot "
-                       f"{os.path.basename(d.earliest.path)}")
+            where = f"the snapshot {os.path.basename(d.earliest.path)}" if d.earliest.path else "an empty start"
+            out.append(f"earliest reachable point: transaction {d.earliest.txn} ({when}), {where}")
             for what, txn, at in d.granularity:
                 detail = "every transaction" if what == "level 0" else f"every {what} boundary"
                 out.append(f"  {detail} from transaction {txn} ({utc_iso(at) if at else '-'}) on")
