@@ -47,7 +47,7 @@ def _follow(rep, args: argparse.Namespace) -> int:
 
     def run() -> None:
         try:
-            rep.replicate(None, follow=True)
+            rep.replicate(None, follow=True, snapshot=args.snapshot, compacted=not args.level0_only)
         except WlcError as exc:  # stored in wlr.config too; the service stops
             failed.append(exc)
             done.set()
@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("master", help="the master database's name")
     rp.add_argument("replica", nargs="?", help="the replica database's name (default <master>_replica)")
     rp.add_argument("--until", help="transaction id (int) or ISO-8601 instant (inclusive)")
+    rp.add_argument("--snapshot", type=int, metavar="TXN",
+                    help="a new replica starts from the master's snapshot at this transaction (wlr log --snapshots); "
+                         "default the newest at or before --until")
+    rp.add_argument("--level0-only", action="store_true",
+                    help="replay level-0 batches only, not the master's compacted level-1/2 batches")
     rp.add_argument("--follow", action="store_true",
                     help="run as a service: apply what is published, then keep following until SIGINT or "
                          "SIGTERM (which stop it after the current round of segments); a line per applied "
@@ -152,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             if until is not None and until.lstrip("-").isdigit():
                 until = int(until)
             rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm)
-            rep.replicate(until, follow=False)
+            rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only)
             print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
             return 0
         farm = resolve_dbfarm(args.dbfarm)

@@ -257,7 +257,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
                 if watermark is None or b.manifest.watermark > watermark:
                     watermark = b.manifest.watermark
         except LogError as exc:
-            if self._compacted_from(logs, exc.batch):
+            if exc.batch > next_batch and self._compacted_from(logs, exc.batch):
                 self._handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
             else:
                 broken = exc  # the intact batches before it are applied first

@@ -20,7 +20,7 @@ from wlc.levels import Span, Start, choose_start, restore_path
 from wlc.storage import Storage
 
 from .errors import ReplicaStateError, TargetError
-from .logs import Batch, LogError
+from .logs import Batch, LogError, reaches
 from .plan import Target
 
 
@@ -107,27 +107,66 @@ class Route:
             del self._spans[gone]
         return out
 
+    def check_path(self, logs: str, mcfg: dict[str, str], start: Start, target: Target,
+                   compacted: bool = True) -> None:
+        """Walk a new replica's path from ``start`` to ``target`` (reading manifests only;
+        ``compacted`` False: level 0 only) and refuse it, before anything is written, where
+        retention pruned what it needs.
+
+        Raises:
+            TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
+        """
+        level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
+        firsts = {first for _lv, first, _l, _p in batchfmt.list_compacted(self.storage, logs, self.master)
+                  if compacted}
+        last = max(list(level0) + [last for *_x, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)]
+                   + [-1])
+        pos, nb = start.txn, start.batch + 1
+        while nb <= last and not (target.kind == "txn" and pos >= target.txn):
+            units = self.units(logs, pos, nb, target) if nb in firsts else []
+            if units:
+                pos, nb = units[-1].manifest.last_txn, units[-1].number + 1
+                continue
+            if nb not in level0:
+                self.check_level0(logs, pos, nb, mcfg, True, target)
+                return  # a gap in the logs: replay names it
+            manifest = batchfmt.read_manifest(self.storage, level0[nb])
+            if reaches(manifest, target):
+                return
+            pos, nb = manifest.last_txn, nb + 1
+
     def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: dict[str, str], new: bool,
                      target: Target) -> None:
-        """Refuse a position whose next level-0 batch retention pruned (later ones are there).
+        """Refuse a position whose next level-0 batch retention pruned.
+
+        Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
+        starts before the position or ends past the target), or level 0 now begins after it.
+        A batch missing with neither is a gap in the logs, which :func:`wlr.logs.read_batches`
+        names.
 
         Raises:
             ReplicaStateError: an existing replica is further behind than what is kept.
-            TargetError: a new replica's target is not reachable exactly any more.
+            TargetError: the target is not reachable exactly any more (a new replica's, or
+                one inside a compacted batch whose level-0 batches were pruned).
         """
         if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
             return
         published = batchfmt.list_batches(self.storage, logs, self.master)
-        if not published or published[0][0] <= next_batch:
-            return  # nothing after it yet, or a gap in the middle: read_batches names that
+        holders = [(lv, first, last) for lv, first, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)
+                   if first <= next_batch <= last]
+        if not published or (not holders and published[0][0] <= next_batch):
+            return  # nothing after it yet, or a gap in the logs: read_batches names that
         starts = self.starts(mcfg, logs)
         earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
-        what = (f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention; the oldest "
-                f"level-0 batch left is {published[0][0]}")
-        if new:
+        what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
+        if holders:
+            ends = sorted({last for _lv, first, last in holders if first == next_batch})
+            what += (f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
+                     if ends else "; it lies inside a compacted batch")
+        if new or any(first == next_batch for _lv, first, _l in holders):
             raise TargetError(f"the target {target} is not reachable exactly any more: {what}. The earliest "
-                              f"reachable point is {earliest}; choose a target at a snapshot, a compacted "
-                              "batch's end, or after level 0 begins")
+                              f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
+                              "a compacted batch (wlr log lists them), or after level 0 begins")
         raise ReplicaStateError(f"this replica is at transaction {tick}, further behind than the master keeps: "
                                 f"{what}. The earliest reachable point is {earliest}: make a new replica",
                                 cli=f"this replica is at transaction {tick}, further behind than the master keeps: "

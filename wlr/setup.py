@@ -54,10 +54,7 @@ class ReplicaSetup:
         if not state or state.get("state") == "restoring":
             logs = mcfg.get("logs", "")
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
-            units = self.route(mcfg).units(logs, start.txn, start.batch + 1, target) if self.compacted else []
-            at, nb = (units[-1].manifest.last_txn, units[-1].number + 1) if units else (start.txn, start.batch + 1)
-            if not (target.kind == "txn" and at >= target.txn):
-                self.route(mcfg).check_level0(logs, at, nb, mcfg, True, target)
+            self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
         return mcfg
 
     def route(self, mcfg: dict[str, str]) -> Route:

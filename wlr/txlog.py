@@ -48,6 +48,21 @@ def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
     return True
 
 
+def _master(master: str, dbfarm: str | None) -> tuple[Storage, str, dict[str, str]]:
+    """``(storage, database folder, wlc.config)`` of master ``master``.
+
+    Raises:
+        ReplicaStateError: the database is not a master.
+    """
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, master)
+    cfg = read_master_config(storage, path)
+    if cfg is None:
+        raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
+    return storage, path, cfg
+
+
 def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,
                  operation: str | None = None, since=None, until=None) -> list[dict]:
     """The published transactions of master ``master``, oldest first.
@@ -71,12 +86,7 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
         wlc.BatchError: a published batch is damaged.
     """
     lo, hi = _bound(since), _bound(until)
-    farm = resolve_dbfarm(dbfarm)
-    storage = Storage.of(farm)
-    path = Storage.join(farm, master)
-    cfg = read_master_config(storage, path)
-    if cfg is None:
-        raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
+    storage, path, cfg = _master(master, dbfarm)
     logs = logs_of(cfg, path)
     sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
     covered = {first for first, *_x in sources}
@@ -112,12 +122,7 @@ def snapshots(master: str, dbfarm: str | None = None) -> list[dict]:
     """
     from wlc.snapshot_store import list_snapshots
 
-    farm = resolve_dbfarm(dbfarm)
-    storage = Storage.of(farm)
-    path = Storage.join(farm, master)
-    cfg = read_master_config(storage, path)
-    if cfg is None:
-        raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
+    storage, path, cfg = _master(master, dbfarm)
     return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
             for s in list_snapshots(storage, path, cfg.get("snapshot", ""), logs_of(cfg, path))]
 

@@ -82,13 +82,20 @@ def random_mix(spark, k, u, n, seed=7):
     return done
 
 
-def test_grouped_equals_serial_on_a_random_mix(spark, master, dbfarm):
+def keyed_and_unkeyed(spark, master) -> tuple[str, str]:
+    """Master tables ``s.k`` (keyed by ``id``, a NULL key among its rows) and ``s.u`` (unkeyed,
+    duplicate rows); returns their paths."""
     k, u = master.table_path("s.k"), master.table_path("s.u")
     sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING) USING delta "
                "TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
     sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a'), (2, 0, 'b'), (3, 0, 'c'), (NULL, 0, 'null key')")
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'x')")
+    return k, u
+
+
+def test_grouped_equals_serial_on_a_random_mix(spark, master, dbfarm):
+    k, u = keyed_and_unkeyed(spark, master)
     start = wlc.tick()
     random_mix(spark, k, u, 24)
     sql(spark, f"ALTER TABLE delta.`{k}` ADD COLUMNS (extra INT)")  # a DDL in the middle of a run

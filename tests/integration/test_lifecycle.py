@@ -8,12 +8,13 @@ import pytest
 
 import wlc
 import wlr
+from wlc import batch as batchfmt
 from wlc.config import Every
 from wlc.lifecycle import Lifecycle
 from wlr.errors import ReplicaStateError, TargetError
 
 from .helpers import master_rows, rows, sql
-from .test_grouped import random_mix
+from .test_grouped import keyed_and_unkeyed, random_mix
 
 pytestmark = pytest.mark.spark
 
@@ -23,12 +24,7 @@ TABLES = ("s.k", "s.u")
 def make_history(spark, master):
     """Keyed s.k and unkeyed s.u, three stretches of random DML (a batch per one to a few
     transactions) with a snapshot after the first two and an ALTER in the middle."""
-    k, u = master.table_path("s.k"), master.table_path("s.u")
-    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING) USING delta "
-               "TBLPROPERTIES ('wlc.key' = 'id')")
-    sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
-    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a'), (2, 0, 'b'), (3, 0, 'c'), (NULL, 0, 'null key')")
-    sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'x')")
+    k, u = keyed_and_unkeyed(spark, master)
     random_mix(spark, k, u, 12, seed=1)
     first = wlc.snapshot()
     random_mix(spark, k, u, 10, seed=2)
@@ -83,6 +79,7 @@ def test_snapshots_and_compacted_levels_replay_like_level_zero(spark, master, db
 def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbfarm):
     first, second = make_history(spark, master)
     end = wlc.tick()
+    second_batch = second.batch
     wlc.compact(level1="3 batches", level2="2 batches")
     wlr.replicate("m", until=first.txn - 1, replica="behind", dbfarm=dbfarm, snapshot=-1)
     cycle = Lifecycle(master.storage, master.path, "m")
@@ -115,6 +112,15 @@ def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbf
     with pytest.raises(TargetError, match=f"older than the earliest reachable point.*transaction {second.txn}"):
         wlr.replicate("m", until=first.txn, replica="old", dbfarm=dbfarm)
     assert not os.path.exists(os.path.join(dbfarm, "old"))
+    # a target inside a compacted batch whose level-0 batches were pruned: not reachable exactly
+    inside = [(f, last) for lv, f, last, _p in batchfmt.list_compacted(master.storage, master.logs, "m")
+              if lv == 1 and f > second_batch and not os.path.exists(os.path.join(master.logs, batchfmt.batch_name("m", f)))]
+    assert inside, os.listdir(master.logs)
+    first_txn = batchfmt.read_manifest(master.storage, os.path.join(
+        master.logs, batchfmt.compacted_name("m", 1, *inside[0]))).first_txn
+    with pytest.raises(TargetError, match="not reachable exactly"):
+        wlr.replicate("m", until=first_txn, replica="inside", dbfarm=dbfarm)
+    assert not os.path.exists(os.path.join(dbfarm, "inside"))
     assert end == wlc.tick()
 
 
