@@ -86,26 +86,39 @@ def repeat(df: DataFrame, times) -> DataFrame:
               .drop("__wlr_rep"))
 
 
-def compact_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """The change rows a compacted piece keeps of a keyed table: each key's first and last
-    change row (one when they are the same), keys inserted and deleted within left out.
+def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFrame:
+    """The change rows a compacted piece keeps of a keyed table, all at master version
+    ``version`` (the piece's last), so a piece is one file:
+
+    * a key that existed before and after: its state before (``update_preimage``) and
+      after (``update_postimage``); left out when the two are equal (nothing changed
+      net: MusicBrainz's ``edits_pending`` +1 then -1);
+    * a key that existed before, deleted: one ``delete`` row;
+    * a key that did not exist, there after: one ``insert`` row with its last state;
+    * a key inserted and deleted within: nothing.
 
     :func:`net_by_key` over these rows followed by later ones gives what it gives over all
-    the rows followed by them (its last state and first change are a max and a min), so
-    compacted pieces concatenate exactly. Returns the data columns, ``_change_type`` and
-    ``wlc_version`` (each kept row's own master version).
+    the rows followed by them (its last state is a max, its first change a min, and the
+    kinds above keep both), so pieces concatenate exactly; the one difference is that a
+    key left out for no net change is not checked to be on the replica. Returns the data
+    columns, ``_change_type`` and ``wlc_version``.
     """
-    cols = data_columns(rows) + [CHANGE_TYPE]
+    cols = data_columns(rows)
     qk = [quote_ident(k) for k in keys]
     row = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
                    *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
     ends = rows.groupBy(*qk).agg(F.min(row).alias("f"), F.max(row).alias("l"))
-    ends = ends.filter(~((F.col("f.p") == 1) & (F.col("l.p") == 0)))
+    before, after = F.col("f.p") == 0, F.col("l.p") == 1
+    same = F.struct(*[F.col(f"f.c{i}") for i in range(len(cols))]).eqNullSafe(
+        F.struct(*[F.col(f"l.c{i}") for i in range(len(cols))]))
+    ends = ends.filter((before | after) & ~(before & after & same))
 
-    def side(df: DataFrame, s: str) -> DataFrame:
-        return df.select(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)],
-                         F.col(f"{s}.v").alias(VERSION_COLUMN))
-    return side(ends, "f").unionByName(side(ends.where(~F.col("f").eqNullSafe(F.col("l"))), "l"))
+    def side(df: DataFrame, s: str, kind) -> DataFrame:
+        return df.select(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)], kind.alias(CHANGE_TYPE),
+                         F.lit(version).cast("long").alias(VERSION_COLUMN))
+    first = side(ends.filter(before), "f", F.when(after, F.lit("update_preimage")).otherwise(F.lit("delete")))
+    last = side(ends.filter(after), "l", F.when(before, F.lit("update_postimage")).otherwise(F.lit("insert")))
+    return first.unionByName(last)
 
 
 def compact_by_image(rows: DataFrame, version: int) -> DataFrame:

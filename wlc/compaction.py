@@ -5,8 +5,9 @@ a level-2 batch a run of level-1 batches (one day): seed 000's hourly, daily and
 packets, compacted as MusicBrainz wished they were, and Litestream's levels. For each table,
 each run of its change-feed transactions between two barriers (DDL, full images, ALTERs that
 add columns, transactions whose rows were lost) becomes one *piece*: the net change of the
-run (keyed: each key's first and last change row, :func:`wlc.collapse.compact_by_key`;
-unkeyed: each row image's net count, :func:`wlc.collapse.compact_by_image`). Barriers are
+run, in one file at the run's last master version (keyed: each key's state before and after,
+nothing for a key whose state did not change, :func:`wlc.collapse.compact_by_key`; unkeyed:
+each row image's net count, :func:`wlc.collapse.compact_by_image`). Barriers are
 kept as they are, with their files. The manifest records the range of level-0 batches and
 transactions, the watermark at its end, and checksums as every batch; the batch is built in
 ``<logs>/.compact-<db>-...`` and published by one rename beside the level-0 batches, which
@@ -182,10 +183,12 @@ def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnReco
 
     rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, r.rows)) for p, r in with_rows])
     keys = [k for k in (meta.key_columns if meta else []) if k in rows.columns]
-    net = collapse.compact_by_key(rows, keys) if keys else collapse.compact_by_image(rows, last.version)
+    net = (collapse.compact_by_key(rows, keys, last.version) if keys
+           else collapse.compact_by_image(rows, last.version))
     seen = Observation()
     tallies = [F.count_if(F.col(CHANGE_TYPE) == t).alias(t) for t in CHANGE_TYPES]
-    (net.observe(seen, *tallies).write.mode("overwrite").partitionBy(VERSION_COLUMN)
+    # every row at the piece's last version: one folder, one file (coalesce: one writer task)
+    (net.observe(seen, *tallies).coalesce(1).write.mode("overwrite").partitionBy(VERSION_COLUMN)
         .parquet(storage.uri(Storage.join(staging, rel))))
     out.counts = {t: int(n) for t, n in seen.get.items() if n}
     return out

@@ -174,7 +174,9 @@ class Retention:
     kept: list[Span] = field(default_factory=list)
     kept_snapshots: list[Start] = field(default_factory=list)
     earliest: Start | None = None  # the oldest kept snapshot: the earliest reachable point
-    granularity: list[tuple[str, int, datetime | None]] = field(default_factory=list)  # (what, from txn, from time)
+    # (level, from txn, its time): every transaction (level 0) or every boundary of that level
+    # from there on is promised (within the level's retention)
+    granularity: list[tuple[str, int, datetime | None]] = field(default_factory=list)
 
 
 def _older(when: datetime | None, keep: Every | None, now: datetime) -> bool:
@@ -255,8 +257,8 @@ def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
         kept_starts.pop(0)  # nothing begins at the empty start any more
     out.kept_snapshots = kept_starts
     out.earliest = kept_starts[0] if kept_starts else None
-    for level in LEVELS:
-        mine = [s for s in out.kept if s.level == level and out.earliest and s.last_txn > out.earliest.txn]
+    for level in LEVELS:  # what is promised at each level (kept chains between are not promises)
+        mine = [s for s in fresh if s.level == level and out.earliest and s.last_txn > out.earliest.txn]
         if mine:
             first = min(mine, key=lambda s: s.first_txn)
             out.granularity.append((f"level {level}", first.first_txn, first.last_time))
