@@ -6,7 +6,7 @@ and compacted levels; log size before and after prune; compaction ratios.
 1. A MusicBrainz-style edit stream (seed 000): ``mb.editor`` (keyed), ``mb.artist`` (keyed)
    and ``mb.edit`` (unkeyed, one row per edit). Each edit is four master transactions:
    the editor's ``edits_pending`` +1, the edit applied to an artist, the edit logged, the
-   editor's ``edits_pending`` -1. Capture runs at a 1 s beat with automatic snapshots
+   editor's ``edits_pending`` -1. Capture runs at a 2 s beat (``--beat``) with automatic snapshots
    (``master.snapshot_interval``) and automatic compaction (level 1 every ``--level1``
    level-0 batches, level 2 every ``--level2`` level-1 batches) while the edits are written.
    Then ``mb.artist`` is dropped by mistake, and recovered to the instant before the drop:
@@ -84,7 +84,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     """Part 1; returns the report lines."""
     db = "mb"
     m = wlc.master(db, dbfarm=farm)
-    wlc.beat(1)
+    wlc.beat(args.beat)
     ref = {t: f"delta.`{m.table_path('mb.' + t)}`" for t in ("editor", "artist", "edit")}
     spark.sql(f"CREATE TABLE {ref['editor']} (id BIGINT, name STRING, edits_pending INT) USING delta "
               "TBLPROPERTIES ('wlc.key' = 'id')")
@@ -93,7 +93,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     spark.sql(f"CREATE TABLE {ref['edit']} (edit BIGINT, editor BIGINT, artist BIGINT, status STRING) USING delta")
     (spark.range(500).selectExpr("id", "concat('editor ', id) AS name", "0 AS edits_pending")
      .write.format("delta").mode("append").save(m.table_path("mb.editor")))
-    (spark.range(20_000).selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "CAST(-1 AS BIGINT) AS last_edit")
+    (spark.range(5_000).selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "CAST(-1 AS BIGINT) AS last_edit")
      .write.format("delta").mode("append").save(m.table_path("mb.artist")))
     t0 = time.perf_counter()
     for i in range(args.edits):
@@ -185,8 +185,9 @@ def tpch_stream(args, spark) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--edits", type=int, default=500, help="edits in the edit stream (4 transactions each)")
-    ap.add_argument("--snapshot-every", type=int, default=800, help="master.snapshot_interval in transactions")
+    ap.add_argument("--edits", type=int, default=400, help="edits in the edit stream (4 transactions each)")
+    ap.add_argument("--beat", type=float, default=2.0, help="the master's beat in seconds (default 2)")
+    ap.add_argument("--snapshot-every", type=int, default=500, help="master.snapshot_interval in transactions")
     ap.add_argument("--level1", type=int, default=8, help="level-0 batches a level-1 batch merges")
     ap.add_argument("--level2", type=int, default=6, help="level-1 batches a level-2 batch merges")
     ap.add_argument("--tpch-txns", type=int, default=150, help="transactions of the TPC-H refresh stream")
