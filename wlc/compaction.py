@@ -39,8 +39,12 @@ log = logging.getLogger("wlc.compaction")
 STAGING = ".compact-"
 
 
-def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1) -> list[Span]:
+def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1,
+          span_of=None) -> list[Span]:
     """The published batches of ``level`` whose first level-0 batch is after ``after_batch``, as spans.
+
+    ``span_of``: ``f(path)`` -> span (a caller's cache of the manifests, which never change);
+    default: read each manifest.
 
     Raises:
         BatchError: a manifest is damaged.
@@ -50,7 +54,9 @@ def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int
     else:
         found = [(first, path) for lv, first, _last, path in batchfmt.list_compacted(storage, logs, dbname)
                  if lv == level and first > after_batch]
-    return [Span.of(batchfmt.read_manifest(storage, path), path) for _n, path in found]
+    if span_of is None:
+        return [Span.of(batchfmt.read_manifest(storage, path), path) for _n, path in found]
+    return [span_of(path) for _n, path in found]
 
 
 def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
@@ -60,12 +66,11 @@ def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
 
 
 def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: dict[int, Every],
-            watermark: datetime, metas_before, progress=None, spans_of=None) -> list[Span]:
+            watermark: datetime, metas_before, progress=None, span_of=None) -> list[Span]:
     """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
 
     Args:
-        spans_of: ``f(level, after_batch)`` -> spans, as :func:`spans` (a caller's cache of
-            the manifests, which never change); default :func:`spans`.
+        span_of: ``f(path)`` -> span, passed to :func:`spans` (a caller's cache of manifests).
         every: ``{1: Every, 2: Every}`` (``master.compact.level1`` / ``level2``).
         watermark: the master's watermark (UTC): time windows ending after it stay open.
         metas_before: ``f(level-0 batch number)`` -> ``{table: TableMeta}`` in force before
@@ -75,15 +80,15 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
     Raises:
         BatchError: an input batch is damaged (nothing of that run is published).
     """
+    from tqdm.auto import tqdm
+
     made = []
     for level in (1, 2):
         if every.get(level) is None:
             continue
         upper_last = last_batch_of(storage, logs, dbname, level)
-        lower = (spans_of(level - 1, upper_last) if spans_of is not None
-                 else spans(storage, logs, dbname, level - 1, upper_last))
+        lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
         upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
-        from tqdm.auto import tqdm
         runs = runs_to_merge(lower, upper, every[level], watermark)
         # a bar when it takes over 2 s, on a terminal or in a notebook only
         for run in tqdm(runs, desc=f"compact level {level}", unit="batch", delay=2.0, disable=None, leave=False):

@@ -117,10 +117,7 @@ class Lifecycle:
         found += [p for *_x, p in batchfmt.list_compacted(self.storage, logs, self.dbname)]
         for gone in set(self._spans) - set(found):
             del self._spans[gone]
-        for path in found:
-            if path not in self._spans:
-                self._spans[path] = Span.of(batchfmt.read_manifest(self.storage, path), path)
-        return [self._spans[p] for p in found]
+        return [self._span(p) for p in found]
 
     @contextmanager
     def locked(self):
@@ -154,14 +151,12 @@ class Lifecycle:
                     return existing[-1]
                 raise MasterStateError(f"master {self.dbname!r} has no snapshot and nothing published yet")
             manifest = batchfmt.read_manifest(self.storage, published[-1][1])
-            session = spark.newSession()
-            session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-            session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
-            start = snap.take_rolling(session, self.storage, self.path, manifest, cfg["dbid"])
+            start = snap.take_rolling(snap.copy_session(spark), self.storage, self.path, manifest, cfg["dbid"])
         log.info("%s: snapshot at transaction %d in %s", self.dbname, start.txn, start.path)
         return start
 
     def _span(self, path: str) -> Span:
+        """The span of the batch at ``path`` (its manifest read once: it never changes)."""
         if path not in self._spans:
             self._spans[path] = Span.of(batchfmt.read_manifest(self.storage, path), path)
         return self._spans[path]
@@ -199,17 +194,7 @@ class Lifecycle:
                     self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
             return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"],
                                       {k: v for k, v in every_.items() if v is not None}, watermark,
-                                      lambda n: self._metas_before(cfg, n), progress,
-                                      lambda level, after: self._level_spans(logs, level, after))
-
-    def _level_spans(self, logs: str, level: int, after: int) -> list[Span]:
-        """The batches of ``level`` beginning after level-0 batch ``after`` (manifests cached)."""
-        if level == 0:
-            paths = [p for _n, p in batchfmt.list_batches(self.storage, logs, self.dbname, after + 1)]
-        else:
-            paths = [p for lv, first, _l, p in batchfmt.list_compacted(self.storage, logs, self.dbname)
-                     if lv == level and first > after]
-        return [self._span(p) for p in paths]
+                                      lambda n: self._metas_before(cfg, n), progress, self._span)
 
     def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""

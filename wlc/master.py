@@ -269,10 +269,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog):
             for n, p in tables.items():
                 metas[n] = metadata_at(self.storage, p, versions[n]) or Capture(
                     self.spark, self.storage, self.path, self.dbname, dbid, state)._meta_via_spark(p, versions[n])
-            session = self.spark.newSession()
-            session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-            session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
-            state.tables = snap.take(session, self.storage, self.path, snapshot, tables, versions, metas, dbid)
+            state.tables = snap.take(snap.copy_session(self.spark), self.storage, self.path, snapshot, tables, versions, metas, dbid)
         self.config = {
             "snapshot": snapshot, "logs": logs, "state": STARTED, "batches": 0,
             "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,

@@ -63,6 +63,15 @@ def _lit(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def copy_session(spark):
+    """A child session of ``spark`` for writing snapshot copies: no change feed and no deletion
+    vectors on the copies (they are read, never replayed from)."""
+    session = spark.newSession()
+    session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
+    session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+    return session
+
+
 def folder_of(db_path: str, txn: int) -> str:
     """The folder of the snapshot at transaction ``txn`` (-1: the initial one)."""
     return Storage.join(db_path, SNAPSHOT_DIR, INITIAL if txn < 0 else str(txn))

@@ -117,10 +117,9 @@ class Route:
             TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
         """
         level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
-        firsts = {first for _lv, first, _l, _p in batchfmt.list_compacted(self.storage, logs, self.master)
-                  if compacted}
-        last = max(list(level0) + [last for *_x, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)]
-                   + [-1])
+        compacted_batches = batchfmt.list_compacted(self.storage, logs, self.master)
+        firsts = {first for _lv, first, _l, _p in compacted_batches if compacted}
+        last = max(list(level0) + [last for *_x, last, _p in compacted_batches] + [-1])
         pos, nb = start.txn, start.batch + 1
         while nb <= last and not (target.kind == "txn" and pos >= target.txn):
             units = self.units(logs, pos, nb, target) if nb in firsts else []
