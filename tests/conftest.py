@@ -54,3 +54,76 @@ def master(spark, dbfarm):
     wlc.beat(0)
     yield m
     m.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server (moto's server mode) on 127.0.0.1, started for this test run
+    and stopped by its process id; yields its endpoint URL."""
+    import signal
+    import subprocess
+    import time
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"moto server did not start on {endpoint}")
+            time.sleep(0.1)  # polling the port with a deadline
+    try:
+        yield endpoint
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def s3(s3_server, tmp_path, monkeypatch):
+    """A fresh bucket on the test's S3 server, with ``storage.s3`` pointing there (through a
+    WLC_CONFIG file merged from the test settings) and, when a Spark session runs, its s3a
+    settings too; yields ``s3://<bucket>``."""
+    import uuid
+
+    import yaml
+
+    from wlc.storage import Storage
+
+    base = yaml.safe_load((ROOT / "tests" / "wlc-test.yaml").read_text())
+    base["storage"] = {"s3": {"endpoint_url": s3_server, "key": "testing", "secret": "testing",
+                              "region": "us-east-1"}}
+    cfg = tmp_path / "wlc-s3.yaml"
+    cfg.write_text(yaml.safe_dump(base))
+    monkeypatch.setenv("WLC_CONFIG", str(cfg))
+    import boto3
+
+    bucket = f"wlc-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing", aws_secret_access_key="testing",
+                 region_name="us-east-1").create_bucket(Bucket=bucket)
+    Storage.of(f"s3://{bucket}").fs.invalidate_cache()
+    from pyspark.sql import SparkSession
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        from wlc.session import configure_s3a
+        configure_s3a(session)
+    yield f"s3://{bucket}"

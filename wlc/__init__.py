@@ -13,12 +13,14 @@ from datetime import datetime
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning, WlcError
 from .master import Master
 from .session import spark_session
+from .ship import ShipError
 
 __version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
-           "snapshot", "snapshots", "compact", "prune",
-           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning"]
+           "snapshot", "snapshots", "compact", "prune", "ship",
+           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning",
+           "ShipError"]
 
 _current: Master | None = None
 
@@ -150,3 +152,23 @@ def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None 
     :meth:`wlc.Master.prune`. Returns a report whose ``lines()`` say what was deleted and
     which recovery points remain."""
     return current().prune(dry_run=dry_run, now=now, keep=keep)
+
+
+def ship(to: str, follow: bool = False):
+    """Copy the current master's published batches and snapshots to ``to``: another folder
+    or mount, or ``s3://bucket/path`` (MonetDB's log-shipping agent; see :meth:`Master.ship`).
+
+    Args:
+        to: destination folder or URL; replicas read it with ``wlr.replicate(master, logs=to)``.
+        follow: False: one pass after a flush; True: keep shipping in the background until
+            ``wlc.stop()`` or the master is closed.
+
+    Returns:
+        wlc.ship.ShipReport (one pass) or wlc.ship.Shipper (following).
+
+    Raises:
+        MasterStateError: no master was started in this process.
+        wlc.ship.ShipError: the destination holds another database's copy, or a batch did
+            not verify there.
+    """
+    return current().ship(to, follow=follow)

@@ -109,6 +109,7 @@ class TxnRecord:
 class Manifest:
     """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
 
+    ``epochs`` is the master's epoch history when the batch was written (:mod:`wlc.epochs`).
     A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
     and covers transactions ``span`` (first, last); its records are pieces and barriers
     (see :class:`TxnRecord`). Level 0 writes none of these keys, so its manifests are as
@@ -126,6 +127,7 @@ class Manifest:
     level: int = 0
     last_batch: int | None = None
     span: tuple[int, int] | None = None
+    epochs: str = ""  # the master's epoch history (wlc.epochs) as the session that wrote it knew it
 
     @property
     def first_txn(self) -> int:
@@ -160,6 +162,8 @@ class Manifest:
             "txns": [t.to_json() for t in self.txns],
             "files": self.files, "cursors": self.cursors,
         }
+        if self.epochs:
+            body["epochs"] = self.epochs
         if self.level:  # and the commit time of its last transaction, for people reading it
             body.update({"level": self.level, "last_batch": self.end_batch,
                          "last_time": utc_iso(self.txns[-1].time) if self.txns else None})
@@ -194,6 +198,7 @@ class Manifest:
                 level=int(body.get("level", 0)),
                 last_batch=int(body["last_batch"]) if "last_batch" in body else None,
                 span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
+                epochs=str(body.get("epochs") or ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
@@ -261,9 +266,8 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
         files[rel] = {"size": size, "sha256": digest}
     manifest.files = files
     storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
-    storage.fsync_tree(staging)
     final = Storage.join(logs, manifest.folder)
-    storage.rename(staging, final)
+    storage.publish_dir(staging, final)
     return final
 
 
@@ -273,7 +277,7 @@ def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> li
     """Published batches of ``dbname`` in ``logs`` with number >= ``start``: ``[(number, path)]`` ascending."""
     pattern = re.compile(rf"^{re.escape(dbname)}_(\d{{12}})$")
     out = []
-    for name in storage.listdir(logs):
+    for name in storage.published(logs):
         m = pattern.match(name)
         if m and int(m.group(1)) >= start:
             out.append((int(m.group(1)), Storage.join(logs, name)))
@@ -285,7 +289,7 @@ def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, 
     ordered by first batch, then level."""
     pattern = re.compile(rf"^{re.escape(dbname)}_L(\d)_(\d{{12}})_(\d{{12}})$")
     out = []
-    for name in storage.listdir(logs):
+    for name in storage.published(logs):
         m = pattern.match(name)
         if m:
             out.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), Storage.join(logs, name)))

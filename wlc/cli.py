@@ -1,5 +1,5 @@
 """Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``capture``, ``status``,
-and the log's life cycle: ``snapshot``, ``compact``, ``prune``."""
+the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``."""
 from __future__ import annotations
 
 import argparse
@@ -57,7 +57,8 @@ def format_status(s: dict) -> str:
             ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
             ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
             ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
-            ("dbid", s.get("dbid") or "-"), ("created", s.get("created") or "-")]
+            ("dbid", s.get("dbid") or "-"), ("epoch", s.get("epoch") or "-"),
+            ("epochs", s.get("epochs") or "-"), ("created", s.get("created") or "-")]
     lines = [aligned(rows)]
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
     return "\n".join(lines)
@@ -92,7 +93,33 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("dbfarm", help="folder holding the databases")
     pr.add_argument("dbname", help="the master database's name")
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
+    sh = sub.add_parser("ship", help="copy published batches and snapshots to another folder or an S3 URL")
+    sh.add_argument("dbfarm", help="folder holding the databases")
+    sh.add_argument("dbname", help="the master database's name")
+    sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
+    sh.add_argument("--follow", action="store_true", help="keep shipping whatever is published until interrupted")
     return parser
+
+
+def ship_command(args) -> int:
+    """``wlc ship``: one pass, or following until SIGINT/SIGTERM; prints what was shipped."""
+    from .ship import Shipper
+    from .storage import Storage
+
+    farm = resolve_dbfarm(args.dbfarm)
+    shipper = Shipper(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname, args.url)
+    report = shipper.once()
+    print("\n".join(report.lines()), flush=True)
+    if not args.follow:
+        return 0
+    signal.signal(signal.SIGTERM, lambda *_: shipper._stop.set())
+    signal.signal(signal.SIGINT, lambda *_: shipper._stop.set())
+    print(f"shipping {args.dbname} to {shipper.to} as batches are published; Ctrl-C stops", flush=True)
+    shipper.follow(background=False)
+    print("\n".join(shipper.report.lines()))
+    if shipper.error is not None:
+        raise shipper.error
+    return 0
 
 
 def lifecycle_command(args) -> int:
@@ -143,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("snapshot", "compact", "prune"):
             return lifecycle_command(args)
+        if args.command == "ship":
+            return ship_command(args)
         if args.command == "status":
             from .master import read_config
             from .storage import Storage

@@ -145,7 +145,7 @@ def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int
         crash_point("compact.staged")
         manifest = Manifest(database=dbname, dbid=dbid, batch=run[0].first_batch, watermark=last.watermark,
                             txns=records, cursors=last.cursors, level=level, last_batch=run[-1].last_batch,
-                            span=(run[0].first_txn, run[-1].last_txn))
+                            span=(run[0].first_txn, run[-1].last_txn), epochs=last.epochs)
         final = batchfmt.publish(storage, logs, staging, manifest)
     except BaseException:
         storage.rm(staging)

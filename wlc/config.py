@@ -24,7 +24,7 @@ import yaml
 from .errors import ConfigError
 
 LOCAL_FILE = Path("config") / "wlc.yaml"  # overrides, relative to the working folder
-FREE_FORM = {"spark.conf"}  # sections whose keys are not checked against the defaults
+FREE_FORM = {"spark.conf", "replica.where"}  # sections whose keys are not checked against the defaults
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -50,7 +50,8 @@ def _check_keys(base: Mapping, over: Mapping, source: str, prefix: str = "") -> 
         dotted = f"{prefix}{key}"
         if dotted in FREE_FORM:
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping of Spark settings")
+                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping (of Spark settings, or of "
+                                  "schema.table to a predicate)")
             continue
         if key not in base:
             valid = [f"{prefix}{k}" for k in base]

@@ -155,7 +155,7 @@ class Heartbeat:
         self._write_rows()
         number_ = cap.state.next_batch
         manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
-                            watermark=watermark, txns=list(self._pending))
+                            watermark=watermark, txns=list(self._pending), epochs=self.config.get("epochs", ""))
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state.to_json()

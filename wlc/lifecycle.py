@@ -242,6 +242,10 @@ class Lifecycle:
 
     def _remove(self, path: str) -> None:
         """Rename ``path`` aside, then delete it: readers see it whole or not at all."""
+        if not self.storage.local:  # no atomic rename: the marker goes first
+            self.storage.unpublish(path)
+            self._spans.pop(path, None)
+            return
         parent, name = os.path.dirname(path), os.path.basename(path)
         aside = Storage.join(parent, f"{_PRUNED}{name}")
         self.storage.rename(path, aside)

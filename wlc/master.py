@@ -4,7 +4,8 @@ The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``
 ``state`` 1 started / 2 stopped, ``batches`` next batch number, ``beat`` seconds,
 ``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
 GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
-``watermark`` (every master commit at or before it is in a published batch).
+``watermark`` (every master commit at or before it is in a published batch), ``epoch``
+(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlc.epochs`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import warnings
 from datetime import datetime
 
 from . import batch as batchfmt
+from . import epochs
 from .catalog import MasterCatalog
 from . import snapshot_store as snap
 from .batch import TxnRecord, utc_iso
@@ -29,6 +31,7 @@ from .heartbeat import Heartbeat
 from .lifecycle import AutoLifecycle, MasterLifecycle
 from .names import split_name
 from .session import active_session
+from .ship import MasterShipping
 from .storage import Storage
 from .watch import FolderWatch
 
@@ -55,7 +58,7 @@ def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
     return parse_kv(storage.read_text(path), path)
 
 
-class Master(Heartbeat, MasterLifecycle, MasterCatalog):
+class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
     """A database in master mode and the capture that feeds its logs.
 
     Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
@@ -204,6 +207,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog):
                 state = self._restore_state()
             else:
                 state = self._initialise()
+            self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
+            self._save_config()
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
                                    skip_schemas=self._skip_schemas())
@@ -444,7 +449,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog):
         self.close()
 
     def close(self) -> None:
-        """Stop this process's capture thread (the database stays in master mode)."""
+        """Stop this process's capture thread and shippers (the database stays in master mode)."""
+        self.ship_stop()
         if getattr(self, "_auto", None) is not None:
             self._auto.stop()
             self._auto = None

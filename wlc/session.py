@@ -52,11 +52,68 @@ def spark_session(**conf: Any):
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
     )
+    packages = []
+    if cfg.get("s3a", True):
+        packages = s3a_packages()
+        for key, value in s3a_conf().items():
+            merged.setdefault(f"spark.hadoop.{key}", value)
     for key, value in merged.items():
         builder = builder.config(key, value)
-    spark = configure_spark_with_delta_pip(builder).getOrCreate()
+    spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
     spark.sparkContext.setLogLevel(str(cfg.get("log_level", "ERROR")))
     return spark
+
+
+def hadoop_version() -> str:
+    """The Hadoop version pyspark ships (its ``hadoop-client-api`` jar), e.g. ``3.5.0``."""
+    import glob
+    import os
+    import re
+
+    import pyspark
+
+    for jar in glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar")):
+        m = re.search(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar$", jar)
+        if m:
+            return m.group(1)
+    raise RuntimeError("pyspark ships no hadoop-client-api jar; set spark.s3a: false in config/wlc.yaml")
+
+
+def s3a_packages() -> list[str]:
+    """Maven coordinates for Spark's ``s3a://`` filesystem: ``hadoop-aws`` of pyspark's own
+    Hadoop version (which brings the AWS SDK), resolved like Delta's jars."""
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"]
+
+
+def s3a_conf() -> dict[str, str]:
+    """Hadoop ``fs.s3a.*`` settings from the ``storage.s3`` settings (the ones s3fs is given):
+    endpoint (path-style, TLS only for https), keys, region. Empty settings are left to
+    s3a's defaults (the AWS credential chain)."""
+    s3 = (settings().get("storage") or {}).get("s3") or {}
+    conf: dict[str, str] = {}
+    endpoint = str(s3.get("endpoint_url") or "")
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint
+        conf["fs.s3a.path.style.access"] = "true"
+        conf["fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
+    if s3.get("key"):
+        conf["fs.s3a.access.key"] = str(s3["key"])
+        conf["fs.s3a.secret.key"] = str(s3.get("secret") or "")
+        conf["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    if s3.get("region"):
+        conf["fs.s3a.endpoint.region"] = str(s3["region"])
+    return conf
+
+
+def configure_s3a(spark, bucket: str | None = None) -> None:
+    """Apply :func:`s3a_conf` to a running session (settings changed after it started), for
+    every bucket or only ``bucket`` (``fs.s3a.bucket.<bucket>.*``: a bucket's filesystem is
+    made, and cached, at its first use)."""
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_conf().items():
+        if bucket:
+            key = key.replace("fs.s3a.", f"fs.s3a.bucket.{bucket}.", 1)
+        hconf.set(key, value)
 
 
 def active_session():

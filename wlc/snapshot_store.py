@@ -136,7 +136,7 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     versions = {n: c.version for n, c in cursors.items()}
     metas = {n: c.meta or metadata_at(storage, tables[n], c.version) for n, c in cursors.items()}
     record = {"txn": txn, "time": utc_iso(manifest.txns[-1].time) if manifest.txns else None,
-              "watermark": utc_iso(manifest.watermark), "batch": manifest.batch}
+              "watermark": utc_iso(manifest.watermark), "batch": manifest.batch, "epochs": manifest.epochs}
     try:
         take(spark, storage, db_path, staging, tables, versions, metas, dbid, record)
     except Exception as exc:
@@ -147,8 +147,7 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
                                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); was it "
                                "vacuumed or dropped since? flush and take the snapshot again") from exc
     crash_point("snapshot.copied")
-    storage.fsync_tree(staging)
-    storage.rename(staging, final)
+    storage.publish_dir(staging, final)
     return start_of(storage, final)
 
 
@@ -167,33 +166,34 @@ def start_of(storage: Storage, snap_path: str) -> Start:
     return Start(int(body["txn"]), parse_utc(body["time"]) if body["time"] else None, int(body["batch"]), snap_path)
 
 
-def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: str | None = None) -> list[Start]:
+def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: str | None = None,
+                   dbname: str | None = None) -> list[Start]:
     """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
     ``logs`` (when given) still holds a batch that begins at batch 0.
 
     ``configured``: ``wlc.config``'s ``snapshot`` (a master made by an earlier version keeps
-    its one snapshot directly in ``wlc_snapshot``).
+    its one snapshot directly in ``wlc_snapshot``). ``dbname``: the master's name when
+    ``db_path`` is not its folder (a shipped copy).
     """
     parent = Storage.join(db_path, SNAPSHOT_DIR)
     paths = [parent] if storage.exists(Storage.join(parent, SNAPSHOT_MANIFEST)) else []  # the old layout
     if storage.isdir(parent):
-        for name in storage.listdir(parent):
+        for name in storage.published(parent):
             if (name == INITIAL or re.fullmatch(r"\d+", name)) and \
                     storage.exists(Storage.join(parent, name, SNAPSHOT_MANIFEST)):
                 paths.append(Storage.join(parent, name))
     if configured and configured not in paths and storage.exists(Storage.join(configured, SNAPSHOT_MANIFEST)):
         paths.append(configured)
     out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
-    if (not out or out[0].txn >= 0) and (logs is None or _holds_batch_zero(storage, logs, db_path)):
+    if (not out or out[0].txn >= 0) and (logs is None or _holds_batch_zero(storage, logs, dbname or db_path.rstrip("/").rsplit("/", 1)[-1])):
         out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
     return out
 
 
-def _holds_batch_zero(storage: Storage, logs: str, db_path: str) -> bool:
+def _holds_batch_zero(storage: Storage, logs: str, name: str) -> bool:
     from .batch import batch_name, list_compacted
-    name = db_path.rstrip("/").rsplit("/", 1)[-1]
-    if storage.exists(Storage.join(logs, batch_name(name, 0))):
+    if storage.is_published(Storage.join(logs, batch_name(name, 0))):
         return True
     return any(first == 0 for _lv, first, _l, _p in list_compacted(storage, logs, name))
 
@@ -204,7 +204,7 @@ EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no tabl
 def newest_folder(storage: Storage, db_path: str) -> str | None:
     """The folder of the newest published snapshot by its name (no manifest read), or None."""
     parent = Storage.join(db_path, SNAPSHOT_DIR)
-    numbers = [int(n) for n in storage.listdir(parent) if re.fullmatch(r"\d+", n)]
+    numbers = [int(n) for n in storage.published(parent) if re.fullmatch(r"\d+", n)]
     if numbers:
         return Storage.join(parent, str(max(numbers)))
     return Storage.join(parent, INITIAL) if storage.exists(Storage.join(parent, INITIAL)) else None

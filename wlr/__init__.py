@@ -25,13 +25,16 @@ __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "a
 _current: Replica | None = None
 
 
-def replicate(master, until=None, replica: str | None = None, dbfarm: str | None = None,
+def replicate(master=None, until=None, replica: str | None = None, dbfarm: str | None = None,
               *, follow: bool | None = None, timeout: float | None = None,
-              collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True) -> Replica:
+              collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
+              logs: str | None = None, source=None, relay: bool | None = None,
+              tables=None, where=None) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:
-        master: master database name (or the ``wlc.Master``).
+        master: master database name (or the ``wlc.Master``); may be left out when
+            ``source`` or ``logs`` names it.
         until: None: everything published, then (by default) keep following in the
             background until :func:`stop`. int N: every transaction with id <= N (inclusive,
             as MonetDB's ``wlr.replicate(N)``). datetime or ISO-8601 string: every
@@ -51,6 +54,22 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
         compacted: True: replay through the master's compacted level-1/2 batches where they
             fit (the coarsest that end at or before ``until``, then finer, then level 0 up
             to the exact target, as Litestream restores); False: level 0 only.
+        logs: read a shipped copy of the master's logs and snapshots at this folder or URL
+            (``s3://bucket/path``, made by :func:`wlc.ship`), e.g. a replica far from the
+            master. Recorded: later calls read there until told otherwise.
+        source: read from this master or relaying replica (a name, a ``wlc.Master`` or a
+            ``wlr.Replica``; a relay ships what it has applied with the master's original
+            GTIDs). Switching between the master, shipped copies and relays of one master
+            continues from the same transaction without a new copy.
+        relay: True: this replica ships what it has applied to ``<replica>/wlr_relay`` after
+            every round, as a source for further replicas (``source=<this replica>``); False:
+            it stops; None: as before.
+        tables: a new replica carries only these tables (``["sales.*", "hr.employees"]``:
+            names or patterns on ``schema.table``); default ``replica.tables`` (all).
+        where: ``{"sales.orders": "o_region = 'EU'"}``: of these tables only the rows
+            matching the Spark SQL predicate after each change (rows moved in by an update
+            are inserted, rows moved out deleted). ``tables`` and ``where`` are recorded in
+            wlr.config; another selection needs a new replica.
 
     Returns:
         wlr.Replica: when the target is reached (following: when all published is applied).
@@ -78,8 +97,13 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
         ConfigError: the dbfarm or the replica folder is a file; a name is malformed.
     """
     global _current
-    rep = Replica(master, replica=replica, dbfarm=dbfarm)
+    rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)
+    rep.ask_selection(tables, where)
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
+        if (logs is not None or source is not None) and rep.source.root != _current.source.root:
+            rep.validate(until)
+            _current.stop()
+            _current.source = rep.source
         rep = _current
     else:
         rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
@@ -88,7 +112,7 @@ def replicate(master, until=None, replica: str | None = None, dbfarm: str | None
             _current.stop()
     _current = rep
     return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
-                         compacted=compacted)
+                         compacted=compacted, relay=relay, tables=tables, where=where)
 
 
 def current() -> Replica:

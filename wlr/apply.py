@@ -30,18 +30,13 @@ from wlc.snapshot_store import create_table_sql, _lit
 from wlc.storage import Storage
 
 from wlc import collapse
+from .merge import ApplyError, Merges
 from .plan import span_text
 
 log = logging.getLogger("wlr.apply")
 
 TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"
-_DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
-_KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
-
-
-class ApplyError(Exception):
-    """A transaction cannot be applied; the message is the cause."""
 
 
 def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
@@ -83,20 +78,17 @@ def replay_session(base):
     return session
 
 
-def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
-    return " AND ".join(f"{left}.{quote_ident(c)} <=> {right}.{quote_ident(c)}" for c in cols) or "true"
-
-
-class Applier:
+class Applier(Merges):
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
     ``spark`` is a SparkSession or a function returning one, called at the first Spark use
     (checks that read only Delta logs need no session).
     """
 
-    def __init__(self, spark, storage: Storage, replica_path: str, dbid: str):
+    def __init__(self, spark, storage: Storage, replica_path: str, dbid: str, logs_storage: Storage | None = None):
         self._spark = spark
         self.storage = storage
+        self.logs_storage = logs_storage or storage  # where the batches' change rows are read
         self.replica_path = replica_path
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
@@ -110,7 +102,10 @@ class Applier:
 
     def fork(self) -> "Applier":
         """An Applier on the same replica with its own Spark session (for another thread)."""
-        return Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid)
+        out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid,
+                      self.logs_storage)
+        out.selection = self.selection
+        return out
 
     def table_path(self, name: str) -> str:
         schema, table = split_name(name)
@@ -249,8 +244,9 @@ class Applier:
             self.apply_segment([(batch_path, rec)])
             return
         if rec.change == "image":
-            rows = self.spark.read.parquet(self.storage.uri(Storage.join(batch_path, rec.rows)))
-            self._replace(rec, uri, rows, meta)
+            rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(batch_path, rec.rows)))
+            keep = self.row_filter(rec.table)
+            self._replace(rec, uri, rows if keep is None else rows.filter(keep), meta)
             return
         # DDL only: one tagged commit records the transaction
         self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
@@ -369,123 +365,27 @@ class Applier:
             return {"rows_in": 0, "rows_out": 0}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
         # an imposed schema would read NULL there without a word
-        rows = collapse.read_rows(self.spark, [self.storage.uri(Storage.join(p, r.rows)) for p, r in with_rows],
+        rows = collapse.read_rows(self.spark, [self.logs_storage.uri(Storage.join(p, r.rows)) for p, r in with_rows],
                                   StructType.fromJson(shape.schema) if shape is not None else None)
         cols = collapse.data_columns(rows)
         have = set(meta.columns if meta else cols)
         keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
         kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
+        keep = self.row_filter(name)  # selective replication: the rows the replica carries
         if kinds <= {"insert"}:
+            out = rows.select(*[quote_ident(c) for c in cols])
+            out = out if keep is None else out.filter(keep)
             with self._tagged(text):
-                (rows.select(*[quote_ident(c) for c in cols]).write.format("delta").mode("append")
+                (out.write.format("delta").mode("append")
                      .option("txnAppId", self.app_id).option("txnVersion", last.txn)
                      .option("mergeSchema", str(evolve).lower()).save(uri))
         elif keys:
-            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve)
+            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep)
         else:
-            self._merge_by_image(text, last.txn, uri, collapse.net_by_image(rows), cols, have, evolve)
+            net = collapse.net_by_image(rows)
+            self._merge_by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
         newest = read_commit(self.storage, self.table_path(name), self.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name,
                   rows_in, rows_out)
         return {"rows_in": rows_in, "rows_out": rows_out}
-
-    def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                      keys: list[str], evolve: bool = False) -> None:
-        """Last state per key: upsert where the key exists after the segment, else delete.
-
-        A key whose first change was a delete or a pre-image must be on the replica: the
-        MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
-        """
-        qk = [quote_ident(k) for k in keys]
-        on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
-        values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
-        self._merge(text, version, uri, net, on, evolve, [
-            ("update", f"s.{collapse.OP}", values),
-            ("delete", f"NOT s.{collapse.OP}", None),
-            ("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)}),
-            ("insert", f"s.{collapse.OP}", values)], materialize=False)
-
-    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                        have_cols: set[str], evolve: bool = False) -> None:
-        """Multiset semantics: deleting one of two identical rows leaves one.
-
-        One MERGE: every copy of an image whose count drops is deleted and the copies that
-        remain are inserted again; images whose count grows get the new copies. An image
-        with fewer copies on the replica than the segment deletes fails the MERGE's own
-        job (nothing is committed): the replica has diverged. ``have_cols``: the table's
-        columns now; the others are added by this commit (``evolve``) and are NULL in every
-        row the table has.
-        """
-        qc = [quote_ident(c) for c in cols]
-        old = [c for c in cols if c in have_cols]
-        new = [quote_ident(c) for c in cols if c not in have_cols]
-        n = collapse.COUNT
-        pos = net.filter(F.col(n) > 0)
-        neg = net.filter(F.col(n) < 0)
-        target = self.spark.read.format("delta").load(uri)
-        target = target.select(*[F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
-                                 for c, q in zip(cols, qc)])
-        have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
-                                       on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
-                .groupBy(*qc).count())
-        left = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
-                .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
-                        (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n)))
-        # "del" rows match every copy of their image; "bad" rows (more deleted than there
-        # are) never match and reach the raise_error clause
-        source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
-                  .unionByName(collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
-                  .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
-        on = " AND ".join([f"({_eq_null_safe('t', 's', old)})", *[f"s.{q} IS NULL" for q in new],
-                           f"s.{_KIND} = 'del'"])
-        values = {q: f"s.{q}" for q in qc}
-        self._merge(text, version, uri, source, on, evolve, [
-            ("delete", None, None),
-            ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
-            ("insert", f"s.{_KIND} = 'ins'", values)])
-
-    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on: str, evolve: bool,
-               clauses: list[tuple[str, str | None, dict | None]], materialize: bool = True) -> None:
-        """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
-
-        ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
-        condition, values)`` for not-matched source rows, in order. ``evolve``: the source
-        has columns the table lacks (an ADD COLUMNS inside the segment); the commit adds them.
-        ``materialize`` False: MERGE reads ``source`` again instead of copying it first (right
-        when the source is immutable published Parquet and cheap to read twice).
-
-        Raises ApplyError when a ``raise_error`` clause fired (the replica has diverged).
-        """
-        from delta.tables import DeltaTable
-
-        conf = self.spark.conf
-        builder = DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
-        for kind, cond, assign in clauses:
-            if kind == "update":
-                builder = builder.whenMatchedUpdate(condition=cond, set=assign)
-            elif kind == "delete":
-                builder = builder.whenMatchedDelete(condition=cond)
-            else:
-                builder = builder.whenNotMatchedInsert(condition=cond, values=assign)
-        if evolve:
-            builder = builder.withSchemaEvolution()
-        with self._tagged(text, version):
-            if not materialize:  # the source is immutable published Parquet: MERGE need not copy it
-                conf.set("spark.databricks.delta.merge.materializeSource", "none")
-            try:
-                builder.execute()
-            except Exception as exc:
-                found = str(exc).partition(_DIVERGED)[2]
-                if not found:
-                    raise
-                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
-                                 "the replica has diverged from the master") from None
-            finally:
-                if not materialize:
-                    conf.unset("spark.databricks.delta.merge.materializeSource")
-
-
-def _diverged(quoted: list[str]) -> str:
-    """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
-    return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"

@@ -29,6 +29,24 @@ def _say(exc: WlcError, args: argparse.Namespace) -> str:
     return text
 
 
+def selection_args(args: argparse.Namespace) -> tuple[list[str] | None, dict[str, str] | None]:
+    """``--tables`` and ``--where`` as ``replicate(tables=, where=)`` takes them.
+
+    Raises:
+        ConfigError: a ``--where`` without ``=``.
+    """
+    from wlc.errors import ConfigError
+
+    tables = [t.strip() for arg in (args.tables or []) for t in arg.split(",") if t.strip()] or None
+    where = {}
+    for arg in args.where or []:
+        table, eq, pred = arg.partition("=")
+        if not eq:
+            raise ConfigError(f"--where {arg!r}: write TABLE=PREDICATE, e.g. \"sales.orders=o_region = 'EU'\"")
+        where[table.strip()] = pred.strip()
+    return tables, where or None
+
+
 def _follow(rep, args: argparse.Namespace) -> int:
     """``wlr replicate --follow``: follow until SIGINT/SIGTERM; 1 when replay stopped at a failure."""
     import signal
@@ -47,7 +65,9 @@ def _follow(rep, args: argparse.Namespace) -> int:
 
     def run() -> None:
         try:
-            rep.replicate(None, follow=True, snapshot=args.snapshot, compacted=not args.level0_only)
+            tables, where = selection_args(args)
+            rep.replicate(None, follow=True, snapshot=args.snapshot, compacted=not args.level0_only, relay=args.relay,
+                          tables=tables, where=where)
         except WlcError as exc:  # stored in wlr.config too; the service stops
             failed.append(exc)
             done.set()
@@ -89,6 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
                          "default the newest at or before --until")
     rp.add_argument("--level0-only", action="store_true",
                     help="replay level-0 batches only, not the master's compacted level-1/2 batches")
+    rp.add_argument("--logs", metavar="URL",
+                    help="read a shipped copy of the master's logs (a folder or s3://bucket/path made by wlc ship)")
+    rp.add_argument("--source", metavar="NAME",
+                    help="read from this master or relaying replica in the dbfarm (switching keeps the replica)")
+    rp.add_argument("--relay", action=argparse.BooleanOptionalAction, default=None,
+                    help="ship what this replica applied to <replica>/wlr_relay for further replicas (--source)")
+    rp.add_argument("--tables", action="append", metavar="PATTERN",
+                    help="a new replica carries only these tables (schema.table or a pattern such as 'sales.*'; "
+                         "repeat or separate by commas)")
+    rp.add_argument("--where", action="append", metavar="TABLE=PREDICATE",
+                    help="a new replica carries only the rows of TABLE matching the Spark SQL PREDICATE "
+                         "(e.g. \"sales.orders=o_region = 'EU'\"); repeat for more tables")
     rp.add_argument("--follow", action="store_true",
                     help="run as a service: apply what is published, then keep following until SIGINT or "
                          "SIGTERM (which stop it after the current round of segments); a line per applied "
@@ -151,13 +183,16 @@ def main(argv: list[str] | None = None) -> int:
                 print("error: --follow and --until exclude each other: follow everything, or stop at a target",
                       file=sys.stderr)
                 return 2
-            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm), args)
+            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs,
+                                   source=args.source), args)
         if args.command == "replicate":
             until = args.until
             if until is not None and until.lstrip("-").isdigit():
                 until = int(until)
-            rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm)
-            rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only)
+            rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
+            tables, where = selection_args(args)
+            rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only,
+                          relay=args.relay, tables=tables, where=where)
             print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
             return 0
         farm = resolve_dbfarm(args.dbfarm)
@@ -177,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
             return 1 if err else 0
         capture = s["capture"] + (f" (heartbeat {_fmt(s['capture_heartbeat'])})" if s["capture_heartbeat"] else "")
-        rows = [("replica", s["replica"]), ("master", s["master"]), ("state", s["state"]),
+        rows = [("replica", s["replica"]), ("master", s["master"]), ("source", s["source"]), ("state", s["state"]),
                 ("tick", s["tick"]), ("clock", _fmt(s["clock"])), ("master tick", s["master_tick"]),
                 ("lag (transactions)", s["lag_transactions"]),
                 ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),

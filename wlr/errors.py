@@ -12,6 +12,16 @@ class ReplicaStateError(WlcError):
     """The replica is not in a state the call needs (not a replica, of another master, nothing to accept)."""
 
 
+class DivergedError(ReplicaStateError):
+    """The source's history is not the one this replica followed: the master was restored
+    from a copy (or its logs were reset) and wrote other transactions under ids the replica
+    had already applied (seed 003's "Ruh Roh"). ``txn`` is the first id they disagree on."""
+
+    def __init__(self, message: str, txn: int, cli: str | None = None):
+        super().__init__(message, cli=cli)
+        self.txn = txn
+
+
 class ReplicationTimeout(WlcError):
     """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published."""
 

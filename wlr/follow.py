@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from wlc.batch import utc_iso
 from wlc.config import settings
 
-from .errors import ReplicationError
+from . import failure
+from .errors import DivergedError, ReplicationError
 from .plan import Target
 from .watch import batch_watch
 
@@ -26,7 +27,10 @@ class Follower:
 
     def _wait(self, seconds: float) -> None:
         logs = self.state.get("logs")
-        if self._watch is None and logs and self.storage.local:
+        if self._watch is not None and self._watch.path != logs:  # the source changed
+            self._watch.close()
+            self._watch = None
+        if self._watch is None and logs and self.source.storage.local:
             self._watch = batch_watch(logs, bool(settings()["capture"]["polling"]), self.beat_seconds)
         if self._watch is not None:
             self._watch.wait(seconds)
@@ -48,6 +52,12 @@ class Follower:
                     self._save()
             except ReplicationError:
                 return  # kept in wlr.config; the next replicate() raises it
+            except DivergedError as exc:  # kept too: the next replicate() checks again and raises it
+                with self._lock:
+                    self.last_error = failure.record(self.state, None, None, None, str(exc))
+                    self._save()
+                    self._log(f"FAILED {exc}")
+                return
             except Exception:
                 log.exception("follow mode of %s failed; retrying", self.name)
             self._wait(self.beat_seconds)

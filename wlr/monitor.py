@@ -27,10 +27,11 @@ from wlc.config import parse_kv
 from wlc.deltalog import list_versions, read_commit
 from wlc.errors import BatchError
 from wlc.heartbeat import capture_liveness, liveness
-from wlc.master import logs_of, read_config as read_master_config
+from wlc.master import logs_of
 from wlc.storage import Storage
 
 from . import failure
+from .source import recorded_source
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
 
@@ -103,16 +104,18 @@ def next_published_time(storage: Storage, logs: str, master: str, first_batch: i
 def replica_status(rep) -> dict:
     """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
     st = rep._load_or_state()
-    mcfg = read_master_config(rep.storage, rep.master_path) or {}
+    src = rep.source
+    mcfg = src.config() or {}
     now = datetime.now(timezone.utc)
     tick = int(st.get("tick", -1))
     mtick = int(mcfg.get("tick", -1)) if mcfg else -1
     clock = parse_utc(st["clock"]) if st.get("clock") else None
     mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
     behind = max(0, mtick - tick)
-    pending, oldest = uncaptured(rep.storage, rep.master_path, mcfg, rep.master) if mcfg else (0, None)
-    logs = st.get("logs") or logs_of(mcfg, rep.master_path)
-    first = next_published_time(rep.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
+    # commits not captured yet are seen only in the master's own folder
+    pending, oldest = uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg and src.is_master else (0, None)
+    logs = st.get("logs") or src.logs(mcfg)
+    first = next_published_time(src.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
         if behind else None
     times = [t for t in (first, oldest) if t is not None]
     if behind + pending == 0:
@@ -125,7 +128,7 @@ def replica_status(rep) -> dict:
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now)
     return {
-        "replica": rep.name, "master": rep.master, "state": state,
+        "replica": rep.name, "master": rep.master, "source": src.label, "state": state,
         "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
         "lag_transactions": behind + pending, "lag_seconds": lag_s,
         "capture": capture, "capture_heartbeat": capture_at, "heartbeat": beat_at,
@@ -162,8 +165,10 @@ def lag_history(replica: str, dbfarm: str | None = None):
     st = read_replica_state(storage, path)
     master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
     logs = st.get("logs") or logs_of({}, master_path)
-    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(storage, logs, st["master"])
-                     for rec in batchfmt.read_manifest(storage, p).txns)
+    source = recorded_source(st)
+    lstore = source.storage if source is not None else storage
+    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(lstore, logs, st["master"])
+                     for rec in batchfmt.read_manifest(lstore, p).txns)
     ticks = []  # (time, replica tick)
     log_path = Storage.join(path, "wlr.log")
     if storage.exists(log_path):

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from wlc import batch as batchfmt
 from wlc.batch import parse_utc, utc_iso
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from wlc.errors import ConfigError
 from wlc.master import STOPPED
 from wlc.names import state_key
 from wlc.session import active_session
@@ -33,6 +34,8 @@ from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier,
 from .replay import Failure, Item, Round
 from .route import Route
 from .follow import Follower
+from .relay import Relay
+from .source import Source, master_name, master_source, named_source, recorded_source, shipped_source
 from .setup import ReplicaSetup
 from .view import ConsistentView
 
@@ -41,25 +44,45 @@ log = logging.getLogger("wlr.replica")
 from .setup import CONFIG_FILE, LOG_FILE  # noqa: F401 (wlr.replica.CONFIG_FILE is used by others)
 
 
-class Replica(ReplicaSetup, Follower, ConsistentView):
+class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
     """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
 
     Args:
-        master: master database name (or a ``wlc.Master``).
+        master: master database name (or a ``wlc.Master``); may be left out when ``source``
+            or ``logs`` names it.
         replica: replica database name; default ``<master>_replica``.
-        dbfarm: folder holding the replica; default from config. The master is looked up
-            in the same dbfarm unless ``master_dbfarm`` says otherwise.
+        dbfarm: folder holding the replica; default from config. The master (and a named
+            ``source``) is looked up in the same dbfarm unless ``master_dbfarm`` says otherwise.
+        logs: read a shipped copy of the master's logs at this folder or URL
+            (``s3://bucket/path``, made by ``wlc ship``) instead of the master's folder.
+        source: read from this master or relaying replica (a name in the dbfarm, a
+            ``wlc.Master`` or a ``wlr.Replica``): the master's batches with their original
+            GTIDs, so a replica may switch between the master and its relays.
+        Without ``logs`` and ``source``, a replica reads where it read last (``source`` in
+        wlr.config), else ``replica.logs`` in config, else the master's folder.
+
+    Raises:
+        ConfigError: a name is malformed; both ``logs`` and ``source``; no master named.
+        ReplicaStateError: the source is neither a master nor a replica, or is this replica.
     """
 
-    def __init__(self, master, replica: str | None = None, dbfarm: str | None = None,
-                 master_dbfarm: str | None = None, spark=None):
+    def __init__(self, master=None, replica: str | None = None, dbfarm: str | None = None,
+                 master_dbfarm: str | None = None, spark=None, logs: str | None = None, source=None):
+        if logs is not None and source is not None:
+            raise ConfigError("give logs= (a shipped copy) or source= (a master or relaying replica), not both")
         if hasattr(master, "dbname"):
             master_dbfarm = master_dbfarm or master.dbfarm
             master = master.dbname
-        self.master = check_name(master, "master database")
-        self.name = check_name(replica or f"{master}_replica", "replica database")
         self.dbfarm = resolve_dbfarm(dbfarm)
         self.master_dbfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
+        chosen = (named_source(source, self.master_dbfarm) if source is not None
+                  else shipped_source(logs) if logs is not None else None)
+        if master is None:
+            if chosen is None:
+                raise ConfigError("name the master to replicate (or a source= or logs= that names it)")
+            master = master_name(chosen)
+        self.master = check_name(master, "master database")
+        self.name = check_name(replica or f"{master}_replica", "replica database")
         if self.name == self.master and self.dbfarm == self.master_dbfarm:
             raise ReplicaStateError(f"a database cannot replicate itself ({self.name!r}); name another replica")
         self.storage = Storage.of(self.dbfarm)
@@ -86,6 +109,12 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
         self._lockfile = None
         self.last_error: ReplicationError | None = None
         self.state: dict[str, str] = self._load() or {}
+        if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
+            raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
+        default_logs = str(cfg.get("logs") or "")
+        self.source: Source = (chosen or recorded_source(self.state)
+                               or (shipped_source(default_logs) if default_logs else None)
+                               or master_source(self.master_dbfarm, self.master))
 
     # ------------------------------------------------------------------ state file
     def _load(self) -> dict[str, str] | None:
@@ -144,7 +173,10 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
 
     def _applier(self) -> Applier:
         if getattr(self, "_applier_obj", None) is None or self._applier_obj.dbid != self.state["dbid"]:
-            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"])
+            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"],
+                                        self.source.storage)
+        self._applier_obj.logs_storage = self.source.storage
+        self._applier_obj.selection = self.selection
         return self._applier_obj
 
     # ------------------------------------------------------------------ replay
@@ -156,7 +188,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
 
     def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None,
                   collapse: bool | None = None, snapshot: int | None = None,
-                  compacted: bool = True) -> "Replica":
+                  compacted: bool = True, relay: bool | None = None, tables=None, where=None) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
         Args:
@@ -173,6 +205,15 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
                 (``wlr log --snapshots`` lists them); default the newest at or before ``until``.
             compacted: True: replay through level-1/2 compacted batches where they fit
                 (the coarsest first, as Litestream restores); False: level 0 only.
+            relay: True: after every round, ship what this replica has applied to
+                ``<replica>/wlr_relay`` for replicas made with ``source=<this replica>``
+                (:mod:`wlr.relay`); False: stop relaying; None: as before (kept in wlr.config).
+            tables: a new replica carries only these tables: names or patterns on
+                ``schema.table`` (``["sales.*", "hr.employees"]``); default ``replica.tables``
+                in config (empty: all). Recorded; another selection needs a new replica.
+            where: ``{"schema.table": "<Spark SQL predicate>"}``: of these tables a new replica
+                carries only the rows matching (after each change: rows an update moves in
+                are inserted, rows moved out deleted), as a PostgreSQL row filter.
 
         Returns:
             self, once the target is reached (or, following, once all published is applied).
@@ -189,16 +230,21 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
             ReplicationTimeout: the target was not published within ``timeout``.
             ReplicaStateError: the folder is not a replica of this master, or is busy, or
                 the replica is further behind than the master's retention keeps (the message
-                names the earliest reachable point).
+                names the earliest reachable point); ``tables``/``where`` differ from the
+                replica's recorded selection; DivergedError: the source's history is not
+                the one this replica followed (a master restored from a copy).
+            ConfigError: a ``tables`` pattern or ``where`` predicate is malformed.
         """
         target = parse_until(until)
         self.start_snapshot = snapshot
         self.compacted = bool(compacted)
+        self.ask_selection(tables, where)
         follow = self.default_follow if follow is None else bool(follow)
         self.collapse = self.default_collapse if collapse is None else bool(collapse)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
         self.validate(until)
         self.stop()
+        self._relay_wanted = relay
         self._stop.clear()  # a stop() from now on ends this call after the segments being applied
         with self._lock:
             self._acquire()
@@ -229,17 +275,24 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
 
     def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
         """Apply what the plan allows now. Returns (target reached, what it waits for)."""
-        while True:
-            self._handoff = False
-            reached, waiting = self._step_once(target, progress)
-            if reached or self._handoff is False or self._stop.is_set():
-                return reached, waiting
+        try:
+            while True:
+                self._handoff = False
+                reached, waiting = self._step_once(target, progress)
+                if reached or self._handoff is False or self._stop.is_set():
+                    return reached, waiting
+        finally:
+            self._relay()
 
     def _step_once(self, target: Target, progress: bool) -> tuple[bool, str]:
         """One round; ``_handoff`` set: level 0 stopped where a compacted batch takes over."""
         mcfg = self._master_config()
         self._ensure(mcfg, target)
-        logs = self.state.get("logs") or mcfg.get("logs")
+        if getattr(self, "_relay_wanted", None) is not None:
+            self.state["relay"] = "1" if self._relay_wanted else ""
+            self._relay_wanted = None
+        self._check_history(self.state, mcfg)
+        logs = self._note_source(mcfg)
         next_batch = int(self.state.get("batches", 0))
         tick = int(self.state.get("tick", -1))
         units = self._units(mcfg, logs, tick, next_batch, target)
@@ -252,7 +305,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
         watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
         batches, broken = list(units), None
         try:
-            for b in read_batches(self.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
+            for b in read_batches(self.source.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
                 batches.append(b)
                 if watermark is None or b.manifest.watermark > watermark:
                     watermark = b.manifest.watermark
@@ -278,6 +331,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
         todo.apply = unit_refs + todo.apply
         failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
         self._advance(batches)
+        self._note_history(batches)
         self._save()
         if int(self.state.get("tick", -1)) > tick:  # wlr.lag_history() reads these lines
             self._log(f"{monitor.TICK_LINE} {self.state['tick']} (committed {self.state.get('clock', '')})")
@@ -306,7 +360,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
         """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
         if not (self.collapse and self.compacted) or int(self.state.get("tick", -1)) < self._level0_until:
             return False
-        return any(first == number for _lv, first, _l, _p in batchfmt.list_compacted(self.storage, logs, self.master))
+        return any(first == number for _lv, first, _l, _p in batchfmt.list_compacted(self.source.storage, logs, self.master))
 
     def _units(self, mcfg, logs: str, tick: int, next_batch: int, target: Target) -> list:
         """The compacted batches to apply first (none with ``collapse=False`` or
@@ -335,7 +389,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
             records = [t for t in b.manifest.txns if t.txn in wanted]
             if not records:
                 continue
-            problems = batchfmt.verify_files(self.storage, b.path, b.manifest, [r.rows for r in records if r.rows])
+            problems = batchfmt.verify_files(self.source.storage, b.path, b.manifest, [r.rows for r in records if r.rows])
             for rec in records:
                 items[rec.txn] = Item(b.number, b.path, rec)
                 found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
@@ -371,7 +425,18 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
             self._save()
 
         rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log, self._stop)
-        return rnd.run(todo, collapse=self.collapse, parallelism=self.parallelism, progress=progress)
+        sel = self.selection
+        skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
+        if skipped:  # tables this replica does not carry: handled without being applied
+            rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})
+            for t in skipped:  # a drop or create there must not leave a stale table entry
+                self.state.pop(state_key("version.", t), None)
+        failed = rnd.run([r for r in todo if r.table not in skipped], collapse=self.collapse,
+                         parallelism=self.parallelism, progress=progress)
+        if skipped:
+            with self._state_lock:
+                progressed(dict(rnd.done))
+        return failed
 
     def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
         err = failure.record(self.state, batch, txn, table, cause)
@@ -400,7 +465,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView):
     def _accept(self) -> int:
         self.state = self._load() or {}
         txn, batch = failure.skippable(self.state, self.name)
-        manifest = manifest_of(self.storage, self.state.get("logs"), self.master, batch)
+        manifest = manifest_of(self.source.storage, self.state.get("logs"), self.master, batch)
         rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
         skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
         failure.clear(self.state)

@@ -45,7 +45,7 @@ class Route:
     def starts(self, mcfg: dict[str, str], logs: str) -> list[Start]:
         """The snapshots a new replica can start from: the empty start only while level 0
         (or a compacted batch) still begins at batch 0."""
-        return snap.list_snapshots(self.storage, self.master_path, mcfg.get("snapshot", ""), logs)
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.get("snapshot", ""), logs, self.master)
 
     def start_for(self, mcfg: dict[str, str], logs: str, target: Target, snapshot: int | None = None) -> Start:
         """The snapshot a new replica starts from: ``snapshot`` (its transaction) when given,

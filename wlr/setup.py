@@ -8,17 +8,21 @@ from __future__ import annotations
 import fcntl
 import os
 
+from wlc import epochs
 from wlc import snapshot_store as snap
 from wlc.batch import parse_utc, utc_iso
+from wlc.capture import delta_ref
+from wlc.config import settings
 from wlc.errors import ConfigError
-from wlc.master import CONFIG_FILE as MASTER_CONFIG, read_config as read_master_config
+from wlc.master import CONFIG_FILE as MASTER_CONFIG
 from wlc.names import split_name, state_key
-from wlc.storage import Storage
+from wlc.storage import Storage, copy_tree
 
 from . import failure
-from .errors import ReplicaStateError
+from .errors import DivergedError, ReplicaStateError
 from .plan import Target, check_not_passed, parse_until
 from .route import Route
+from .select import Selection, check_same
 
 CONFIG_FILE = "wlr.config"
 LOG_FILE = "wlr.log"
@@ -28,6 +32,32 @@ class ReplicaSetup:
     """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config, locks."""
 
     # ------------------------------------------------------------------ set-up
+    _asked: Selection | None = None
+    selection: Selection | None = None
+
+    def ask_selection(self, tables=None, where=None) -> None:
+        """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
+        for a new replica ``replica.tables``/``replica.where`` in config)."""
+        self._asked = None if tables is None and where is None else Selection.of(tables, where)
+
+    def _choose_selection(self, state: dict[str, str]) -> None:
+        if state and state.get("state") != "restoring":
+            recorded = Selection.from_state(state)
+            if self._asked is not None:
+                check_same(recorded, self._asked, self.name)
+            self.selection = recorded
+            return
+        cfg = settings()["replica"]
+        self.selection = self._asked or Selection.of(cfg.get("tables") or None, cfg.get("where") or None)
+        for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
+            from pyspark.sql import functions as F
+            try:
+                self.spark.range(0).select(F.expr(pred))
+            except Exception as exc:  # noqa: BLE001 (ParseException, AnalysisException: both the caller's)
+                if "PARSE_SYNTAX_ERROR" in str(exc) or "ParseException" in type(exc).__name__:
+                    raise ConfigError(f"where: the predicate of {table} does not parse ({str(exc).splitlines()[0]}); "
+                                      "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
+
     def validate(self, until=None) -> dict[str, str]:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
 
@@ -47,20 +77,22 @@ class ReplicaSetup:
         state = self._load()
         if state:
             self._check_follows(state, mcfg)
+            self._check_history(state, mcfg)
             clock = parse_utc(state["clock"]) if state.get("clock") else None
             check_not_passed(target, int(state.get("tick", -1)), clock)
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        self._choose_selection(state or {})
         if not state or state.get("state") == "restoring":
-            logs = mcfg.get("logs", "")
+            logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
             self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
         return mcfg
 
     def route(self, mcfg: dict[str, str]) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""
-        if self._route is None or self._route.dbid != mcfg.get("dbid"):
-            self._route = Route(self.storage, self.master_path, self.master, mcfg.get("dbid", ""))
+        if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.get("dbid"), self.source.root):
+            self._route = Route(self.source.storage, self.source.root, self.master, mcfg.get("dbid", ""))
         return self._route
 
     def _check_follows(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
@@ -69,8 +101,37 @@ class ReplicaSetup:
             raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
         if state.get("dbid") != mcfg.get("dbid"):
             raise ReplicaStateError(
-                f"master {self.master!r} has database id {mcfg.get('dbid')} but this replica follows "
-                f"{state.get('dbid')}: the master was made anew; make a new replica")
+                f"{self.source.label} has database id {mcfg.get('dbid')} but this replica follows "
+                f"{state.get('dbid')}: the master was made anew (or the source is another master's); "
+                "make a new replica")
+
+    def _check_history(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
+        """Raise DivergedError when the source's epoch history (:mod:`wlc.epochs`) disagrees
+        with the one this replica followed on a transaction both have."""
+        mine, theirs = epochs.parse(state.get("epochs", "")), epochs.parse(mcfg.get("epochs", ""))
+        tick = int(state.get("tick", -1))
+        at = epochs.diverged(mine, tick, theirs, int(mcfg.get("tick", -1)))
+        if at is None:
+            return
+        cause = (f"{self.source.label} wrote another history from transaction {at} on (epoch "
+                 f"{epochs.at(theirs, at)}) than this replica followed up to transaction {tick} (epoch "
+                 f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
+                 "Nothing was applied")
+        raise DivergedError(
+            f"{cause}; make a new replica (wlr.replicate({self.master!r}, replica='<new name>')) or read from a "
+            "source that kept this history (source=...)", at,
+            cli=f"{cause}; make a new replica (wlr replicate <dbfarm> {self.master} <new name>) or read from a "
+                "source that kept this history (--source)")
+
+    def _note_history(self, batches) -> None:
+        """Keep the epoch history of the batch holding the replica's tick (its manifest's)."""
+        tick = int(self.state.get("tick", -1))
+        for b in reversed(batches):
+            if b.manifest.epochs and b.manifest.first_txn <= tick:
+                hist = epochs.upto(epochs.parse(b.manifest.epochs), tick)
+                self.state["epochs"] = epochs.format(hist)
+                self.state["epoch"] = epochs.at(hist, tick) or ""
+                return
 
     def _ensure(self, mcfg: dict[str, str], target: Target) -> None:
         """Make the replica on first use from the newest snapshot at or before ``target``
@@ -79,39 +140,71 @@ class ReplicaSetup:
         restarts the copy. A replica that exists is never reset by a newer snapshot."""
         if self.state and self.state.get("state") != "restoring":
             self._check_follows(self.state, mcfg)
+            if self.selection is None:
+                self.selection = Selection.from_state(self.state)
             return
-        start = self.route(mcfg).start_for(mcfg, mcfg.get("logs", ""), target, self.start_snapshot)
+        logs = self.source.logs(mcfg)
+        start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
         self.storage.makedirs(self.path)
         state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
-                 "logs": mcfg.get("logs", ""), "batches": start.batch + 1, "tick": start.txn,
+                 "source": self.source.root, "source_kind": self.source.kind,
+                 **(self.selection or Selection()).to_state(),
+                 "logs": logs, "batches": start.batch + 1, "tick": start.txn,
                  "clock": utc_iso(start.time) if start.time else "", "skipped": "",
                  "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
         self.state = {k: str(v) for k, v in state.items()}
         self._save()
+        hist = epochs.upto(epochs.parse(mcfg.get("epochs", "")), start.txn)
         if start.path:
-            body = snap.read(self.storage, start.path)
+            body = snap.read(self.source.storage, start.path)
+            hist = epochs.upto(epochs.parse(body.get("epochs") or mcfg.get("epochs", "")), start.txn)
             applier = self._applier()
-            for name in sorted(body["tables"]):
+            sel = self.selection or Selection()
+            for name in sorted(n for n in body["tables"] if sel.wants(n)):
                 schema, table = split_name(name)
                 dst = Storage.join(self.path, schema, table)
                 self.storage.rm(dst)
-                self.storage.copy_tree(Storage.join(start.path, schema, table), dst)
+                copy_tree(self.source.storage, Storage.join(start.path, schema, table), self.storage, dst)
+                keep = sel.predicate(name)
+                if keep is not None:  # selective replication: the rows outside the filter go
+                    self.spark.sql(f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)")
                 self.state[state_key("version.", name)] = str(applier.current_version(name))
             self._log(f"started from the snapshot of {self.master} at transaction {start.txn} "
-                      f"({len(body['tables'])} tables, {start.path})")
+                      f"({len(body['tables'])} tables, {start.path}, {self.source.label})")
         else:
-            self._log(f"started empty from master {self.master}")
+            self._log(f"started empty from master {self.master} ({self.source.label})")
+        self.state.update({"epochs": epochs.format(hist), "epoch": epochs.at(hist, start.txn) or ""})
         self._set_view(-1, {})
         self.state["state"] = "new"
         self._save()
 
     def _master_config(self) -> dict[str, str]:
-        mcfg = read_master_config(self.storage, self.master_path)
+        """The source's wlc.config (the master's, or its shipped or relayed copy)."""
+        mcfg = self.source.config()
         if mcfg is None:
-            raise ReplicaStateError(f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
-                                    cli=f"{self.master_path} is not a master (no {MASTER_CONFIG}); start capture there "
-                                        f"first: wlc capture {self.master_dbfarm} {self.master}")
+            if self.source.is_master:
+                raise ReplicaStateError(
+                    f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
+                    cli=f"{self.master_path} is not a master (no {MASTER_CONFIG}); start capture there "
+                        f"first: wlc capture {self.master_dbfarm} {self.master}")
+            raise self.source.missing(self.master)
+        if mcfg.get("database") and mcfg["database"] != self.master:
+            raise ReplicaStateError(f"{self.source.label} holds the logs of master {mcfg['database']!r}, not "
+                                    f"{self.master!r}; name the right master or source")
         return mcfg
+
+    def _note_source(self, mcfg: dict[str, str]) -> str:
+        """Record in wlr.config where this round reads (a replica may switch between the
+        master, shipped copies and relays of one master); returns the log folder."""
+        logs = self.source.logs(mcfg)
+        now = {"source": self.source.root, "source_kind": self.source.kind, "logs": logs}
+        if any(self.state.get(k) != v for k, v in now.items()):
+            if self.state.get("source") and self.state.get("source") != self.source.root:
+                self._log(f"now reading from {self.source.label} (was {self.state.get('source')}), "
+                          f"from transaction {int(self.state.get('tick', -1)) + 1}")
+            self.state.update(now)
+            self._save()
+        return logs
 
     def _probe_lock(self) -> None:
         """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""

@@ -6,6 +6,7 @@ A failing cell raises nbclient's CellExecutionError, which fails the test.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,17 @@ def _ensure_kernel() -> None:
                     "--display-name", "wlc (.venv)"], check=True, capture_output=True)
 
 
+def _execute(name: str, workdir: Path) -> None:
+    # the kernel imports wlc and wlr from this checkout (not another one installed in the venv)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
+        f"{name}.ipynb is saved with outputs; clear them before committing"
+    client = nbclient.NotebookClient(nb, timeout=600, startup_timeout=300, kernel_name=KERNEL,
+                                     resources={"metadata": {"path": str(workdir)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["quickstart", "point_in_time_recovery"])
 def test_notebook_runs(name, tmp_path, monkeypatch):
@@ -45,15 +57,31 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     monkeypatch.setenv("WLC_DBFARM", str(farm))
     monkeypatch.setenv("WLC_CONFIG", str(ROOT / "tests" / "wlc-test.yaml"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-
-    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
-        f"{name}.ipynb is saved with outputs; clear them before committing"
-    client = nbclient.NotebookClient(nb, timeout=600, startup_timeout=300, kernel_name=KERNEL,
-                                     resources={"metadata": {"path": str(workdir)}})
-    client.execute()  # raises CellExecutionError on the first failing cell
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    _execute(name, workdir)
 
     # the notebook used the dbfarm given to it, not a temp folder of its own
     assert (farm / "shop" / "wlc.config").is_file()
     replica = "shop_replica" if name == "quickstart" else "shop_recovered"
     assert (farm / replica / "wlr.config").is_file()
+
+
+@pytest.mark.spark
+def test_shipping_notebook_runs(s3, tmp_path, monkeypatch):
+    """The shipping notebook against the test's S3-compatible server (``storage.s3`` from
+    the ``s3`` fixture's WLC_CONFIG): master here, logs in the bucket, replicas elsewhere."""
+    _ensure_kernel()
+    farm, far, workdir = tmp_path / "dbfarm", tmp_path / "far", tmp_path / "run"
+    for d in (farm, far, workdir):
+        d.mkdir()
+    monkeypatch.setenv("WLC_DBFARM", str(farm))
+    monkeypatch.setenv("WLC_FAR_DBFARM", str(far))
+    monkeypatch.setenv("WLC_SHIP_TO", f"{s3}/shop")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    _execute("shipping", workdir)
+    assert (farm / "shop" / "wlc.config").is_file()
+    assert (far / "shop_far" / "wlr.config").is_file() and (far / "shop_eu" / "wlr.config").is_file()
+    assert not (farm / "shop_far").exists()
+    from wlc.storage import Storage
+    assert Storage.of(s3).exists(f"{s3}/shop/wlc.config")

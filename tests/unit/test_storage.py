@@ -1,0 +1,50 @@
+"""Storage on an object store (the test's own S3-compatible server): published folders
+appear only with their commit marker; writes replace whole objects; copies between filesystems."""
+from __future__ import annotations
+
+from wlc.storage import MARKER, Storage, copy_file, copy_tree
+
+
+def test_object_store_folders_are_published_by_their_marker(s3):
+    st = Storage.of(s3)
+    assert st.object_store and st.s3 and not st.local
+    logs = f"{s3}/logs"
+    st.fs.pipe_file(f"{logs}/m_000000000000/manifest.json", b"{}")
+    assert st.published(logs) == []  # a folder without its marker is not there for readers
+    assert not st.is_published(f"{logs}/m_000000000000")
+    st.publish_dir(f"{logs}/m_000000000000", f"{logs}/m_000000000000")
+    assert st.published(logs) == ["m_000000000000"]
+    assert st.exists(f"{logs}/m_000000000000{MARKER}")
+    try:
+        st.publish_dir(f"{logs}/m_000000000000", f"{logs}/m_000000000000")
+        raise AssertionError("a published folder was published again")
+    except FileExistsError:
+        pass
+    st.unpublish(f"{logs}/m_000000000000")
+    assert st.published(logs) == [] and not st.exists(f"{logs}/m_000000000000/manifest.json")
+
+
+def test_write_atomic_and_uris_on_s3(s3):
+    st = Storage.of(s3)
+    st.write_atomic(f"{s3}/db/wlc.config", "a=1\n")
+    st.write_atomic(f"{s3}/db/wlc.config", "a=2\n")
+    assert st.read_text(f"{s3}/db/wlc.config") == "a=2\n"
+    assert st.listdir(f"{s3}/db") == ["wlc.config"]  # no temporary object left beside it
+    assert st.uri(f"{s3}/db/x") == "s3a://" + s3[len("s3://"):] + "/db/x"
+    assert st.uri(s3[len("s3://"):] + "/db/x") == "s3a://" + s3[len("s3://"):] + "/db/x"
+
+
+def test_copies_between_local_folders_and_s3(s3, tmp_path):
+    local = Storage.of(str(tmp_path))
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "a" / "b" / "f.parquet").write_bytes(b"x" * 5000)
+    (src / "top.json").write_text("{}")
+    st = Storage.of(s3)
+    assert copy_tree(local, str(src), st, f"{s3}/copy") == 5002
+    assert st.walk_files(f"{s3}/copy") == ["a/b/f.parquet", "top.json"]
+    back = tmp_path / "back"
+    assert copy_tree(st, f"{s3}/copy", local, str(back)) == 5002
+    assert (back / "a" / "b" / "f.parquet").read_bytes() == b"x" * 5000
+    assert copy_file(st, f"{s3}/copy/top.json", st, f"{s3}/other.json") == 2
+    assert st.size(f"{s3}/missing") is None

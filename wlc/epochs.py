@@ -1,0 +1,106 @@
+"""Epochs: which history of a master a transaction id belongs to (pure, no I/O).
+
+A master's database id (``dbid``) names it for ever; transaction ids alone do not name its
+history. If the master is restored from a copy (or its logs are reset) and writes again,
+it hands out the same ids to different transactions: seed 003's "Ruh Roh", CouchDB's
+reason to pair a sequence number with a random session id.
+
+So every capture session of a master is an *epoch*, a random id, and the master keeps its
+epoch *history*, as PostgreSQL keeps its timeline history: ``first txn:epoch`` entries,
+oldest first (``0:9f3a...,151:07bc...``): transactions from ``first`` on, until the next
+entry, were written in that epoch. A session that ends without publishing a transaction
+leaves no entry (the next one takes its place). The history is in ``wlc.config``
+(``epochs``), in every batch manifest and every snapshot.
+
+A replica keeps the history of the last transaction it applied. Its source (the master, a
+shipped copy or a relay) continues the same history while both agree on every transaction
+up to the lower of their two ticks; a master restored from an older copy starts a new epoch
+at its own tick + 1, and every replica that had gone further disagrees there and stops.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+
+History = list[tuple[int, str]]  # (first txn, epoch id), first ascending
+
+_ENTRY = re.compile(r"^(-?\d+):([0-9a-f]{1,64})$")
+
+
+def new_epoch() -> str:
+    """A fresh random epoch id (64 bits, hex)."""
+    return secrets.token_hex(8)
+
+
+def parse(text: str | None) -> History:
+    """``"0:ab12,151:cd34"`` as ``[(0, "ab12"), (151, "cd34")]``; empty text: ``[]``.
+
+    Raises:
+        ValueError: an entry is malformed or the firsts do not ascend.
+    """
+    out: History = []
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = _ENTRY.match(part)
+        if not m:
+            raise ValueError(f"malformed epoch history entry {part!r} (expected <first txn>:<hex id>)")
+        first = int(m.group(1))
+        if out and first <= out[-1][0]:
+            raise ValueError(f"epoch history is out of order at {part!r}")
+        out.append((first, m.group(2)))
+    return out
+
+
+def format(history: History) -> str:  # noqa: A001 (the module's own name for the inverse of parse)
+    return ",".join(f"{first}:{epoch}" for first, epoch in history)
+
+
+def begin(history: History, first: int, epoch: str) -> History:
+    """The history once a session ``epoch`` starts whose first transaction will be
+    ``first`` (the published tick + 1). The last entry is replaced when it holds no
+    transaction (it starts at ``first`` too)."""
+    kept = [(f, e) for f, e in history if f < first]
+    return kept + [(first, epoch)]
+
+
+def start_session(config: dict) -> str:
+    """Begin a capture session of the master whose ``wlc.config`` is ``config`` (updated in
+    place: ``epoch``, ``epochs``); its first transaction will be the published tick + 1.
+    Returns a line for the master's log."""
+    first = int(config.get("tick", -1)) + 1
+    epoch = new_epoch()
+    config.update({"epoch": epoch, "epochs": format(begin(parse(config.get("epochs", "")), first, epoch))})
+    return f"capture session {epoch} begins at transaction {first} (epochs {config['epochs']})"
+
+
+def at(history: History, txn: int) -> str | None:
+    """The epoch transaction ``txn`` was written in, by ``history`` (None: before any entry)."""
+    found = None
+    for first, epoch in history:
+        if first > txn:
+            break
+        found = epoch
+    return found
+
+
+def upto(history: History, txn: int) -> History:
+    """The entries that cover transactions ``<= txn``."""
+    return [(f, e) for f, e in history if f <= txn]
+
+
+def diverged(mine: History, mine_tick: int, theirs: History, their_tick: int) -> int | None:
+    """The first transaction id the two histories disagree on, up to the lower tick; None
+    when they agree there (one simply stands further than the other) or when either
+    history is unknown (written before epochs existed)."""
+    if not mine or not theirs:
+        return None
+    limit = min(mine_tick, their_tick)
+    a, b = upto(mine, limit), upto(theirs, limit)
+    for (fa, ea), (fb, eb) in zip(a, b):
+        if (fa, ea) != (fb, eb):
+            return min(fa, fb)
+    if len(a) != len(b):
+        return (a[len(b)] if len(a) > len(b) else b[len(a)])[0]
+    return None

@@ -1,0 +1,433 @@
+"""Shipping logs and snapshots to another filesystem (MonetDB's log-shipping agents).
+
+``wlc.ship(to=URL)`` and ``wlc ship <dbfarm> <db> <URL> [--follow]`` copy a master's
+published batches (level 0 and compacted) and snapshots to another fsspec filesystem:
+another local folder or mount, or an S3-compatible object store. The copy at ``URL`` (a
+*shipped copy*) is laid out as a master's folder without its tables, so a replica reads it
+exactly as it reads the master (``wlr.replicate(master, logs=URL)``)::
+
+    <URL>/wlc.config          the source's wlc.config; logs and snapshot point inside URL;
+                              ``database`` and ``shipped`` added. Rewritten at each pass's end
+    <URL>/wlc_logs/<batch>/   every published batch, each visible once complete and verified
+    <URL>/wlc_snapshot/<T>/   every snapshot, likewise
+
+Each folder is assembled aside (a hidden sibling on local storage, published by one rename)
+or in place (object stores, published by the commit marker ``<folder>.committed`` written
+last). Before publishing, every file of a batch is read back and checked against the
+batch manifest's size and SHA-256; a snapshot's files against their source sizes. A pass
+that stops half-way (a crash, a lost connection) leaves only unpublished folders, and the
+next pass resumes them, keeping each file already there and intact. A published folder is
+never copied again. Nothing at the destination is deleted: retention there is its own.
+
+The wlc.config copy is written after the batches it describes, so its ``tick`` and
+``watermark`` never claim a transaction the copy does not hold. Relays (:mod:`wlr.relay`)
+ship with an upper bound: only what their replica has applied.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from . import batch as batchfmt
+from . import epochs
+from . import snapshot_store as snap
+from .batch import utc_iso
+from .config import format_kv
+from .errors import BatchError, WlcError
+from .faults import crash_point
+from .storage import Storage, copy_file
+
+log = logging.getLogger("wlc.ship")
+
+CONFIG_FILE = "wlc.config"  # as wlc.master's (the master module imports this one)
+
+
+def read_config(storage: Storage, root: str) -> dict[str, str] | None:
+    from .master import read_config as read
+
+    return read(storage, root)
+
+
+def logs_of(cfg: dict[str, str], root: str) -> str:
+    from .master import logs_of as of
+
+    return of(cfg, root)
+
+LOGS_DIR = "wlc_logs"
+TAG = "ship"  # local staging folders are .ship-<name>
+LOCK_FILE = ".wlc-ship.lock"
+
+
+class ShipError(WlcError):
+    """Shipping cannot go on: the destination holds another database's copy, or a copied
+    batch does not verify there. Nothing unverified is published."""
+
+
+@dataclass
+class ShipReport:
+    """What one pass (or, following, every pass so far) shipped."""
+
+    batches: list[str] = field(default_factory=list)    # batch folders published at the destination
+    snapshots: list[str] = field(default_factory=list)  # snapshot folders published there
+    bytes: int = 0                                       # bytes copied
+    gone: list[str] = field(default_factory=list)       # pruned at the source while being copied
+    seconds: float = 0.0
+
+    def add(self, other: "ShipReport") -> None:
+        self.batches += other.batches
+        self.snapshots += other.snapshots
+        self.gone += other.gone
+        self.bytes += other.bytes
+        self.seconds += other.seconds
+
+    def lines(self) -> list[str]:
+        out = [f"shipped {len(self.batches)} batches and {len(self.snapshots)} snapshots, "
+               f"{self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s"]
+        if self.batches:
+            out.append(f"  batches {self.batches[0]} .. {self.batches[-1]}")
+        for name in self.snapshots:
+            out.append(f"  snapshot {name}")
+        for name in self.gone:
+            out.append(f"  {name}: pruned at the source while being copied; not shipped")
+        return out
+
+
+def dest_root(url: str) -> str:
+    """``url`` without a trailing slash (checked: a shipped copy needs a folder or a bucket path)."""
+    url = str(url).strip()
+    if not url:
+        raise ShipError("no destination given; name a folder or a URL such as s3://bucket/path")
+    return url.rstrip("/") if url.rstrip("/") else url
+
+
+def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | None = None,
+         up_to_txn: int | None = None, edit_config: Callable[[dict], dict] | None = None,
+         progress: bool = True) -> ShipReport:
+    """One shipping pass from the source folder ``root`` (a master's folder, or a shipped
+    copy or relay holding a ``wlc.config``) to ``to``.
+
+    Args:
+        storage: the source's filesystem.
+        root: the source folder (its ``wlc.config`` says where its logs are).
+        dbname: the master's database name (batch folders are ``<dbname>_<number>``).
+        to: destination folder or URL (``s3://bucket/path``, ``/mnt/far/m``).
+        up_to_batch: ship only level-0 batches below this number (and compacted batches
+            ending below it); None: every published batch.
+        up_to_txn: ship only snapshots at or before this transaction; None: all.
+        edit_config: called with the wlc.config copy before it is written (relays set the
+            tick and watermark they stand at).
+        progress: a bar for long passes, on a terminal or in a notebook.
+
+    Returns:
+        ShipReport: the folders published at the destination by this pass.
+
+    Raises:
+        ShipError: ``root`` is not a master or shipped copy, the destination holds the copy
+            of another database (another name or database id), or a copied batch does not
+            verify at the destination (nothing of it is published).
+    """
+    started = time.monotonic()
+    mcfg = read_config(storage, root)
+    if mcfg is None:
+        raise ShipError(f"{root} is not a master (no {CONFIG_FILE}); start capture there first: wlc.master({dbname!r})",
+                        cli=f"{root} is not a master (no {CONFIG_FILE}); start capture there first: wlc capture "
+                            f"<dbfarm> {dbname}")
+    to = dest_root(to)
+    dst = Storage.of(to)
+    _check_dest(dst, to, dbname, mcfg)
+    logs = logs_of(mcfg, root)
+    dlogs = Storage.join(to, LOGS_DIR)
+    dst.makedirs(dlogs)
+    report = ShipReport()
+    lock = _lock(dst, to)
+    try:
+        # snapshots and batches listed after the config was read: they hold all it claims
+        starts = [s for s in snap.list_snapshots(storage, root, mcfg.get("snapshot", ""), logs, dbname)
+                  if s.path and (up_to_txn is None or s.txn <= up_to_txn)]
+        level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname)
+                  if up_to_batch is None or n < up_to_batch]
+        compacted = [(lv, f, last, p) for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
+                     if up_to_batch is None or last < up_to_batch]
+        have = set(dst.published(dlogs))
+        todo = [p for _n, p in level0 if posixpath.basename(p) not in have]
+        todo += [p for *_x, p in compacted if posixpath.basename(p) not in have]
+        dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
+        have_snaps = set(dst.published(dsnap))
+        snaps = [(s, _snapshot_name(root, s.path)) for s in starts]
+        snaps = [(s, name) for s, name in snaps if name not in have_snaps]
+        bar = _bar(len(todo) + len(snaps), progress)
+        try:
+            for s, name in snaps:
+                if _ship_snapshot(storage, s.path, root, dst, Storage.join(dsnap, name), report):
+                    report.snapshots.append(name)
+                bar.update(1)
+            for path in todo:
+                _ship_batch(storage, path, dst, Storage.join(dlogs, posixpath.basename(path)), report)
+                bar.update(1)
+        finally:
+            bar.close()
+        out = dict(mcfg)
+        out.update({"database": dbname, "logs": dlogs, "shipped": utc_iso(datetime.now(timezone.utc)),
+                    "shipped_from": storage.url(root)})
+        configured = mcfg.get("snapshot", "")
+        out["snapshot"] = Storage.join(dsnap, _snapshot_name(root, configured)) if configured else ""
+        if edit_config is not None:
+            out = edit_config(out)
+        dst.write_atomic(Storage.join(to, CONFIG_FILE), format_kv(out))
+    finally:
+        if lock is not None:
+            lock.release()
+    report.seconds = time.monotonic() - started
+    if report.batches or report.snapshots:
+        log.info("shipped %d batches, %d snapshots of %s to %s (%.1f MB)", len(report.batches),
+                 len(report.snapshots), dbname, to, report.bytes / 1e6)
+    return report
+
+
+def _check_dest(dst: Storage, to: str, dbname: str, mcfg: dict[str, str]) -> None:
+    cfg = read_config(dst, to)
+    if cfg is None:
+        if dst.exists(to) and any(n for n in dst.listdir(to) if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE)
+                                  and not n.startswith(".")):
+            raise ShipError(f"{to} holds other files and no shipped copy; ship to an empty folder or URL")
+        return
+    if not cfg.get("shipped"):
+        raise ShipError(f"{to} is a master's own folder, not a shipped copy; ship to another folder or URL")
+    if (cfg.get("database"), cfg.get("dbid")) != (dbname, mcfg.get("dbid")):
+        raise ShipError(f"{to} holds the shipped logs of database {cfg.get('database')!r} (id {cfg.get('dbid')}), "
+                        f"not of {dbname!r} (id {mcfg.get('dbid')}); ship to another URL, or empty it first")
+    at = epochs.diverged(epochs.parse(cfg.get("epochs")), int(cfg.get("tick", -1)),
+                         epochs.parse(mcfg.get("epochs")), int(mcfg.get("tick", -1)))
+    if at is not None:
+        raise ShipError(f"{to} holds another history of {dbname!r} from transaction {at} on than the source (the "
+                        "master was restored from a copy, or its logs were reset); ship to a new URL")
+
+
+def _lock(dst: Storage, to: str):
+    """One shipper a local destination at a time (filelock); object stores: one by convention."""
+    if not dst.local:
+        return None
+    from filelock import FileLock, Timeout
+
+    dst.makedirs(to)
+    lock = FileLock(os.path.join(to, LOCK_FILE))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ShipError(f"another process is shipping to {to}; stop it first") from None
+    return lock
+
+
+def _bar(total: int, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="ship", unit="folder", delay=2.0, disable=None if progress else True, leave=False)
+
+
+def _snapshot_name(root: str, path: str) -> str:
+    """The destination name of the snapshot folder ``path`` (an old-layout snapshot, kept
+    directly in ``wlc_snapshot``, becomes ``initial``)."""
+    if path.rstrip("/") == Storage.join(root, snap.SNAPSHOT_DIR).rstrip("/"):
+        return snap.INITIAL
+    return posixpath.basename(path.rstrip("/"))
+
+
+def _copy_if_changed(src: Storage, a: str, dst: Storage, b: str, size: int | None, sha: str | None) -> int:
+    """Copy ``a`` to ``b`` unless ``b`` is already there intact (a resumed pass); bytes copied."""
+    have = dst.size(b)
+    if have is not None and have == size and (sha is None or batchfmt.file_sha256(dst, b)[1] == sha):
+        return 0
+    return copy_file(src, a, dst, b)
+
+
+def _ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipReport) -> None:
+    name = posixpath.basename(final)
+    staging = dst.staging_for(final, TAG)
+    try:
+        manifest = batchfmt.read_manifest(src, path)
+        for rel, info in sorted(manifest.files.items()):
+            report.bytes += _copy_if_changed(src, Storage.join(path, rel), dst, Storage.join(staging, rel),
+                                             int(info["size"]), info["sha256"])
+            crash_point("ship.file")
+        report.bytes += copy_file(src, Storage.join(path, batchfmt.MANIFEST), dst,
+                                  Storage.join(staging, batchfmt.MANIFEST))
+    except FileNotFoundError:
+        if src.exists(path):
+            raise
+        dst.rm(staging)
+        report.gone.append(name)
+        return
+    except BatchError as exc:
+        if not src.exists(path):
+            dst.rm(staging)
+            report.gone.append(name)
+            return
+        raise ShipError(f"batch {name} at the source cannot be read ({exc}); repair the source's logs") from None
+    try:
+        problems = batchfmt.verify_files(dst, staging, batchfmt.read_manifest(dst, staging))
+    except BatchError as exc:
+        problems = {batchfmt.MANIFEST: str(exc)}
+    if problems:
+        dst.rm(staging)
+        raise ShipError(f"batch {name} does not verify at {posixpath.dirname(final)} after copying ("
+                        + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
+                        + "); nothing of it was published. Check the destination and ship again")
+    crash_point("ship.verified")
+    dst.publish_dir(staging, final)
+    report.batches.append(name)
+
+
+_SKIP = re.compile(r"^(\d+|initial|\..*)$")  # an old-layout snapshot folder also holds the newer ones
+
+
+def _ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, report: ShipReport) -> bool:
+    """Copy the snapshot folder ``path``; its manifest last, then sizes checked. False when it
+    was deleted at the source meanwhile."""
+    old_layout = _snapshot_name(root, path) == snap.INITIAL and posixpath.basename(path.rstrip("/")) != snap.INITIAL
+    staging = dst.staging_for(final, TAG)
+    sizes: dict[str, int] = {}
+    try:
+        for rel in src.walk_files(path):
+            if rel == snap.SNAPSHOT_MANIFEST or (old_layout and _SKIP.match(rel.split("/", 1)[0])):
+                continue
+            a = Storage.join(path, rel)
+            sizes[rel] = src.size(a)
+            report.bytes += _copy_if_changed(src, a, dst, Storage.join(staging, rel), sizes[rel], None)
+        report.bytes += copy_file(src, Storage.join(path, snap.SNAPSHOT_MANIFEST), dst,
+                                  Storage.join(staging, snap.SNAPSHOT_MANIFEST))
+    except FileNotFoundError:
+        if src.exists(Storage.join(path, snap.SNAPSHOT_MANIFEST)):
+            raise
+        dst.rm(staging)
+        report.gone.append(posixpath.basename(final))
+        return False
+    wrong = [rel for rel, size in sizes.items() if dst.size(Storage.join(staging, rel)) != size]
+    if wrong:
+        dst.rm(staging)
+        raise ShipError(f"snapshot {posixpath.basename(final)} does not verify at the destination after copying "
+                        f"({', '.join(wrong[:3])}: size differs); nothing of it was published. Ship again")
+    dst.publish_dir(staging, final)
+    return True
+
+
+class Shipper:
+    """Ships a source to one destination now and, following, again whenever the source
+    publishes (folder events on local logs, else every ``storage.ship_poll`` seconds),
+    until :meth:`stop`. ``report`` adds up every pass; ``error`` is the exception that
+    ended following, if any."""
+
+    def __init__(self, storage: Storage, root: str, dbname: str, to: str, poll: float | None = None, **kwargs):
+        from .config import number, settings
+
+        self.storage, self.root, self.dbname, self.to = storage, root, dbname, dest_root(to)
+        self.kwargs = kwargs
+        self.poll = poll if poll is not None else number(settings()["storage"]["ship_poll"], "storage.ship_poll", 0.01)
+        self.report = ShipReport()
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch = None
+
+    def once(self, progress: bool = True) -> ShipReport:
+        """One pass; returns what it shipped (also added to ``report``)."""
+        out = ship(self.storage, self.root, self.dbname, self.to, progress=progress, **self.kwargs)
+        self.report.add(out)
+        return out
+
+    def follow(self, background: bool = True) -> "Shipper":
+        """Keep shipping until :meth:`stop`; in a daemon thread, or in this one (the CLI)."""
+        if background:
+            self._thread = threading.Thread(target=self._loop, name=f"wlc-ship-{self.dbname}", daemon=True)
+            self._thread.start()
+        else:
+            self._loop()
+        return self
+
+    def _loop(self) -> None:
+        from .config import settings
+        from .watch import FolderWatch
+
+        cfg = read_config(self.storage, self.root) or {}
+        logs = logs_of(cfg, self.root)
+        polling = bool(settings()["capture"]["polling"])
+        watch = FolderWatch(logs, recursive=False, polling=polling, interval=self.poll) if self.storage.local else None
+        self._watch = watch
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.once(progress=False)
+                except ShipError as exc:
+                    self.error = exc
+                    log.error("shipping %s to %s stopped: %s", self.dbname, self.to, exc)
+                    return
+                except Exception as exc:  # a lost connection: the next pass resumes
+                    log.warning("shipping %s to %s: %s; retrying", self.dbname, self.to, exc)
+                if watch is not None:
+                    watch.wait(self.poll)
+                else:
+                    self._stop.wait(self.poll)
+        finally:
+            if watch is not None:
+                watch.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float = 60.0) -> ShipReport:
+        """Stop following after the pass under way; returns ``report``."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.wake()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.report
+
+
+class MasterShipping:
+    """The shipping calls of :class:`wlc.Master` (a mixin: the master has ``storage``,
+    ``path``, ``dbname``, ``running`` and ``flush``)."""
+
+    def ship(self, to: str, follow: bool = False):
+        """Copy this master's published batches and snapshots to ``to`` (see :mod:`wlc.ship`).
+
+        Args:
+            to: destination folder or URL: another local folder or mount, or
+                ``s3://bucket/path`` (endpoint and keys from ``storage.s3`` in config).
+                Replicas then read it with ``wlr.replicate(master, logs=to)``.
+            follow: False: one pass, after a flush when this process captures. True: one
+                pass now, then keep shipping in a background thread whenever a batch is
+                published, until :meth:`ship_stop` or :meth:`close`.
+
+        Returns:
+            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or,
+            following, the :class:`Shipper` (``report`` adds up, ``stop()``).
+
+        Raises:
+            ShipError: the destination holds another database's copy, or a batch did not
+                verify there (nothing unverified is published; ship again).
+        """
+        if getattr(self, "running", False):
+            self.flush()
+        shipper = Shipper(self.storage, self.path, self.dbname, to)
+        report = shipper.once()
+        if not follow:
+            return report
+        shippers = self.__dict__.setdefault("_shippers", {})
+        if shipper.to in shippers:
+            shippers.pop(shipper.to).stop()
+        shippers[shipper.to] = shipper.follow()
+        return shipper
+
+    def ship_stop(self, to: str | None = None) -> None:
+        """Stop following shippers: the one to ``to``, or all."""
+        shippers = self.__dict__.get("_shippers", {})
+        for url in [u for u in shippers if to is None or u == dest_root(to)]:
+            shippers.pop(url).stop()

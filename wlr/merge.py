@@ -1,0 +1,139 @@
+"""The MERGEs that land a collapsed segment on a replica table, and selective replication's
+row filter (:mod:`wlr.select`) on the way in.
+
+A mixin of :class:`wlr.apply.Applier` (it uses ``spark``, ``_tagged`` and ``selection``).
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, functions as F
+
+from wlc import collapse
+from wlc.names import quote_ident
+
+_DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
+_KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
+
+
+class ApplyError(Exception):
+    """A transaction cannot be applied; the message is the cause."""
+
+
+def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
+    return " AND ".join(f"{left}.{quote_ident(c)} <=> {right}.{quote_ident(c)}" for c in cols) or "true"
+
+
+
+class Merges:
+    """MERGE helpers of :class:`wlr.apply.Applier`."""
+
+    selection = None  # wlr.select.Selection of the replica (None: every table, every row)
+
+    def row_filter(self, table: str):
+        """The replica's row filter of ``table`` as a Column (NULL counts as false), or None."""
+        pred = self.selection.predicate(table) if self.selection is not None else None
+        return None if pred is None else F.coalesce(F.expr(pred), F.lit(False))
+
+    def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+                      keys: list[str], evolve: bool = False, keep=None) -> None:
+        """Last state per key: upsert where the key exists after the segment, else delete.
+
+        A key whose first change was a delete or a pre-image must be on the replica: the
+        MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
+        ``keep``: the replica's row filter; a key whose state after fails it is deleted (moved
+        out), one that passes is upserted (moved in), and a key may be missing on the replica.
+        """
+        qk = [quote_ident(k) for k in keys]
+        on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
+        values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
+        check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)})]
+        if keep is not None:
+            net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
+        self._merge(text, version, uri, net, on, evolve, [
+            ("update", f"s.{collapse.OP}", values),
+            ("delete", f"NOT s.{collapse.OP}", None),
+            *check,
+            ("insert", f"s.{collapse.OP}", values)], materialize=False)
+
+    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+                        have_cols: set[str], evolve: bool = False) -> None:
+        """Multiset semantics: deleting one of two identical rows leaves one.
+
+        One MERGE: every copy of an image whose count drops is deleted and the copies that
+        remain are inserted again; images whose count grows get the new copies. An image
+        with fewer copies on the replica than the segment deletes fails the MERGE's own
+        job (nothing is committed): the replica has diverged. ``have_cols``: the table's
+        columns now; the others are added by this commit (``evolve``) and are NULL in every
+        row the table has.
+        """
+        qc = [quote_ident(c) for c in cols]
+        old = [c for c in cols if c in have_cols]
+        new = [quote_ident(c) for c in cols if c not in have_cols]
+        n = collapse.COUNT
+        pos = net.filter(F.col(n) > 0)
+        neg = net.filter(F.col(n) < 0)
+        target = self.spark.read.format("delta").load(uri)
+        target = target.select(*[F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
+                                 for c, q in zip(cols, qc)])
+        have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
+                                       on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
+                .groupBy(*qc).count())
+        left = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
+                .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
+                        (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n)))
+        # "del" rows match every copy of their image; "bad" rows (more deleted than there
+        # are) never match and reach the raise_error clause
+        source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
+                  .unionByName(collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
+                  .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
+        on = " AND ".join([f"({_eq_null_safe('t', 's', old)})", *[f"s.{q} IS NULL" for q in new],
+                           f"s.{_KIND} = 'del'"])
+        values = {q: f"s.{q}" for q in qc}
+        self._merge(text, version, uri, source, on, evolve, [
+            ("delete", None, None),
+            ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
+            ("insert", f"s.{_KIND} = 'ins'", values)])
+
+    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on: str, evolve: bool,
+               clauses: list[tuple[str, str | None, dict | None]], materialize: bool = True) -> None:
+        """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
+
+        ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
+        condition, values)`` for not-matched source rows, in order. ``evolve``: the source
+        has columns the table lacks (an ADD COLUMNS inside the segment); the commit adds them.
+        ``materialize`` False: MERGE reads ``source`` again instead of copying it first (right
+        when the source is immutable published Parquet and cheap to read twice).
+
+        Raises ApplyError when a ``raise_error`` clause fired (the replica has diverged).
+        """
+        from delta.tables import DeltaTable
+
+        conf = self.spark.conf
+        builder = DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
+        for kind, cond, assign in clauses:
+            if kind == "update":
+                builder = builder.whenMatchedUpdate(condition=cond, set=assign)
+            elif kind == "delete":
+                builder = builder.whenMatchedDelete(condition=cond)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=cond, values=assign)
+        if evolve:
+            builder = builder.withSchemaEvolution()
+        with self._tagged(text, version):
+            if not materialize:  # the source is immutable published Parquet: MERGE need not copy it
+                conf.set("spark.databricks.delta.merge.materializeSource", "none")
+            try:
+                builder.execute()
+            except Exception as exc:
+                found = str(exc).partition(_DIVERGED)[2]
+                if not found:
+                    raise
+                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
+                                 "the replica has diverged from the master") from None
+            finally:
+                if not materialize:
+                    conf.unset("spark.databricks.delta.merge.materializeSource")
+
+
+def _diverged(quoted: list[str]) -> str:
+    """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
+    return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"

@@ -1,0 +1,69 @@
+"""Relays: a replica that is the source of further replicas (cascading replication).
+
+A replica made or continued with ``relay=True`` ships, after every round of replay, the
+batches it has wholly applied and the snapshots at or before its tick from its own source
+to ``<replica>/wlr_relay`` (:func:`wlc.ship.ship`, the same copy as ``wlc ship``). That
+folder is a shipped copy of the master's logs limited to what the relay has applied, with
+the master's batch numbers, database id, epoch history and GTIDs untouched, so a replica
+reading it (``source=<relay>``) can move to the master or another relay and continue from
+the same transaction, as a PostgreSQL standby moves between a primary and a cascading
+standby. Its ``wlc.config`` claims only the relay's tick, watermark and next batch.
+
+Cost: a listing of both log folders and the copy of each new batch, once per round.
+"""
+from __future__ import annotations
+
+import logging
+
+from wlc.batch import utc_iso
+from wlc.ship import ship
+from wlc.storage import Storage
+
+from .logs import manifest_of
+from .source import RELAY_DIR
+
+log = logging.getLogger("wlr.relay")
+
+
+class Relay:
+    """Relaying of :class:`wlr.replica.Replica` (a mixin: it uses ``state``, ``source``,
+    ``path``, ``master`` and ``_log``)."""
+
+    @property
+    def relay_path(self) -> str:
+        return Storage.join(self.path, RELAY_DIR)
+
+    @property
+    def relaying(self) -> bool:
+        return self.state.get("relay") == "1"
+
+    def _relay(self) -> None:
+        """Ship what this replica has wholly applied to its relay folder. A failure to ship
+        is logged, never a failure of replay (the next round ships again)."""
+        if not self.relaying or not self.state.get("source"):
+            return
+        next_batch, tick = int(self.state.get("batches", 0)), int(self.state.get("tick", -1))
+        src = self.source
+        try:
+            mcfg = src.config() or {}
+            done = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch - 1)
+
+            def claim(cfg: dict) -> dict:
+                last = done.last_txn if done is not None and done.txns else tick
+                cfg.update({"batches": str(next_batch), "tick": str(min(last, int(cfg.get("tick", -1)))),
+                            "relay_of": self.name})
+                if done is not None:
+                    cfg["watermark"] = utc_iso(done.watermark)
+                if int(cfg["tick"]) < int(mcfg.get("tick", -1)):
+                    cfg["state"] = "1"  # the master may have stopped; this relay has not shipped it all yet
+                return cfg
+
+            report = ship(src.storage, src.root, self.master, self.relay_path, up_to_batch=next_batch,
+                          up_to_txn=tick, edit_config=claim, progress=False)
+        except Exception as exc:  # noqa: BLE001 (a relay's copy never stops replay)
+            self._log(f"relay: shipping to {self.relay_path} failed ({type(exc).__name__}: {exc}); "
+                      "the next round ships again")
+            return
+        if report.batches or report.snapshots:
+            self._log(f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
+                      f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})")

@@ -1,0 +1,105 @@
+"""Selective replication: which tables a replica carries, and which rows of them (pure).
+
+MonetDB's roadmap asks for "selective replication by partitioning the log files based on
+predicates" (seed 004). A replica may subscribe to some tables (``tables``: names or
+``fnmatch`` patterns on ``schema.table``, e.g. ``"sales.*"``) and, per table, to the rows
+matching a Spark SQL predicate (``where``: ``{"sales.orders": "o_region = 'EU'"}``), as a
+PostgreSQL publication with a row filter. The predicate is applied to each row's state
+after the change: a row that an update moves into it is inserted on the replica, a row
+moved out of it is deleted (PostgreSQL turns such UPDATEs into INSERT and DELETE too).
+Transactions of tables not carried are handled without being applied.
+
+The replica records its selection in ``wlr.config`` (``select_tables``, ``select_where``,
+JSON); a different selection needs a new replica (rows already left out cannot be brought
+back from the logs).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+
+from .errors import ReplicaStateError
+from wlc.errors import ConfigError
+
+_PATTERN = re.compile(r"^[^\s.]+\.[^\s.]+$")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """``tables``: patterns (empty: every table); ``where``: ``{schema.table: predicate}``."""
+
+    tables: tuple[str, ...] = ()
+    where: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(cls, tables=None, where=None) -> "Selection":
+        """Check and normalise (lower-case names, sorted) what a caller gave.
+
+        Raises:
+            ConfigError: a pattern is not ``schema.table`` (wildcards allowed), a ``where``
+                key names a table the patterns leave out, or a predicate is empty.
+        """
+        if isinstance(tables, str):
+            tables = [tables]
+        pats = []
+        for p in tables or ():
+            p = str(p).strip().lower()
+            if not _PATTERN.match(p):
+                raise ConfigError(f"tables: {p!r} is not a schema.table name or pattern (e.g. 'sales.*', "
+                                  "'hr.employees')")
+            pats.append(p)
+        preds = []
+        for name, pred in dict(where or {}).items():
+            name = str(name).strip().lower()
+            if not _PATTERN.match(name) or any(c in name for c in "*?["):
+                raise ConfigError(f"where: {name!r} is not a schema.table name (one table a predicate)")
+            if not str(pred or "").strip():
+                raise ConfigError(f"where: the predicate of {name} is empty; give a Spark SQL condition "
+                                  "such as \"o_region = 'EU'\"")
+            if pats and not any(fnmatch.fnmatchcase(name, p) for p in pats):
+                raise ConfigError(f"where: {name} is not among tables={pats}; add it there or drop its predicate")
+            preds.append((name, str(pred).strip()))
+        return cls(tuple(sorted(set(pats))), tuple(sorted(preds)))
+
+    @property
+    def everything(self) -> bool:
+        return not self.tables and not self.where
+
+    def wants(self, table: str) -> bool:
+        """True when the replica carries ``table`` (``schema.table``)."""
+        t = table.lower()
+        return not self.tables or any(fnmatch.fnmatchcase(t, p) for p in self.tables)
+
+    def predicate(self, table: str) -> str | None:
+        """The row filter of ``table``, None when every row is carried."""
+        return dict(self.where).get(table.lower())
+
+    def to_state(self) -> dict[str, str]:
+        return {"select_tables": json.dumps(list(self.tables)) if self.tables else "",
+                "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else ""}
+
+    @classmethod
+    def from_state(cls, state: dict[str, str]) -> "Selection":
+        tables = json.loads(state["select_tables"]) if state.get("select_tables") else []
+        where = json.loads(state["select_where"]) if state.get("select_where") else {}
+        return cls.of(tables, where)
+
+    def describe(self) -> str:
+        if self.everything:
+            return "every table, every row"
+        parts = [f"tables {', '.join(self.tables)}" if self.tables else "every table"]
+        parts += [f"{t} WHERE {p}" for t, p in self.where]
+        return "; ".join(parts)
+
+
+def check_same(recorded: Selection, asked: Selection, replica: str) -> None:
+    """Raise ReplicaStateError when an existing replica is asked for another selection."""
+    if recorded != asked:
+        raise ReplicaStateError(
+            f"replica {replica!r} carries {recorded.describe()}, not {asked.describe()}: rows it left out cannot be "
+            f"brought back from the logs; make a new replica with the new selection "
+            f"(wlr.replicate(..., replica='<new name>', tables=..., where=...))",
+            cli=f"replica {replica!r} carries {recorded.describe()}, not {asked.describe()}; make a new replica "
+                "with the new selection (wlr replicate <dbfarm> <master> <new name> --tables ... --where ...)")

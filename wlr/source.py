@@ -1,0 +1,122 @@
+"""Where a replica reads its master's transactions: the *source*.
+
+A source is a folder holding a ``wlc.config`` and the logs and snapshots it names:
+
+- the master's own folder (``wlr.replicate(master)``);
+- a shipped copy on another filesystem or an object store (``logs=URL``, :mod:`wlc.ship`);
+- a relay: another replica that ships what it has applied to ``<replica>/wlr_relay``
+  (``source=<replica>``, :mod:`wlr.relay`), with the master's own batch numbers and GTIDs.
+
+Every kind holds the master's batches under their original names, so a replica may move
+between sources of one master (same database id) and go on from the same transaction
+without a new copy, as a PostgreSQL standby moves between a primary and a cascading standby.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wlc.config import check_name, dbfarm as resolve_dbfarm
+from wlc.errors import ConfigError
+from wlc.master import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
+from wlc.storage import Storage
+
+from .errors import ReplicaStateError
+
+RELAY_DIR = "wlr_relay"  # a relaying replica's shipped copy, inside its folder
+REPLICA_CONFIG = "wlr.config"
+KINDS = ("master", "shipped", "relay")
+
+
+@dataclass
+class Source:
+    """A folder a replica reads from: ``root`` holds the ``wlc.config`` (``kind`` one of
+    ``master``, ``shipped``, ``relay``); ``label`` names it in messages."""
+
+    storage: Storage
+    root: str
+    kind: str
+    label: str
+
+    def config(self) -> dict[str, str] | None:
+        """The source's wlc.config, or None when it has none (yet)."""
+        return read_master_config(self.storage, self.root)
+
+    def logs(self, mcfg: dict[str, str]) -> str:
+        return logs_of(mcfg, self.root)
+
+    @property
+    def is_master(self) -> bool:
+        return self.kind == "master"
+
+    def missing(self, master: str) -> ReplicaStateError:
+        """The error for a source without wlc.config, naming the fix for its kind."""
+        if self.kind == "master":
+            return ReplicaStateError(
+                f"{self.root} is not a master (no {MASTER_CONFIG}); call wlc.master({master!r}) there first",
+                cli=f"{self.root} is not a master (no {MASTER_CONFIG}); start capture there first: "
+                    f"wlc capture {self.root.rsplit('/', 2)[0] if '/' in self.root else '.'} {master}")
+        if self.kind == "shipped":
+            return ReplicaStateError(
+                f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
+                cli=f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: "
+                    f"wlc ship <dbfarm> {master} {self.root}")
+        return ReplicaStateError(f"{self.label} relays nothing yet; replicate it with relay=True first",
+                                 cli=f"{self.label} relays nothing yet; replicate it with --relay first")
+
+
+def master_source(master_dbfarm: str, master: str) -> Source:
+    path = Storage.join(master_dbfarm, master)
+    return Source(Storage.of(master_dbfarm), path, "master", f"master {master!r}")
+
+
+def shipped_source(url: str) -> Source:
+    url = str(url).strip().rstrip("/")
+    if not url:
+        raise ConfigError("logs= names no folder or URL; give the URL that wlc ship shipped to")
+    return Source(Storage.of(url), url, "shipped", f"shipped copy {url}")
+
+
+def named_source(name, dbfarm: str | None) -> Source:
+    """The source called ``name`` in ``dbfarm``: a master (a ``wlc.Master`` or the name of a
+    database with ``wlc.config``) or a relaying replica (a ``wlr.Replica`` or its name).
+
+    Raises:
+        ReplicaStateError: the database is neither a master nor a replica.
+    """
+    if hasattr(name, "dbname"):  # wlc.Master
+        return master_source(name.dbfarm, name.dbname)
+    if hasattr(name, "master") and hasattr(name, "name") and hasattr(name, "dbfarm"):  # wlr.Replica
+        farm, name = name.dbfarm, name.name
+    else:
+        farm = resolve_dbfarm(dbfarm)
+        name = check_name(name, "source database")
+    storage = Storage.of(farm)
+    path = Storage.join(farm, name)
+    if storage.exists(Storage.join(path, MASTER_CONFIG)):
+        return master_source(farm, name)
+    if storage.exists(Storage.join(path, REPLICA_CONFIG)):
+        return Source(storage, Storage.join(path, RELAY_DIR), "relay", f"relay {name!r}")
+    raise ReplicaStateError(f"source {name!r} in {farm} is neither a master nor a replica; name the master "
+                            "or a replica that relays")
+
+
+def recorded_source(state: dict[str, str]) -> Source | None:
+    """The source a replica's ``wlr.config`` records (None for one made before sources)."""
+    root, kind = state.get("source", ""), state.get("source_kind", "")
+    if not root or kind not in KINDS:
+        return None
+    name = root.rstrip("/").rsplit("/", 2)[-2] if kind == "relay" else root.rstrip("/").rsplit("/", 1)[-1]
+    label = {"master": f"master {name!r}", "relay": f"relay {name!r}", "shipped": f"shipped copy {root}"}[kind]
+    return Source(Storage.of(root), root, kind, label)
+
+
+def master_name(source: Source) -> str:
+    """The master's database name as ``source`` knows it."""
+    if source.is_master:
+        return source.root.rstrip("/").rsplit("/", 1)[-1]
+    cfg = source.config()
+    if cfg is None:
+        raise source.missing("<master>")
+    if not cfg.get("database"):
+        raise ReplicaStateError(f"{source.label} does not name its master database; ship it again with this version")
+    return cfg["database"]
