@@ -6,6 +6,8 @@
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
 #   make bench-lifecycle - recovering a dropped table from the first snapshot through level 0 against the
 #                 nearest snapshot and compacted levels; log size before and after prune; compaction ratios
+#   make bench-ship - shipping to a folder and to a local S3-compatible server; replica catch-up from
+#                 the master's folder, the shipped folder and the object store
 #   make clean  - remove the venv, caches and demo data
 
 PYTHON ?= python3
@@ -14,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test unit faults bench bench-lifecycle clean venv jars
+.PHONY: demo test unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
 
 venv: $(STAMP)
 
@@ -30,7 +32,11 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(PY) -m wlc.session
 
-test: $(STAMP) jars
+# hadoop-aws and the AWS SDK (~700 MB) for Spark's s3a, which the tests use: resolved once into ~/.ivy2
+jars-s3a: $(STAMP)
+	WLC_CONFIG=tests/wlc-test.yaml $(PY) -m wlc.session
+
+test: $(STAMP) jars jars-s3a
 	$(PY) -m pytest -q tests -m "not random_kills"
 	$(MAKE) --no-print-directory faults
 
@@ -49,6 +55,9 @@ bench: $(STAMP) jars
 
 bench-lifecycle: $(STAMP) jars
 	$(PY) bench/lifecycle.py
+
+bench-ship: $(STAMP) jars-s3a
+	$(PY) bench/ship.py
 
 clean:
 	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info

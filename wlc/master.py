@@ -275,6 +275,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 metas[n] = metadata_at(self.storage, p, versions[n]) or Capture(
                     self.spark, self.storage, self.path, self.dbname, dbid, state)._meta_via_spark(p, versions[n])
             state.tables = snap.take(snap.copy_session(self.spark), self.storage, self.path, snapshot, tables, versions, metas, dbid)
+            if not self.storage.local:  # visible on an object store by its commit marker
+                self.storage.publish_dir(snapshot, snapshot)
         self.config = {
             "snapshot": snapshot, "logs": logs, "state": STARTED, "batches": 0,
             "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,

@@ -53,7 +53,7 @@ def spark_session(**conf: Any):
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
     )
     packages = []
-    if cfg.get("s3a", True):
+    if s3a_wanted():
         packages = s3a_packages()
         for key, value in s3a_conf().items():
             merged.setdefault(f"spark.hadoop.{key}", value)
@@ -62,6 +62,36 @@ def spark_session(**conf: Any):
     spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
     spark.sparkContext.setLogLevel(str(cfg.get("log_level", "ERROR")))
     return spark
+
+
+def s3a_wanted() -> bool:
+    """``spark.s3a`` in config: true, false, or ``auto`` (the default): on when S3 is
+    configured at all (``storage.s3`` has a value, or the dbfarm or ``replica.logs`` is an
+    ``s3://`` URL), so that sessions without S3 do not load the AWS SDK (~700 MB once)."""
+    cfg = settings()
+    value = cfg.get("spark", {}).get("s3a", "auto")
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() != "auto":
+        from .errors import ConfigError
+        raise ConfigError(f"spark.s3a must be true, false or auto, not {value!r}")
+    s3 = (cfg.get("storage") or {}).get("s3") or {}
+    urls = [str(cfg.get("dbfarm") or ""), str((cfg.get("replica") or {}).get("logs") or "")]
+    return any(str(v) for v in s3.values()) or any(u.startswith(("s3://", "s3a://")) for u in urls)
+
+
+def check_s3a(spark, url: str) -> None:
+    """Raise ConfigError when ``url`` is on S3 and ``spark`` has no ``s3a`` filesystem (it
+    was started without hadoop-aws)."""
+    if not str(url).startswith(("s3://", "s3a://")):
+        return
+    try:
+        sc = spark.sparkContext
+        sc._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass("s3a", sc._jsc.hadoopConfiguration())
+    except Exception:  # noqa: BLE001 (Py4JJavaError: UnsupportedFileSystemException)
+        from .errors import ConfigError
+        raise ConfigError(f"{url} is on S3 but this Spark session has no s3a filesystem (hadoop-aws); set "
+                          "storage.s3 or spark.s3a: true in config/wlc.yaml and start a new Spark session") from None
 
 
 def hadoop_version() -> str:

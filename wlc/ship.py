@@ -50,9 +50,18 @@ CONFIG_FILE = "wlc.config"  # as wlc.master's (the master module imports this on
 
 
 def read_config(storage: Storage, root: str) -> dict[str, str] | None:
+    """The ``wlc.config`` at ``root`` (None when there is none). A shipped copy's (it has
+    ``shipped``) is read relative to ``root``: its logs are ``<root>/wlc_logs`` and its
+    snapshots in ``<root>/wlc_snapshot`` wherever the copy was shipped to or moved since (a
+    mount seen under another path, a bucket replicated to another region)."""
     from .master import read_config as read
 
-    return read(storage, root)
+    cfg = read(storage, root)
+    if cfg is not None and cfg.get("shipped"):
+        cfg["logs"] = Storage.join(root, LOGS_DIR)
+        if cfg.get("snapshot"):
+            cfg["snapshot"] = Storage.join(root, snap.SNAPSHOT_DIR, posixpath.basename(cfg["snapshot"].rstrip("/")))
+    return cfg
 
 
 def logs_of(cfg: dict[str, str], root: str) -> str:
@@ -66,8 +75,13 @@ LOCK_FILE = ".wlc-ship.lock"
 
 
 class ShipError(WlcError):
-    """Shipping cannot go on: the destination holds another database's copy, or a copied
-    batch does not verify there. Nothing unverified is published."""
+    """Shipping cannot go on: the destination holds another database's copy or another
+    history of it, or a copied batch does not verify there. Nothing unverified is published."""
+
+
+class ShipVerifyError(ShipError):
+    """A copied batch or snapshot did not verify at the destination (a bad link or disk);
+    the next pass copies it again."""
 
 
 @dataclass
@@ -128,10 +142,17 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     Returns:
         ShipReport: the folders published at the destination by this pass.
 
+    The copy's wlc.config is written last, and not at all when batches vanished from
+    the source (pruned) while copied and no compacted batch holding them was found: the
+    copy then claims only what it held before.
+
     Raises:
-        ShipError: ``root`` is not a master or shipped copy, the destination holds the copy
-            of another database (another name or database id), or a copied batch does not
-            verify at the destination (nothing of it is published).
+        ShipError: ``root`` is not a master or shipped copy; the destination holds the copy
+            of another database (another name or database id) or another history of it (a
+            master restored from a copy: its tick went back, or its epochs differ).
+        ShipVerifyError: a copied batch or snapshot does not verify at the destination
+            (nothing of it is published; ship again).
+        OSError: the source or destination cannot be reached (the next pass resumes).
     """
     started = time.monotonic()
     mcfg = read_config(storage, root)
@@ -142,40 +163,23 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     to = dest_root(to)
     dst = Storage.of(to)
     _check_dest(dst, to, dbname, mcfg)
-    logs = logs_of(mcfg, root)
-    dlogs = Storage.join(to, LOGS_DIR)
-    dst.makedirs(dlogs)
     report = ShipReport()
     lock = _lock(dst, to)
     try:
-        # snapshots and batches listed after the config was read: they hold all it claims
-        starts = [s for s in snap.list_snapshots(storage, root, mcfg.get("snapshot", ""), logs, dbname)
-                  if s.path and (up_to_txn is None or s.txn <= up_to_txn)]
-        level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname)
-                  if up_to_batch is None or n < up_to_batch]
-        compacted = [(lv, f, last, p) for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
-                     if up_to_batch is None or last < up_to_batch]
-        have = set(dst.published(dlogs))
-        todo = [p for _n, p in level0 if posixpath.basename(p) not in have]
-        todo += [p for *_x, p in compacted if posixpath.basename(p) not in have]
-        dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
-        have_snaps = set(dst.published(dsnap))
-        snaps = [(s, _snapshot_name(root, s.path)) for s in starts]
-        snaps = [(s, name) for s, name in snaps if name not in have_snaps]
-        bar = _bar(len(todo) + len(snaps), progress)
-        try:
-            for s, name in snaps:
-                if _ship_snapshot(storage, s.path, root, dst, Storage.join(dsnap, name), report):
-                    report.snapshots.append(name)
-                bar.update(1)
-            for path in todo:
-                _ship_batch(storage, path, dst, Storage.join(dlogs, posixpath.basename(path)), report)
-                bar.update(1)
-        finally:
-            bar.close()
+        for _attempt in (1, 2):  # batches pruned while copied: their compacted batch is published by then
+            gone = len(report.gone)
+            _pass(storage, root, dbname, mcfg, dst, to, up_to_batch, up_to_txn, report, progress)
+            if len(report.gone) == gone:
+                break
+        else:
+            log.warning("shipping %s to %s: %s pruned at the source while being copied and no compacted batch "
+                        "holds them yet; the shipped wlc.config is left as it was until a later pass",
+                        dbname, to, ", ".join(report.gone))
+            return report
         out = dict(mcfg)
-        out.update({"database": dbname, "logs": dlogs, "shipped": utc_iso(datetime.now(timezone.utc)),
-                    "shipped_from": storage.url(root)})
+        dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
+        out.update({"database": dbname, "logs": Storage.join(to, LOGS_DIR),
+                    "shipped": utc_iso(datetime.now(timezone.utc)), "shipped_from": storage.url(root)})
         configured = mcfg.get("snapshot", "")
         out["snapshot"] = Storage.join(dsnap, _snapshot_name(root, configured)) if configured else ""
         if edit_config is not None:
@@ -184,11 +188,42 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     finally:
         if lock is not None:
             lock.release()
-    report.seconds = time.monotonic() - started
+        report.seconds = time.monotonic() - started
     if report.batches or report.snapshots:
         log.info("shipped %d batches, %d snapshots of %s to %s (%.1f MB)", len(report.batches),
                  len(report.snapshots), dbname, to, report.bytes / 1e6)
     return report
+
+
+def _pass(storage: Storage, root: str, dbname: str, mcfg: dict[str, str], dst: Storage, to: str,
+          up_to_batch: int | None, up_to_txn: int | None, report: ShipReport, progress: bool) -> None:
+    """Copy what the source publishes and the destination lacks: snapshots, then batches."""
+    logs, dlogs = logs_of(mcfg, root), Storage.join(to, LOGS_DIR)
+    dst.makedirs(dlogs)
+    # snapshots and batches listed after the config was read: they hold all it claims
+    starts = [s for s in snap.list_snapshots(storage, root, mcfg.get("snapshot", ""), logs, dbname)
+              if s.path and (up_to_txn is None or s.txn <= up_to_txn)]
+    level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname) if up_to_batch is None or n < up_to_batch]
+    compacted = [(lv, f, last, p) for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
+                 if up_to_batch is None or last < up_to_batch]
+    have = set(dst.published(dlogs))
+    todo = [p for _n, p in level0 if posixpath.basename(p) not in have]
+    todo += [p for *_x, p in compacted if posixpath.basename(p) not in have]
+    dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
+    have_snaps = set(dst.published(dsnap))
+    snaps = [(s, _snapshot_name(root, s.path)) for s in starts]
+    snaps = [(s, name) for s, name in snaps if name not in have_snaps]
+    bar = _bar(len(todo) + len(snaps), progress)
+    try:
+        for s, name in snaps:
+            if _ship_snapshot(storage, s.path, root, dst, Storage.join(dsnap, name), report):
+                report.snapshots.append(name)
+            bar.update(1)
+        for path in todo:
+            _ship_batch(storage, path, dst, Storage.join(dlogs, posixpath.basename(path)), report)
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 def _check_dest(dst: Storage, to: str, dbname: str, mcfg: dict[str, str]) -> None:
@@ -203,8 +238,15 @@ def _check_dest(dst: Storage, to: str, dbname: str, mcfg: dict[str, str]) -> Non
     if (cfg.get("database"), cfg.get("dbid")) != (dbname, mcfg.get("dbid")):
         raise ShipError(f"{to} holds the shipped logs of database {cfg.get('database')!r} (id {cfg.get('dbid')}), "
                         f"not of {dbname!r} (id {mcfg.get('dbid')}); ship to another URL, or empty it first")
-    at = epochs.diverged(epochs.parse(cfg.get("epochs")), int(cfg.get("tick", -1)),
-                         epochs.parse(mcfg.get("epochs")), int(mcfg.get("tick", -1)))
+    theirs, mine = int(cfg.get("tick", -1)), int(mcfg.get("tick", -1))
+    if mine < theirs:
+        raise ShipError(f"{to} holds {dbname!r} up to transaction {theirs} but the source stands at {mine}: it was "
+                        "restored from an older copy (or its logs were reset); ship to a new URL")
+    try:
+        at = epochs.diverged(epochs.parse(cfg.get("epochs")), theirs, epochs.parse(mcfg.get("epochs")), mine)
+    except ValueError as exc:
+        raise ShipError(f"the epoch history in {to}'s or the source's wlc.config is damaged ({exc}); ship to a "
+                        "new URL") from None
     if at is not None:
         raise ShipError(f"{to} holds another history of {dbname!r} from transaction {at} on than the source (the "
                         "master was restored from a copy, or its logs were reset); ship to a new URL")
@@ -250,6 +292,11 @@ def _copy_if_changed(src: Storage, a: str, dst: Storage, b: str, size: int | Non
 def _ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipReport) -> None:
     name = posixpath.basename(final)
     staging = dst.staging_for(final, TAG)
+
+    def drop() -> None:  # never a folder another shipper published meanwhile
+        if staging != final or not dst.is_published(final):
+            dst.rm(staging)
+
     try:
         manifest = batchfmt.read_manifest(src, path)
         for rel, info in sorted(manifest.files.items()):
@@ -258,29 +305,29 @@ def _ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipR
             crash_point("ship.file")
         report.bytes += copy_file(src, Storage.join(path, batchfmt.MANIFEST), dst,
                                   Storage.join(staging, batchfmt.MANIFEST))
-    except FileNotFoundError:
-        if src.exists(path):
+    except (FileNotFoundError, BatchError) as exc:
+        if src.is_published(path):
+            if isinstance(exc, BatchError):
+                raise ShipError(f"batch {name} at the source cannot be read ({exc}); repair the source's logs") from None
             raise
-        dst.rm(staging)
-        report.gone.append(name)
+        drop()
+        report.gone.append(name)  # pruned at the source while being copied
         return
-    except BatchError as exc:
-        if not src.exists(path):
-            dst.rm(staging)
-            report.gone.append(name)
-            return
-        raise ShipError(f"batch {name} at the source cannot be read ({exc}); repair the source's logs") from None
     try:
         problems = batchfmt.verify_files(dst, staging, batchfmt.read_manifest(dst, staging))
     except BatchError as exc:
         problems = {batchfmt.MANIFEST: str(exc)}
     if problems:
-        dst.rm(staging)
-        raise ShipError(f"batch {name} does not verify at {posixpath.dirname(final)} after copying ("
-                        + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
-                        + "); nothing of it was published. Check the destination and ship again")
+        drop()
+        raise ShipVerifyError(f"batch {name} does not verify at {posixpath.dirname(final)} after copying ("
+                              + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
+                              + "); nothing of it was published. Check the destination and ship again")
     crash_point("ship.verified")
-    dst.publish_dir(staging, final)
+    try:
+        dst.publish_dir(staging, final)
+    except FileExistsError:  # another shipper published it first: it is there, verified
+        drop()
+        return
     report.batches.append(name)
 
 
@@ -303,17 +350,21 @@ def _ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str,
         report.bytes += copy_file(src, Storage.join(path, snap.SNAPSHOT_MANIFEST), dst,
                                   Storage.join(staging, snap.SNAPSHOT_MANIFEST))
     except FileNotFoundError:
-        if src.exists(Storage.join(path, snap.SNAPSHOT_MANIFEST)):
+        if src.is_published(path):
             raise
-        dst.rm(staging)
+        if staging != final or not dst.is_published(final):
+            dst.rm(staging)
         report.gone.append(posixpath.basename(final))
         return False
     wrong = [rel for rel, size in sizes.items() if dst.size(Storage.join(staging, rel)) != size]
     if wrong:
         dst.rm(staging)
-        raise ShipError(f"snapshot {posixpath.basename(final)} does not verify at the destination after copying "
+        raise ShipVerifyError(f"snapshot {posixpath.basename(final)} does not verify at the destination after copying "
                         f"({', '.join(wrong[:3])}: size differs); nothing of it was published. Ship again")
-    dst.publish_dir(staging, final)
+    try:
+        dst.publish_dir(staging, final)
+    except FileExistsError:  # another shipper published it first
+        return False
     return True
 
 
@@ -324,6 +375,9 @@ class Shipper:
     ended following, if any."""
 
     def __init__(self, storage: Storage, root: str, dbname: str, to: str, poll: float | None = None, **kwargs):
+        """``storage``/``root``/``dbname``/``to`` as :func:`ship`'s; ``poll``: seconds between
+        passes when no folder event wakes the shipper (default ``storage.ship_poll``);
+        ``kwargs``: passed to :func:`ship` (``up_to_batch``, ``up_to_txn``, ``edit_config``)."""
         from .config import number, settings
 
         self.storage, self.root, self.dbname, self.to = storage, root, dbname, dest_root(to)
@@ -363,6 +417,8 @@ class Shipper:
             while not self._stop.is_set():
                 try:
                     self.once(progress=False)
+                except ShipVerifyError as exc:  # copied again by the next pass
+                    log.warning("shipping %s to %s: %s; retrying", self.dbname, self.to, exc)
                 except ShipError as exc:
                     self.error = exc
                     log.error("shipping %s to %s stopped: %s", self.dbname, self.to, exc)

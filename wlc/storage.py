@@ -193,6 +193,7 @@ class Storage:
         if self.is_published(final):
             raise FileExistsError(final)
         if staging.rstrip("/") != final.rstrip("/"):
+            self.rm(final)  # what a move cut short left there: never published, never read
             self.fs.mv(staging, final, recursive=True)
         self.fs.pipe_file(final.rstrip("/") + MARKER, b"")
 
@@ -261,7 +262,12 @@ class Storage:
 
 
 def copy_file(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
-    """Copy one file between two filesystems (or within one); returns the bytes copied."""
+    """Copy one file between two filesystems (or within one); returns the bytes copied.
+
+    Raises:
+        FileNotFoundError: ``src_path`` is not there (deleted meanwhile).
+        OSError: either filesystem cannot be reached or written.
+    """
     if src.local and dst.local:
         os.makedirs(os.path.dirname(dst_path) or ".", exist_ok=True)
         shutil.copyfile(src_path, dst_path)
@@ -280,7 +286,12 @@ def copy_file(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
 
 def copy_tree(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
     """Copy the folder ``src_path`` of ``src`` to ``dst_path`` of ``dst`` (any two
-    filesystems); returns the bytes copied."""
+    filesystems); returns the bytes copied (0 when both are local: one ``copytree``).
+
+    Raises:
+        FileNotFoundError, OSError: as :func:`copy_file`; ``FileExistsError`` when both are
+            local and ``dst_path`` exists.
+    """
     if Storage.same(src, dst):
         dst.copy_tree(src_path, dst_path)
         return 0

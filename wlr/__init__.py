@@ -12,14 +12,14 @@ from datetime import datetime
 
 from wlc import __version__
 
-from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
+from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
 from .plan import parse_until
 from .replica import Replica
 from .monitor import lag_history
 from .txlog import transactions
 
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
-           "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError",
+           "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
            "parse_until"]
 
 _current: Replica | None = None
@@ -94,7 +94,14 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
         ReplicaStateError: the master is not a master; the replica folder is a master,
             belongs to another master, is not empty, or is busy; the replica is further
             behind than the master's retention keeps (the message names the earliest point).
-        ConfigError: the dbfarm or the replica folder is a file; a name is malformed.
+        ConfigError: the dbfarm or the replica folder is a file; a name is malformed; both
+            ``logs`` and ``source``; a ``tables`` pattern or ``where`` predicate is malformed
+            or does not fit its table; S3 without Spark's s3a (``spark.s3a``).
+        DivergedError (a ReplicaStateError): the source's epoch history is not the one this
+            replica followed (the master was restored from a copy); nothing was applied.
+        ReplicaStateError also: ``tables``/``where`` differ from the replica's recorded
+            selection (make a new replica); ``source`` is neither a master nor a relaying
+            replica, or ``logs`` holds no shipped copy.
     """
     global _current
     rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)

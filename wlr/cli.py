@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     lg.add_argument("--snapshots", action="store_true",
                     help="list the snapshots a new replica can start from (txn, time, batch, folder) instead")
+    lg.add_argument("--logs", metavar="URL", help="read a shipped copy of the logs (wlc ship) instead of the master")
     ac = sub.add_parser("accept", help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
@@ -160,10 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             from .txlog import SNAPSHOT_COLUMNS, format_table, snapshots, transactions
             try:
                 if args.snapshots:
-                    found, columns = snapshots(args.master, args.dbfarm), SNAPSHOT_COLUMNS
+                    found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
                 else:
                     found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
-                                         since=args.since, until=args.until)
+                                         since=args.since, until=args.until, logs=args.logs)
                     columns = None
             except ReplicaStateError as exc:
                 print(f"error: {_say(exc, args)}", file=sys.stderr)
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(format_table(found, columns))
             else:
                 print(format_table(found))
-                starts = snapshots(args.master, args.dbfarm)
+                starts = snapshots(args.master, args.dbfarm, args.logs)
                 print("snapshots at transactions " + ", ".join(str(s["txn"]) for s in starts)
                       + " (wlr log --snapshots lists them)")
             return 0

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 
+from wlc import batch as batchfmt
 from wlc.batch import utc_iso
-from wlc.ship import ship
+from wlc.ship import LOGS_DIR, read_config, ship
 from wlc.storage import Storage
 
 from .logs import manifest_of
@@ -33,6 +34,16 @@ class Relay:
     def relay_path(self) -> str:
         return Storage.join(self.path, RELAY_DIR)
 
+    def _held(self, number: int):
+        """The manifest in the relay folder of the batch that ends at level-0 batch ``number``
+        (itself, or a compacted batch ending there), None when the relay holds none."""
+        storage, logs = Storage.of(self.relay_path), Storage.join(self.relay_path, LOGS_DIR)
+        found = manifest_of(storage, logs, self.master, number)
+        if found is None:
+            ends = [p for _lv, _f, last, p in batchfmt.list_compacted(storage, logs, self.master) if last == number]
+            found = batchfmt.read_manifest(storage, ends[-1]) if ends else None
+        return found
+
     @property
     def relaying(self) -> bool:
         return self.state.get("relay") == "1"
@@ -46,14 +57,17 @@ class Relay:
         src = self.source
         try:
             mcfg = src.config() or {}
-            done = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch - 1)
+            # mid-batch (replicate(until=N)): the relay holds the batches before, not N
+            nxt = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch)
+            claim_tick = tick if nxt is None or not nxt.txns else min(tick, nxt.first_txn - 1)
 
             def claim(cfg: dict) -> dict:
-                last = done.last_txn if done is not None and done.txns else tick
-                cfg.update({"batches": str(next_batch), "tick": str(min(last, int(cfg.get("tick", -1)))),
-                            "relay_of": self.name})
-                if done is not None:
-                    cfg["watermark"] = utc_iso(done.watermark)
+                """The tick, watermark and next batch of what the relay folder holds."""
+                held = self._held(next_batch - 1)
+                before = read_config(Storage.of(self.relay_path), self.relay_path) or {}
+                cfg.update({"batches": str(next_batch), "tick": str(min(claim_tick, int(cfg.get("tick", -1)))),
+                            "relay_of": self.name,
+                            "watermark": utc_iso(held.watermark) if held is not None else before.get("watermark", "")})
                 if int(cfg["tick"]) < int(mcfg.get("tick", -1)):
                     cfg["state"] = "1"  # the master may have stopped; this relay has not shipped it all yet
                 return cfg

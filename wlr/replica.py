@@ -28,7 +28,7 @@ from wlc.watch import FolderWatch
 
 from . import failure, monitor
 from .apply import Applier, replay_session
-from .errors import ReplicaStateError, ReplicationError, ReplicationTimeout
+from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout
 from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
 from .replay import Failure, Item, Round
@@ -113,7 +113,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = str(cfg.get("logs") or "")
         self.source: Source = (chosen or recorded_source(self.state)
-                               or (shipped_source(default_logs) if default_logs else None)
+                               or (shipped_source(default_logs) if default_logs and not self.state else None)
                                or master_source(self.master_dbfarm, self.master))
 
     # ------------------------------------------------------------------ state file
@@ -275,14 +275,19 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
         """Apply what the plan allows now. Returns (target reached, what it waits for)."""
+        diverged = False
         try:
             while True:
                 self._handoff = False
                 reached, waiting = self._step_once(target, progress)
                 if reached or self._handoff is False or self._stop.is_set():
                     return reached, waiting
+        except DivergedError:
+            diverged = True  # nothing more is relayed from a source on another history
+            raise
         finally:
-            self._relay()
+            if not diverged:
+                self._relay()
 
     def _step_once(self, target: Target, progress: bool) -> tuple[bool, str]:
         """One round; ``_handoff`` set: level 0 stopped where a compacted batch takes over."""
@@ -329,6 +334,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         if self._handoff is not False and not (batches and reaches(batches[-1].manifest, target)):
             todo.reached = False  # the batches after the hand-off are not read yet
         todo.apply = unit_refs + todo.apply
+        self._check_batches(batches)  # read after the config was: a batch of another history is never applied
         failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
         self._advance(batches)
         self._note_history(batches)
@@ -386,7 +392,8 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         causes are the transactions that cannot be applied as published."""
         items, bad = {}, {}
         for b in batches:
-            records = [t for t in b.manifest.txns if t.txn in wanted]
+            records = [t for t in b.manifest.txns if t.txn in wanted
+                       and (self.selection is None or self.selection.wants(t.table))]
             if not records:
                 continue
             problems = batchfmt.verify_files(self.source.storage, b.path, b.manifest, [r.rows for r in records if r.rows])
@@ -415,11 +422,12 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         if not todo:
             return None
         tick0 = int(self.state.get("tick", -1))
+        times = {r.txn: r.time for r in todo}
 
         def progressed(done: dict[str, int]) -> None:
             reached = consistent_tick(tick0, todo, done)
             if reached > int(self.state["tick"]):
-                self.state["tick"], self.state["clock"] = str(reached), utc_iso(items[reached].rec.time)
+                self.state["tick"], self.state["clock"] = str(reached), utc_iso(times[reached])
                 self._advance(batches)
                 self._set_view(reached, done)  # saved with the tick: readers see both move together
             self._save()

@@ -82,8 +82,17 @@ class Selection:
 
     @classmethod
     def from_state(cls, state: dict[str, str]) -> "Selection":
-        tables = json.loads(state["select_tables"]) if state.get("select_tables") else []
-        where = json.loads(state["select_where"]) if state.get("select_where") else {}
+        """The selection a replica's ``wlr.config`` records (none recorded: everything).
+
+        Raises:
+            ConfigError: the recorded values were edited into something malformed.
+        """
+        try:
+            tables = json.loads(state["select_tables"]) if state.get("select_tables") else []
+            where = json.loads(state["select_where"]) if state.get("select_where") else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"the replica's recorded selection (select_tables, select_where in wlr.config) is "
+                              f"damaged ({exc}); make a new replica") from None
         return cls.of(tables, where)
 
     def describe(self) -> str:

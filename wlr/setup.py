@@ -14,6 +14,7 @@ from wlc.batch import parse_utc, utc_iso
 from wlc.capture import delta_ref
 from wlc.config import settings
 from wlc.errors import ConfigError
+from wlc.session import check_s3a
 from wlc.master import CONFIG_FILE as MASTER_CONFIG
 from wlc.names import split_name, state_key
 from wlc.storage import Storage, copy_tree
@@ -49,14 +50,14 @@ class ReplicaSetup:
             return
         cfg = settings()["replica"]
         self.selection = self._asked or Selection.of(cfg.get("tables") or None, cfg.get("where") or None)
+        parser = self.spark._jsparkSession.sessionState().sqlParser() if self.selection.where else None
         for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
-            from pyspark.sql import functions as F
             try:
-                self.spark.range(0).select(F.expr(pred))
-            except Exception as exc:  # noqa: BLE001 (ParseException, AnalysisException: both the caller's)
-                if "PARSE_SYNTAX_ERROR" in str(exc) or "ParseException" in type(exc).__name__:
-                    raise ConfigError(f"where: the predicate of {table} does not parse ({str(exc).splitlines()[0]}); "
-                                      "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
+                parser.parseExpression(pred)
+            except Exception as exc:  # noqa: BLE001 (Py4JJavaError: ParseException)
+                first = str(exc).split("ParseException:", 1)[-1].strip().splitlines()[0]
+                raise ConfigError(f"where: the predicate of {table} does not parse ({first}); "
+                                  "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
 
     def validate(self, until=None) -> dict[str, str]:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
@@ -68,6 +69,9 @@ class ReplicaSetup:
             ConfigError: the replica folder is a file.
         """
         target = parse_until(until)
+        for url in (self.source.root, self.dbfarm):  # Spark must reach S3 before anything is written
+            if url.startswith(("s3://", "s3a://")):
+                check_s3a(self.spark, url)
         mcfg = self._master_config()
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")
@@ -87,7 +91,28 @@ class ReplicaSetup:
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
             self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
+            self._check_predicates(start)
         return mcfg
+
+    def _check_predicates(self, start) -> None:
+        """Raise ConfigError when a ``where`` predicate does not fit its table in the snapshot
+        a new replica starts from (an unknown column, a type error), before anything is written."""
+        if self.selection is None or not self.selection.where or not start.path:
+            return
+        from pyspark.sql import functions as F
+
+        tables = {n.lower(): n for n in snap.read(self.source.storage, start.path)["tables"]}
+        for table, pred in self.selection.where:
+            if table not in tables:
+                continue  # created later: checked when it is applied
+            schema, name = split_name(tables[table])
+            uri = self.source.storage.uri(Storage.join(start.path, schema, name))
+            try:
+                self.spark.read.format("delta").load(uri).filter(F.expr(pred)).schema
+            except Exception as exc:  # noqa: BLE001 (AnalysisException: the caller's predicate)
+                raise ConfigError(f"where: the predicate of {table} does not fit the table "
+                                  f"({str(exc).splitlines()[0]}); correct it (columns: "
+                                  f"{', '.join(self.spark.read.format('delta').load(uri).columns)})") from None
 
     def route(self, mcfg: dict[str, str]) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""
@@ -108,9 +133,23 @@ class ReplicaSetup:
     def _check_history(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
         """Raise DivergedError when the source's epoch history (:mod:`wlc.epochs`) disagrees
         with the one this replica followed on a transaction both have."""
-        mine, theirs = epochs.parse(state.get("epochs", "")), epochs.parse(mcfg.get("epochs", ""))
+        self._check_epochs(state, mcfg.get("epochs", ""), int(mcfg.get("tick", -1)), f"{self.source.label}'s wlc.config")
+
+    def _check_batches(self, batches) -> None:
+        """Raise DivergedError when a batch read for this round was written in another
+        history than the replica followed (the config read before it may be older)."""
+        for b in batches:
+            if b.manifest.epochs:
+                self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
+
+    def _check_epochs(self, state: dict[str, str], their_text: str, their_tick: int, where: str) -> None:
+        try:
+            mine, theirs = epochs.parse(state.get("epochs", "")), epochs.parse(their_text)
+        except ValueError as exc:
+            raise ReplicaStateError(f"the epoch history in {where} or in {self.path}'s wlr.config is damaged "
+                                    f"({exc}); make a new replica") from None
         tick = int(state.get("tick", -1))
-        at = epochs.diverged(mine, tick, theirs, int(mcfg.get("tick", -1)))
+        at = epochs.diverged(mine, tick, theirs, their_tick)
         if at is None:
             return
         cause = (f"{self.source.label} wrote another history from transaction {at} on (epoch "
@@ -188,6 +227,9 @@ class ReplicaSetup:
                     cli=f"{self.master_path} is not a master (no {MASTER_CONFIG}); start capture there "
                         f"first: wlc capture {self.master_dbfarm} {self.master}")
             raise self.source.missing(self.master)
+        if self.source.is_master and self.source.root.rstrip("/").rsplit("/", 1)[-1] != self.master:
+            raise ReplicaStateError(f"{self.source.label} is not master {self.master!r}; name the master's own "
+                                    "database or one of its relays as the source")
         if mcfg.get("database") and mcfg["database"] != self.master:
             raise ReplicaStateError(f"{self.source.label} holds the logs of master {mcfg['database']!r}, not "
                                     f"{self.master!r}; name the right master or source")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from wlc.config import check_name, dbfarm as resolve_dbfarm
 from wlc.errors import ConfigError
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
+from wlc.ship import read_config as read_shipped_config
 from wlc.storage import Storage
 
 from .errors import ReplicaStateError
@@ -38,10 +39,14 @@ class Source:
     label: str
 
     def config(self) -> dict[str, str] | None:
-        """The source's wlc.config, or None when it has none (yet)."""
-        return read_master_config(self.storage, self.root)
+        """The source's wlc.config as a dict, or None when it has none (yet). A shipped
+        copy's or relay's names its logs and snapshots inside ``root`` (:func:`wlc.ship.read_config`)."""
+        if self.is_master:
+            return read_master_config(self.storage, self.root)
+        return read_shipped_config(self.storage, self.root)
 
     def logs(self, mcfg: dict[str, str]) -> str:
+        """The source's log folder (path or URL) by its wlc.config ``mcfg``."""
         return logs_of(mcfg, self.root)
 
     @property
@@ -65,11 +70,17 @@ class Source:
 
 
 def master_source(master_dbfarm: str, master: str) -> Source:
+    """The master's own folder ``<master_dbfarm>/<master>`` as a source."""
     path = Storage.join(master_dbfarm, master)
     return Source(Storage.of(master_dbfarm), path, "master", f"master {master!r}")
 
 
 def shipped_source(url: str) -> Source:
+    """The shipped copy at folder or URL ``url`` (``wlc ship``) as a source.
+
+    Raises:
+        ConfigError: ``url`` is empty.
+    """
     url = str(url).strip().rstrip("/")
     if not url:
         raise ConfigError("logs= names no folder or URL; give the URL that wlc ship shipped to")
@@ -111,7 +122,12 @@ def recorded_source(state: dict[str, str]) -> Source | None:
 
 
 def master_name(source: Source) -> str:
-    """The master's database name as ``source`` knows it."""
+    """The master's database name as ``source`` knows it (its folder's name, or the copy's
+    ``database`` in wlc.config).
+
+    Raises:
+        ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.
+    """
     if source.is_master:
         return source.root.rstrip("/").rsplit("/", 1)[-1]
     cfg = source.config()

@@ -48,12 +48,21 @@ def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
     return True
 
 
-def _master(master: str, dbfarm: str | None) -> tuple[Storage, str, dict[str, str]]:
-    """``(storage, database folder, wlc.config)`` of master ``master``.
+def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[Storage, str, dict[str, str]]:
+    """``(storage, database folder, wlc.config)`` of master ``master``, or of its shipped
+    copy at ``logs`` (a folder or URL made by ``wlc ship``).
 
     Raises:
-        ReplicaStateError: the database is not a master.
+        ReplicaStateError: the database is not a master; ``logs`` holds no shipped copy of it.
     """
+    if logs is not None:
+        from wlc.ship import read_config as read_shipped_config
+        storage, path = Storage.of(logs), str(logs).rstrip("/")
+        cfg = read_shipped_config(storage, path)
+        if cfg is None or cfg.get("database") != master:
+            raise ReplicaStateError(f"{path} holds no shipped copy of master {master!r} (its wlc.config names "
+                                    f"{(cfg or {}).get('database')!r}); check the URL, or ship there first")
+        return storage, path, cfg
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
     path = Storage.join(farm, master)
@@ -64,7 +73,7 @@ def _master(master: str, dbfarm: str | None) -> tuple[Storage, str, dict[str, st
 
 
 def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,
-                 operation: str | None = None, since=None, until=None) -> list[dict]:
+                 operation: str | None = None, since=None, until=None, logs: str | None = None) -> list[dict]:
     """The published transactions of master ``master``, oldest first.
 
     Args:
@@ -75,6 +84,7 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
             finds ``DROP TABLE``; Delta's names otherwise: ``WRITE``, ``MERGE``, ``DELETE``...).
         since, until: inclusive bounds, each a transaction id (int or digits) or an instant
             (datetime, naive meaning UTC, or an ISO-8601 string), as ``replicate(until=...)``.
+        logs: read a shipped copy of the logs at this folder or URL (``wlc ship``) instead.
 
     Returns:
         ``[{"txn": int, "gtid": str, "time": ISO-8601 UTC str, "table": str, "operation":
@@ -86,7 +96,7 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
         wlc.BatchError: a published batch is damaged.
     """
     lo, hi = _bound(since), _bound(until)
-    storage, path, cfg = _master(master, dbfarm)
+    storage, path, cfg = _master(master, dbfarm, logs)
     logs = logs_of(cfg, path)
     sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
     covered = {first for first, *_x in sources}
@@ -112,7 +122,7 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
     return out
 
 
-def snapshots(master: str, dbfarm: str | None = None) -> list[dict]:
+def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -> list[dict]:
     """The snapshots of master ``master`` a new replica can start from, oldest first:
     ``[{"txn": int (-1: the start of master mode), "time": ISO-8601 UTC str or None,
     "batch": last level-0 batch held, "path": str ("" for an empty start)}]``.
@@ -122,9 +132,9 @@ def snapshots(master: str, dbfarm: str | None = None) -> list[dict]:
     """
     from wlc.snapshot_store import list_snapshots
 
-    storage, path, cfg = _master(master, dbfarm)
+    storage, path, cfg = _master(master, dbfarm, logs)
     return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-            for s in list_snapshots(storage, path, cfg.get("snapshot", ""), logs_of(cfg, path))]
+            for s in list_snapshots(storage, path, cfg.get("snapshot", ""), logs_of(cfg, path), master)]
 
 
 def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> str:

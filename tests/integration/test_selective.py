@@ -68,3 +68,6 @@ def test_selected_tables_and_rows_crossing_the_predicate_both_ways(spark, master
     with pytest.raises(ConfigError, match="does not parse"):
         wlr.replicate("m", replica="bad", where={"sales.orders": "region = = 'EU'"}, follow=False)
     assert not os.path.exists(os.path.join(dbfarm, "bad", "wlr.config"))
+    with pytest.raises(ConfigError, match="does not fit the table"):  # checked against the snapshot's table
+        wlr.replicate("m", replica="bad2", where={"sales.orders": "no_such_column = 'EU'"}, follow=False)
+    assert not os.path.exists(os.path.join(dbfarm, "bad2", "wlr.config"))

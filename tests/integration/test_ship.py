@@ -63,9 +63,11 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
     cfg = dict(line.split("=", 1) for line in open(os.path.join(dest, "wlc.config")).read().splitlines())
     assert cfg["database"] == "m" and cfg["logs"] == os.path.join(dest, "wlc_logs") and cfg["tick"] == str(master.tick())
     expected = master_rows(spark, t)
+    log = [r["gtid"] for r in wlr.transactions("m")]
     other = str(tmp_path / "elsewhere")
     master.close()
     with _hidden(master.path):  # the replica reads the shipped copy alone
+        assert [r["gtid"] for r in wlr.transactions("m", logs=dest)] == log
         rep = wlr.replicate("m", replica="far", dbfarm=other, logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
         assert rep.state["source"] == dest and rep.state["source_kind"] == "shipped"
@@ -73,6 +75,12 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
         # a later call without logs= reads where it read last
         again = wlr.Replica("m", replica="far", dbfarm=other)
         assert again.source.root == dest
+        # the copy moved (another mount point, a replicated bucket): read where it is now
+        moved = dest + "_moved"
+        os.rename(dest, moved)
+        rep2 = wlr.replicate("m", replica="far2", dbfarm=other, logs=moved, follow=False)
+        assert rows(rep2.table("sales.orders")) == expected
+        os.rename(moved, dest)
     # a destination holding another database's copy is refused before anything is copied
     with pytest.raises(ShipError, match="not of 'x'"):
         from wlc.ship import ship

@@ -90,11 +90,27 @@ def test_a_master_restored_from_a_copy_is_refused_by_replicas_that_went_further(
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # this JVM saw the newer table: forget it
     m = wlc.master("m", dbfarm=dbfarm)
     wlc.beat(0)
-    _insert(spark, t, 30, 40)  # other transactions 3..4
+    with pytest.raises(wlc.ShipError, match="restored from an older copy"):
+        wlc.ship(dest)  # the copy holds transactions the restored master no longer has
+    _insert(spark, t, 30, 40, 50)  # other transactions 3..5
     with pytest.raises(DivergedError, match="another history from transaction 3") as err:
         wlr.replicate("m", replica="ahead", follow=False)
     assert err.value.txn == 3
     assert rows(wlr.Replica("m", replica="ahead").table("s.t")) == before  # nothing applied
+    # a source whose wlc.config still tells the old history, with a batch of the new one
+    # (the config is read before the batches): the batch's own epochs stop replay
+    stale = str(tmp_path / "stale")
+    wlc.ship(stale)
+    with open(os.path.join(stale, "wlc.config")) as fh:
+        cfg = dict(line.split("=", 1) for line in fh.read().splitlines())
+    with open(os.path.join(dest, "wlc.config")) as fh:
+        old = dict(line.split("=", 1) for line in fh.read().splitlines())
+    cfg.update({k: old[k] for k in ("epochs", "epoch", "tick", "batches", "watermark")})
+    with open(os.path.join(stale, "wlc.config"), "w") as fh:
+        fh.write("".join(f"{k}={v}\n" for k, v in cfg.items()))
+    with pytest.raises(DivergedError, match="from transaction 3"):
+        wlr.replicate("m", replica="ahead", logs=stale, follow=False)
+    assert rows(wlr.Replica("m", replica="ahead").table("s.t")) == before
     # a replica that stood at the restore point follows the new history
     behind = wlr.replicate("m", replica="behind", follow=False)
     assert rows(behind.table("s.t")) == master_rows(spark, t)
