@@ -16,13 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 
 import yaml
@@ -31,32 +27,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def start_s3() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
-            return proc, endpoint
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise SystemExit(f"moto server did not start on {endpoint}")
-            time.sleep(0.1)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--txns", type=int, default=60, help="master transactions (a batch each)")
     ap.add_argument("--rows", type=int, default=2000, help="rows each transaction inserts")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="wlc-ship-bench-")
-    proc, endpoint = start_s3()
+    from tests.s3server import start, stop
+
+    proc, endpoint = start()
     try:
         cfg = os.path.join(work, "wlc.yaml")
         with open(cfg, "w") as fh:
@@ -66,8 +45,7 @@ def main() -> None:
         os.environ["WLC_CONFIG"] = cfg
         run(work, endpoint, args)
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+        stop(proc)
         shutil.rmtree(work, ignore_errors=True)
 
 

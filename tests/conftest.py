@@ -56,46 +56,17 @@ def master(spark, dbfarm):
     m.close()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server():
     """An S3-compatible server (moto's server mode) on 127.0.0.1, started for this test run
     and stopped by its process id; yields its endpoint URL."""
-    import signal
-    import subprocess
-    import time
-    import urllib.request
+    from tests.s3server import start, stop
 
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"moto server did not start on {endpoint}")
-            time.sleep(0.1)  # polling the port with a deadline
+    proc, endpoint = start()
     try:
         yield endpoint
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
 
 
 @pytest.fixture

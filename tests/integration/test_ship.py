@@ -146,6 +146,10 @@ def test_ship_to_s3_and_replicate_through_s3a(spark, dbfarm, s3, tmp_path):
         rep = wlr.replicate("m", replica="r_s3", dbfarm=str(tmp_path / "far"), logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
         assert rep.state["source"] == dest
+        # the replica's own tables may live in the object store too
+        on_s3 = wlr.replicate("m", replica="r_on_s3", dbfarm=f"{s3}/replicas", logs=dest, follow=False)
+        assert rows(on_s3.table("sales.orders")) == expected
+        assert Storage.of(s3).exists(f"{s3}/replicas/r_on_s3/sales/orders/_delta_log")
         # following a shipper: new batches reach the replica through the object store
         shipper = m.ship(dest, follow=True)
         sql(spark, f"DELETE FROM delta.`{pre}` WHERE id = 100")
