@@ -64,10 +64,12 @@ class Relay:
             def claim(cfg: dict) -> dict:
                 """The tick, watermark and next batch of what the relay folder holds."""
                 held = self._held(next_batch - 1)
-                before = read_config(Storage.of(self.relay_path), self.relay_path) or {}
+                if held is not None:
+                    watermark = utc_iso(held.watermark)
+                else:  # the relay holds nothing new: it claims the watermark it claimed before
+                    watermark = (read_config(Storage.of(self.relay_path), self.relay_path) or {}).get("watermark", "")
                 cfg.update({"batches": str(next_batch), "tick": str(min(claim_tick, int(cfg.get("tick", -1)))),
-                            "relay_of": self.name,
-                            "watermark": utc_iso(held.watermark) if held is not None else before.get("watermark", "")})
+                            "relay_of": self.name, "watermark": watermark})
                 if int(cfg["tick"]) < int(mcfg.get("tick", -1)):
                     cfg["state"] = "1"  # the master may have stopped; this relay has not shipped it all yet
                 return cfg

@@ -221,13 +221,8 @@ class ReplicaSetup:
         """The source's wlc.config (the master's, or its shipped or relayed copy)."""
         mcfg = self.source.config()
         if mcfg is None:
-            if self.source.is_master:
-                raise ReplicaStateError(
-                    f"{self.master_path} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
-                    cli=f"{self.master_path} is not a master (no {MASTER_CONFIG}); start capture there "
-                        f"first: wlc capture {self.master_dbfarm} {self.master}")
             raise self.source.missing(self.master)
-        if self.source.is_master and self.source.root.rstrip("/").rsplit("/", 1)[-1] != self.master:
+        if self.source.is_master and self.source.name != self.master:
             raise ReplicaStateError(f"{self.source.label} is not master {self.master!r}; name the master's own "
                                     "database or one of its relays as the source")
         if mcfg.get("database") and mcfg["database"] != self.master:

@@ -13,6 +13,7 @@ without a new copy, as a PostgreSQL standby moves between a primary and a cascad
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from wlc.config import check_name, dbfarm as resolve_dbfarm
@@ -31,12 +32,25 @@ KINDS = ("master", "shipped", "relay")
 @dataclass
 class Source:
     """A folder a replica reads from: ``root`` holds the ``wlc.config`` (``kind`` one of
-    ``master``, ``shipped``, ``relay``); ``label`` names it in messages."""
+    ``master``, ``shipped``, ``relay``); :attr:`label` names it in messages."""
 
     storage: Storage
     root: str
     kind: str
-    label: str
+
+    @property
+    def name(self) -> str:
+        """The database the source is: the master's or the relaying replica's name (a
+        shipped copy: its folder or URL)."""
+        root = self.root.rstrip("/")
+        if self.kind == "shipped":
+            return root
+        return posixpath.basename(posixpath.dirname(root) if self.kind == "relay" else root)
+
+    @property
+    def label(self) -> str:
+        """``master 'm'``, ``relay 'r1'`` or ``shipped copy <url>``, for messages and status."""
+        return f"shipped copy {self.root}" if self.kind == "shipped" else f"{self.kind} {self.name!r}"
 
     def config(self) -> dict[str, str] | None:
         """The source's wlc.config as a dict, or None when it has none (yet). A shipped
@@ -57,9 +71,9 @@ class Source:
         """The error for a source without wlc.config, naming the fix for its kind."""
         if self.kind == "master":
             return ReplicaStateError(
-                f"{self.root} is not a master (no {MASTER_CONFIG}); call wlc.master({master!r}) there first",
+                f"{self.root} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
                 cli=f"{self.root} is not a master (no {MASTER_CONFIG}); start capture there first: "
-                    f"wlc capture {self.root.rsplit('/', 2)[0] if '/' in self.root else '.'} {master}")
+                    f"wlc capture {posixpath.dirname(self.root.rstrip('/'))} {master}")
         if self.kind == "shipped":
             return ReplicaStateError(
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
@@ -72,7 +86,7 @@ class Source:
 def master_source(master_dbfarm: str, master: str) -> Source:
     """The master's own folder ``<master_dbfarm>/<master>`` as a source."""
     path = Storage.join(master_dbfarm, master)
-    return Source(Storage.of(master_dbfarm), path, "master", f"master {master!r}")
+    return Source(Storage.of(master_dbfarm), path, "master")
 
 
 def shipped_source(url: str) -> Source:
@@ -84,7 +98,7 @@ def shipped_source(url: str) -> Source:
     url = str(url).strip().rstrip("/")
     if not url:
         raise ConfigError("logs= names no folder or URL; give the URL that wlc ship shipped to")
-    return Source(Storage.of(url), url, "shipped", f"shipped copy {url}")
+    return Source(Storage.of(url), url, "shipped")
 
 
 def named_source(name, dbfarm: str | None) -> Source:
@@ -106,7 +120,7 @@ def named_source(name, dbfarm: str | None) -> Source:
     if storage.exists(Storage.join(path, MASTER_CONFIG)):
         return master_source(farm, name)
     if storage.exists(Storage.join(path, REPLICA_CONFIG)):
-        return Source(storage, Storage.join(path, RELAY_DIR), "relay", f"relay {name!r}")
+        return Source(storage, Storage.join(path, RELAY_DIR), "relay")
     raise ReplicaStateError(f"source {name!r} in {farm} is neither a master nor a replica; name the master "
                             "or a replica that relays")
 
@@ -116,9 +130,7 @@ def recorded_source(state: dict[str, str]) -> Source | None:
     root, kind = state.get("source", ""), state.get("source_kind", "")
     if not root or kind not in KINDS:
         return None
-    name = root.rstrip("/").rsplit("/", 2)[-2] if kind == "relay" else root.rstrip("/").rsplit("/", 1)[-1]
-    label = {"master": f"master {name!r}", "relay": f"relay {name!r}", "shipped": f"shipped copy {root}"}[kind]
-    return Source(Storage.of(root), root, kind, label)
+    return Source(Storage.of(root), root, kind)
 
 
 def master_name(source: Source) -> str:
@@ -129,7 +141,7 @@ def master_name(source: Source) -> str:
         ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.
     """
     if source.is_master:
-        return source.root.rstrip("/").rsplit("/", 1)[-1]
+        return source.name
     cfg = source.config()
     if cfg is None:
         raise source.missing("<master>")
