@@ -67,6 +67,11 @@ class TxnRecord:
     written only when set): replay stops at such a transaction with that cause. ``first``
     (compacted batches only): the record is the net change of this table's transactions
     ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
+    ``ops`` (an ALTER, written only when set): the change of definition as ALTER TABLE
+    operations (:mod:`wlc.alter`), which replay applies without an image. ``gap`` (written
+    only when set): why the change feed could not describe this version (its change files
+    were vacuumed, its commit removed by log clean-up): the record has no rows, or the
+    table's image where Delta could still rebuild that version.
     """
 
     txn: int
@@ -84,6 +89,8 @@ class TxnRecord:
     adds: list[str] = field(default_factory=list)
     lost: str | None = None
     first: int | None = None
+    ops: list | None = None
+    gap: str | None = None
 
     @property
     def start(self) -> int:
@@ -93,7 +100,7 @@ class TxnRecord:
     def to_json(self) -> dict:
         out = asdict(self)
         out["time"] = utc_iso(self.time)
-        for optional in ("adds", "lost", "first"):
+        for optional in ("adds", "lost", "first", "ops", "gap"):
             if not out[optional]:
                 del out[optional]
         return out
@@ -180,7 +187,7 @@ class Manifest:
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BatchError(f"{source}: manifest is truncated or not JSON ({exc}); "
-                             "the batch is damaged: restore it from a copy or accept its transactions") from exc
+                             "the batch is damaged: restore it from a copy") from exc
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise BatchError(f"{source}: not a {FORMAT} manifest")
         if body.get("format_version") != FORMAT_VERSION:

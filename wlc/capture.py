@@ -23,20 +23,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 
+from . import alter as alterops
 from .batch import TxnRecord
-from .deltalog import Commit, TableMeta, commit_file, is_delta_table, list_versions, metadata_at, read_commit
-from .names import batch_folder, qualified, quote_ident, split_name, uncarried_reason
+from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401 (re-exported)
+from . import features, kernel
+from .deltalog import (Commit, TableMeta, commit_file, is_delta_table, list_versions, meta_after, metadata_at,
+                       monotonic, read_commit, readable_from)
+from .names import qualified, quote_ident, split_name, uncarried_reason
 from .storage import Storage
 
 log = logging.getLogger("wlc.capture")
 
 RESERVED = {"wlc_logs", "wlc_snapshot"}
 NOT_REPLICATED_SCHEMAS = {"tmp"}
-VERSION_COLUMN = "wlc_version"
-CHANGE_TYPE = "_change_type"
-CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
-RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
-CAPTURE_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
 
 
 def delta_ref(uri: str) -> str:
@@ -46,17 +45,33 @@ def delta_ref(uri: str) -> str:
 
 @dataclass
 class Cursor:
-    """Capture's position in one table: the last version examined and the metadata in force."""
+    """Capture's position in one table: the last version examined, the metadata in force,
+    that version's commit time (Delta's rule, :func:`wlc.deltalog.monotonic`), a reason when
+    the next version with data must be carried by the table's image (its change files were
+    removed before capture read them), and whether a user switched the change feed off
+    (capture then leaves it off)."""
 
     version: int
     meta: TableMeta | None
+    time: datetime | None = None
+    force: str | None = None
+    feed_off: bool = False
 
     def to_json(self) -> dict:
-        return {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
+        out = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
+        if self.time is not None:
+            out["time"] = self.time.isoformat()
+        if self.force:
+            out["force"] = self.force
+        if self.feed_off:
+            out["feed_off"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Cursor":
-        return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None)
+        return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None,
+                   datetime.fromisoformat(data["time"]) if data.get("time") else None,
+                   data.get("force") or None, bool(data.get("feed_off", False)))
 
 
 @dataclass
@@ -93,6 +108,8 @@ class Planned:
     meta: TableMeta | None
     user: str | None = None
     adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
+    ops: list | None = None  # an ALTER's operations (wlc.alter), for replay to apply without an image
+    gap: str | None = None  # why the change feed cannot describe this version (see wlc.changes)
 
 
 def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
@@ -133,34 +150,26 @@ def table_path(db_path: str, name: str) -> str:
 
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
+    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlc.tabledef.definition`)."""
     return old is None or old.shape() != new.shape()
 
 
-def additive(old: TableMeta, new: TableMeta) -> bool:
-    """True when ``new`` only adds columns at the end (and changes properties/constraints)."""
-    if tuple(old.partition_columns) != tuple(new.partition_columns):
-        return False
-    of, nf = old.schema.get("fields", []), new.schema.get("fields", [])
-    if len(nf) < len(of):
-        return False
-    return all(a["name"] == b["name"] and a["type"] == b["type"] for a, b in zip(of, nf))
-
-
 def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
-    """The columns ``new`` only adds to ``old``: appended at the end, nullable, without field
-    metadata (comments, defaults...), with partitioning and replicated properties unchanged.
+    """The columns ``new`` only adds to ``old``: appended at the end, nullable, without a
+    comment, default, generation or identity, with everything else of the definition unchanged.
 
     Returns their names, or ``[]`` when anything else changed (or nothing was added). Such
     an ALTER is what replay can land inside a segment's commit (rows before it have no
     value for the new columns, exactly as ``ADD COLUMNS`` leaves them).
     """
-    if old is None or not additive(old, new) or old.properties != new.properties:
+    if old is None:
         return []
-    of, nf = old.schema.get("fields", []), new.schema.get("fields", [])
-    if nf[:len(of)] != of:  # nullability or metadata of a kept column changed too
+    a, b = old.shape(), new.shape()
+    of, nf = a.pop("columns"), b.pop("columns")
+    if a != b or len(nf) <= len(of) or nf[:len(of)] != of:
         return []
     added = nf[len(of):]
-    if any(not f.get("nullable", True) or f.get("metadata") for f in added):
+    if any(set(f) != {"name", "type", "nullable"} or not f["nullable"] for f in added):
         return []
     return [f["name"] for f in added]
 
@@ -182,6 +191,9 @@ class Capture:
         self._seen_sig: dict[str, tuple] = {}
         self.deferred = False
         self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
+        self.copier = Copier(spark, storage, db_path)
+        self.notices: dict[str, str] = {}  # {table: the last change-feed limit met there}
+        self.new_notices: list[tuple[str, str]] = []  # (table, text) not yet told (the master logs them)
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:
@@ -226,27 +238,7 @@ class Capture:
                     continue
                 else:
                     self._first_sig[name] = first_sig  # the same table: no need to look again
-            start = cur.version + 1 if cur else versions[0]
-            meta = cur.meta if cur else None
-            last_time = None
-            new_cursor = None
-            for v in versions:
-                if v < start:
-                    continue
-                try:
-                    commit = read_commit(self.storage, path, v)
-                except FileNotFoundError:
-                    break  # dropped while we read: the next scan records the drop
-                if last_time is not None and commit.timestamp < last_time:
-                    commit.timestamp = last_time  # keep per-table order without in-commit timestamps
-                if limit is not None and commit.timestamp > limit:
-                    self.deferred = True
-                    break
-                last_time = commit.timestamp
-                item, meta = self._classify(name, path, commit, meta, first=(cur is None and new_cursor is None))
-                if item is not None:
-                    planned.append(item)
-                new_cursor = Cursor(v, meta)
+            new_cursor = self._scan_table(name, path, cur, versions, limit, planned)
             if new_cursor is not None:
                 cursors[name] = new_cursor
         for name in sorted(set(self.state.tables) - set(tables)):
@@ -267,152 +259,156 @@ class Capture:
             return (version, None, None)
         return (version, info.get("mtime") or info.get("LastModified"), info.get("size"))
 
+    def _scan_table(self, name: str, path: str, cur: Cursor | None, versions: list[int],
+                    limit: datetime | None, planned: list[Planned]) -> Cursor | None:
+        """Plan the versions of one table after ``cur`` (None: a table new to capture),
+        committed at or before ``limit``; returns the cursor they lead to (None: nothing new).
+
+        Versions whose commit files log clean-up removed before capture read them (a hole
+        after the cursor), and versions Delta can no longer rebuild because of it, are not
+        described by the change feed: the first version Delta can rebuild (from a
+        checkpoint) is carried by the table's image, the versions between by gap notes.
+        """
+        start = cur.version + 1 if cur else versions[0]
+        have = set(versions)
+        hole = None
+        rebuild = None  # the first version after a hole that Delta can rebuild
+        if (cur is None and versions[0] > 0) or (cur is not None and start <= versions[-1] and start not in have):
+            rebuild = readable_from(self.storage, path, versions)
+            if rebuild is None:
+                self.deferred = True
+                self.note(name, f"no version of {name} after {start - 1} can be read: its commits were removed "
+                                "(log clean-up) and no checkpoint covers them yet; capture waits for one")
+                return None
+            first_listed = min(v for v in versions if v >= start)
+            if cur is not None:
+                hole = (f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
+                        f"(delta.logRetentionDuration) before capture read them")
+            start = max(start, min(rebuild, versions[-1])) if cur is None else start
+        meta = cur.meta if cur else None
+        last_time = cur.time if cur else None
+        force = cur.force if cur else None
+        feed_off = cur.feed_off if cur else False
+        new_cursor = None
+        for v in versions:
+            if v < start:
+                continue
+            try:
+                commit = read_commit(self.storage, path, v, file_time=True)
+            except FileNotFoundError:
+                break  # dropped while we read: the next scan records the drop
+            monotonic(commit, last_time)
+            if limit is not None and commit.timestamp > limit:
+                self.deferred = True
+                break
+            last_time = commit.timestamp
+            first = cur is None and new_cursor is None
+            if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
+                if commit.data_change:
+                    planned.append(Planned(name, commit.timestamp, v, commit.operation, None, None, meta,
+                                           commit.user, gap=hole))
+                new_cursor = Cursor(v, meta, last_time, hole, feed_off)
+                continue
+            imaged = rebuild is not None and v == rebuild and not first
+            item, new_meta = self._classify(name, path, commit, meta, first=first, image=imaged or bool(force))
+            if item is not None and (imaged or (force and item.change)):
+                item.gap = hole if imaged else force
+                if imaged:
+                    self.note(name, f"{hole}; the table is carried by its image at version {v}")
+                force = None
+            if new_meta is not None and meta is not None and meta.change_feed and not new_meta.change_feed:
+                feed_off = True
+                self.note(name, f"the change feed of {name} was switched off at version {v}: every write to it is "
+                                "carried by the table's full image until it is on again "
+                                f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))")
+            elif new_meta is not None and new_meta.change_feed:
+                feed_off = False
+            meta = new_meta
+            if item is not None:
+                planned.append(item)
+            new_cursor = Cursor(v, meta, last_time, force, feed_off)
+        return new_cursor
+
+    def note(self, table: str, text: str) -> None:
+        """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text."""
+        if self.notices.get(table) != text:
+            self.notices[table] = text
+            self.new_notices.append((table, text))
+
     def _classify(self, name: str, path: str, commit: Commit, meta: TableMeta | None,
-                  first: bool) -> tuple[Planned | None, TableMeta | None]:
-        new_meta = commit.metadata
-        if first and new_meta is None:
-            new_meta = metadata_at(self.storage, path, commit.version) or self._meta_via_spark(path, commit.version)
+                  first: bool, image: bool = False) -> tuple[Planned | None, TableMeta | None]:
+        """The transaction ``commit`` is (None: none) and the metadata after it.
+
+        ``image``: carry the version by the table's image whatever the change feed says."""
+        if first:
+            new_meta = metadata_at(self.storage, path, commit.version) or self.meta_at(path, commit.version)
+        elif commit.metadata is None and not commit.clustering_changed:
+            new_meta = None
+        else:
+            new_meta = meta_after(meta, commit)
         ddl = None
         change = None
+        ops = None
         if new_meta is not None and (first or shape_changed(meta, new_meta)):
             ddl = "create" if first or meta is None else "alter"
         current = new_meta or meta
         if commit.data_change:
-            change = "cdf" if current is not None and current.change_feed and not (first and commit.version > 0) else "image"
-        if ddl == "alter" and meta is not None and not additive(meta, new_meta):
-            change = "image"  # replay rebuilds the table from the image with the new shape
-        if first and commit.version > 0 and change is None:
+            change = "cdf" if current is not None and current.change_feed else "image"
+        if ddl == "alter":
+            ops = alterops.diff(meta, new_meta)
+            if ops is None:
+                change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
+        if first and commit.version > 0:
             change = "image"  # history before this version is gone: start from the table's image
+        if image and (change is not None or ddl is not None):
+            change = "image"
         if ddl is None and change is None:
             return None, current
         adds = tuple(added_columns(meta, new_meta)) if ddl == "alter" and change != "image" else ()
         return Planned(name, commit.timestamp, commit.version, commit.operation, ddl, change,
-                       current, commit.user, adds), current
+                       current, commit.user, adds, ops if change != "image" else None), current
 
-    def _meta_via_spark(self, path: str, version: int) -> TableMeta:
-        uri = self.storage.uri(path)
-        df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
-        detail = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").collect()[0]
-        return TableMeta(df.schema.json(), tuple(detail["partitionColumns"] or ()),
-                         dict(detail["properties"] or {}), str(detail["id"] or ""))
+    def start_cursor(self, path: str) -> Cursor:
+        """A cursor at the table's newest version (its metadata and commit time): where
+        capture starts in a table that a snapshot copies."""
+        version = list_versions(self.storage, path)[-1]
+        meta = metadata_at(self.storage, path, version) or self.meta_at(path, version)
+        try:
+            time = read_commit(self.storage, path, version, file_time=True).timestamp
+        except (FileNotFoundError, ValueError):
+            time = None
+        return Cursor(version, meta, time)
+
+    def meta_at(self, path: str, version: int) -> TableMeta:
+        """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when
+        the JSON commits holding it were cleaned up."""
+        return kernel.metadata_at(self.spark, self.storage.uri(path), version)
 
     # ------------------------------------------------------------------ writing change rows
-    def write_rows(self, staging: str, items: list[Planned]
-                   ) -> tuple[dict[int, str], dict[int, dict[str, int]], dict[int, str]]:
-        """Write the change rows of ``items`` into ``staging``.
-
-        One Change Data Feed read per table and run of adjacent versions (at most
-        ``RUN_VERSIONS`` a run), written partitioned by version; one image read per ``image``
-        item. The rows are counted while they are written (a Spark ``Observation``, no
-        second job) and the counts kept in the record, so replay picks its method without a
-        Spark job. Returns ``({index: relative rows path}, {index: {change type: rows}},
-        {index: why its rows are lost})``: a table dropped (its folder removed) before its
-        staged versions were read has no rows left to copy; its records say so, and replay
-        stops there with that cause instead of capture retrying forever.
-        """
-        from pyspark.sql import Observation, functions as F
-
-        out: dict[int, str] = {}
-        counts: dict[int, dict[str, int]] = {}
-        lost: dict[int, str] = {}
-        runs: dict[str, list[list[int]]] = {}
-        for i, item in enumerate(items):
-            if item.change == "cdf":
-                table_runs = runs.setdefault(item.table, [])
-                last = table_runs[-1] if table_runs else None
-                if last and items[last[-1]].version + 1 == item.version and item.ddl is None \
-                        and len(last) < RUN_VERSIONS:
-                    last.append(i)
-                else:
-                    table_runs.append([i])
-            elif item.change == "image":
-                rel = f"images/{batch_folder(item.table)}/{item.version}"
-                uri = self.storage.uri(table_path(self.db_path, item.table))
-                seen = Observation()
-
-                def copy_image():  # called right away, in this iteration
-                    df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
-                    cols = item.meta.columns if item.meta else df.columns
-                    (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
-                       .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
-                gone = self._read_or_gone(item.table, [item.version], copy_image)
-                if gone:
-                    lost[i] = gone
-                    continue
-                out[i] = rel
-                counts[i] = {"image": int(seen.get["n"])}
-        for table, table_runs in runs.items():
-            uri = self.storage.uri(table_path(self.db_path, table))
-            base = f"rows/{batch_folder(table)}"
-            for run in table_runs:
-                first, last = items[run[0]], items[run[-1]]
-                for i in run:  # a retried write must not append the same version twice
-                    self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
-                seen = Observation()
-
-                def copy_changes():  # called right away, in this iteration
-                    df = (self.spark.read.format("delta").option("readChangeFeed", "true")
-                          .option("startingVersion", first.version).option("endingVersion", last.version)
-                          .load(uri))
-                    version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
-                    tallies = [F.count_if((version == items[i].version) & (kind == t)).alias(f"{i}/{t}")
-                               for i in run for t in CHANGE_TYPES]
-                    (df.select(*[quote_ident(c) for c in first.meta.columns], CHANGE_TYPE,
-                               df["_commit_version"].alias(VERSION_COLUMN))
-                       .observe(seen, *tallies)
-                       .write.mode("append").partitionBy(VERSION_COLUMN)
-                       .parquet(self.storage.uri(Storage.join(staging, base))))
-                gone = self._read_or_gone(table, [first.version, last.version], copy_changes)
-                if gone:
-                    for i in run:
-                        self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={items[i].version}"))
-                        lost[i] = gone
-                    continue
-                tally = seen.get
-                for i in run:
-                    out[i] = f"{base}/{VERSION_COLUMN}={items[i].version}"
-                    counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
-        return out, counts, lost
-
-    def _read_or_gone(self, table: str, versions: list[int], read) -> str | None:
-        """Run ``read()`` (a Spark read of ``table`` at ``versions``); None when it worked, the
-        cause when the table's commits are gone (the table was dropped before capture read
-        them). Any other failure is raised (capture retries it at the next scan)."""
-        path = table_path(self.db_path, table)
-
-        def gone() -> str | None:
-            missing = [v for v in versions if not self.storage.exists(commit_file(path, v))]
-            if not missing:
-                return None
-            return (f"table {table} was dropped (its Delta log is gone) before capture copied the change rows "
-                    f"of its version {missing[0]}; they no longer exist anywhere")
-        cause = gone()
-        if cause:
-            return cause
-        try:
-            read()
-        except Exception:
-            cause = gone()
-            if cause:
-                return cause
-            raise
-        return None
+    def write_rows(self, staging: str, items: list[Planned]) -> Written:
+        """Write the change rows of ``items`` into ``staging`` (:meth:`wlc.changes.Copier.write`)."""
+        return self.copier.write(staging, items)
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
-        """Switch on the Change Data Feed and In-Commit Timestamps on tables that lack them."""
+        """Switch on what capture may switch on (``capture.table_features``,
+        :func:`wlc.features.switch_on`) on tables that lack it; a change feed a user switched
+        off stays off (its writes are carried by images). A commit of capture's own is
+        marked ``wlc: switch on ...`` in its ``userMetadata``."""
+        wanted = features.switch_on()
         for name, cur in cursors.items():
             if cur is None or cur.meta is None:
                 continue
-            missing = {k: v for k, v in CAPTURE_PROPERTIES.items() if cur.meta.configuration.get(k) != v}
+            missing = {k: v for k, v in wanted.items() if cur.meta.configuration.get(k) != v}
+            if cur.feed_off:
+                missing.pop(features.CHANGE_FEED, None)
             if not missing:
                 continue
             uri = self.storage.uri(table_path(self.db_path, name))
-            props = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
             try:
-                self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ({props})")
+                features.enable(self.copier.spark, delta_ref(uri), missing)
                 log.info("switched on %s for %s", ", ".join(missing), name)
-            except Exception as exc:  # a concurrent writer won; try again next scan
-                log.warning("could not switch on the change feed for %s yet: %s", name, exc)
+            except Exception as exc:  # noqa: BLE001 (a concurrent writer won: try again next scan)
+                log.warning("could not switch on %s for %s yet: %s", ", ".join(missing), name, exc)
 
     # ------------------------------------------------------------------ records
     def to_records(self, items: list[Planned]) -> list[TxnRecord]:
@@ -429,7 +425,7 @@ class Capture:
                 txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
                 version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
                 meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                user=item.user, adds=list(item.adds),
+                user=item.user, adds=list(item.adds), ops=item.ops, gap=item.gap,
             ))
         return records
 

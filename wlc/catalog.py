@@ -27,7 +27,7 @@ from .config import check_name
 from .deltalog import is_delta_table
 from .errors import ConfigError
 from .names import quote_ident
-from .snapshot_store import _lit
+from .tabledef import sql_string as _lit
 from .storage import Storage
 
 log = logging.getLogger("wlc.catalog")

@@ -20,6 +20,9 @@ from typing import Sequence
 
 from pyspark.sql import DataFrame, functions as F
 
+from pyspark.sql.types import StructType
+
+from .canonical import canon, comparable, needs_canon
 from .capture import CHANGE_TYPE, VERSION_COLUMN
 from .names import quote_ident
 
@@ -54,19 +57,36 @@ def data_columns(rows: DataFrame) -> list[str]:
     return [c for c in rows.columns if c not in (CHANGE_TYPE, VERSION, POS)]
 
 
+def _row(rows: DataFrame, cols: list[str]):
+    """``(value, order)``: the change row as a struct ``v, p, c0..cn`` and its order (version,
+    position, then the row's canonical form: a tie-break Spark can compare for every type)."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    value = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
+                     *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
+    order = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
+                     *[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)])
+    return value, order
+
+
+def _key_groups(rows: DataFrame, keys: Sequence[str]) -> list:
+    """The grouping columns of ``keys``: canonical forms where a key type needs one (maps,
+    floats, structs holding them); NULL keys are one key, as ``<=>`` matches them."""
+    types = {f.name: f.dataType for f in rows.schema.fields}
+    return [canon(F.col(quote_ident(k)), types[k]).alias(f"__wlr_k{i}") for i, k in enumerate(keys)]
+
+
 def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
     """One row per key with its last state: the data columns, ``OP`` and ``FIRST``.
 
     Keys inserted and deleted within the segment are left out (insert+delete = nothing).
-    NULL keys are one key, as ``<=>`` matches them.
+    NULL keys are one key, as ``<=>`` matches them; keys of any type are compared by
+    their canonical form (:mod:`wlc.canonical`).
     """
     cols = data_columns(rows)
-    qk = [quote_ident(k) for k in keys]
-    # struct ordering is field by field: version, then position, then the row (a tie-break)
-    last = F.max(F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
-                          *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)]))
+    value, order = _row(rows, cols)
     first = F.min(F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p")))
-    grouped = rows.groupBy(*qk).agg(last.alias("__last"), first.alias("__first"))
+    grouped = rows.groupBy(*_key_groups(rows, keys)).agg(F.max_by(value, order).alias("__last"),
+                                                        first.alias("__first"))
     net = grouped.select(
         *[F.col(f"__last.c{i}").alias(c) for i, c in enumerate(cols)],
         (F.col("__last.p") == 1).alias(OP), F.col("__first.p").alias(FIRST))
@@ -74,10 +94,17 @@ def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
 
 
 def net_by_image(rows: DataFrame) -> DataFrame:
-    """The net signed count ``COUNT`` of each full row image, zeros left out."""
-    qc = [quote_ident(c) for c in data_columns(rows)]
+    """The net signed count ``COUNT`` of each full row image, zeros left out. Images are
+    compared by their canonical form (maps, VARIANT, ``-0.0`` and NaN are exact)."""
+    cols = data_columns(rows)
     sign = F.when(F.col(POS) == 1, 1).otherwise(-1)
-    return rows.groupBy(*qc).agg(F.sum(sign).alias(COUNT)).filter(F.col(COUNT) != 0)
+    if not any(needs_canon(f.dataType) for f in rows.schema.fields if f.name in cols):
+        qc = [quote_ident(c) for c in cols]
+        return rows.groupBy(*qc).agg(F.sum(sign).alias(COUNT)).filter(F.col(COUNT) != 0)
+    image = F.struct(*[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
+    grouped = rows.groupBy(*comparable(rows, cols)).agg(F.first(image).alias("__img"), F.sum(sign).alias(COUNT))
+    return (grouped.filter(F.col(COUNT) != 0)
+                   .select(*[F.col(f"__img.c{i}").alias(c) for i, c in enumerate(cols)], F.col(COUNT)))
 
 
 def repeat(df: DataFrame, times) -> DataFrame:
@@ -104,13 +131,13 @@ def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFr
     columns, ``_change_type`` and ``wlc_version``.
     """
     cols = data_columns(rows)
-    qk = [quote_ident(k) for k in keys]
-    row = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
-                   *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
-    ends = rows.groupBy(*qk).agg(F.min(row).alias("f"), F.max(row).alias("l"))
+    value, order = _row(rows, cols)
+    ends = rows.groupBy(*_key_groups(rows, keys)).agg(F.min_by(value, order).alias("f"),
+                                                     F.max_by(value, order).alias("l"))
     before, after = F.col("f.p") == 0, F.col("l.p") == 1
-    same = F.struct(*[F.col(f"f.c{i}") for i in range(len(cols))]).eqNullSafe(
-        F.struct(*[F.col(f"l.c{i}") for i in range(len(cols))]))
+    row_type = StructType([f for f in rows.schema.fields if f.name in cols])
+    state = lambda s: F.struct(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)])  # noqa: E731
+    same = canon(state("f"), row_type).eqNullSafe(canon(state("l"), row_type))
     ends = ends.filter((before | after) & ~(before & after & same))
 
     def side(df: DataFrame, s: str, kind) -> DataFrame:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from . import batch as batchfmt
 from .batch import Manifest, utc_iso, parse_utc
 from .capture import Cursor, settle_limit, utcnow
-from .errors import BatchError
+from .errors import BatchError, TableReadError
 from .faults import crash_point
 
 log = logging.getLogger("wlc.master")
@@ -122,9 +122,15 @@ class Heartbeat:
         """
         if not self._unwritten:
             return
-        rows, counts, lost = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
-        for i, (rec, _item) in enumerate(self._unwritten):
-            rec.rows, rec.counts, rec.lost = rows.get(i), counts.get(i, {}), lost.get(i)
+        written = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
+        if written.unreadable:  # nothing of this batch is lost: the same rows are written again later
+            table, cause = next(iter(written.unreadable.items()))
+            raise TableReadError(table, cause)
+        for i, (rec, item) in enumerate(self._unwritten):
+            rec.rows, rec.counts, rec.lost = written.rows.get(i), written.counts.get(i, {}), written.lost.get(i)
+            rec.change, rec.gap = item.change, item.gap
+            if item.change == "image" and item.meta is not None:
+                rec.meta = item.meta.to_json()
             if rec.lost:
                 log.warning("transaction %d: %s; replay will stop there", rec.txn, rec.lost)
         self._unwritten, self._unwritten_since = [], None

@@ -25,7 +25,6 @@ from . import snapshot_store as snap
 from .batch import TxnRecord, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
-from .deltalog import list_versions, metadata_at
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
 from .heartbeat import Heartbeat
 from .lifecycle import AutoLifecycle, MasterLifecycle
@@ -269,12 +268,15 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         state = CaptureState()
         if tables:
             snapshot = snap.folder_of(self.path, -1)
-            versions = {n: list_versions(self.storage, p)[-1] for n, p in tables.items()}
-            metas = {}
-            for n, p in tables.items():
-                metas[n] = metadata_at(self.storage, p, versions[n]) or Capture(
-                    self.spark, self.storage, self.path, self.dbname, dbid, state)._meta_via_spark(p, versions[n])
+            capture = Capture(self.spark, self.storage, self.path, self.dbname, dbid, state)
+            # what capture switches on is on before the snapshot: its versions need no image later
+            capture.enable_capture_properties({n: capture.start_cursor(p) for n, p in tables.items()})
+            starts = {n: capture.start_cursor(p) for n, p in tables.items()}
+            versions = {n: c.version for n, c in starts.items()}
+            metas = {n: c.meta for n, c in starts.items()}
             state.tables = snap.take(snap.copy_session(self.spark), self.storage, self.path, snapshot, tables, versions, metas, dbid)
+            for n, c in starts.items():
+                state.tables[n].time = c.time
             if not self.storage.local:  # visible on an object store by its commit marker
                 self.storage.publish_dir(snapshot, snapshot)
         self.config = {

@@ -34,7 +34,9 @@ def spark_session(**conf: Any):
     from delta import configure_spark_with_delta_pip
 
     cfg = settings().get("spark", {})
-    merged = {str(k): str(v) for k, v in (cfg.get("conf") or {}).items()}
+    from .features import session_defaults
+
+    merged = {**session_defaults(), **{str(k): str(v) for k, v in (cfg.get("conf") or {}).items()}}
     master = str(conf.pop("master", cfg.get("master", "local[*]")))
     app_name = str(conf.pop("app_name", cfg.get("app_name", "wlc")))
     merged.update({k: str(v) for k, v in conf.items()})

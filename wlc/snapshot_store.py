@@ -25,6 +25,7 @@ from .capture import CaptureState, Cursor, delta_ref, table_path
 from .deltalog import TableMeta, metadata_at
 from .errors import MasterStateError
 from .faults import crash_point
+from .tabledef import create_sql, exact_session, sql_string
 from .levels import Start
 from .names import quote_ident, split_name
 from .storage import Storage
@@ -36,39 +37,17 @@ _STAGING = ".open-"
 
 
 def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
-    """SQL statements that create an empty Delta table at ``uri`` shaped as ``meta``.
-
-    Column types, nullability, partitioning, replicated properties (``wlc.key``...) and
-    CHECK constraints; identifiers are quoted.
-    """
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromJson(meta.schema)
-    cols = ", ".join(
-        f"{quote_ident(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
-        for f in schema.fields)
-    sql = f"CREATE TABLE IF NOT EXISTS {delta_ref(uri)} ({cols}) USING delta"
-    if meta.partition_columns:
-        sql += " PARTITIONED BY (" + ", ".join(quote_ident(c) for c in meta.partition_columns) + ")"
-    props = {k: v for k, v in meta.properties.items() if not k.startswith("delta.constraints.")}
-    if props:
-        sql += " TBLPROPERTIES (" + ", ".join(f"{_lit(k)} = {_lit(v)}" for k, v in props.items()) + ")"
-    stmts = [sql]
-    for name, expr in meta.constraints.items():
-        stmts.append(f"ALTER TABLE {delta_ref(uri)} ADD CONSTRAINT {quote_ident(name)} CHECK ({expr})")
-    return stmts
-
-
-def _lit(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """SQL statements that create an empty Delta table at ``uri`` defined as ``meta``
+    (:func:`wlc.tabledef.create_sql`: columns with every attribute, partitioning,
+    clustering, comment, replicated properties, CHECK constraints)."""
+    return create_sql(delta_ref(uri), meta)
 
 
 def copy_session(spark):
-    """A child session of ``spark`` for writing snapshot copies: no change feed and no deletion
-    vectors on the copies (they are read, never replayed from)."""
+    """A child session of ``spark`` for writing snapshot copies: the copies carry their
+    table's definition and nothing of the session's table property defaults."""
     session = spark.newSession()
-    session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-    session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+    exact_session(session)
     return session
 
 

@@ -253,6 +253,19 @@ class Storage:
         except (FileNotFoundError, OSError):
             return None
 
+    def mtime_ms(self, path: str) -> int | None:
+        """Modification time of the file ``path`` in whole milliseconds since the epoch (as
+        Hadoop's ``FileStatus.getModificationTime``), None when the store does not say."""
+        if self.local:
+            return os.stat(path).st_mtime_ns // 1_000_000
+        info = self.fs.info(path)
+        stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+        if stamp is None:
+            return None
+        if hasattr(stamp, "timestamp"):
+            return int(stamp.timestamp() * 1000)
+        return int(float(stamp) * 1000)
+
     def copy_tree(self, src: str, dst: str) -> None:
         """Copy the folder ``src`` to ``dst`` (which must not exist)."""
         if self.local:

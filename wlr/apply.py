@@ -23,13 +23,14 @@ from pyspark.sql import DataFrame, functions as F
 
 from wlc.batch import TxnRecord
 from wlc.capture import delta_ref
-from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from wlc.deltalog import TableMeta, is_delta_table, list_versions, meta_after, metadata_at, read_commit
 from wlc.faults import crash_point
 from wlc.names import quote_ident, split_name
-from wlc.snapshot_store import create_table_sql, _lit
 from wlc.storage import Storage
+from wlc.tabledef import exact_session
 
 from wlc import collapse
+from .ddl import TableDDL
 from .merge import ApplyError, Merges
 from .plan import span_text
 
@@ -67,11 +68,8 @@ def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
     markers), so threads applying different tables never see each other's settings."""
     session = base.newSession()
-    # replica tables need no change feed of their own; it would double every MERGE's writes
-    session.conf.set("spark.databricks.delta.properties.defaults.enableChangeDataFeed", "false")
-    # no deletion vectors: measured slower for replay's MERGEs here (keyed UPDATE 5.9 s/txn
-    # with them, 5.0 s without)
-    session.conf.set("spark.databricks.delta.properties.defaults.enableDeletionVectors", "false")
+    # replica tables carry the master's definition (change feed, deletion vectors...), nothing else
+    exact_session(session)
     # a replica table's log is read once per catch-up and holds few commits: one partition
     # rebuilds its state with the least scheduling (Delta's default is 50)
     session.conf.set("spark.databricks.delta.snapshotPartitions", "1")
@@ -93,6 +91,7 @@ class Applier(Merges):
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
         self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+        self.ddl = TableDDL(self)
 
     @property
     def spark(self):
@@ -185,8 +184,7 @@ class Applier(Merges):
         if cached is not None and cached[0] <= v:
             meta = cached[1]
             for ver in range(cached[0] + 1, v + 1):
-                found = read_commit(self.storage, path, ver).metadata
-                meta = found or meta
+                meta = meta_after(meta, read_commit(self.storage, path, ver))
         else:
             meta = metadata_at(self.storage, path, v)
         self._meta[name] = (v, meta)
@@ -210,7 +208,8 @@ class Applier(Merges):
                 conf.unset("spark.databricks.delta.write.txnAppId")
                 conf.unset("spark.databricks.delta.write.txnVersion")
 
-    def _part(self, rec: TxnRecord) -> str:
+    def part(self, rec: TxnRecord) -> str:
+        """The tag of a part commit of ``rec`` (every commit of a transaction but its last)."""
         return tag(self.dbid, rec.txn, part=True)
 
     def apply(self, batch_path: str, rec: TxnRecord) -> None:
@@ -230,16 +229,11 @@ class Applier(Merges):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             if not exists and self.storage.exists(path):
                 self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
-            with self._tagged(self._part(rec)):
-                for stmt in create_table_sql(uri, meta):
-                    if " ADD CONSTRAINT " in stmt and self._has_constraint(rec.table, stmt):
-                        continue
-                    self.spark.sql(stmt)
+            self.ddl.create(rec.table, delta_ref(uri), meta, self.part(rec))
         elif not exists:
             raise ApplyError(f"table {rec.table} does not exist on the replica")
         elif rec.ddl == "alter" and rec.change != "image":
-            with self._tagged(self._part(rec)):
-                self._alter(rec.table, uri, meta)
+            self.ddl.alter(rec.table, delta_ref(uri), meta, rec.ops, self.part(rec))
         if rec.change == "cdf":
             self.apply_segment([(batch_path, rec)])
             return
@@ -262,73 +256,23 @@ class Applier(Merges):
         versions = list_versions(self.storage, path)
         return bool(versions) and self._tag_at(path, versions[0]) is not None
 
-    def _has_constraint(self, name: str, stmt: str) -> bool:
-        meta = self.current_meta(name)
-        if meta is None:
-            return False
-        cname = stmt.split(" ADD CONSTRAINT ", 1)[1].split(" CHECK ", 1)[0].strip("`").replace("``", "`")
-        return cname.lower() in {k.lower() for k in meta.constraints}
-
-    def _alter(self, name: str, uri: str, new: TableMeta) -> None:
-        """Bring the replica table's shape to ``new``: add columns, constraints, properties."""
-        from pyspark.sql.types import StructType
-
-        old = self.current_meta(name)
-        have = set(old.columns)
-        added = [f for f in StructType.fromJson(new.schema).fields if f.name not in have]
-        ref = delta_ref(uri)
-        if added:
-            cols = ", ".join(f"{quote_ident(f.name)} {f.dataType.simpleString()}" for f in added)
-            self.spark.sql(f"ALTER TABLE {ref} ADD COLUMNS ({cols})")
-        self._sync_properties(ref, old, new)
-
-    def _sync_properties(self, ref: str, old: TableMeta, new: TableMeta) -> None:
-        for cname in old.constraints:
-            if cname not in new.constraints or new.constraints[cname] != old.constraints[cname]:
-                self.spark.sql(f"ALTER TABLE {ref} DROP CONSTRAINT IF EXISTS {quote_ident(cname)}")
-        for cname, expr in new.constraints.items():
-            if old.constraints.get(cname) != expr:
-                self.spark.sql(f"ALTER TABLE {ref} ADD CONSTRAINT {quote_ident(cname)} CHECK ({expr})")
-        oldp = {k: v for k, v in old.properties.items() if not k.startswith(("delta.constraints.", "wlr."))}
-        newp = {k: v for k, v in new.properties.items() if not k.startswith(("delta.constraints.", "wlr."))}
-        gone = [k for k in oldp if k not in newp]
-        if gone:
-            self.spark.sql(f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ({', '.join(_lit(k) for k in gone)})")
-        changed = {k: v for k, v in newp.items() if oldp.get(k) != v}
-        if changed:
-            body = ", ".join(f"{_lit(k)} = {_lit(v)}" for k, v in changed.items())
-            self.spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
-
     def _replace(self, rec: TxnRecord, uri: str, rows: DataFrame, meta: TableMeta) -> None:
-        """Replace the table's content (and shape, for a non-additive ALTER) by the image.
-
-        The overwrite is one idempotent commit (Delta skips it when its txnVersion is
-        already in the log). When properties or constraints follow it, it is a part commit
-        and a final commit ends the transaction, so a crash anywhere repeats only what is
-        missing and never skips the constraints.
-        """
-        old = self.current_meta(rec.table)
-        reshaped = old is not None and (old.schema != meta.schema or old.partition_columns != meta.partition_columns)
-        # resuming after a crash: the table no longer looks reshaped, but the steps after the
-        # overwrite (and the final commit) may still be missing
-        then_properties = reshaped or rec.ddl == "alter" or self.resuming(rec.table, rec.txn)
-        if reshaped:
-            with self._tagged(self._part(rec)):
-                for cname in old.constraints:
-                    self.spark.sql(f"ALTER TABLE {delta_ref(uri)} DROP CONSTRAINT IF EXISTS {quote_ident(cname)}")
+        """Replace the table's content (and definition, where it changed) by the image
+        (:meth:`wlr.ddl.TableDDL.replace`). The rows land in one idempotent commit (Delta
+        skips it when its txnVersion is already in the log); a final commit ends the
+        transaction unless that write was the last step, so a crash anywhere repeats only
+        what is missing and never skips a constraint."""
         from pyspark.sql.types import StructType
+
         schema = StructType.fromJson(meta.schema)
-        df = rows.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
-        with self._tagged(tag(self.dbid, rec.txn, part=then_properties)):
-            writer = (df.write.format("delta").mode("overwrite")
-                      .option("txnAppId", self.app_id).option("txnVersion", rec.txn))
-            if reshaped:
-                writer = writer.option("overwriteSchema", "true").partitionBy(*meta.partition_columns)
-            writer.save(uri)
-        if then_properties:
-            crash_point("replay.image_overwritten")
-            with self._tagged(self._part(rec)):
-                self._sync_properties(delta_ref(uri), self.current_meta(rec.table) or old, meta)
+
+        def write_rows(df: DataFrame, final: bool) -> None:
+            out = df.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
+            with self._tagged(tag(self.dbid, rec.txn, part=not final)):
+                (out.write.format("delta").mode("overwrite")
+                    .option("txnAppId", self.app_id).option("txnVersion", rec.txn).save(uri))
+
+        if not self.ddl.replace(rec.table, delta_ref(uri), rec, rows, meta, write_rows):
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     # ------------------------------------------------------------------ DML
@@ -358,9 +302,9 @@ class Applier(Merges):
         with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
         if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
-            if evolve:
-                with self._tagged(tag(self.dbid, last.txn, part=True, first=first.txn)):
-                    self._alter(name, uri, shape)
+            for alter in alters:
+                self.ddl.alter(name, delta_ref(uri), TableMeta.from_json(alter.meta), alter.ops,
+                               tag(self.dbid, last.txn, part=True, first=first.txn))
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
         # the files' own schema unless the segment adds columns: a file that lacked a column of

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, functions as F
 
 from wlc import collapse
+from wlc.canonical import all_same, canon
 from wlc.names import quote_ident
 
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
@@ -18,8 +19,13 @@ class ApplyError(Exception):
     """A transaction cannot be applied; the message is the cause."""
 
 
-def _eq_null_safe(left: str, right: str, cols: list[str]) -> str:
-    return " AND ".join(f"{left}.{quote_ident(c)} <=> {right}.{quote_ident(c)}" for c in cols) or "true"
+_CK = "__wlr_ck"  # a row image's canonical form (wlc.canonical): what unkeyed matching compares
+
+
+def _image_key(df: DataFrame, cols: list[str]):
+    """The canonical form of ``df``'s row image over ``cols`` as one comparable struct."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return F.struct(*[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)])
 
 
 
@@ -43,7 +49,7 @@ class Merges:
         out), one that passes is upserted (moved in), and a key may be missing on the replica.
         """
         qk = [quote_ident(k) for k in keys]
-        on = " AND ".join(f"t.{q} <=> s.{q}" for q in qk)
+        on = all_same("t", "s", [net.schema[k] for k in keys])
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
         check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)})]
         if keep is not None:
@@ -71,13 +77,15 @@ class Merges:
         n = collapse.COUNT
         pos = net.filter(F.col(n) > 0)
         neg = net.filter(F.col(n) < 0)
+        neg_k = neg.withColumn(_CK, _image_key(neg, cols))
         target = self.spark.read.format("delta").load(uri)
         target = target.select(*[F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
                                  for c, q in zip(cols, qc)])
-        have = (target.alias("t").join(F.broadcast(neg.select(*qc)).alias("n"),
-                                       on=F.expr(_eq_null_safe("t", "n", cols)), how="left_semi")
-                .groupBy(*qc).count())
-        left = (neg.alias("n").join(have.alias("h"), on=F.expr(_eq_null_safe("n", "h", cols)), how="left")
+        target = target.select(_image_key(target, cols).alias(_CK))
+        have = (target.alias("t").join(F.broadcast(neg_k.select(_CK)).alias("n"),
+                                       on=F.col(f"t.{_CK}").eqNullSafe(F.col(f"n.{_CK}")), how="left_semi")
+                .groupBy(_CK).count())
+        left = (neg_k.alias("n").join(have.alias("h"), on=F.col(f"n.{_CK}").eqNullSafe(F.col(f"h.{_CK}")), how="left")
                 .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
                         (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n)))
         # "del" rows match every copy of their image; "bad" rows (more deleted than there
@@ -85,15 +93,17 @@ class Merges:
         source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
                   .unionByName(collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
                   .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
-        on = " AND ".join([f"({_eq_null_safe('t', 's', old)})", *[f"s.{q} IS NULL" for q in new],
-                           f"s.{_KIND} = 'del'"])
+        on = all_same("t", "s", [net.schema[c] for c in old])
+        for q in new:
+            on = on & F.col(f"s.{q}").isNull()
+        on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
         values = {q: f"s.{q}" for q in qc}
         self._merge(text, version, uri, source, on, evolve, [
             ("delete", None, None),
             ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
             ("insert", f"s.{_KIND} = 'ins'", values)])
 
-    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on: str, evolve: bool,
+    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on, evolve: bool,
                clauses: list[tuple[str, str | None, dict | None]], materialize: bool = True) -> None:
         """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
 

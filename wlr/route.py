@@ -115,6 +115,7 @@ class Route:
 
         Raises:
             TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
+            LogError: a batch on the path is damaged or another database's.
         """
         level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
         compacted_batches = batchfmt.list_compacted(self.storage, logs, self.master)
@@ -129,7 +130,10 @@ class Route:
             if nb not in level0:
                 self.check_level0(logs, pos, nb, mcfg, True, target)
                 return  # a gap in the logs: replay names it
-            manifest = batchfmt.read_manifest(self.storage, level0[nb])
+            try:
+                manifest = batchfmt.read_manifest(self.storage, level0[nb])
+            except BatchError as exc:
+                raise LogError(nb, f"batch {nb}: {exc}") from None
             if reaches(manifest, target):
                 return
             pos, nb = manifest.last_txn, nb + 1

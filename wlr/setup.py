@@ -20,7 +20,8 @@ from wlc.names import split_name, state_key
 from wlc.storage import Storage, copy_tree
 
 from . import failure
-from .errors import DivergedError, ReplicaStateError
+from .errors import DivergedError, ReplicaStateError, ReplicationError
+from .logs import LogError
 from .plan import Target, check_not_passed, parse_until
 from .route import Route
 from .select import Selection, check_same
@@ -64,6 +65,8 @@ class ReplicaSetup:
 
         Raises:
             TargetError: ``until`` is malformed or already passed.
+            ReplicationError: a new replica's path through the logs meets a batch that is
+                missing, damaged or another database's (``batch`` names it; nothing is written).
             ReplicaStateError: the master is not a master; the replica folder is a master, a
                 replica of another master or of an earlier incarnation, or a non-empty folder.
             ConfigError: the replica folder is a file.
@@ -90,7 +93,10 @@ class ReplicaSetup:
         if not state or state.get("state") == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
-            self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
+            try:
+                self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
+            except LogError as exc:  # what an existing replica raises there, and nothing is written
+                raise ReplicationError(exc.batch, None, None, exc.cause) from None
             self._check_predicates(start)
         return mcfg
 

@@ -214,3 +214,22 @@ def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, maste
     for name, path in paths.items():
         assert rows(rep.table(name)) == master_rows(spark, path), name
         assert_applied_once(os.path.join(dbfarm, "r", "s", name.split(".")[1]), dbid, published_by_table[name])
+
+
+def test_damaged_logs_met_by_a_new_replica_name_the_batch(spark, master, dbfarm):
+    """A new replica's set-up walks the logs before it writes anything: a damaged batch met
+    there is the same ReplicationError (naming the batch) an existing replica raises, and
+    its advice is to repair the logs, never accept() (which refuses batch failures)."""
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # txn 1, batch 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # txn 2, batch 2
+    manifest = os.path.join(_batch(master.logs, 1), "manifest.json")
+    with open(manifest, "r+b") as fh:
+        fh.truncate(50)
+    with pytest.raises(wlr.ReplicationError) as err:
+        wlr.replicate("m", replica="fresh", dbfarm=dbfarm, follow=False)
+    assert (err.value.batch, err.value.txn) == (1, None)
+    assert "truncated or not JSON" in str(err.value) and "accept its transactions" not in str(err.value)
+    assert "accept() cannot skip a batch" in str(err.value)
+    assert not os.path.exists(os.path.join(dbfarm, "fresh"))  # nothing written

@@ -2,8 +2,9 @@
 import json
 from datetime import datetime, timezone
 
-from wlc.capture import added_columns, additive, shape_changed
-from wlc.deltalog import TableMeta, parse_commit
+from wlc import alter
+from wlc.capture import added_columns, shape_changed
+from wlc.deltalog import TableMeta, monotonic, parse_commit
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})
@@ -38,23 +39,39 @@ def test_txn_and_user_metadata():
     assert c.user_metadata == "wlr:x:3" and c.txns == {"wlc:x": 3}
 
 
-def test_shape_ignores_engine_properties():
+def test_shape_ignores_engine_properties_and_carries_table_features():
     a = TableMeta.from_action(meta(conf={"wlc.key": "i"})["metaData"])
-    b = TableMeta.from_action(meta(conf={"wlc.key": "i", "delta.enableChangeDataFeed": "true",
-                                         "delta.enableInCommitTimestamps": "true"})["metaData"])
+    b = TableMeta.from_action(meta(conf={"wlc.key": "i", "delta.enableInCommitTimestamps": "true",
+                                         "delta.logRetentionDuration": "interval 1 day"})["metaData"])
     assert not shape_changed(a, b)
-    assert b.change_feed and b.key_columns == ["i"]
+    # the change feed, column mapping, type widening, deletion vectors define the table for
+    # its readers: replicas carry them (a change of them is a change of definition)
+    fed = TableMeta.from_action(meta(conf={"wlc.key": "i", "delta.enableChangeDataFeed": "true"})["metaData"])
+    assert shape_changed(a, fed) and fed.change_feed and fed.key_columns == ["i"]
     c = TableMeta.from_action(meta(conf={"wlc.key": "i", "delta.constraints.pos": "i > 0"})["metaData"])
     assert shape_changed(a, c) and c.constraints == {"pos": "i > 0"}
 
 
-def test_additive_schema_change():
-    wide = json.dumps({"type": "struct", "fields": json.loads(SCHEMA)["fields"] + [
-        {"name": "s", "type": "string", "nullable": True, "metadata": {}}]})
-    old = TableMeta.from_action(meta()["metaData"])
-    assert additive(old, TableMeta.from_action(meta(wide)["metaData"]))
-    assert not additive(TableMeta.from_action(meta(wide)["metaData"]), old)
-    assert not additive(old, TableMeta.from_action(meta(parts=("i",))["metaData"]))
+def test_commit_times_follow_deltas_time_travel_rule():
+    """No In-Commit Timestamp: a time not after the previous version's becomes it + 1 ms."""
+    c = parse_commit(3, lines({"commitInfo": {"timestamp": 1000, "operation": "WRITE"}}))
+    assert not c.ict
+    prev = datetime.fromtimestamp(5, tz=timezone.utc)
+    monotonic(c, prev)
+    assert (c.timestamp - prev).total_seconds() == 0.001
+    later = parse_commit(4, lines({"commitInfo": {"timestamp": 9000, "operation": "WRITE"}}))
+    monotonic(later, c.timestamp)
+    assert later.timestamp == datetime.fromtimestamp(9, tz=timezone.utc)
+
+
+def test_clustering_comes_from_the_domain_metadata():
+    c = parse_commit(1, lines({"commitInfo": {"timestamp": 1, "operation": "CLUSTER BY"}},
+                              {"domainMetadata": {"domain": "delta.clustering", "removed": False,
+                                                  "configuration": json.dumps({"clusteringColumns": [["i"]]})}}))
+    assert c.clustering_changed and c.metadata is None and c.domains["delta.clustering"]
+    m = TableMeta.from_action(meta()["metaData"]).with_clustering((("i",),))
+    assert m.clustering_columns == [["i"]] and m.shape()["clustering"] == [["i"]]
+    assert TableMeta.from_json(m.to_json()) == m
 
 
 def test_added_columns_only_for_nullable_columns_and_nothing_else_changed():

@@ -1,0 +1,123 @@
+"""Delta Lake 4's own table features and a second writer engine on a master: capture never
+stops, who can write the master never changes, and the replica equals the master."""
+import os
+
+import pytest
+
+import wlc
+import wlr
+from wlc.deltalog import list_versions, metadata_at
+from wlc.storage import Storage
+
+from .helpers import master_rows, rows, sql
+
+pytestmark = pytest.mark.spark
+
+
+def definition(path: str) -> dict:
+    """A Delta table's definition as replication compares it (path or ``file:`` URI)."""
+    path = path[len("file:"):] if path.startswith("file:") else path
+    store = Storage.of(path)
+    return metadata_at(store, path, list_versions(store, path)[-1]).shape()
+
+
+def restart(dbfarm: str, name: str = "m"):
+    """Capture comes back after downtime (the statements before were written while it was away)."""
+    with pytest.warns(UserWarning, match="already in master mode"):
+        m = wlc.master(name, dbfarm=dbfarm)
+    wlc.beat(0)
+    return m
+
+
+def test_type_widening_and_replaced_tables_written_while_capture_was_away(spark, master, dbfarm):
+    """Versions before a non-additive schema change are read with their own schema: one
+    table's type widening or replacement never stops capture of the database."""
+    w, r = master.table_path("s.widened"), master.table_path("s.replaced")
+    sql(spark, f"CREATE TABLE delta.`{w}` (k INT, v INT) USING delta TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    sql(spark, f"CREATE TABLE delta.`{r}` (k INT, v STRING) USING delta")
+    master.close()
+    spark.sql(f"INSERT INTO delta.`{w}` VALUES (1, 1)")
+    spark.sql(f"ALTER TABLE delta.`{w}` ALTER COLUMN v TYPE BIGINT")
+    spark.sql(f"INSERT INTO delta.`{w}` VALUES (2, 3000000000)")
+    spark.sql(f"UPDATE delta.`{w}` SET v = v + 1 WHERE k = 1")
+    spark.sql(f"INSERT INTO delta.`{r}` VALUES (1, 'a')")
+    spark.sql(f"REPLACE TABLE delta.`{r}` (k BIGINT, w DOUBLE, note STRING) USING delta")
+    spark.sql(f"INSERT INTO delta.`{r}` VALUES (2, 2.5, 'b')")
+    spark.createDataFrame([(3, "c")], "k int, other string").write.format("delta").mode("overwrite") \
+        .option("overwriteSchema", "true").save(r)
+    spark.sql(f"INSERT INTO delta.`{r}` VALUES (4, 'd')")
+    restart(dbfarm)
+    late = master.table_path("s.late")  # made after: published with the rest
+    spark.sql(f"CREATE TABLE delta.`{late}` (i INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{late}` VALUES (7)")
+    last = wlc.flush()
+    assert last >= 10
+    rep = wlr.replicate("m", replica="copy", dbfarm=dbfarm, follow=False)
+    for name, path in (("s.widened", w), ("s.replaced", r), ("s.late", late)):
+        assert rows(rep.table(name)) == master_rows(spark, path), name
+        assert definition(rep.path_of(name)) == definition(path), name
+    assert dict(rep.table("s.widened").dtypes)["v"] == "bigint"
+
+
+def test_full_rows_of_every_type_are_matched(spark, master, dbfarm):
+    """Unkeyed tables with MAP, nested maps, VARIANT, NaN, -0.0, NULL and duplicate rows:
+    UPDATE and DELETE replay exactly (Spark has no equality on MAP or VARIANT)."""
+    t = master.table_path("s.maps")
+    sql(spark, f"CREATE TABLE delta.`{t}` (i INT, mp MAP<STRING, INT>, st STRUCT<a: ARRAY<MAP<STRING, DOUBLE>>>, "
+               "v VARIANT, d DOUBLE) USING delta")
+    sql(spark, f"""INSERT INTO delta.`{t}` VALUES
+        (1, map('a', 1, 'b', 2), named_struct('a', array(map('x', 1.0D))), parse_json('{{"k": [1, 2]}}'), 0.0D),
+        (1, map('a', 1, 'b', 2), named_struct('a', array(map('x', 1.0D))), parse_json('{{"k": [1, 2]}}'), 0.0D),
+        (2, map('b', 2, 'a', 1), null, parse_json('1'), -0.0D),
+        (3, null, named_struct('a', null), null, double('NaN')),
+        (4, map(), named_struct('a', array()), parse_json('null'), null)""")
+    sql(spark, f"UPDATE delta.`{t}` SET i = i * 10 WHERE i IN (2, 3)")
+    sql(spark, f"DELETE FROM delta.`{t}` WHERE i = 20")
+    spark.sql(f"INSERT INTO delta.`{t}` SELECT * FROM delta.`{t}` WHERE i = 1")
+    sql(spark, f"UPDATE delta.`{t}` SET d = 1.5 WHERE i = 30")
+    for collapse in (True, False):
+        rep = wlr.replicate("m", replica=f"typed_{collapse}", dbfarm=dbfarm, follow=False, collapse=collapse)
+        got = spark.read.format("delta").load(rep.path_of("s.maps"))
+        want = spark.read.format("delta").load(t)
+        canon = lambda df: sorted(r[0] for r in df.selectExpr(  # noqa: E731
+            "to_json(struct(i, map_entries(mp) AS mp, to_json(st) AS st, to_json(v) AS v, cast(d AS string) AS d))"
+        ).collect())
+        assert canon(got) == canon(want)
+        assert got.count() == 6  # duplicates stay duplicates
+
+
+def test_liquid_clustering_is_carried(spark, master, dbfarm):
+    t = master.table_path("s.clustered")
+    sql(spark, f"CREATE TABLE delta.`{t}` (k INT, v STRING) USING delta CLUSTER BY (k)")
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (1, 'a')")
+    rep = wlr.replicate("m", replica="c", dbfarm=dbfarm, follow=False)
+    detail = lambda p: spark.sql(f"DESCRIBE DETAIL delta.`{p}`").collect()[0]["clusteringColumns"]  # noqa: E731
+    assert detail(rep.path_of("s.clustered")) == ["k"]
+    sql(spark, f"ALTER TABLE delta.`{t}` CLUSTER BY (v)")
+    rep.replicate(follow=False)
+    assert detail(rep.path_of("s.clustered")) == ["v"] == detail(t)
+    sql(spark, f"ALTER TABLE delta.`{t}` CLUSTER BY NONE")
+    rep.replicate(follow=False)
+    assert detail(rep.path_of("s.clustered")) == [] == detail(t)
+
+
+def test_delta_rs_keeps_writing_a_captured_master(spark, master, dbfarm):
+    """Master mode switches on only what delta-rs writers support (the change feed), so the
+    ``deltalake`` package keeps writing master tables, and its writes are captured."""
+    deltalake = pytest.importorskip("deltalake")
+    import pyarrow as pa
+
+    t = master.table_path("s.rs")
+    sql(spark, f"CREATE TABLE delta.`{t}` (k INT, v STRING) USING delta")
+    spark.sql(f"INSERT INTO delta.`{t}` VALUES (1, 'a'), (2, 'b')")
+    wlc.flush()
+    deltalake.write_deltalake(t, pa.table({"k": pa.array([3], pa.int32()), "v": ["c"]}), mode="append")
+    deltalake.DeltaTable(t).update(predicate="k = 1", updates={"v": "'z'"})
+    deltalake.DeltaTable(t).delete("k = 2")
+    wlc.flush()
+    props = spark.sql(f"DESCRIBE DETAIL delta.`{t}`").collect()[0]["properties"]
+    assert "delta.enableInCommitTimestamps" not in props
+    rep = wlr.replicate("m", replica="rs", dbfarm=dbfarm, follow=False)
+    assert rows(rep.table("s.rs")) == master_rows(spark, t) == [(1, "z"), (3, "c")]
+    assert sorted(deltalake.DeltaTable(rep.path_of("s.rs")).to_pyarrow_table().to_pylist(),
+                  key=lambda r: r["k"]) == [{"k": 1, "v": "z"}, {"k": 3, "v": "c"}]

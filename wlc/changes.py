@@ -1,0 +1,264 @@
+"""Copying staged transactions' change rows from the master's tables into the open batch.
+
+Each version is read with the schema it was written with: Delta's batch change feed reads
+with the table's latest schema, which cannot read versions from before a non-additive
+schema change (type widening, a replaced table, a dropped or renamed column), so each
+read covers a run of adjacent versions that share their read schema (at most
+:data:`RUN_VERSIONS`) and is pinned to the run's last version with ``versionAsOf`` (Delta's
+``legacy`` batch schema mode, on a session of capture's own). Rows are written as Parquet
+partitioned by version and counted while they are written (a Spark ``Observation``): no
+row passes through Python.
+
+What the change feed cannot describe is carried otherwise, loudly, never lost in silence:
+
+* change files removed by VACUUM before capture read them: the table's full image at the
+  run's last version (or, when VACUUM took that too, at the next version that can be
+  read); the transactions before it carry a *gap* note instead of rows;
+* a table dropped before its rows were copied: the records say the rows are lost;
+* any other failure reading one table (a corrupt file, a permission error) raises
+  :class:`TableUnreadable` for that table only; capture keeps its transactions *pending*
+  and retries, the other tables' rows are written.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+
+from .deltalog import commit_file
+from .names import batch_folder, quote_ident
+from .storage import Storage
+
+log = logging.getLogger("wlc.capture")
+
+VERSION_COLUMN = "wlc_version"
+CHANGE_TYPE = "_change_type"
+CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
+RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
+# Spark and Delta's words for a file that is not there (removed by VACUUM, or by hand)
+_MISSING = re.compile(r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist",
+                      re.IGNORECASE)
+
+
+class TableUnreadable(Exception):
+    """One table's rows could not be read for a reason of that table (a corrupt file, a
+    permission error); ``table`` names it, ``cause`` says why."""
+
+    def __init__(self, table: str, cause: str):
+        super().__init__(f"{table}: {cause}")
+        self.table, self.cause = table, cause
+
+
+@dataclass
+class Written:
+    """What :meth:`Copier.write` made of the items: by item index, the rows' path in the
+    batch, the counts by change type, why rows are lost, and the tables left unread."""
+
+    rows: dict[int, str] = field(default_factory=dict)
+    counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    lost: dict[int, str] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)  # {table: cause}: its items stay pending
+
+
+def read_shape(meta) -> str:
+    """What a change-feed read depends on: column names, types, nullability and physical
+    names (column mapping); versions with the same read shape are read together."""
+    def strip(t):
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return [(f["name"], strip(f["type"]), f.get("nullable", True),
+                         (f.get("metadata") or {}).get("delta.columnMapping.physicalName")) for f in t["fields"]]
+            return {k: strip(v) for k, v in t.items()}
+        return t
+    return json.dumps(strip(meta.schema)) if meta is not None else ""
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if line.strip() and not line.startswith(("JVM stacktrace", "\tat ")):
+            return line.strip()[:400]
+    return type(exc).__name__
+
+
+class Copier:
+    """Copies change rows and images of one master database's tables (its own Spark
+    session: the change-feed read options it sets never reach the user's)."""
+
+    def __init__(self, spark, storage: Storage, db_path: str):
+        self._base = spark
+        self._session = None
+        self.storage = storage
+        self.db_path = db_path
+
+    @property
+    def spark(self):
+        if self._session is None:
+            session = self._base.newSession()
+            # read a version's changes with its own schema: time travel picks the schema
+            session.conf.set("spark.databricks.delta.changeDataFeed.allowTimeTravelOptionsForSchema", "true")
+            session.conf.set("spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable", "legacy")
+            self._session = session
+        return self._session
+
+    def table_path(self, name: str) -> str:
+        from .names import split_name
+        schema, table = split_name(name)
+        return Storage.join(self.db_path, schema, table)
+
+    # ------------------------------------------------------------------ writing
+    def write(self, staging: str, items: list) -> Written:
+        """Write the change rows of ``items`` (:class:`wlc.capture.Planned`, ascending)
+        into ``staging``. Items whose version the change feed cannot describe any more are
+        changed in place: ``change`` becomes ``"image"`` or None with a ``gap`` note."""
+        out = Written()
+        by_table: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            if item.change in ("cdf", "image"):
+                by_table.setdefault(item.table, []).append(i)
+        for table, idx in by_table.items():
+            try:
+                self._write_table(staging, table, [(i, items[i]) for i in idx], out)
+            except TableUnreadable as exc:
+                out.unreadable[table] = exc.cause
+                for i in idx:
+                    out.rows.pop(i, None)
+                    out.counts.pop(i, None)
+                    self._remove(staging, items[i])
+        return out
+
+    def _write_table(self, staging: str, table: str, items: list[tuple[int, object]], out: Written) -> None:
+        force: str | None = None  # a gap before: the next version with data is carried by its image
+        k = 0
+        while k < len(items):
+            i, item = items[k]
+            if item.change == "image" or force:
+                if force and item.change != "image":
+                    item.change, item.gap = "image", force
+                done = self._image(staging, table, i, item, out)
+                force = None if done else (force or item.gap)
+                k += 1
+                continue
+            run = [(i, item)]
+            while (k + len(run) < len(items) and len(run) < RUN_VERSIONS
+                   and items[k + len(run)][1].change == "cdf"
+                   and items[k + len(run)][1].version == run[-1][1].version + 1
+                   and read_shape(items[k + len(run)][1].meta) == read_shape(item.meta)):
+                run.append(items[k + len(run)])
+            k += len(run)
+            missing = self._changes(staging, table, run, out)
+            if missing is None:
+                continue
+            # VACUUM removed change files: the run's last version by its image, a gap before it
+            reason = (f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
+                      f"(VACUUM) before capture read them ({missing})")
+            for j, it in run[:-1]:
+                it.change, it.gap = None, reason
+            j, last = run[-1]
+            last.change, last.gap = "image", reason
+            log.warning("%s: %s; carried by the table's image at version %d", table, reason, last.version)
+            if not self._image(staging, table, j, last, out):
+                force = reason
+
+    def _image(self, staging: str, table: str, i: int, item, out: Written) -> bool:
+        """Copy the table's image at ``item.version``; False when its files are gone too
+        (the item then carries a gap note and no rows)."""
+        from pyspark.sql import Observation, functions as F
+
+        rel = f"images/{batch_folder(table)}/{item.version}"
+        uri = self.storage.uri(self.table_path(table))
+        seen = Observation()
+
+        def copy():
+            df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
+            cols = item.meta.columns if item.meta else df.columns
+            (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
+               .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
+        status = self._read(table, [item.version], copy, staging, rel)
+        if status == "ok":
+            out.rows[i] = rel
+            out.counts[i] = {"image": int(seen.get["n"])}
+            return True
+        if status.startswith("lost:"):
+            out.lost[i] = status[5:]
+            return True
+        item.change = None
+        item.gap = item.gap or (f"the data files of version {item.version} were removed (VACUUM) before capture "
+                                f"read them ({status[8:]})")
+        return False
+
+    def _changes(self, staging: str, table: str, run: list, out: Written) -> str | None:
+        """Copy the change feed of a run of versions; None when done (or lost with the
+        table), else what is missing (the run's change files were vacuumed)."""
+        from pyspark.sql import Observation, functions as F
+
+        first, last = run[0][1], run[-1][1]
+        uri = self.storage.uri(self.table_path(table))
+        base = f"rows/{batch_folder(table)}"
+        for _i, it in run:  # a retried write must not append the same version twice
+            self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+        seen = Observation()
+
+        def copy():
+            df = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                  .option("startingVersion", first.version).option("endingVersion", last.version)
+                  .option("versionAsOf", last.version).load(uri))
+            version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
+            tallies = [F.count_if((version == it.version) & (kind == t)).alias(f"{i}/{t}")
+                       for i, it in run for t in CHANGE_TYPES]
+            (df.select(*[quote_ident(c) for c in last.meta.columns], CHANGE_TYPE,
+                       df["_commit_version"].alias(VERSION_COLUMN))
+               .observe(seen, *tallies)
+               .write.mode("append").partitionBy(VERSION_COLUMN)
+               .parquet(self.storage.uri(Storage.join(staging, base))))
+        status = self._read(table, [first.version, last.version], copy, staging, None)
+        if status.startswith("missing:"):
+            for _i, it in run:
+                self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+            return status[8:]
+        if status.startswith("lost:"):
+            for i, it in run:
+                self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+                out.lost[i] = status[5:]
+            return None
+        tally = seen.get
+        for i, it in run:
+            out.rows[i] = f"{base}/{VERSION_COLUMN}={it.version}"
+            out.counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
+        return None
+
+    def _read(self, table: str, versions: list[int], read, staging: str, rel: str | None) -> str:
+        """Run ``read()``: ``"ok"``; ``"lost:<cause>"`` when the table was dropped (its
+        commits are gone); ``"missing:<what>"`` when files of those versions are gone
+        (VACUUM). Raises :class:`TableUnreadable` for any other failure of this table."""
+        path = self.table_path(table)
+
+        def gone() -> str | None:
+            missing = [v for v in versions if not self.storage.exists(commit_file(path, v))]
+            if not missing:
+                return None
+            return (f"table {table} was dropped (its Delta log is gone) before capture copied the change rows "
+                    f"of its version {missing[0]}; they no longer exist anywhere")
+        cause = gone()
+        if cause:
+            return "lost:" + cause
+        try:
+            read()
+        except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException...: classified below)
+            if rel is not None:
+                self.storage.rm(Storage.join(staging, rel))
+            cause = gone()
+            if cause:
+                return "lost:" + cause
+            text = str(exc)
+            if _MISSING.search(text):
+                return "missing:" + first_line(exc)
+            raise TableUnreadable(table, f"{type(exc).__name__}: {first_line(exc)}") from exc
+        return "ok"
+
+    def _remove(self, staging: str, item) -> None:
+        if item.version is None:
+            return
+        self.storage.rm(Storage.join(staging, f"rows/{batch_folder(item.table)}/{VERSION_COLUMN}={item.version}"))
+        self.storage.rm(Storage.join(staging, f"images/{batch_folder(item.table)}/{item.version}"))

@@ -1,0 +1,65 @@
+"""Which Delta table features capture may switch on in the master's tables (``capture.table_features``).
+
+Capture needs the Change Data Feed to describe a version by its changed rows; without it a
+version is carried by the table's full image (correct, but it costs a copy of the table).
+In-Commit Timestamps make commit times monotonic by construction; without them capture
+takes Delta's own rule (:mod:`wlc.deltalog`), which agrees with ``TIMESTAMP AS OF``.
+
+Switching a feature on changes which engines can write the table: delta-rs (the
+``deltalake`` package, polars) writes tables with the change feed but refuses tables with
+In-Commit Timestamps. The default, ``[change_feed]``, keeps every writer working; ``[]``
+switches nothing on (images wherever no feed exists); ``[change_feed, in_commit_timestamps]``
+is for masters written by Spark alone.
+"""
+from __future__ import annotations
+
+from .config import settings
+from .errors import ConfigError
+
+CHANGE_FEED = "delta.enableChangeDataFeed"
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+NAMES = {"change_feed": CHANGE_FEED, "in_commit_timestamps": IN_COMMIT_TIMESTAMPS}
+USER_METADATA = "wlc: switch on "  # userMetadata of capture's own property commits
+
+
+def chosen(value=None) -> list[str]:
+    """The feature names of ``capture.table_features`` (or ``value``), checked.
+
+    Raises:
+        ConfigError: not a list of ``change_feed`` / ``in_commit_timestamps``.
+    """
+    raw = settings()["capture"].get("table_features", ["change_feed"]) if value is None else value
+    if raw is None or raw is False or raw == "none":
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or any(str(v) not in NAMES for v in raw):
+        raise ConfigError(f"capture.table_features must be a list of {', '.join(NAMES)} (or [] for none), "
+                          f"not {raw!r}")
+    return [str(v) for v in raw]
+
+
+def switch_on(value=None) -> dict[str, str]:
+    """``{table property: "true"}`` of what capture switches on in master tables that lack it."""
+    return {NAMES[n]: "true" for n in chosen(value)}
+
+
+def enable(spark, ref: str, properties: dict[str, str]) -> None:
+    """Set ``properties`` on the table ``ref`` (``delta.`<uri>```) in one commit marked as capture's."""
+    from .tabledef import sql_string
+
+    body = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+    conf = spark.conf
+    conf.set("spark.databricks.delta.commitInfo.userMetadata", USER_METADATA + ", ".join(properties))
+    try:
+        spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
+    finally:
+        conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+
+
+def session_defaults(value=None) -> dict[str, str]:
+    """Spark settings that make tables created through ``wlc.spark_session()`` carry what
+    capture would switch on, from their first commit (so no version needs an image)."""
+    on = switch_on(value)
+    names = {CHANGE_FEED: "enableChangeDataFeed", IN_COMMIT_TIMESTAMPS: "enableInCommitTimestamps"}
+    return {f"spark.databricks.delta.properties.defaults.{names[k]}": "true" for k in on}

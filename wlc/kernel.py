@@ -1,0 +1,31 @@
+"""A table's metadata at a version through Delta Kernel (``io.delta.kernel``, on Spark's classpath
+with delta-spark), for when log clean-up removed the JSON commits that held it and only a
+checkpoint (classic, multi-part or v2) records the table's state."""
+from __future__ import annotations
+
+from .deltalog import TableMeta, clustering_of
+
+
+def metadata_at(spark, uri: str, version: int) -> TableMeta:
+    """The metadata (schema, partitioning, configuration, id, comment, clustering columns) of
+    the Delta table at ``uri`` as of ``version``, read by Delta Kernel from the newest
+    checkpoint at or before it and the commits after.
+
+    Raises:
+        Exception: Kernel's, when the version cannot be rebuilt (its commits and checkpoint
+            are gone).
+    """
+    jvm = spark.sparkContext._jvm
+    engine = jvm.io.delta.kernel.defaults.engine.DefaultEngine.create(spark.sparkContext._jsc.hadoopConfiguration())
+    snapshot = jvm.io.delta.kernel.Table.forPath(engine, uri).getSnapshotAsOfVersion(engine, int(version))
+    md = snapshot.getMetadata()
+    domain = snapshot.getDomainMetadata("delta.clustering")
+    description = md.getDescription()
+    return TableMeta(
+        schema_json=str(md.getSchemaString()),
+        partition_columns=tuple(str(c) for c in snapshot.getPartitionColumnNames()),
+        configuration={str(k): str(v) for k, v in dict(md.getConfiguration()).items()},
+        table_id=str(md.getId()),
+        clustering=clustering_of(str(domain.get())) if domain.isPresent() else None,
+        description=str(description.get()) if description.isPresent() else None,
+    )

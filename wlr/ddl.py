@@ -1,0 +1,136 @@
+"""Making and reshaping replica tables as the master's transaction records define them.
+
+A ``create`` makes the table with its whole definition (:func:`wlc.tabledef.create_sql`); an
+``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlc.alter`), each
+skipped when a resumed replay finds it done; a full image that changes the table's columns
+(a replaced table, an ``overwriteSchema`` write) replaces the table by its definition and
+the image's rows. After each, the replica table's definition is compared with the
+master's, so a change Delta would carry out otherwise than on the master stops replay
+loudly instead of leaving a table that looks right and is not.
+
+Every commit of a transaction but its last is a *part* commit (tag ``...:<txn>:part``); the
+caller's final commit ends it (see :mod:`wlr.apply`).
+"""
+from __future__ import annotations
+
+import json
+
+from wlc import alter as alterops
+from wlc.deltalog import TableMeta, read_commit
+from wlc.faults import crash_point
+from wlc.tabledef import create_sql, definition
+
+from .merge import ApplyError
+
+
+class TableDDL:
+    """The DDL side of an :class:`wlr.apply.Applier` (it owns one; this one uses its Spark
+    session, tags and table inspection)."""
+
+    def __init__(self, applier):
+        self.applier = applier
+
+    @property
+    def spark(self):
+        return self.applier.spark
+
+    def create(self, name: str, ref: str, meta: TableMeta, part: str) -> None:
+        """Create the replica table ``name`` at ``ref`` as ``meta`` defines it (CHECK
+        constraints already there, after a resumed create, are not added again)."""
+        have = self.applier.current_meta(name)
+        with self.applier._tagged(part):
+            for stmt in create_sql(ref, meta):
+                if " ADD CONSTRAINT " in stmt and have is not None and _constraint_of(stmt) in {
+                        k.lower() for k in have.constraints}:
+                    continue
+                self.spark.sql(stmt)
+
+    def alter(self, name: str, ref: str, meta: TableMeta, ops: list | None, part: str) -> None:
+        """Bring the replica table ``name`` to the definition ``meta`` by the recorded ALTER
+        operations ``ops`` (None: a record of an older capture; the change is worked out by
+        name from the replica's definition). Raises ApplyError when it cannot."""
+        if ops is None:
+            ops = alterops.diff(self.applier.current_meta(name), meta, by_name=True)
+            if ops is None:
+                raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
+        if alterops.needs_defaults_feature(ops):
+            ops = [alterops.DEFAULTS_ON, *ops]
+        with self.applier._tagged(part):
+            for op in ops:
+                if alterops.done(op, self.applier.current_meta(name)):
+                    continue
+                for stmt in alterops.statements(ref, [op]):
+                    self.spark.sql(stmt)
+        self.check(name, meta)
+
+    def replace(self, name: str, ref: str, rec, rows, meta: TableMeta, write_rows) -> bool:
+        """Replace the replica table's definition and content by ``meta`` and the image
+        ``rows``: REPLACE TABLE when its columns change (the rows then land in an idempotent
+        commit of their own), else the rows overwrite it and ALTER operations bring the rest
+        of its definition along. ``write_rows(df, final)`` writes the rows with Delta's
+        idempotent marker. Returns True when that write was the transaction's final commit
+        (nothing else to change), else the caller makes the final commit."""
+        old = self.applier.current_meta(name)
+        ops = alterops.diff(old, meta, by_name=True) if old is not None else None
+        reshape = ops is None or any(op["op"] in alterops.COLUMN_OPS for op in ops)
+        part = self.applier.part(rec)
+        if reshape:
+            if not self.written(name, rec.txn):
+                with self.applier._tagged(part):
+                    for stmt in create_sql(ref, meta):
+                        if stmt.startswith("CREATE TABLE IF NOT EXISTS "):
+                            # REPLACE TABLE: a path's table (CREATE OR REPLACE refuses another schema there)
+                            self.spark.sql("REPLACE TABLE " + stmt[len("CREATE TABLE IF NOT EXISTS "):])
+                        break
+                crash_point("replay.image_reshaped")
+                write_rows(rows, False)
+            crash_point("replay.image_overwritten")
+            self.alter(name, ref, meta, [op for op in alterops.diff(self.applier.current_meta(name), meta,
+                                                                    by_name=True) or []
+                                         if op["op"] in ("add_constraint", "drop_constraint")], part)
+            return False
+        if not ops and not self.applier.resuming(name, rec.txn):
+            write_rows(rows, True)
+            return True
+        if not self.written(name, rec.txn):
+            write_rows(rows, False)
+        crash_point("replay.image_overwritten")
+        self.alter(name, ref, meta, ops, part)
+        return False
+
+    def written(self, name: str, txn: int) -> bool:
+        """True when the table's log already holds the rows' commit of ``txn`` (Delta's
+        idempotent marker ``txnAppId``/``txnVersion``) after its newest final replay commit."""
+        path = self.applier.table_path(name)
+        from wlc.deltalog import list_versions
+        for v in reversed(list_versions(self.applier.storage, path)):
+            commit = read_commit(self.applier.storage, path, v)
+            if commit.txns.get(self.applier.app_id) == txn:
+                return True
+            found = self.applier._tag_at(path, v)
+            if found is None or found[0] != txn:
+                return False
+        return False
+
+    def check(self, name: str, meta: TableMeta) -> None:
+        """Raise ApplyError when the replica table ``name`` is not defined as ``meta``."""
+        have = self.applier.current_meta(name)
+        want, got = definition(meta), definition(have) if have is not None else None
+        if want != got:
+            raise ApplyError(f"table {name} on the replica is not defined as on the master after its change of "
+                             f"definition: {_difference(want, got)}")
+
+
+def _constraint_of(stmt: str) -> str:
+    return stmt.split(" ADD CONSTRAINT ", 1)[1].split(" CHECK ", 1)[0].strip("`").replace("``", "`").lower()
+
+
+def _difference(want: dict, got: dict | None) -> str:
+    if got is None:
+        return "the table is missing"
+    parts = []
+    for key in want:
+        if want[key] != got.get(key):
+            parts.append(f"{key}: master {json.dumps(want[key], sort_keys=True)[:300]}, "
+                         f"replica {json.dumps(got.get(key), sort_keys=True)[:300]}")
+    return "; ".join(parts)
