@@ -14,13 +14,14 @@ from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarn
 from .master import Master
 from .session import spark_session
 from .ship import ShipError
+from .table_notes import ChangeFeedWarning
 
 __version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
            "snapshot", "snapshots", "compact", "prune", "ship",
            "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning",
-           "ShipError"]
+           "ChangeFeedWarning", "ShipError"]
 
 _current: Master | None = None
 

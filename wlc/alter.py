@@ -121,8 +121,9 @@ def done(op: Op, meta) -> bool:
     resumed after a crash between two ALTER commits applies only what is missing)."""
     kind, schema = op["op"], meta.schema
     conf = meta.configuration
-    if kind == "set_properties":
-        return all(conf.get(k) == v for k, v in op["properties"].items() if not k.startswith("delta.feature."))
+    if kind == "set_properties":  # a table feature is in the protocol, not the configuration: set it again
+        return all(conf.get(k) == v for k, v in op["properties"].items()) and not any(
+            k.startswith("delta.feature.") for k in op["properties"])
     if kind == "unset_properties":
         return not any(k in conf for k in op["keys"])
     if kind == "drop_constraint":
@@ -322,10 +323,30 @@ def statements(ref: str, ops: list[Op]) -> list[str]:
     return out
 
 
-def needs_defaults_feature(ops: list[Op]) -> bool:
-    """True when ``ops`` set a column default (the replica table needs ``allowColumnDefaults``)."""
-    return any(op["op"] == "default" and op.get("expr") is not None
-               or op["op"] == "add" and (op["field"].get("metadata") or {}).get(DEFAULT) is not None for op in ops)
+def _types_in(t: Any) -> set[str]:
+    if isinstance(t, str):
+        return {t}
+    if t.get("type") == "struct":
+        return set().union(*[_types_in(f["type"]) for f in t.get("fields", [])] or [set()])
+    if t.get("type") == "array":
+        return _types_in(t["elementType"])
+    if t.get("type") == "map":
+        return _types_in(t["keyType"]) | _types_in(t["valueType"])
+    return set()
 
 
-DEFAULTS_ON = {"op": "set_properties", "properties": {DEFAULTS_FEATURE: "supported"}}
+def features_needed(ops: list[Op]) -> dict[str, str]:
+    """Table features the replica table must support before ``ops`` (Delta wants them
+    switched on by hand for an existing table): column defaults, TIMESTAMP_NTZ, VARIANT."""
+    out: dict[str, str] = {}
+    for op in ops:
+        if op["op"] == "default" and op.get("expr") is not None or \
+                op["op"] == "add" and (op["field"].get("metadata") or {}).get(DEFAULT) is not None:
+            out[DEFAULTS_FEATURE] = "supported"
+        types = _types_in(op["type"]) if op["op"] == "type" else _types_in(op["field"]["type"]) if op["op"] == "add" \
+            else set()
+        if "timestamp_ntz" in types:
+            out["delta.feature.timestampNtz"] = "supported"
+        if "variant" in types:
+            out["delta.feature.variantType"] = "supported"
+    return out

@@ -71,7 +71,10 @@ class TxnRecord:
     operations (:mod:`wlc.alter`), which replay applies without an image. ``gap`` (written
     only when set): why the change feed could not describe this version (its change files
     were vacuumed, its commit removed by log clean-up): the record has no rows, or the
-    table's image where Delta could still rebuild that version.
+    table's image where Delta could still rebuild that version. ``committed`` (written only
+    when set): the transaction was captured late (its table could not be read for a while,
+    :mod:`wlc.holds`); ``time`` is its place in the order of transactions and this its
+    commit time, earlier.
     """
 
     txn: int
@@ -91,6 +94,7 @@ class TxnRecord:
     first: int | None = None
     ops: list | None = None
     gap: str | None = None
+    committed: datetime | None = None
 
     @property
     def start(self) -> int:
@@ -100,7 +104,8 @@ class TxnRecord:
     def to_json(self) -> dict:
         out = asdict(self)
         out["time"] = utc_iso(self.time)
-        for optional in ("adds", "lost", "first", "ops", "gap"):
+        out["committed"] = utc_iso(self.committed) if self.committed else None
+        for optional in ("adds", "lost", "first", "ops", "gap", "committed"):
             if not out[optional]:
                 del out[optional]
         return out
@@ -109,6 +114,8 @@ class TxnRecord:
     def from_json(cls, data: dict) -> "TxnRecord":
         data = dict(data)
         data["time"] = parse_utc(data["time"])
+        if data.get("committed"):
+            data["committed"] = parse_utc(data["committed"])
         return cls(**data)
 
 

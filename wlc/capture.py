@@ -3,151 +3,45 @@
 A scan lists the master's tables (``<db>/<schema>/<table>/_delta_log``, schema ``tmp``
 excluded), reads the JSON commits after each table's cursor, and classifies each version:
 
-* a new table's first commit -> ``create`` (with its metadata); a change of schema,
-  partitioning, CHECK constraints or user properties -> ``alter``;
+* a new table's first commit -> ``create`` (with its metadata); a change of what defines
+  the table (:func:`wlc.tabledef.definition`: columns, partitioning, clustering,
+  constraints, user properties, carried table features, the change feed capture itself
+  switches on among them) -> ``alter``, with the ALTER TABLE operations that make it
+  (:mod:`wlc.alter`), or the table's image where there are none;
 * a version with ``dataChange`` actions -> change rows: ``cdf`` when the Change Data Feed
   was on at that version, else ``image`` (the full table at that version, correctness first);
 * a table whose log disappeared -> ``drop``;
-* anything else (OPTIMIZE, VACUUM, wlc's own switching on of the change feed) -> not a transaction.
+* anything else (OPTIMIZE, VACUUM, REORG) -> not a transaction.
 
-Versions are taken in commit-time order across tables and only once they are ``settle``
-seconds old, so transaction ids follow commit time and a batch's watermark is exact.
-Change rows are read by Spark (one Change Data Feed read per table and run of versions,
-written as Parquet partitioned by version) straight into the open batch's staging folder:
-no row passes through Python.
+Versions are taken in commit-time order across tables (Delta's time-travel times:
+In-Commit Timestamps, else commit file times made increasing per table) and only once they
+are ``settle`` seconds old, so transaction ids follow commit time and a batch's watermark
+is exact. Commits log clean-up removed before capture read them are met as a hole: the
+first version Delta can rebuild is carried by the table's image, the ones before by gap
+notes. A table whose log cannot be read is held (:mod:`wlc.holds`); the others go on.
+Change rows are read by Spark (:mod:`wlc.changes`: one change-feed read per table and run
+of versions sharing a schema, written as Parquet partitioned by version) straight into the
+open batch's staging folder: no row passes through Python.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 
 from . import alter as alterops
 from .batch import TxnRecord
-from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401 (re-exported)
+from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
+from .holds import Holds
 from . import features, kernel
 from .deltalog import (Commit, TableMeta, commit_file, is_delta_table, list_versions, meta_after, metadata_at,
                        monotonic, read_commit, readable_from)
-from .names import qualified, quote_ident, split_name, uncarried_reason
+from .capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
+from .discovery import (NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables,  # noqa: F401 (re-exported)
+                        table_path)
 from .storage import Storage
 
 log = logging.getLogger("wlc.capture")
-
-RESERVED = {"wlc_logs", "wlc_snapshot"}
-NOT_REPLICATED_SCHEMAS = {"tmp"}
-
-
-def delta_ref(uri: str) -> str:
-    """``delta.`<path>``` for SQL on a path-based Delta table."""
-    return "delta." + quote_ident(uri)
-
-
-@dataclass
-class Cursor:
-    """Capture's position in one table: the last version examined, the metadata in force,
-    that version's commit time (Delta's rule, :func:`wlc.deltalog.monotonic`), a reason when
-    the next version with data must be carried by the table's image (its change files were
-    removed before capture read them), and whether a user switched the change feed off
-    (capture then leaves it off)."""
-
-    version: int
-    meta: TableMeta | None
-    time: datetime | None = None
-    force: str | None = None
-    feed_off: bool = False
-
-    def to_json(self) -> dict:
-        out = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
-        if self.time is not None:
-            out["time"] = self.time.isoformat()
-        if self.force:
-            out["force"] = self.force
-        if self.feed_off:
-            out["feed_off"] = True
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Cursor":
-        return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None,
-                   datetime.fromisoformat(data["time"]) if data.get("time") else None,
-                   data.get("force") or None, bool(data.get("feed_off", False)))
-
-
-@dataclass
-class CaptureState:
-    """Everything capture needs to resume: cursors of every known table and the next ids."""
-
-    tables: dict[str, Cursor] = field(default_factory=dict)
-    next_txn: int = 0
-    next_batch: int = 0
-
-    def to_json(self) -> dict:
-        return {"next_txn": self.next_txn, "next_batch": self.next_batch,
-                "tables": {k: v.to_json() for k, v in sorted(self.tables.items())}}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CaptureState":
-        return cls({k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
-                   int(data.get("next_txn", 0)), int(data.get("next_batch", 0)))
-
-    def copy(self) -> "CaptureState":
-        return CaptureState.from_json(self.to_json())
-
-
-@dataclass
-class Planned:
-    """A transaction found by a scan, before it gets its id and its rows are written."""
-
-    table: str
-    time: datetime
-    version: int | None
-    operation: str
-    ddl: str | None
-    change: str | None
-    meta: TableMeta | None
-    user: str | None = None
-    adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
-    ops: list | None = None  # an ALTER's operations (wlc.alter), for replay to apply without an image
-    gap: str | None = None  # why the change feed cannot describe this version (see wlc.changes)
-
-
-def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
-                    refused: dict[str, str] | None = None) -> dict[str, str]:
-    """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlc.names`).
-
-    Every Delta table at ``<db>/<schema>/<table>`` is replicated, whatever its folder name,
-    except schema ``tmp``. A Delta table that cannot be carried (a name with a control
-    character or not UTF-8, a table directly under the database folder) is put in
-    ``refused`` as ``{path: reason}`` so the master can say so, never skipped silently.
-    """
-    out = {}
-    for schema in storage.subdirs(db_path):
-        if schema in RESERVED or schema in skip or schema in NOT_REPLICATED_SCHEMAS:
-            continue
-        schema_path = Storage.join(db_path, schema)
-        if is_delta_table(storage, schema_path):
-            if refused is not None:
-                refused[schema_path] = ("a Delta table directly in the database folder is not replicated; "
-                                        "move it to <db>/<schema>/<table>")
-            continue
-        for table in storage.subdirs(schema_path):
-            path = Storage.join(schema_path, table)
-            if table == "_delta_log" or not is_delta_table(storage, path):
-                continue
-            reason = uncarried_reason(schema) or uncarried_reason(table)
-            if reason:
-                if refused is not None:
-                    refused[path] = reason
-                continue
-            out[qualified(schema, table)] = path
-    return out
-
-
-def table_path(db_path: str, name: str) -> str:
-    schema, table = split_name(name)
-    return Storage.join(db_path, schema, table)
-
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
     """True when ``new`` defines the table otherwise than ``old`` (:func:`wlc.tabledef.definition`)."""
@@ -178,7 +72,8 @@ class Capture:
     """Scans a master database and stages transaction records (no threads; the Master drives it)."""
 
     def __init__(self, spark, storage: Storage, db_path: str, dbname: str, dbid: str,
-                 state: CaptureState, skip_schemas: set[str] = frozenset()):
+                 state: CaptureState, skip_schemas: set[str] = frozenset(), holds: Holds | None = None,
+                 floor: datetime | None = None):
         self.spark = spark
         self.storage = storage
         self.db_path = db_path
@@ -191,9 +86,14 @@ class Capture:
         self._seen_sig: dict[str, tuple] = {}
         self.deferred = False
         self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
-        self.copier = Copier(spark, storage, db_path)
         self.notices: dict[str, str] = {}  # {table: the last change-feed limit met there}
         self.new_notices: list[tuple[str, str]] = []  # (table, text) not yet told (the master logs them)
+        self.copier = Copier(spark, storage, db_path, self.note)
+        self.holds = holds or Holds(1.0, 60.0)  # tables that cannot be read now (wlc.holds)
+        self.switched = 0  # tables capture switched a feature on in at the last scan (a commit of its own)
+        self.floor = floor  # the watermark published before this capture began
+        self.complete: dict[str, datetime] = {}  # {table: the limit of the last scan that read it whole}
+        self.taken_back: set[str] = set()  # tables whose transactions this scan took back (held for their rows)
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:
@@ -203,6 +103,7 @@ class Capture:
         ``self.state`` is not changed (the caller commits the cursors once rows are written).
         """
         self.deferred = False
+        self.taken_back = set()
         refused: dict[str, str] = {}
         tables = discover_tables(self.storage, self.db_path, self.skip, refused)
         self.refused = refused
@@ -210,37 +111,21 @@ class Capture:
         cursors: dict[str, Cursor] = {}
         for name, path in tables.items():
             self._gone_since.pop(name, None)
-            cur = self.state.tables.get(name)
-            versions = list_versions(self.storage, path)
-            if not versions:
+            if not self.holds.due(name):
+                continue  # held: its cursor stays, the watermark stays before it (wlc.holds)
+            found: list[Planned] = []
+            try:
+                cursor = self._scan(name, path, limit, now, found)
+            except Exception as exc:  # noqa: BLE001 (this table only: the others go on)
+                self.holds.hold(name, f"its log cannot be read: {type(exc).__name__}: {first_line(exc)}",
+                                self.complete.get(name, self.floor), now)
+                log.error("capture holds %s back: %s", name, exc)
                 continue
-            first_sig = self._signature(path, versions[0])
-            changed = self._first_sig.get(name) != first_sig
-            self._seen_sig[name] = first_sig  # kept by advance(), once this scan's transactions are staged
-            if cur is not None and (versions[-1] != cur.version or changed):
-                # Same folder, other table? A table dropped and made again between two scans
-                # has another Delta table id. A log that shrank with the same id is a table
-                # being deleted file by file: wait, the scan that finds it gone records the drop.
-                first_meta = metadata_at(self.storage, path, versions[0])
-                old_id = cur.meta.table_id if cur.meta else ""
-                new_id = first_meta.table_id if first_meta else ""
-                if new_id and old_id and new_id != old_id:
-                    try:
-                        born = read_commit(self.storage, path, versions[0]).timestamp
-                    except FileNotFoundError:
-                        self.deferred = True
-                        continue
-                    drop_time = min(now, born - timedelta(microseconds=1))
-                    planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
-                    cur = None
-                elif versions[-1] < cur.version:
-                    self.deferred = True
-                    continue
-                else:
-                    self._first_sig[name] = first_sig  # the same table: no need to look again
-            new_cursor = self._scan_table(name, path, cur, versions, limit, planned)
-            if new_cursor is not None:
-                cursors[name] = new_cursor
+            self.complete[name] = limit or now
+            self.holds.release(name, "log")  # a table held for its rows is released once they are written
+            planned.extend(found)
+            if cursor is not None:
+                cursors[name] = cursor
         for name in sorted(set(self.state.tables) - set(tables)):
             seen = self._gone_since.setdefault(name, now)
             if limit is not None and seen > limit:
@@ -250,6 +135,40 @@ class Capture:
                 cursors[name] = None  # type: ignore[assignment]
         planned.sort(key=lambda p: (p.time, p.table, -1 if p.version is None else p.version))
         return planned, cursors
+
+    def _scan(self, name: str, path: str, limit: datetime | None, now: datetime,
+              planned: list[Planned]) -> Cursor | None:
+        """Plan one table's new transactions into ``planned``; returns its new cursor (None:
+        nothing new). Raises whatever reading its log raises (the caller holds the table)."""
+        cur = self.state.tables.get(name)
+        versions = list_versions(self.storage, path)
+        if not versions:
+            return None
+        first_sig = self._signature(path, versions[0])
+        changed = self._first_sig.get(name) != first_sig
+        self._seen_sig[name] = first_sig  # kept by advance(), once this scan's transactions are staged
+        if cur is not None and (versions[-1] != cur.version or changed):
+            # Same folder, other table? A table dropped and made again between two scans
+            # has another Delta table id. A log that shrank with the same id is a table
+            # being deleted file by file: wait, the scan that finds it gone records the drop.
+            first_meta = metadata_at(self.storage, path, versions[0])
+            old_id = cur.meta.table_id if cur.meta else ""
+            new_id = first_meta.table_id if first_meta else ""
+            if new_id and old_id and new_id != old_id:
+                try:
+                    born = read_commit(self.storage, path, versions[0]).timestamp
+                except FileNotFoundError:
+                    self.deferred = True
+                    return None
+                drop_time = min(now, born - timedelta(microseconds=1))
+                planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
+                cur = None
+            elif versions[-1] < cur.version:
+                self.deferred = True
+                return None
+            else:
+                self._first_sig[name] = first_sig  # the same table: no need to look again
+        return self._scan_table(name, path, cur, versions, limit, planned)
 
     def _signature(self, path: str, version: int) -> tuple:
         """(version, mtime, size) of a table's first commit file: changes when the table is made anew."""
@@ -284,7 +203,11 @@ class Capture:
             if cur is not None:
                 hole = (f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
                         f"(delta.logRetentionDuration) before capture read them")
-            start = max(start, min(rebuild, versions[-1])) if cur is None else start
+            else:
+                hole = (f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
+                        "log clean-up, and its state comes from a checkpoint")
+            rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
+            start = max(start, rebuild) if cur is None else start
         meta = cur.meta if cur else None
         last_time = cur.time if cur else None
         force = cur.force if cur else None
@@ -304,13 +227,14 @@ class Capture:
             last_time = commit.timestamp
             first = cur is None and new_cursor is None
             if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
+                new_cursor = Cursor(v, meta, last_time, hole, feed_off)
                 if commit.data_change:
                     planned.append(Planned(name, commit.timestamp, v, commit.operation, None, None, meta,
-                                           commit.user, gap=hole))
-                new_cursor = Cursor(v, meta, last_time, hole, feed_off)
+                                           commit.user, gap=hole, cursor=new_cursor))
                 continue
-            imaged = rebuild is not None and v == rebuild and not first
-            item, new_meta = self._classify(name, path, commit, meta, first=first, image=imaged or bool(force))
+            imaged = rebuild is not None and v == rebuild
+            item, new_meta = self._classify(name, path, commit, meta, first=first,
+                                            image="always" if imaged else "if_change" if force else None)
             if item is not None and (imaged or (force and item.change)):
                 item.gap = hole if imaged else force
                 if imaged:
@@ -324,9 +248,13 @@ class Capture:
             elif new_meta is not None and new_meta.change_feed:
                 feed_off = False
             meta = new_meta
-            if item is not None:
-                planned.append(item)
             new_cursor = Cursor(v, meta, last_time, force, feed_off)
+            if item is not None:
+                item.cursor = new_cursor
+                planned.append(item)
+        mine = [p for p in planned if p.table == name and p.version is not None]
+        for here, after in zip(mine, mine[1:] + [None]):  # the versions after each with the same rows
+            here.stable = after.version - 1 if after is not None else new_cursor.version
         return new_cursor
 
     def note(self, table: str, text: str) -> None:
@@ -335,12 +263,19 @@ class Capture:
             self.notices[table] = text
             self.new_notices.append((table, text))
 
+    def take_notices(self) -> list[tuple[str, str]]:
+        """The change-feed limits met since the last call, ``(table, text)``."""
+        out, self.new_notices = self.new_notices, []
+        return out
+
     def _classify(self, name: str, path: str, commit: Commit, meta: TableMeta | None,
-                  first: bool, image: bool = False) -> tuple[Planned | None, TableMeta | None]:
+                  first: bool, image: str | None = None) -> tuple[Planned | None, TableMeta | None]:
         """The transaction ``commit`` is (None: none) and the metadata after it.
 
-        ``image``: carry the version by the table's image whatever the change feed says."""
-        if first:
+        ``image``: ``"always"``: carry the version by the table's image (after a hole in its
+        log: its metadata is read anew); ``"if_change"``: so, when it changes data or
+        definition; None: as the change feed says."""
+        if first or image == "always":
             new_meta = metadata_at(self.storage, path, commit.version) or self.meta_at(path, commit.version)
         elif commit.metadata is None and not commit.clustering_changed:
             new_meta = None
@@ -360,7 +295,7 @@ class Capture:
                 change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
         if first and commit.version > 0:
             change = "image"  # history before this version is gone: start from the table's image
-        if image and (change is not None or ddl is not None):
+        if image == "always" or (image and (change is not None or ddl is not None)):
             change = "image"
         if ddl is None and change is None:
             return None, current
@@ -395,8 +330,9 @@ class Capture:
         off stays off (its writes are carried by images). A commit of capture's own is
         marked ``wlc: switch on ...`` in its ``userMetadata``."""
         wanted = features.switch_on()
+        self.switched = 0
         for name, cur in cursors.items():
-            if cur is None or cur.meta is None:
+            if cur is None or cur.meta is None or name in self.holds.held:
                 continue
             missing = {k: v for k, v in wanted.items() if cur.meta.configuration.get(k) != v}
             if cur.feed_off:
@@ -406,6 +342,7 @@ class Capture:
             uri = self.storage.uri(table_path(self.db_path, name))
             try:
                 features.enable(self.copier.spark, delta_ref(uri), missing)
+                self.switched += 1
                 log.info("switched on %s for %s", ", ".join(missing), name)
             except Exception as exc:  # noqa: BLE001 (a concurrent writer won: try again next scan)
                 log.warning("could not switch on %s for %s yet: %s", ", ".join(missing), name, exc)
@@ -425,12 +362,16 @@ class Capture:
                 txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
                 version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
                 meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                user=item.user, adds=list(item.adds), ops=item.ops, gap=item.gap,
+                user=item.user, adds=list(item.adds), ops=item.ops, gap=item.gap, committed=item.committed,
             ))
         return records
 
     def advance(self, cursors: dict[str, Cursor | None]) -> None:
+        """Move the cursors of the tables whose transactions are staged (a table whose
+        transactions this scan took back keeps its own)."""
         for name, cur in cursors.items():
+            if name in self.taken_back:
+                continue
             if cur is None:
                 self.state.tables.pop(name, None)
                 self._gone_since.pop(name, None)

@@ -26,7 +26,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from .deltalog import commit_file
+from .deltalog import commit_file, list_versions
 from .names import batch_folder, quote_ident
 from .storage import Storage
 
@@ -39,6 +39,11 @@ RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four count
 # Spark and Delta's words for a file that is not there (removed by VACUUM, or by hand)
 _MISSING = re.compile(r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist",
                       re.IGNORECASE)
+
+
+def _why(missing: str) -> str:
+    """What removed the files: log clean-up says so; a file not found is VACUUM's doing."""
+    return missing if "log clean-up" in missing else f"VACUUM: {missing}"
 
 
 class TableUnreadable(Exception):
@@ -74,23 +79,28 @@ def read_shape(meta) -> str:
     return json.dumps(strip(meta.schema)) if meta is not None else ""
 
 
+_TOLD = re.compile(r"\[[A-Z][A-Z0-9_.]+\]|\w(Exception|Error)\b:")
+
+
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if line.strip() and not line.startswith(("JVM stacktrace", "\tat ")):
-            return line.strip()[:400]
-    return type(exc).__name__
+    """What ``exc`` says, in one line: the line naming Spark's or Java's error (a Py4J
+    error's first line only says which call failed), else its first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines()
+             if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))]
+    told = next((ln for ln in lines if _TOLD.search(ln)), lines[0] if lines else type(exc).__name__)
+    return told.lstrip(": ")[:400]
 
 
 class Copier:
     """Copies change rows and images of one master database's tables (its own Spark
     session: the change-feed read options it sets never reach the user's)."""
 
-    def __init__(self, spark, storage: Storage, db_path: str):
+    def __init__(self, spark, storage: Storage, db_path: str, note=None):
         self._base = spark
         self._session = None
         self.storage = storage
         self.db_path = db_path
+        self.note = note or (lambda table, text: log.warning("%s: %s", table, text))  # a change-feed limit met
 
     @property
     def spark(self):
@@ -99,6 +109,11 @@ class Copier:
             # read a version's changes with its own schema: time travel picks the schema
             session.conf.set("spark.databricks.delta.changeDataFeed.allowTimeTravelOptionsForSchema", "true")
             session.conf.set("spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable", "legacy")
+            # Delta refuses to read a version older than delta.deletedFileRetentionDuration, its
+            # files gone or not; capture reads what is still there (what VACUUM removed is met
+            # as missing files and carried by an image, below)
+            session.conf.set("spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration",
+                             "false")
             self._session = session
         return self._session
 
@@ -137,6 +152,8 @@ class Copier:
                 if force and item.change != "image":
                     item.change, item.gap = "image", force
                 done = self._image(staging, table, i, item, out)
+                if done and force:
+                    self.note(table, f"{force}; the table is carried by its image at version {item.version}")
                 force = None if done else (force or item.gap)
                 k += 1
                 continue
@@ -150,42 +167,51 @@ class Copier:
             missing = self._changes(staging, table, run, out)
             if missing is None:
                 continue
-            # VACUUM removed change files: the run's last version by its image, a gap before it
+            # VACUUM (or log clean-up) removed what the feed needs: the run's last version by its
+            # image, a gap before it
             reason = (f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
-                      f"(VACUUM) before capture read them ({missing})")
+                      f"before capture read them ({_why(missing)})")
             for j, it in run[:-1]:
                 it.change, it.gap = None, reason
             j, last = run[-1]
             last.change, last.gap = "image", reason
-            log.warning("%s: %s; carried by the table's image at version %d", table, reason, last.version)
-            if not self._image(staging, table, j, last, out):
+            if self._image(staging, table, j, last, out):
+                self.note(table, f"{reason}; the table is carried by its image at version {last.version}")
+            else:
                 force = reason
+                self.note(table, f"{reason}, and the files of version {last.version} too; the table is carried "
+                                 "by its image at the next version that can be read")
 
     def _image(self, staging: str, table: str, i: int, item, out: Written) -> bool:
-        """Copy the table's image at ``item.version``; False when its files are gone too
-        (the item then carries a gap note and no rows)."""
+        """Copy the table's image at ``item.version``, or, when VACUUM removed its files, at
+        ``item.stable`` (the last version with the same rows: the ones between change no
+        data, e.g. OPTIMIZE); False when those files are gone too (the item then carries a
+        gap note and no rows)."""
         from pyspark.sql import Observation, functions as F
 
         rel = f"images/{batch_folder(table)}/{item.version}"
         uri = self.storage.uri(self.table_path(table))
-        seen = Observation()
+        tries = [item.version] + ([item.stable] if item.stable is not None and item.stable > item.version else [])
+        status = ""
+        for version in tries:
+            seen = Observation()
 
-        def copy():
-            df = self.spark.read.format("delta").option("versionAsOf", item.version).load(uri)
-            cols = item.meta.columns if item.meta else df.columns
-            (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
-               .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
-        status = self._read(table, [item.version], copy, staging, rel)
-        if status == "ok":
-            out.rows[i] = rel
-            out.counts[i] = {"image": int(seen.get["n"])}
-            return True
-        if status.startswith("lost:"):
-            out.lost[i] = status[5:]
-            return True
+            def copy():
+                df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
+                cols = item.meta.columns if item.meta else df.columns
+                (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
+                   .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
+            status = self._read(table, [version], copy, staging, rel)
+            if status == "ok":
+                out.rows[i] = rel
+                out.counts[i] = {"image": int(seen.get["n"])}
+                return True
+            if status.startswith("lost:"):
+                out.lost[i] = status[5:]
+                return True
         item.change = None
-        item.gap = item.gap or (f"the data files of version {item.version} were removed (VACUUM) before capture "
-                                f"read them ({status[8:]})")
+        item.gap = item.gap or (f"the data files of version {item.version} were removed before capture "
+                                f"read them ({_why(status[8:])})")
         return False
 
     def _changes(self, staging: str, table: str, run: list, out: Written) -> str | None:
@@ -238,11 +264,14 @@ class Copier:
             missing = [v for v in versions if not self.storage.exists(commit_file(path, v))]
             if not missing:
                 return None
-            return (f"table {table} was dropped (its Delta log is gone) before capture copied the change rows "
-                    f"of its version {missing[0]}; they no longer exist anywhere")
+            if list_versions(self.storage, path):  # the table is there: log clean-up removed the commit
+                return "missing:" + (f"the commit of version {missing[0]} was removed by log clean-up "
+                                     "(delta.logRetentionDuration)")
+            return "lost:" + (f"table {table} was dropped (its Delta log is gone) before capture copied the change "
+                              f"rows of its version {missing[0]}; they no longer exist anywhere")
         cause = gone()
         if cause:
-            return "lost:" + cause
+            return cause
         try:
             read()
         except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException...: classified below)
@@ -250,7 +279,7 @@ class Copier:
                 self.storage.rm(Storage.join(staging, rel))
             cause = gone()
             if cause:
-                return "lost:" + cause
+                return cause
             text = str(exc)
             if _MISSING.search(text):
                 return "missing:" + first_line(exc)

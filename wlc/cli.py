@@ -32,15 +32,16 @@ STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 
 def master_status(dbname: str, cfg: dict[str, str]) -> dict:
-    """``wlc status`` as a dict: wlc.config's keys (numbers as ints, ``not_replicated`` as a
-    dict of table path -> reason) plus ``master``, ``state_name`` and ``capture`` (liveness)."""
+    """``wlc status`` as a dict: wlc.config's keys (numbers as ints; ``not_replicated``,
+    ``feed_notes`` and ``held`` as dicts of table -> text, see :mod:`wlc.table_notes`) plus
+    ``master``, ``state_name`` and ``capture`` (liveness)."""
     import json
 
     out: dict = {"master": dbname}
     for key, value in cfg.items():
         if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
             out[key] = int(value)
-        elif key == "not_replicated":
+        elif key in ("not_replicated", "feed_notes", "held"):
             out[key] = json.loads(value) if value else {}
         else:
             out[key] = value
@@ -50,7 +51,8 @@ def master_status(dbname: str, cfg: dict[str, str]) -> dict:
 
 
 def format_status(s: dict) -> str:
-    """Human text of :func:`master_status`: one aligned line per fact, then NOT REPLICATED lines."""
+    """Human text of :func:`master_status`: one aligned line per fact, then a line per table
+    not replicated, held back, or met by a limit of the change feed."""
     rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
             ("capture", s["capture"] + (f" (heartbeat {s['heartbeat']})" if s.get("heartbeat") else "")),
             ("tick", f"{s.get('tick', '-')} (last published transaction)"),
@@ -61,6 +63,8 @@ def format_status(s: dict) -> str:
             ("epochs", s.get("epochs") or "-"), ("created", s.get("created") or "-")]
     lines = [aligned(rows)]
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
+    lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
+    lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
     return "\n".join(lines)
 
 

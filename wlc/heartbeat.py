@@ -17,7 +17,10 @@ from datetime import datetime, timedelta
 from . import batch as batchfmt
 from .batch import Manifest, utc_iso, parse_utc
 from .capture import Cursor, settle_limit, utcnow
-from .errors import BatchError, TableReadError
+from .errors import BatchError
+from .holds import place_in_order
+from .names import batch_folder
+from .storage import Storage
 from .faults import crash_point
 
 log = logging.getLogger("wlc.master")
@@ -69,13 +72,16 @@ class Heartbeat:
         cap = self.capture
         items, cursors = cap.plan(limit, now)
         self._note_refused(cap.refused)
+        place_in_order(items, self._last_logged.time if self._last_logged else None)  # wlc.holds
         if self.beat_seconds == 0:
             if self._pending:  # left by a failed publish, or staged under an earlier beat
                 self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
             for k, item in enumerate(items):
+                if item.table in cap.taken_back:
+                    continue  # its rows could not be read: its later transactions wait with it (wlc.holds)
                 if k < len(items) - 1:
                     # the cursor as after this transaction; the watermark stops before the next one
-                    self._stage([item], {item.table: None if item.ddl == "drop" else Cursor(item.version, item.meta)})
+                    self._stage([item], {item.table: None if item.ddl == "drop" else item.cursor})
                     self._publish(min(watermark, items[k + 1].time - _EPS))
                 else:
                     self._stage([item], cursors)
@@ -89,7 +95,9 @@ class Heartbeat:
         elif self._unwritten and time.monotonic() >= self._write_at():
             self._write_rows()
         elif not self._pending:
-            self._note_watermark(watermark, force=take_all)
+            self._note_watermark(cap.holds.watermark(watermark), force=take_all)
+        self.notes.feed(cap.take_notices())  # change-feed limits met by this scan and its writes
+        self.notes.held(cap.holds.status())
         return cap.deferred
 
     def _stage(self, items: list, cursors: dict) -> None:
@@ -106,6 +114,10 @@ class Heartbeat:
         if self._staging is None:
             self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
             self._open_since = time.monotonic()
+        for item in items:  # where each table's cursor goes back to, should its rows not be readable
+            if item.table not in self._opening:
+                old = cap.state.tables.get(item.table)
+                self._opening[item.table] = None if old is None else Cursor.from_json(old.to_json())
         records = cap.to_records(items)
         if self._unwritten_since is None:
             self._unwritten_since = time.monotonic()
@@ -123,9 +135,6 @@ class Heartbeat:
         if not self._unwritten:
             return
         written = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
-        if written.unreadable:  # nothing of this batch is lost: the same rows are written again later
-            table, cause = next(iter(written.unreadable.items()))
-            raise TableReadError(table, cause)
         for i, (rec, item) in enumerate(self._unwritten):
             rec.rows, rec.counts, rec.lost = written.rows.get(i), written.counts.get(i, {}), written.lost.get(i)
             rec.change, rec.gap = item.change, item.gap
@@ -133,8 +142,39 @@ class Heartbeat:
                 rec.meta = item.meta.to_json()
             if rec.lost:
                 log.warning("transaction %d: %s; replay will stop there", rec.txn, rec.lost)
+        for table in {item.table for _rec, item in self._unwritten} - set(written.unreadable):
+            self.capture.holds.release(table, "rows")  # held for its rows: they are written now
         self._unwritten, self._unwritten_since = [], None
+        if written.unreadable:
+            self._take_back(written.unreadable)
         crash_point("capture.staged")
+
+    def _take_back(self, unreadable: dict[str, str]) -> None:
+        """Take the open batch's transactions of tables whose rows cannot be read out of it
+        (:mod:`wlc.holds`): their cursors go back, the tables are held and read again with
+        backoff, the other transactions keep their order with ids closed up. Nothing of the
+        batch is published yet, so no id is ever given twice."""
+        cap = self.capture
+        first = self._pending[0].txn
+        now = utcnow()
+        for table, cause in unreadable.items():
+            mine = [r for r in self._pending if r.table == table]
+            bound = min((r.committed or r.time) for r in mine) if mine else None
+            cap.holds.hold(table, f"its rows cannot be read: {cause}", bound, now, kind="rows")
+            cap.taken_back.add(table)
+            log.error("capture holds %s back (its rows cannot be read): %s", table, cause)
+            opening = self._opening.pop(table, None)
+            if opening is None:
+                cap.state.tables.pop(table, None)
+            else:
+                cap.state.tables[table] = opening
+            for sub in ("rows", "images"):
+                self.storage.rm(Storage.join(self._staging, sub, batch_folder(table)))
+        self._pending = [r for r in self._pending if r.table not in unreadable]
+        for i, rec in enumerate(self._pending):
+            rec.txn, rec.gtid = first + i, f"{self.config['dbid']}:{first + i}"
+        cap.state.next_txn = first + len(self._pending)
+        self._last_logged = self._pending[-1] if self._pending else self._last_published
 
     def _publish_at(self) -> float:
         """``time.monotonic()`` at which the open batch is published (its beat is over)."""
@@ -159,6 +199,12 @@ class Heartbeat:
         """
         cap = self.capture
         self._write_rows()
+        watermark = cap.holds.watermark(watermark)  # never past a held table's first unread commit
+        if not self._pending:  # every staged transaction was taken back: its table is held
+            self.storage.rm(self._staging)
+            self._staging, self._open_since, self._opening = None, None, {}
+            self._note_watermark(watermark)
+            return
         number_ = cap.state.next_batch
         manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
                             watermark=watermark, txns=list(self._pending), epochs=self.config.get("epochs", ""))
@@ -176,8 +222,8 @@ class Heartbeat:
         crash_point("capture.published")
         # published: these records must never be published again, whatever happens below
         cap.state.next_batch += 1
-        self._last_logged = self._pending[-1]
-        self._pending, self._staging, self._open_since = [], None, None
+        self._last_logged = self._last_published = self._pending[-1]
+        self._pending, self._staging, self._open_since, self._opening = [], None, None, {}
         self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
                             "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
         self._save_config()

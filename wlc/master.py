@@ -22,11 +22,13 @@ from . import batch as batchfmt
 from . import epochs
 from .catalog import MasterCatalog
 from . import snapshot_store as snap
-from .batch import TxnRecord, utc_iso
+from .batch import TxnRecord, parse_utc, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
 from .heartbeat import Heartbeat
+from .holds import Holds
+from .table_notes import TableNotes
 from .lifecycle import AutoLifecycle, MasterLifecycle
 from .names import split_name
 from .session import active_session
@@ -79,6 +81,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         self.polling = bool(cfg["capture"]["polling"])
         self.poll_interval = number(cfg["capture"]["poll_interval"], "capture.poll_interval", 0.01)
         self.stage_within = number(cfg["capture"]["stage_within"], "capture.stage_within")
+        self.retry_max = number(cfg["capture"].get("retry_max", 60), "capture.retry_max", 0.01)
         self._default_beat = number(cfg["master"]["beat"], "master.beat")
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -93,12 +96,15 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
         self._open_since: float | None = None
         self._last_logged: TxnRecord | None = None
+        self._last_published: TxnRecord | None = None
+        self._opening: dict[str, Cursor | None] = {}  # {table: its cursor before the open batch}
         self._error: BaseException | None = None
         self._saved_config = ""  # the text of wlc.config as this object last wrote it
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
         self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
         self._warehouse: str | None = None
         self._schemas_checked = float("-inf")  # time.monotonic() of that look
+        self.notes = TableNotes(lambda: self.config, self._save_config, self._note)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -209,8 +215,11 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
             self._save_config()
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
+            floor = parse_utc(self.config["watermark"]) if self.config.get("watermark", "") not in ("", "stopped") \
+                else None
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
-                                   skip_schemas=self._skip_schemas())
+                                   skip_schemas=self._skip_schemas(), floor=floor,
+                                   holds=Holds(self.poll_interval, self.retry_max))
             self.register_catalog()
             if self._want_capture:
                 self._start_thread()
@@ -308,7 +317,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             state = CaptureState.from_json(manifest.cursors)
             state.next_batch = number + 1
             if manifest.txns:
-                self._last_logged = manifest.txns[-1]
+                self._last_logged = self._last_published = manifest.txns[-1]
             self.config.update({"batches": number + 1, "tick": manifest.last_txn,
                                 "write": utc_iso(manifest.txns[-1].time) if manifest.txns else self.config.get("write", "")})
             self._save_config()
@@ -386,18 +395,11 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
 
     def _note_refused(self, refused: dict[str, str]) -> None:
         """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""
-        text = json.dumps(refused, sort_keys=True) if refused else ""
-        if text == self.config.get("not_replicated", ""):
-            return
-        for path, reason in sorted(refused.items()):
-            log.error("NOT REPLICATED: %s: %s", path, reason)
-        self.config["not_replicated"] = text
-        self._save_config()
+        self.notes.refused(refused)
 
     def not_replicated(self) -> dict[str, str]:
         """Delta tables in the database that capture cannot carry: ``{path: reason}`` (empty: none)."""
-        text = self.config.get("not_replicated", "")
-        return json.loads(text) if text else {}
+        return self.notes.get("not_replicated")
 
     # ------------------------------------------------------------------ public API
     @property
@@ -423,7 +425,9 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
 
         Returns the id of the last transaction published (-1: none yet). Warns
         (:class:`wlc.NotReplicatedWarning`) naming every Delta table of the database that
-        cannot be replicated, and why.
+        cannot be replicated, and why, and (:class:`wlc.ChangeFeedWarning`) every version
+        since the last flush that Delta's change feed could not describe (vacuumed change
+        files, commits removed by log clean-up, the feed switched off) and how it was carried.
 
         Raises:
             MasterStateError: the master was stopped.
@@ -433,11 +437,10 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         with self._lock:
             self._check_started()
             self._step(take_all=True)
+            if self.capture.switched:  # capture's own commits (a feature switched on) are captured too
+                self._step(take_all=True)
             tick = int(self.config.get("tick", -1))
-        refused = self.not_replicated()
-        if refused:
-            warnings.warn(NotReplicatedWarning(
-                "not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))), stacklevel=3)
+        self.notes.warn()
         return tick
 
     def stop(self) -> None:

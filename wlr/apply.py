@@ -27,7 +27,7 @@ from wlc.deltalog import TableMeta, is_delta_table, list_versions, meta_after, m
 from wlc.faults import crash_point
 from wlc.names import quote_ident, split_name
 from wlc.storage import Storage
-from wlc.tabledef import exact_session
+from wlc.tabledef import IDENTITY_START, exact_session
 
 from wlc import collapse
 from .ddl import TableDDL
@@ -324,7 +324,10 @@ class Applier(Merges):
                      .option("txnAppId", self.app_id).option("txnVersion", last.txn)
                      .option("mergeSchema", str(evolve).lower()).save(uri))
         elif keys:
-            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep)
+            identity = tuple(f["name"] for f in (meta.schema.get("fields", []) if meta else [])
+                             if (f.get("metadata") or {}).get(IDENTITY_START) is not None)
+            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep,
+                               identity)
         else:
             net = collapse.net_by_image(rows)
             self._merge_by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)

@@ -53,8 +53,9 @@ class TableDDL:
             ops = alterops.diff(self.applier.current_meta(name), meta, by_name=True)
             if ops is None:
                 raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
-        if alterops.needs_defaults_feature(ops):
-            ops = [alterops.DEFAULTS_ON, *ops]
+        needed = alterops.features_needed(ops)
+        if needed:
+            ops = [{"op": "set_properties", "properties": needed}, *ops]
         with self.applier._tagged(part):
             for op in ops:
                 if alterops.done(op, self.applier.current_meta(name)):

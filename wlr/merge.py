@@ -40,22 +40,25 @@ class Merges:
         return None if pred is None else F.coalesce(F.expr(pred), F.lit(False))
 
     def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                      keys: list[str], evolve: bool = False, keep=None) -> None:
+                      keys: list[str], evolve: bool = False, keep=None, fixed: tuple[str, ...] = ()) -> None:
         """Last state per key: upsert where the key exists after the segment, else delete.
 
         A key whose first change was a delete or a pre-image must be on the replica: the
         MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
         ``keep``: the replica's row filter; a key whose state after fails it is deleted (moved
         out), one that passes is upserted (moved in), and a key may be missing on the replica.
+        An update sets every column but the keys (equal by the match) and ``fixed`` (identity
+        columns: Delta refuses to update them, and the master could not change them either).
         """
         qk = [quote_ident(k) for k in keys]
         on = all_same("t", "s", [net.schema[k] for k in keys])
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
+        updates = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols if c not in keys and c not in fixed}
         check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)})]
         if keep is not None:
             net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
         self._merge(text, version, uri, net, on, evolve, [
-            ("update", f"s.{collapse.OP}", values),
+            *([("update", f"s.{collapse.OP}", updates)] if updates else []),
             ("delete", f"NOT s.{collapse.OP}", None),
             *check,
             ("insert", f"s.{collapse.OP}", values)], materialize=False)

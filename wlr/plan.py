@@ -7,7 +7,7 @@ Semantics:
 * ``until=<instant>`` (aware datetime, naive datetime taken as UTC, or ISO-8601 text): every
   transaction committed at or before the instant, inclusive (``recovery_target_time``),
   across all tables. The target counts as reached only when the master's watermark (or a
-  later transaction, or a stopped master) proves nothing committed by then is still unpublished.
+  stopped master) proves nothing committed by then is still unpublished.
 * ``until=None``: everything published.
 
 Replay by segments (:func:`segments`): for each table, a run of consecutive DML
@@ -53,6 +53,8 @@ class TxnRef:
     nullable columns can be grouped. ``unit``: the first transaction of the compacted batch
     this record belongs to (None: level 0); a compacted batch has no consistent point
     inside it, so until all its records are applied the replica stands before it.
+    ``committed``: the transaction was captured late, its table unreadable for a while
+    (:mod:`wlc.holds`); ``time`` is its place in the order, ``committed`` its commit time.
     """
 
     txn: int
@@ -61,6 +63,7 @@ class TxnRef:
     table: str = ""
     barrier: bool = False
     unit: int | None = None
+    committed: datetime | None = None  # captured late (wlc.holds): its commit time, before ``time``
 
 
 def is_barrier(ddl: str | None, change: str | None, adds: Sequence[str] = ()) -> bool:
@@ -179,6 +182,10 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
     Returns:
         Plan: ``apply`` is a gap-free run of ids starting at tick+1; ``reached`` says the
         target holds after applying it.
+
+    Raises:
+        TargetError: an instant between a late transaction's commit and its place in the
+            order (:mod:`wlc.holds`): no replica state is the master's as of it.
     """
     expected = tick + 1
     for ref in published:
@@ -193,6 +200,13 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
         if last >= target.txn:
             return Plan(todo, True)
         return Plan(todo, False, f"transaction {target.txn} (published up to {last})")
+    for ref in published:
+        if ref.committed is not None and ref.committed <= target.time < ref.time:
+            raise TargetError(
+                f"table {ref.table} could not be read by capture for a while: its transaction {ref.txn}, committed "
+                f"{ref.committed.isoformat()}, was captured late, after transactions committed later; no state of "
+                f"the replica is the master as of {target.time.isoformat()}. Choose an instant before "
+                f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id")
     todo = []
     later = False
     for ref in published:
@@ -200,7 +214,9 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
             later = True
             break
         todo.append(ref)
-    reached = later or master_stopped or (watermark is not None and watermark >= target.time)
+    # the watermark is the proof: a later transaction is not, since a held table's
+    # transactions may be published after later ones (wlc.holds)
+    reached = master_stopped or (watermark >= target.time if watermark is not None else later)
     return Plan(todo, reached, "" if reached else
                 f"the master's watermark to pass {target.time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
 

@@ -327,8 +327,8 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             read_up_to = self._handoff - 1
         self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
         unit_refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds),
-                            b.manifest.first_txn) for b in units for t in b.manifest.txns]
-        refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds))
+                            b.manifest.first_txn, t.committed) for b in units for t in b.manifest.txns]
+        refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
                 for b in batches[len(units):] for t in b.manifest.txns if t.txn > tick]
         todo = plan(tick, refs, target, watermark, stopped)
         if self._handoff is not False and not (batches and reaches(batches[-1].manifest, target)):

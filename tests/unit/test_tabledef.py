@@ -84,7 +84,7 @@ def test_widening_nullability_comments_defaults_positions():
     assert {"op": "nullable", "path": ["s"]} in ops and {"op": "comment", "path": ["k"], "text": "key"} in ops
     assert {"op": "default", "path": ["s"], "expr": "'-'"} in ops
     assert ops[-1]["op"] == "add" and ops[-1]["first"]
-    assert alter.needs_defaults_feature(ops)
+    assert alter.features_needed(ops) == {"delta.feature.allowColumnDefaults": "supported"}
     sql = alter.statements("T", ops)
     assert "ALTER TABLE T ADD COLUMNS (`z` STRING FIRST)" in sql
     assert "ALTER TABLE T ALTER COLUMN `k` TYPE BIGINT" in sql
@@ -124,3 +124,4 @@ def test_done_tells_which_operations_a_resumed_replay_skips():
     assert all(alter.done(op, after) for op in ops)
     renamed = alter.diff(table(cm("k", 1), cm("a", 2), conf=mapped), table(cm("k", 1), cm("b", 2), conf=mapped))
     assert alter.done(renamed[0], table(field("k"), field("b"))) and not alter.done(renamed[0], table(field("k"), field("a")))
+

@@ -1,0 +1,85 @@
+"""Capture's state: its position in each master table, and a transaction found by a scan.
+
+The state is saved in every published batch's manifest (``cursors``), so capture resumes
+after a restart from the newest batch: nothing lost, nothing repeated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .deltalog import TableMeta
+
+
+@dataclass
+class Cursor:
+    """Capture's position in one table: the last version examined, the metadata in force,
+    that version's commit time (Delta's rule, :func:`wlc.deltalog.monotonic`), a reason when
+    the next version with data must be carried by the table's image (its change files were
+    removed before capture read them), and whether a user switched the change feed off
+    (capture then leaves it off)."""
+
+    version: int
+    meta: TableMeta | None
+    time: datetime | None = None
+    force: str | None = None
+    feed_off: bool = False
+
+    def to_json(self) -> dict:
+        out = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
+        if self.time is not None:
+            out["time"] = self.time.isoformat()
+        if self.force:
+            out["force"] = self.force
+        if self.feed_off:
+            out["feed_off"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Cursor":
+        return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None,
+                   datetime.fromisoformat(data["time"]) if data.get("time") else None,
+                   data.get("force") or None, bool(data.get("feed_off", False)))
+
+
+@dataclass
+class CaptureState:
+    """Everything capture needs to resume: cursors of every known table and the next ids."""
+
+    tables: dict[str, Cursor] = field(default_factory=dict)
+    next_txn: int = 0
+    next_batch: int = 0
+
+    def to_json(self) -> dict:
+        return {"next_txn": self.next_txn, "next_batch": self.next_batch,
+                "tables": {k: v.to_json() for k, v in sorted(self.tables.items())}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CaptureState":
+        return cls({k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
+                   int(data.get("next_txn", 0)), int(data.get("next_batch", 0)))
+
+    def copy(self) -> "CaptureState":
+        return CaptureState.from_json(self.to_json())
+
+
+@dataclass
+class Planned:
+    """A transaction found by a scan, before it gets its id and its rows are written."""
+
+    table: str
+    time: datetime
+    version: int | None
+    operation: str
+    ddl: str | None
+    change: str | None
+    meta: TableMeta | None
+    user: str | None = None
+    adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
+    ops: list | None = None  # an ALTER's operations (wlc.alter), for replay to apply without an image
+    gap: str | None = None  # why the change feed cannot describe this version (see wlc.changes)
+    committed: datetime | None = None  # captured late (wlc.holds): the commit time; ``time`` is its place in order
+    cursor: "Cursor | None" = None  # the table's cursor just after this transaction
+    stable: int | None = None  # the last version with the same rows (the versions after change no data)
+
+

@@ -1,0 +1,95 @@
+"""What capture tells people about single tables, where they look: ``wlc status`` (from
+``wlc.config``), ``<db>/wlc.log``, Python warnings and the ``wlc.master`` log.
+
+* ``not_replicated``: Delta tables capture cannot carry (a name it cannot replicate, a
+  table directly in the database folder), ``{path: reason}``;
+* ``feed_notes``: the last limit of Delta's change feed met on a table (change files
+  vacuumed, commits removed by log clean-up, the feed switched off), ``{table: text}``,
+  each also a line in ``wlc.log`` and a :class:`ChangeFeedWarning`;
+* ``held``: tables whose rows capture could not read, retried with backoff,
+  ``{table: cause}`` (see :mod:`wlc.heartbeat`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from typing import Callable
+
+from .errors import NotReplicatedWarning
+
+log = logging.getLogger("wlc.master")
+
+
+class ChangeFeedWarning(UserWarning):
+    """A master table's version could not be described by Delta's change feed (its change
+    files were vacuumed, its commit removed by log clean-up, the feed switched off); the
+    message says how capture carried it (the table's image) and what it costs."""
+
+
+class TableNotes:
+    """The per-table notes of one master, kept in its ``wlc.config`` (``config()`` returns
+    it, ``save()`` writes it) and told through ``note`` (a ``wlc.log`` line)."""
+
+    KEYS = ("not_replicated", "feed_notes", "held")
+
+    def __init__(self, config: Callable[[], dict[str, str]], save: Callable[[], None], note: Callable[[str], None]):
+        self._config, self.save, self.note = config, save, note
+        self._unwarned: list[str] = []  # change-feed notes not yet warned about by flush()
+
+    @property
+    def config(self) -> dict[str, str]:
+        return self._config()
+
+    def get(self, key: str) -> dict[str, str]:
+        text = self.config.get(key, "")
+        return json.loads(text) if text else {}
+
+    def _put(self, key: str, value: dict[str, str]) -> bool:
+        text = json.dumps(value, sort_keys=True) if value else ""
+        if text == self.config.get(key, ""):
+            return False
+        self.config[key] = text
+        self.save()
+        return True
+
+    def refused(self, refused: dict[str, str]) -> None:
+        """The Delta tables capture cannot carry now (``{path: reason}``)."""
+        if self._put("not_replicated", refused):
+            for path, reason in sorted(refused.items()):
+                log.error("NOT REPLICATED: %s: %s", path, reason)
+
+    def feed(self, notes: list[tuple[str, str]]) -> None:
+        """Change-feed limits met (``(table, text)``): a log line and a warning each."""
+        if not notes:
+            return
+        current = self.get("feed_notes")
+        for table, text in notes:
+            current[table] = text
+            log.warning("%s: %s", table, text)
+            self.note(f"CHANGE FEED {table}: {text}")
+            self._unwarned.append(f"{table}: {text}")
+        self._put("feed_notes", current)
+
+    def held(self, held: dict[str, str]) -> None:
+        """The tables capture holds back now (``{table: cause}``), logged when they change."""
+        before = self.get("held")
+        if self._put("held", held):
+            for table, cause in sorted(held.items()):
+                if before.get(table) != cause:
+                    log.error("HELD %s: %s", table, cause)
+                    self.note(f"HELD {table}: {cause}")
+            for table in sorted(set(before) - set(held)):
+                self.note(f"RELEASED {table}: its rows are read again")
+
+    def warn(self, stacklevel: int = 3) -> None:
+        """Warn about what :meth:`flush` callers should know: tables not replicated, and the
+        change-feed limits met since the last warning."""
+        refused = self.get("not_replicated")
+        if refused:
+            warnings.warn(NotReplicatedWarning(
+                "not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))),
+                stacklevel=stacklevel + 1)
+        if self._unwarned:
+            text, self._unwarned = "; ".join(self._unwarned), []
+            warnings.warn(ChangeFeedWarning(text), stacklevel=stacklevel + 1)
