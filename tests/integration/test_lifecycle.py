@@ -145,15 +145,17 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
         for i in range(9):
             sql(spark, f"INSERT INTO delta.`{k}` VALUES ({i}, {i})" if i % 3 else f"UPDATE delta.`{k}` SET v = v + 1")
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # the background runs every second (5 poll intervals)
+        wlc_log = os.path.join(m.path, "wlc.log")
+        # the background runs every second (5 poll intervals) and notes what it made once it is made
+        noted = lambda: all(w in open(wlc_log).read() for w in ("snapshot at transaction", "compacted level-2 batch"))  # noqa: E731
+        while time.monotonic() < deadline:
             logs = os.listdir(m.logs)
-            if any("_L2_" in n for n in logs) and len(wlc.snapshots()) >= 3:
+            if any("_L2_" in n for n in logs) and len(wlc.snapshots()) >= 3 and noted():
                 break
             time.sleep(0.2)
         assert any("_L2_" in n for n in os.listdir(m.logs)), os.listdir(m.logs)
         assert len(wlc.snapshots()) >= 3, wlc.snapshots()
-        log_text = open(os.path.join(m.path, "wlc.log")).read()
-        assert "snapshot at transaction" in log_text and "compacted level-2 batch" in log_text
+        assert noted(), open(wlc_log).read()
         # the command line when no process captures (the background runs stop with capture):
         # the snapshot command captures what was committed first
         tick = wlc.tick()

@@ -121,3 +121,67 @@ def test_delta_rs_keeps_writing_a_captured_master(spark, master, dbfarm):
     assert rows(rep.table("s.rs")) == master_rows(spark, t) == [(1, "z"), (3, "c")]
     assert sorted(deltalake.DeltaTable(rep.path_of("s.rs")).to_pyarrow_table().to_pylist(),
                   key=lambda r: r["k"]) == [{"k": 1, "v": "z"}, {"k": 3, "v": "c"}]
+
+
+def _with_features(tmp_path, monkeypatch, features: str) -> None:
+    """Run with ``capture.table_features: <features>`` over the suite's settings."""
+    cfg = tmp_path / "features.yaml"
+    base = open(os.path.join(os.path.dirname(__file__), "..", "wlc-test.yaml")).read()
+    cfg.write_text(base.replace("capture:\n", f"capture:\n  table_features: {features}\n", 1))
+    monkeypatch.setenv("WLC_CONFIG", str(cfg))
+
+
+def _records(m) -> list:
+    from wlc import batch as batchfmt
+
+    return [t for _n, path in batchfmt.list_batches(m.storage, m.logs, m.dbname)
+            for t in batchfmt.read_manifest(m.storage, path).txns]
+
+
+def test_capture_switches_on_only_what_table_features_allows(spark, dbfarm, tmp_path, monkeypatch):
+    """``capture.table_features``: ``[]`` switches nothing on (writes to a table without the
+    change feed are carried by images); ``[change_feed, in_commit_timestamps]`` switches both
+    on, and commit times are then the In-Commit Timestamps."""
+    import json
+
+    import deltalake
+    import pyarrow as pa
+
+    from wlc.master import Master
+
+    _with_features(tmp_path, monkeypatch, "[]")
+    bare = Master("bare", dbfarm=dbfarm, capture=False).start()
+    bare.beat(0)
+    t = bare.table_path("s.t")
+    deltalake.write_deltalake(t, pa.table({"k": pa.array([1, 2], pa.int32())}))  # no change feed
+    bare.flush()
+    deltalake.DeltaTable(t).delete("k = 1")
+    deltalake.write_deltalake(t, pa.table({"k": pa.array([3], pa.int32())}), mode="append")
+    bare.flush()
+    props = spark.sql(f"DESCRIBE DETAIL delta.`{t}`").collect()[0]["properties"]
+    assert "delta.enableChangeDataFeed" not in props and "delta.enableInCommitTimestamps" not in props
+    assert [r.change for r in _records(bare)] == ["image", "image", "image"]
+    rep = wlr.replicate("bare", replica="bare_r", dbfarm=dbfarm, follow=False)
+    assert rows(rep.table("s.t")) == master_rows(spark, t) == [(2,), (3,)]
+    bare.close()
+
+    _with_features(tmp_path, monkeypatch, "[change_feed, in_commit_timestamps]")
+    both = Master("both", dbfarm=dbfarm, capture=False).start()
+    both.beat(0)
+    u = both.table_path("s.u").removeprefix("file://")
+    deltalake.write_deltalake(u, pa.table({"k": pa.array([1], pa.int32())}))
+    both.flush()                                    # capture switches both on (a commit of its own)
+    props = spark.sql(f"DESCRIBE DETAIL delta.`{u}`").collect()[0]["properties"]
+    assert props.get("delta.enableChangeDataFeed") == "true" == props.get("delta.enableInCommitTimestamps")
+    spark.sql(f"INSERT INTO delta.`{u}` VALUES (2)")
+    spark.sql(f"UPDATE delta.`{u}` SET k = 20 WHERE k = 2")
+    both.flush()
+    last = _records(both)[-2:]
+    assert [r.change for r in last] == ["cdf", "cdf"]
+    for r in last:
+        info = next(json.loads(line)["commitInfo"] for line in open(os.path.join(
+            u, "_delta_log", f"{r.version:020d}.json")) if "commitInfo" in line)
+        assert int(r.time.timestamp() * 1000) == info["inCommitTimestamp"]
+    rep = wlr.replicate("both", replica="both_r", dbfarm=dbfarm, follow=False)
+    assert rows(rep.table("s.u")) == master_rows(spark, u) == [(1,), (20,)]
+    both.close()

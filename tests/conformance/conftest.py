@@ -1,0 +1,185 @@
+"""One conformance run per test session.
+
+Every scenario's statements run once, on master ``live``, whose capture reads each version
+as soon as it commits. Master ``late`` holds a copy of ``live``'s table folders (commit
+files with their times, data and change files, what VACUUM and log clean-up removed removed
+too), brought over while its capture is stopped: after the scenarios' ``before`` statements
+(captured), then after all their statements; so its capture reads every version long after
+it was written, as a capture stopped while the statements ran and started afterwards would.
+Each master is replayed with collapse on and off, and every replica table compared with its
+master's.
+
+``WLC_CONFORMANCE=name,name`` runs only those scenarios (for working on one);
+``WLC_CONFORMANCE_THREADS`` (default 3) scenarios are written at once."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from .harness import MODES, SCHEMA, Ctx, differences
+from .scenarios_features import SCENARIOS as FEATURES
+from .scenarios_limits import SCENARIOS as LIMITS
+from .scenarios_types import SCENARIOS as TYPES
+from .scenarios_writers import SCENARIOS as WRITERS
+from .scenarios_writes import SCENARIOS as WRITES
+
+ALL = TYPES + WRITES + FEATURES + WRITERS + LIMITS
+COLLAPSE = {"collapsed": True, "per_txn": False}
+THREADS = int(os.environ.get("WLC_CONFORMANCE_THREADS", "3"))
+
+
+def chosen():
+    names = [n for n in os.environ.get("WLC_CONFORMANCE", "").split(",") if n]
+    return [s for s in ALL if not names or s.name in names]
+
+
+def sync(src: str, dst: str) -> None:
+    """Make folder ``dst`` hold what ``src`` holds: files copied with their modification
+    times (commit times of tables without In-Commit Timestamps), files gone from ``src``
+    removed from ``dst``."""
+    for root, _dirs, files in os.walk(src):
+        rel = os.path.relpath(root, src)
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for f in files:
+            a, b = os.path.join(root, f), os.path.join(dst, rel, f)
+            sa = os.stat(a)
+            if not os.path.exists(b) or (os.stat(b).st_size, os.stat(b).st_mtime_ns) != (sa.st_size, sa.st_mtime_ns):
+                shutil.copy2(a, b)
+    for root, dirs, files in os.walk(dst, topdown=False):
+        rel = os.path.relpath(root, dst)
+        for f in files:
+            if not os.path.exists(os.path.join(src, rel, f)):
+                os.remove(os.path.join(root, f))
+        if not os.path.exists(os.path.join(src, rel)):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+class Run:
+    """The conformance run: masters, replicas, and what differs, by (scenario, mode, replay)."""
+
+    def __init__(self, spark, farm: str):
+        self.spark, self.farm = spark, farm
+        self.masters: dict = {}
+        self.failed: dict[str, str] = {}         # scenario: why its statements failed
+        self.replay_failed: dict[tuple[str, str, str], list[str]] = {}  # (scenario, mode, replay): causes
+        self.warned: dict[str, list[str]] = {m: [] for m in MODES}  # ChangeFeedWarning texts by master
+        self.seconds: dict[str, float] = {}
+        self.replica_of: dict[tuple[str, str, str], str] = {}  # (scenario, mode, replay): the replica holding it
+
+    def ctx(self, scenario) -> Ctx:
+        return Ctx(self.spark, self.masters["live"], "live", SCHEMA, scenario.name, self.farm)
+
+    def replica(self, mode: str, replay: str) -> str:
+        return f"{mode}_{replay}"
+
+    def _copy_to_late(self) -> None:
+        sync(os.path.join(self.farm, "live", SCHEMA), os.path.join(self.farm, "late", SCHEMA))
+
+    def build(self, scenarios) -> None:
+        """Write every scenario (``THREADS`` at a time: tables are independent, as on a real
+        master), capture on both masters, then replay four ways at once."""
+        from wlc.master import Master
+
+        def start(name: str):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "already in master mode": capture comes back
+                m = Master(name, dbfarm=self.farm, capture=False).start()
+            m.beat(0)
+            self.masters[name] = m
+            return m
+
+        t0 = time.monotonic()
+        start("live").create_schema(SCHEMA)
+        start("late")
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="conformance") as pool:
+            list(pool.map(lambda s: self._guard(s, s.before), [s for s in scenarios if s.before is not None]))
+            self._copy_to_late()
+            self.masters["late"].flush()      # what capture knew before it went away
+            self.masters["late"].close()
+            list(pool.map(lambda s: self._guard(s, s.run), scenarios))
+        self.seconds["write"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        self._copy_to_late()                  # everything written while late's capture was away
+        start("late")
+        for mode in MODES:
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                self.masters[mode].flush()
+            self.warned[mode] += [str(w.message) for w in seen]
+        self.seconds["capture"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        jobs = [(mode, replay, collapse) for mode in MODES for replay, collapse in COLLAPSE.items()]
+        with ThreadPoolExecutor(len(jobs), thread_name_prefix="conformance-replay") as pool:
+            list(pool.map(lambda j: self._replicate(*j, scenarios), jobs))
+        self.seconds["replay"] = time.monotonic() - t0
+
+    def _guard(self, scenario, step) -> None:
+        if step is None or scenario.name in self.failed:
+            return
+        try:
+            step(self.ctx(scenario))
+        except Exception as exc:  # noqa: BLE001 (the scenario's tests report it; the others go on)
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            told = next((ln for ln in lines if re.search(r"(Exception|Error)\b[:\]]|\[[A-Z_]+\]", ln)),
+                        lines[0] if lines else "")
+            self.failed[scenario.name] = f"{type(exc).__name__}: {told[:800]}"
+            print(f"conformance: {scenario.name} failed: {self.failed[scenario.name]}")
+
+    def _replicate(self, mode: str, replay: str, collapse: bool, scenarios) -> None:
+        """Replay everything. A failed transaction is recorded for its table, and a new
+        replica without the failed tables is made, so every other table is still replayed
+        and compared (and the failure reported once, by its scenario's tests)."""
+        import wlr
+
+        left_out: set[str] = set()
+        for attempt in range(len(scenarios) + 1):
+            name = self.replica(mode, replay) + (f"_{attempt}" if attempt else "")
+            tables = [f"{SCHEMA}.{s.name}" for s in scenarios if s.name not in left_out]
+            try:
+                wlr.Replica(mode, replica=name, dbfarm=self.farm).replicate(
+                    follow=False, collapse=collapse, tables=tables if left_out else None)
+                for s in scenarios:
+                    self.replica_of.setdefault((s.name, mode, replay), name)
+                return
+            except wlr.ReplicationError as exc:
+                if exc.table is None:
+                    raise
+                table = exc.table.split(".", 1)[1]
+                print(f"conformance: {name}: {table}: {exc.cause[:3000]}")
+                self.replay_failed.setdefault((table, mode, replay), []).append(exc.cause[:3000])
+                self.replica_of[(table, mode, replay)] = name
+                left_out.add(table)
+        raise AssertionError(f"replica {self.replica(mode, replay)}: every table failed")
+
+    def differences(self, scenario, mode: str, replay: str) -> list[str]:
+        out = []
+        if scenario.name in self.failed:
+            out.append(f"the scenario's statements failed: {self.failed[scenario.name]}")
+        out += [f"replay failed: {c}" for c in self.replay_failed.get((scenario.name, mode, replay), [])]
+        master = os.path.join(self.farm, mode, SCHEMA, scenario.name)
+        replica = os.path.join(self.farm, self.replica_of.get((scenario.name, mode, replay), self.replica(mode, replay)),
+                               SCHEMA, scenario.name)
+        if not os.path.isdir(os.path.join(master, "_delta_log")):
+            return out + ["the master table does not exist"]
+        if not os.path.isdir(os.path.join(replica, "_delta_log")):
+            return out + ["the replica table does not exist"]
+        return out + differences(self.spark, master, replica, scenario.rs_reads)
+
+
+@pytest.fixture(scope="session")
+def conformance(spark, tmp_path_factory):
+    """The conformance run (built once, at its first test)."""
+    farm = str(tmp_path_factory.mktemp("conformance"))
+    run = Run(spark, farm)
+    run.build(chosen())
+    print(f"\nconformance: {len(chosen())} scenarios; " + ", ".join(f"{k} {v:.0f} s" for k, v in run.seconds.items()))
+    yield run
+    for m in run.masters.values():
+        m.close()
+    spark.sql(f"DROP SCHEMA IF EXISTS `{SCHEMA}` CASCADE")

@@ -1,0 +1,147 @@
+"""The conformance suite's machinery: scenarios, what they may do, and the comparison of a
+replica table with its master table.
+
+A scenario is a function of a :class:`Ctx`: it writes one master table (its own) with Spark
+SQL by path or by name, the DataFrame writer, the ``DeltaTable`` API or delta-rs. Every
+statement is captured by the ``live`` master as soon as it commits (``ctx.sql`` and
+``ctx.step()`` flush); the ``late`` master captures a copy of the same table long after
+(see ``conftest.py``).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from wlc.canonical import canon
+from wlc.deltalog import list_versions, metadata_at
+from wlc.names import quote_ident
+from wlc.storage import Storage
+
+MODES = ("live", "late")
+SCHEMA = "c"  # the schema of every scenario's table, in both masters
+
+
+@dataclass
+class Scenario:
+    """One master table written one way. ``before``: statements captured before capture
+    goes away (the table is known to capture, it then lags). ``rs_reads``: delta-rs can
+    read the table (its reader features are ones delta-rs supports); the replica must then
+    be readable too."""
+
+    name: str
+    run: Callable[["Ctx"], None]
+    rs_reads: bool = True
+    doc: str = ""
+    before: Callable[["Ctx"], None] | None = None
+
+
+@dataclass
+class Ctx:
+    spark: object
+    master: object  # wlc.Master
+    mode: str
+    schema: str
+    table: str
+    farm: str
+    notes: list = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        """The master table's folder."""
+        return os.path.join(self.farm, self.master.dbname, self.schema, self.table)
+
+    @property
+    def ref(self) -> str:
+        """``delta.`<path>``` for SQL by path."""
+        return f"delta.`{self.path}`"
+
+    @property
+    def name(self) -> str:
+        """``schema.table`` for SQL by name (the schema is registered at the master's folder)."""
+        return f"{self.schema}.{self.table}"
+
+    def sql(self, text: str):
+        """Run ``text`` (``{t}``: the table by path, ``{n}``: by name, ``{p}``: its folder)."""
+        out = self.spark.sql(text.format(t=self.ref, n=self.name, p=self.path))
+        self.step()
+        return out
+
+    def step(self) -> None:
+        """Capture what was just committed (the live master); the late master captures later."""
+        if self.mode == "live":
+            self.master.flush()
+
+    def aside(self, name: str) -> str:
+        """A folder outside the master database for this scenario's own use."""
+        path = os.path.join(self.farm, f"aside_{self.mode}", f"{self.table}_{name}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+
+def local(path: str) -> str:
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+def definition(spark, path: str) -> dict:
+    """A Delta table's definition (:func:`wlc.tabledef.definition`) from its log (its
+    checkpoint, through Delta Kernel, where log clean-up removed the commits)."""
+    from wlc import kernel
+
+    path = local(path)
+    store = Storage.of(path)
+    version = list_versions(store, path)[-1]
+    return (metadata_at(store, path, version) or kernel.metadata_at(spark, path, version)).shape()
+
+
+def content(spark, path: str) -> Counter:
+    """The table's rows as a multiset of canonical JSON texts (maps, VARIANT, NaN and -0.0 exact)."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("delta").load(local(path))
+    cols = [canon(df[quote_ident(f.name)], f.dataType).alias(f"c{i}") for i, f in enumerate(df.schema.fields)]
+    return Counter(r[0] for r in df.select(F.to_json(F.struct(*cols))).collect())
+
+
+def detail(spark, path: str) -> dict:
+    """What DESCRIBE DETAIL says of partitioning and clustering."""
+    row = spark.sql(f"DESCRIBE DETAIL delta.`{local(path)}`").collect()[0]
+    return {"partitionColumns": list(row["partitionColumns"] or []),
+            "clusteringColumns": list(row["clusteringColumns"] or [])}
+
+
+def rs_rows(path: str) -> list | None:
+    """The table as delta-rs reads it (sorted JSON rows), None when delta-rs refuses it."""
+    import deltalake
+
+    try:
+        table = deltalake.DeltaTable(local(path)).to_pyarrow_table()
+    except Exception:  # noqa: BLE001 (DeltaProtocolError: reader features delta-rs lacks)
+        return None
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+
+
+def differences(spark, master_path: str, replica_path: str, rs_reads: bool) -> list[str]:
+    """What differs between a master table and its replica ([] when they are equal)."""
+    out = []
+    want, got = content(spark, master_path), content(spark, replica_path)
+    if want != got:
+        out.append(f"content: master has {sum(want.values())} rows, replica {sum(got.values())}; only on the master "
+                   f"{list((want - got).elements())[:3]}, only on the replica {list((got - want).elements())[:3]}")
+    d_want, d_got = definition(spark, master_path), definition(spark, replica_path)
+    for key in d_want:
+        if d_want[key] != d_got.get(key):
+            out.append(f"{key}: master {d_want[key]}, replica {d_got.get(key)}")
+    if detail(spark, master_path) != detail(spark, replica_path):
+        out.append(f"DESCRIBE DETAIL: master {detail(spark, master_path)}, replica {detail(spark, replica_path)}")
+    if rs_reads:
+        m, r = rs_rows(master_path), rs_rows(replica_path)
+        if m is None:
+            out.append("delta-rs cannot read the master table (mark the scenario rs_reads=False)")
+        elif r is None:
+            out.append("delta-rs reads the master table but not the replica's")
+        elif len(m) != len(r):
+            out.append(f"delta-rs reads {len(m)} rows on the master, {len(r)} on the replica")
+    return out
