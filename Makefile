@@ -34,7 +34,7 @@ jars: $(STAMP)
 
 # hadoop-aws and the AWS SDK (~700 MB) for Spark's s3a, which the tests use: resolved once into ~/.ivy2
 jars-s3a: $(STAMP)
-	WLC_CONFIG=tests/wlc-test.yaml $(PY) -m wlc.session
+	WLC_CONFIG=tests/wlc-s3a.yaml $(PY) -m wlc.session
 
 test: $(STAMP) jars jars-s3a
 	$(PY) -m pytest -q tests -m "not random_kills"

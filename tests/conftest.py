@@ -14,10 +14,24 @@ sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
+    """The test run's Spark session, with s3a (the S3 tests read their server through it);
+    the processes the tests start keep ``spark.s3a: auto`` and start without the AWS SDK."""
+    import yaml
+
     import wlc
 
-    session = wlc.spark_session()
+    base = os.environ["WLC_CONFIG"]
+    with open(base) as fh:
+        cfg = yaml.safe_load(fh) or {}
+    cfg.setdefault("spark", {})["s3a"] = True
+    with_s3a = tmp_path_factory.mktemp("config") / "wlc-test-s3a.yaml"
+    with_s3a.write_text(yaml.safe_dump(cfg))
+    os.environ["WLC_CONFIG"] = str(with_s3a)
+    try:
+        session = wlc.spark_session()
+    finally:
+        os.environ["WLC_CONFIG"] = base
     yield session
     session.stop()
 

@@ -123,21 +123,29 @@ def rs_rows(path: str) -> list | None:
     return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
 
 
-def differences(spark, master_path: str, replica_path: str, rs_reads: bool) -> list[str]:
-    """What differs between a master table and its replica ([] when they are equal)."""
+def describe(spark, path: str, rs_reads: bool) -> dict:
+    """What the comparison looks at in one table: content, definition, DESCRIBE DETAIL and
+    (``rs_reads``) what delta-rs reads."""
+    return {"content": content(spark, path), "definition": definition(spark, path), "detail": detail(spark, path),
+            "rs": rs_rows(path) if rs_reads else False}
+
+
+def differences(master: dict, replica: dict) -> list[str]:
+    """What differs between a master table and its replica (:func:`describe` of each; []
+    when they are equal)."""
     out = []
-    want, got = content(spark, master_path), content(spark, replica_path)
+    want, got = master["content"], replica["content"]
     if want != got:
         out.append(f"content: master has {sum(want.values())} rows, replica {sum(got.values())}; only on the master "
                    f"{list((want - got).elements())[:3]}, only on the replica {list((got - want).elements())[:3]}")
-    d_want, d_got = definition(spark, master_path), definition(spark, replica_path)
+    d_want, d_got = master["definition"], replica["definition"]
     for key in d_want:
         if d_want[key] != d_got.get(key):
             out.append(f"{key}: master {d_want[key]}, replica {d_got.get(key)}")
-    if detail(spark, master_path) != detail(spark, replica_path):
-        out.append(f"DESCRIBE DETAIL: master {detail(spark, master_path)}, replica {detail(spark, replica_path)}")
-    if rs_reads:
-        m, r = rs_rows(master_path), rs_rows(replica_path)
+    if master["detail"] != replica["detail"]:
+        out.append(f"DESCRIBE DETAIL: master {master['detail']}, replica {replica['detail']}")
+    m, r = master["rs"], replica["rs"]
+    if m is not False:
         if m is None:
             out.append("delta-rs cannot read the master table (mark the scenario rs_reads=False)")
         elif r is None:
