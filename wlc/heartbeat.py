@@ -161,8 +161,7 @@ class Heartbeat:
             mine = [r for r in self._pending if r.table == table]
             bound = min((r.committed or r.time) for r in mine) if mine else None
             cap.holds.hold(table, f"its rows cannot be read: {cause}", bound, now, kind="rows")
-            cap.taken_back.add(table)
-            log.error("capture holds %s back (its rows cannot be read): %s", table, cause)
+            cap.taken_back.add(table)  # logged and noted by TableNotes.held at the end of the scan
             opening = self._opening.pop(table, None)
             if opening is None:
                 cap.state.tables.pop(table, None)

@@ -341,9 +341,8 @@ class MasterLifecycle:
         """Name the newest snapshot in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
         with self._lock:
             if self.config.get("snapshot") != start.path:
-                self.config["snapshot"] = start.path
+                self._adopt_snapshot(start.path, start.txn)
                 self._save_config()
-                self._note(f"snapshot at transaction {start.txn}: {start.path}")
 
     def snapshots(self) -> list[Start]:
         """Every snapshot of this master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""

@@ -81,7 +81,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         self.polling = bool(cfg["capture"]["polling"])
         self.poll_interval = number(cfg["capture"]["poll_interval"], "capture.poll_interval", 0.01)
         self.stage_within = number(cfg["capture"]["stage_within"], "capture.stage_within")
-        self.retry_max = number(cfg["capture"].get("retry_max", 60), "capture.retry_max", 0.01)
+        self.retry_max = number(cfg["capture"]["retry_max"], "capture.retry_max", 0.01)
         self._default_beat = number(cfg["master"]["beat"], "master.beat")
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -331,10 +331,10 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten).
 
         ``snapshot`` is brought to the newest snapshot first (``wlc snapshot`` of another
-        process may have taken one)."""
+        process, or the background, may have taken one); ``wlc.log`` names it then."""
         newest = snap.newest_folder(self.storage, self.path)
         if newest and newest != self.config.get("snapshot"):
-            self.config["snapshot"] = newest
+            self._adopt_snapshot(newest, snap.txn_of(newest))
         text = format_kv(self.config)
         if text != self._saved_config:
             self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), text)
@@ -385,6 +385,12 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 self._watch.wait(timeout)
             else:
                 self._stop.wait(timeout)
+
+    def _adopt_snapshot(self, path: str, txn: int) -> None:
+        """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``
+        (once: whichever of the background and a publication sees it first)."""
+        self.config["snapshot"] = path
+        self._note(f"snapshot at transaction {txn}: {path}")
 
     def _note(self, message: str) -> None:
         """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""

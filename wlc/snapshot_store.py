@@ -56,6 +56,12 @@ def folder_of(db_path: str, txn: int) -> str:
     return Storage.join(db_path, SNAPSHOT_DIR, INITIAL if txn < 0 else str(txn))
 
 
+def txn_of(folder: str) -> int:
+    """The transaction of the snapshot in ``folder`` (its name; -1: the initial one)."""
+    name = folder.rstrip("/").rsplit("/", 1)[-1]
+    return -1 if name == INITIAL else int(name)
+
+
 def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str, str],
          versions: dict[str, int], metas: dict[str, TableMeta], dbid: str,
          record: dict | None = None) -> dict[str, Cursor]:

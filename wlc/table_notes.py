@@ -6,8 +6,8 @@
 * ``feed_notes``: the last limit of Delta's change feed met on a table (change files
   vacuumed, commits removed by log clean-up, the feed switched off), ``{table: text}``,
   each also a line in ``wlc.log`` and a :class:`ChangeFeedWarning`;
-* ``held``: tables whose rows capture could not read, retried with backoff,
-  ``{table: cause}`` (see :mod:`wlc.heartbeat`).
+* ``held``: tables whose log or rows capture could not read, retried with backoff,
+  ``{table: cause}`` (see :mod:`wlc.holds`).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class TableNotes:
                     log.error("HELD %s: %s", table, cause)
                     self.note(f"HELD {table}: {cause}")
             for table in sorted(set(before) - set(held)):
-                self.note(f"RELEASED {table}: its rows are read again")
+                self.note(f"RELEASED {table}: it is read again")
 
     def warn(self, stacklevel: int = 3) -> None:
         """Warn about what :meth:`flush` callers should know: tables not replicated, and the

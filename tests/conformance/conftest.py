@@ -14,7 +14,6 @@ master's.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 import warnings
@@ -140,10 +139,9 @@ class Run:
         try:
             step(self.ctx(scenario))
         except Exception as exc:  # noqa: BLE001 (the scenario's tests report it; the others go on)
-            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            told = next((ln for ln in lines if re.search(r"(Exception|Error)\b[:\]]|\[[A-Z_]+\]", ln)),
-                        lines[0] if lines else "")
-            self.failed[scenario.name] = f"{type(exc).__name__}: {told[:800]}"
+            from wlc.changes import first_line
+
+            self.failed[scenario.name] = f"{type(exc).__name__}: {first_line(exc)}"
             print(f"conformance: {scenario.name} failed: {self.failed[scenario.name]}")
 
     def _replicate(self, mode: str, replay: str, collapse: bool, scenarios) -> None:

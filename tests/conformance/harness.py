@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
 from wlc.canonical import canon
-from wlc.deltalog import list_versions, metadata_at
 from wlc.names import quote_ident
-from wlc.storage import Storage
+from tests.integration.helpers import table_definition
 
 MODES = ("live", "late")
 SCHEMA = "c"  # the schema of every scenario's table, in both masters
+# scenarios run in threads sharing one Spark session: a session setting switched for one
+# statement is switched under this lock, so no other thread switches it back meanwhile
+_SESSION_SETTING = threading.Lock()
 
 
 @dataclass
@@ -69,6 +72,17 @@ class Ctx:
         self.step()
         return out
 
+    def vacuum(self) -> None:
+        """``VACUUM`` the table with no retention (Delta's retention check off for it alone)."""
+        check = "spark.databricks.delta.retentionDurationCheck.enabled"
+        with _SESSION_SETTING:
+            self.spark.conf.set(check, "false")
+            try:
+                self.spark.sql(f"VACUUM {self.ref} RETAIN 0 HOURS")
+            finally:
+                self.spark.conf.set(check, "true")
+        self.step()
+
     def step(self) -> None:
         """Capture what was just committed (the live master); the late master captures later."""
         if self.mode == "live":
@@ -88,12 +102,7 @@ def local(path: str) -> str:
 def definition(spark, path: str) -> dict:
     """A Delta table's definition (:func:`wlc.tabledef.definition`) from its log (its
     checkpoint, through Delta Kernel, where log clean-up removed the commits)."""
-    from wlc import kernel
-
-    path = local(path)
-    store = Storage.of(path)
-    version = list_versions(store, path)[-1]
-    return (metadata_at(store, path, version) or kernel.metadata_at(spark, path, version)).shape()
+    return table_definition(path, spark)
 
 
 def content(spark, path: str) -> Counter:

@@ -103,18 +103,13 @@ def check_constraints(ctx):
 
 def maintenance(ctx):
     """OPTIMIZE, ZORDER and VACUUM change no data: no transactions, the replica stays equal."""
-    spark = ctx.spark
     ctx.sql("CREATE TABLE {t} (k INT, v STRING) USING delta")
     for i in range(3):
         ctx.sql(f"INSERT INTO {{t}} VALUES ({i}, 'v{i}')")
     ctx.sql("OPTIMIZE {t}")
     ctx.sql("OPTIMIZE {t} ZORDER BY (k)")
     ctx.sql("UPDATE {t} SET v = 'x' WHERE k = 1")
-    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    try:
-        ctx.sql("VACUUM {t} RETAIN 0 HOURS")
-    finally:
-        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "true")
+    ctx.vacuum()
     ctx.sql("INSERT INTO {t} VALUES (9, 'z')")
 
 

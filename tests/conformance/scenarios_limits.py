@@ -16,15 +16,6 @@ import time
 from .harness import Scenario
 
 
-def _vacuum(ctx, table_ref: str) -> None:
-    spark = ctx.spark
-    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    try:
-        ctx.sql(f"VACUUM {table_ref} RETAIN 0 HOURS")
-    finally:
-        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "true")
-
-
 def _age(ctx, days: float = 3) -> None:
     """Date the table's log files ``days`` back, a second apart in version order (Delta's log
     clean-up keeps commits whose times it had to adjust, so each keeps its own second)."""
@@ -46,7 +37,7 @@ def vacuumed_change_files(ctx):
     ctx.sql("UPDATE {t} SET v = 'B' WHERE k = 2")
     ctx.sql("DELETE FROM {t} WHERE k = 3")
     ctx.sql("UPDATE {t} SET v = 'A' WHERE k = 1")
-    _vacuum(ctx, "{t}")
+    ctx.vacuum()
     ctx.sql("INSERT INTO {t} VALUES (4, 'd')")
 
 
@@ -57,7 +48,7 @@ def vacuumed_twice(ctx):
     ctx.sql("OPTIMIZE {t}")  # no data change: the version after the update is not a transaction
     ctx.sql("INSERT INTO {t} VALUES (4, 'd')")
     ctx.sql("OPTIMIZE {t}")
-    _vacuum(ctx, "{t}")
+    ctx.vacuum()
 
 
 def log_clean_up(ctx):

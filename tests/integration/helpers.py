@@ -20,3 +20,21 @@ def sql(spark, text: str) -> int:
 
     spark.sql(text)
     return wlc.flush()
+
+
+def table_definition(path: str, spark=None) -> dict:
+    """A Delta table's definition as replication compares it (:func:`wlc.tabledef.definition`,
+    path or ``file:`` URI) at its newest version, from its log; with ``spark``, from its
+    checkpoint through Delta Kernel where log clean-up removed the commits."""
+    from wlc.deltalog import list_versions, metadata_at
+    from wlc.storage import Storage
+
+    path = path[len("file:"):] if path.startswith("file:") else path
+    store = Storage.of(path)
+    version = list_versions(store, path)[-1]
+    meta = metadata_at(store, path, version)
+    if meta is None and spark is not None:
+        from wlc import kernel
+
+        meta = kernel.metadata_at(spark, path, version)
+    return meta.shape()

@@ -41,6 +41,25 @@ def same(a, b, until):
     assert a.tick() == b.tick(), until
 
 
+def test_a_snapshot_is_named_in_wlc_log_once_whoever_takes_it(spark, master):
+    """A snapshot taken beside capture (``wlc snapshot`` in another process, the background
+    thread) is named in ``wlc.log`` and ``wlc.config`` by whichever of its taker and the next
+    publication sees it first, and only once."""
+    k, _u = keyed_and_unkeyed(spark, master)
+    own = wlc.snapshot()
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (7, 7, 'g')")
+    master.flush()
+    beside = Lifecycle(master.storage, master.path, "m").snapshot(spark)  # as another process takes it
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (8, 8, 'h')")
+    master.flush()  # this publication adopts it
+    master.note_snapshot(beside)  # the taker, late: nothing more to say
+    text = open(os.path.join(master.path, "wlc.log")).read()
+    assert own.txn < beside.txn
+    assert text.count(f"snapshot at transaction {own.txn}: {own.path}") == 1, text
+    assert text.count(f"snapshot at transaction {beside.txn}: {beside.path}") == 1, text
+    assert master.config["snapshot"] == beside.path
+
+
 def test_snapshots_and_compacted_levels_replay_like_level_zero(spark, master, dbfarm):
     first, second = make_history(spark, master)
     end = wlc.tick()

@@ -6,19 +6,10 @@ import pytest
 
 import wlc
 import wlr
-from wlc.deltalog import list_versions, metadata_at
-from wlc.storage import Storage
 
-from .helpers import master_rows, rows, sql
+from .helpers import master_rows, rows, sql, table_definition
 
 pytestmark = pytest.mark.spark
-
-
-def definition(path: str) -> dict:
-    """A Delta table's definition as replication compares it (path or ``file:`` URI)."""
-    path = path[len("file:"):] if path.startswith("file:") else path
-    store = Storage.of(path)
-    return metadata_at(store, path, list_versions(store, path)[-1]).shape()
 
 
 def restart(dbfarm: str, name: str = "m"):
@@ -55,7 +46,7 @@ def test_type_widening_and_replaced_tables_written_while_capture_was_away(spark,
     rep = wlr.replicate("m", replica="copy", dbfarm=dbfarm, follow=False)
     for name, path in (("s.widened", w), ("s.replaced", r), ("s.late", late)):
         assert rows(rep.table(name)) == master_rows(spark, path), name
-        assert definition(rep.path_of(name)) == definition(path), name
+        assert table_definition(rep.path_of(name)) == table_definition(path), name
     assert dict(rep.table("s.widened").dtypes)["v"] == "bigint"
 
 
