@@ -1,6 +1,6 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
-#   make test   - create .venv if needed, run the whole test suite, then the random-kill loops
+#   make test   - create .venv if needed, run the whole test suite with the random-kill loops
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
@@ -36,9 +36,10 @@ jars: $(STAMP)
 jars-s3a: $(STAMP)
 	WLC_CONFIG=tests/wlc-s3a.yaml $(PY) -m wlc.session
 
-test: $(STAMP) jars jars-s3a
-	$(PY) -m pytest -q tests -m "not random_kills"
-	$(MAKE) --no-print-directory faults
+# one pytest process (one shared Spark session) runs the suite and the random-kill loops;
+# jars-s3a's session resolves Delta's jars too
+test: $(STAMP) jars-s3a
+	$(PY) -m pytest -q tests
 
 faults: $(STAMP) jars
 	$(PY) -m pytest -q tests/fault/test_random_kills.py -m random_kills

@@ -132,6 +132,13 @@ class Run:
             for job in jobs:
                 job.result()
         self.seconds["replay"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="conformance-describe") as pool:
+            # every table a test compares, described ahead (one thread leaves a core idle)
+            tables = {path: s for s in scenarios for mode in MODES for replay in COLLAPSE
+                      for path in self._tables(s, mode, replay)}
+            list(pool.map(lambda job: self._describe(*job, ahead=True), tables.items()))
+        self.seconds["describe"] = time.monotonic() - t0
 
     def _guard(self, scenario, step) -> None:
         if step is None or scenario.name in self.failed:
@@ -175,16 +182,30 @@ class Run:
         if scenario.name in self.failed:
             out.append(f"the scenario's statements failed: {self.failed[scenario.name]}")
         out += [f"replay failed: {c}" for c in self.replay_failed.get((scenario.name, mode, replay), [])]
-        master = os.path.join(self.farm, mode, SCHEMA, scenario.name)
-        replica = os.path.join(self.farm, self.replica_of.get((scenario.name, mode, replay), self.replica(mode, replay)),
-                               SCHEMA, scenario.name)
+        master, replica = self._tables(scenario, mode, replay)
         if not os.path.isdir(os.path.join(master, "_delta_log")):
             return out + ["the master table does not exist"]
         if not os.path.isdir(os.path.join(replica, "_delta_log")):
             return out + ["the replica table does not exist"]
-        if master not in self.described:  # each master table is compared with two replicas
-            self.described[master] = describe(self.spark, master, scenario.rs_reads)
-        return out + differences(self.described[master], describe(self.spark, replica, scenario.rs_reads))
+        for path in (master, replica):
+            self._describe(path, scenario)
+        return out + differences(self.described[master], self.described[replica])
+
+    def _tables(self, scenario, mode: str, replay: str) -> tuple[str, str]:
+        """The folders of the master table and of the replica table compared with it."""
+        replica = self.replica_of.get((scenario.name, mode, replay), self.replica(mode, replay))
+        return (os.path.join(self.farm, mode, SCHEMA, scenario.name),
+                os.path.join(self.farm, replica, SCHEMA, scenario.name))
+
+    def _describe(self, path: str, scenario, ahead: bool = False) -> None:
+        """Describe the table in ``path`` once (a master table is compared with two replicas);
+        a table that does not exist, or cannot be described ahead, is left to its test to report."""
+        if path not in self.described and os.path.isdir(os.path.join(path, "_delta_log")):
+            try:
+                self.described[path] = describe(self.spark, path, scenario.rs_reads)
+            except Exception:  # noqa: BLE001 (described again by the test, which reports it)
+                if not ahead:
+                    raise
 
 
 @pytest.fixture(scope="session")
