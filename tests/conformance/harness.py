@@ -18,7 +18,7 @@ from typing import Callable
 
 from wlc.canonical import canon
 from wlc.names import quote_ident
-from tests.integration.helpers import table_definition
+from tests.integration.helpers import local, table_definition
 
 MODES = ("live", "late")
 SCHEMA = "c"  # the schema of every scenario's table, in both masters
@@ -95,16 +95,6 @@ class Ctx:
         return path
 
 
-def local(path: str) -> str:
-    return path[len("file:"):] if path.startswith("file:") else path
-
-
-def definition(spark, path: str) -> dict:
-    """A Delta table's definition (:func:`wlc.tabledef.definition`) from its log (its
-    checkpoint, through Delta Kernel, where log clean-up removed the commits)."""
-    return table_definition(path, spark)
-
-
 def content(spark, path: str) -> Counter:
     """The table's rows as a multiset of canonical JSON texts (maps, VARIANT, NaN and -0.0 exact)."""
     from pyspark.sql import functions as F
@@ -135,7 +125,7 @@ def rs_rows(path: str) -> list | None:
 def describe(spark, path: str, rs_reads: bool) -> dict:
     """What the comparison looks at in one table: content, definition, DESCRIBE DETAIL and
     (``rs_reads``) what delta-rs reads."""
-    return {"content": content(spark, path), "definition": definition(spark, path), "detail": detail(spark, path),
+    return {"content": content(spark, path), "definition": table_definition(path, spark), "detail": detail(spark, path),
             "rs": rs_rows(path) if rs_reads else False}
 
 

@@ -22,6 +22,11 @@ def sql(spark, text: str) -> int:
     return wlc.flush()
 
 
+def local(path: str) -> str:
+    """``path`` without a ``file:`` scheme (a replica's ``path_of`` is a URI)."""
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
 def table_definition(path: str, spark=None) -> dict:
     """A Delta table's definition as replication compares it (:func:`wlc.tabledef.definition`,
     path or ``file:`` URI) at its newest version, from its log; with ``spark``, from its
@@ -29,7 +34,7 @@ def table_definition(path: str, spark=None) -> dict:
     from wlc.deltalog import list_versions, metadata_at
     from wlc.storage import Storage
 
-    path = path[len("file:"):] if path.startswith("file:") else path
+    path = local(path)
     store = Storage.of(path)
     version = list_versions(store, path)[-1]
     meta = metadata_at(store, path, version)
