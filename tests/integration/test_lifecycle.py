@@ -161,19 +161,33 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
     try:
         k = m.table_path("s.k")
         sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
-        for i in range(9):
+        def write(i):
             sql(spark, f"INSERT INTO delta.`{k}` VALUES ({i}, {i})" if i % 3 else f"UPDATE delta.`{k}` SET v = v + 1")
+
+        for i in range(9):
+            write(i)
         deadline = time.monotonic() + 120
         wlc_log = os.path.join(m.path, "wlc.log")
         # the background runs every second (5 poll intervals) and notes what it made once it is made
         noted = lambda: all(w in open(wlc_log).read() for w in ("snapshot at transaction", "compacted level-2 batch"))  # noqa: E731
+        seen, since = wlc.tick(), time.monotonic()
         while time.monotonic() < deadline:
             logs = os.listdir(m.logs)
             if any("_L2_" in n for n in logs) and len(wlc.snapshots()) >= 3 and noted():
                 break
+            # a snapshot is due 4 transactions after the newest: where the background took one
+            # late (a slow machine), capture is idle for 3 s and one more transaction makes the next due
+            if wlc.tick() != seen:
+                seen, since = wlc.tick(), time.monotonic()
+            elif time.monotonic() - since > 3:
+                i += 1
+                write(i)
+                since = time.monotonic()
             time.sleep(0.2)
         assert any("_L2_" in n for n in os.listdir(m.logs)), os.listdir(m.logs)
-        assert len(wlc.snapshots()) >= 3, wlc.snapshots()
+        taken = [s.txn for s in wlc.snapshots()]
+        assert len(taken) >= 3, wlc.snapshots()
+        assert all(b - a >= 4 for a, b in zip(taken, taken[1:])), taken  # 4 transactions apart at least
         assert noted(), open(wlc_log).read()
         # the command line when no process captures (the background runs stop with capture):
         # the snapshot command captures what was committed first
