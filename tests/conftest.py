@@ -25,11 +25,18 @@ def spark(tmp_path_factory):
     with open(base) as fh:
         cfg = yaml.safe_load(fh) or {}
     cfg.setdefault("spark", {})["s3a"] = True
+    # this session lives for the whole run: C2's compiled code pays off here (the settings
+    # give the short-lived processes the tests start C1 only)
+    conf = cfg["spark"].setdefault("conf", {})
+    java = conf.get("spark.driver.extraJavaOptions", "").split()
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java if not o.startswith("-XX:TieredStopAtLevel="))
     with_s3a = tmp_path_factory.mktemp("config") / "wlc-test-s3a.yaml"
     with_s3a.write_text(yaml.safe_dump(cfg))
     os.environ["WLC_CONFIG"] = str(with_s3a)
     try:
-        session = wlc.spark_session()
+        # a warehouse folder of its own: a schema made without a location lands there, not in
+        # the checkout, where a master of another test worker would see it
+        session = wlc.spark_session(**{"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse"))})
     finally:
         os.environ["WLC_CONFIG"] = base
     yield session
