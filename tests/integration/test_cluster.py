@@ -62,8 +62,9 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture
 def cluster(tmp_path):
     """``spark://127.0.0.1:<port>`` of a standalone master with one 2-core worker."""
+    # the daemons live seconds: C1 only (as the test settings give every process the tests start)
     env = dict(os.environ, SPARK_LOG_DIR=str(tmp_path), SPARK_WORKER_DIR=str(tmp_path / "work"),
-               SPARK_LOCAL_IP="127.0.0.1")
+               SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1")
     port = _port()
     url = f"spark://127.0.0.1:{port}"
     master = _start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
@@ -85,7 +86,8 @@ def test_capture_and_replica_share_a_standalone_cluster(spark, dbfarm, cluster, 
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(f"""capture:\n  settle: 0.2\n  poll_interval: 0.2\nspark:\n  master: "{cluster}"\n  conf:
     spark.cores.max: "1"\n    spark.executor.memory: 1g\n    spark.driver.memory: 1g
-    spark.driver.host: 127.0.0.1\n""")
+    spark.driver.host: 127.0.0.1\n    spark.driver.extraJavaOptions: "-Duser.timezone=UTC -XX:TieredStopAtLevel=1"
+    spark.executor.extraJavaOptions: "-XX:TieredStopAtLevel=1"\n""")
     env = dict(os.environ, PYTHONPATH=ROOT, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("WLC_CONFIG", None)
     capture = subprocess.Popen([sys.executable, "-m", "wlc", "--config", str(cfg), "capture", dbfarm, "cm",
