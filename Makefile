@@ -36,10 +36,13 @@ jars: $(STAMP)
 jars-s3a: $(STAMP)
 	WLC_CONFIG=tests/wlc-s3a.yaml $(PY) -m wlc.session
 
-# one pytest process (one shared Spark session) runs the suite and the random-kill loops;
+# two pytest workers (pytest-xdist), each with one shared Spark session, run the suite and the
+# random-kill loops: one process leaves a quarter of 2 cores idle while tests wait on the
+# processes they start. --dist loadfile keeps a file's tests on one worker: the conformance run
+# (a fixture per session) is built once, the install tests build one wheel.
 # jars-s3a's session resolves Delta's jars too
 test: $(STAMP) jars-s3a
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 faults: $(STAMP) jars
 	$(PY) -m pytest -q tests/fault/test_random_kills.py -m random_kills
