@@ -1,4 +1,4 @@
-"""Shared fixtures: one Spark session per test run, a fresh dbfarm per test."""
+"""Shared fixtures: one Spark session per test process (per worker under pytest-xdist), a fresh dbfarm per test."""
 from __future__ import annotations
 
 import os
