@@ -177,8 +177,9 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
                 break
             # a snapshot is due 4 transactions after the newest: where the background took one
             # late (a slow machine), capture is idle for 3 s and one more transaction makes the next due
-            if wlc.tick() != seen:
-                seen, since = wlc.tick(), time.monotonic()
+            tick = wlc.tick()
+            if tick != seen:
+                seen, since = tick, time.monotonic()
             elif time.monotonic() - since > 3:
                 i += 1
                 write(i)
