@@ -10,17 +10,18 @@ from __future__ import annotations
 import warnings
 from datetime import datetime
 
-from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning, WlcError
+from .errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
 from .master import Master
 from .session import spark_session
 from .ship import ShipError
+from .health import status
 from .table_notes import ChangeFeedWarning
 
 __version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
-           "snapshot", "snapshots", "compact", "prune", "ship",
-           "Master", "WlcError", "ConfigError", "MasterStateError", "BatchError", "NotReplicatedWarning",
+           "snapshot", "snapshots", "compact", "prune", "ship", "status",
+           "Master", "WlcError", "ConfigError", "MasterStateError", "NotFoundError", "BatchError", "NotReplicatedWarning",
            "ChangeFeedWarning", "ShipError"]
 
 _current: Master | None = None

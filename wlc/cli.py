@@ -9,76 +9,30 @@ import sys
 import threading
 
 from .config import add_common, use_config, dbfarm as resolve_dbfarm
-from .errors import WlcError
-
-
-def capture_text(cfg: dict[str, str]) -> str:
-    """``alive``, ``stale since <instant>``, ``stopped`` or ``unknown`` (no heartbeat yet)."""
-    from datetime import datetime, timezone
-
-    from .heartbeat import capture_liveness
-
-    state, last = capture_liveness(cfg, datetime.now(timezone.utc))
-    return f"stale since {last.isoformat()}" if state == "stale" else state
-
-
-def aligned(rows: list[tuple[str, object]]) -> str:
-    """``(name, value)`` rows as ``name  value`` lines, the values in one column."""
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-
-STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
-
-
-def master_status(dbname: str, cfg: dict[str, str]) -> dict:
-    """``wlc status`` as a dict: wlc.config's keys (numbers as ints; ``not_replicated``,
-    ``feed_notes`` and ``held`` as dicts of table -> text, see :mod:`wlc.table_notes`) plus
-    ``master``, ``state_name`` and ``capture`` (liveness)."""
-    import json
-
-    out: dict = {"master": dbname}
-    for key, value in cfg.items():
-        if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
-            out[key] = int(value)
-        elif key in ("not_replicated", "feed_notes", "held"):
-            out[key] = json.loads(value) if value else {}
-        else:
-            out[key] = value
-    out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
-    out["capture"] = capture_text(cfg)
-    return out
-
-
-def format_status(s: dict) -> str:
-    """Human text of :func:`master_status`: one aligned line per fact, then a line per table
-    not replicated, held back, or met by a limit of the change feed."""
-    rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
-            ("capture", s["capture"] + (f" (heartbeat {s['heartbeat']})" if s.get("heartbeat") else "")),
-            ("tick", f"{s.get('tick', '-')} (last published transaction)"),
-            ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
-            ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
-            ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
-            ("dbid", s.get("dbid") or "-"), ("epoch", s.get("epoch") or "-"),
-            ("epochs", s.get("epochs") or "-"), ("created", s.get("created") or "-")]
-    lines = [aligned(rows)]
-    lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
-    lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
-    lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
-    return "\n".join(lines)
+from .errors import NotFoundError, WlcError
+from .health import EXIT_NOT_FOUND, EXIT_USAGE, aligned, format_status, master_status  # noqa: F401 (aligned: wlr)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
         prog="wlc", description="Workload capture for Delta Lake masters.",
-        epilog="exit status: 0 ok; 2 bad input or a refused call; 3 not found (no such master)")
+        epilog="exit status: 0 ok; 2 bad input or a refused call; 3 not found (no such dbfarm, database or "
+               "table); status only: 5 capture is stale (no heartbeat for capture.stale_after seconds without a "
+               "clean stop)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    cap = sub.add_parser("capture", help="put a database in master mode (if needed) and capture until interrupted")
+    ma = sub.add_parser("master", help="put a database in master mode (MonetDB's CALL wlc.master()); then run "
+                                       "wlc capture", description="Put a database of an existing dbfarm in master "
+                        "mode: write its wlc.config and snapshot the tables it holds. A deliberate step, done once; "
+                        "wlc capture then captures it. A database folder that does not exist yet is made (empty).")
+    ma.add_argument("dbfarm", help="folder holding the databases (must exist)")
+    ma.add_argument("dbname", help="the database's name (a folder in the dbfarm)")
+    ma.add_argument("--logs", help="log folder (default <dbfarm>/<dbname>/wlc_logs)")
+    ma.add_argument("--beat", type=float, help="heartbeat in seconds (default master.beat of config, 300)")
+    cap = sub.add_parser("capture", help="capture a master's commits until interrupted (wlc master makes one)")
     cap.add_argument("dbfarm", help="folder holding the databases")
-    cap.add_argument("dbname", help="the master database's name (a folder in the dbfarm)")
-    cap.add_argument("--logs", help="log folder for a new master (default <dbfarm>/<dbname>/wlc_logs)")
+    cap.add_argument("dbname", help="the master database's name (made a master by wlc master)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
     st = sub.add_parser("status", help="print a master's state, tick, logs, heartbeat and capture liveness")
     st.add_argument("dbfarm", help="folder holding the databases")
@@ -110,7 +64,10 @@ def ship_command(args) -> int:
     from .ship import Shipper
     from .storage import Storage
 
+    from .databases import Dbfarm
+
     farm = resolve_dbfarm(args.dbfarm)
+    Dbfarm(farm).require_master(args.dbname)
     shipper = Shipper(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname, args.url)
     report = shipper.once()
     print("\n".join(report.lines()), flush=True)
@@ -137,7 +94,10 @@ def lifecycle_command(args) -> int:
     from .session import active_session
     from .storage import Storage
 
+    from .databases import Dbfarm
+
     farm = resolve_dbfarm(args.dbfarm)
+    Dbfarm(farm).require_master(args.dbname)  # before Spark starts
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
     cycle.config()  # not a master: an error naming the fix, before Spark starts
     if args.command == "snapshot":
@@ -166,49 +126,90 @@ def lifecycle_command(args) -> int:
     return 0
 
 
+def master_command(args) -> int:
+    """``wlc master``: put the database in master mode (no capture); say what was done; 0 ok."""
+    from .config import number
+    from .databases import MASTER, REPLICA, Dbfarm
+    from .master import Master, read_config
+
+    farm = resolve_dbfarm(args.dbfarm)
+    beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
+    dbs = Dbfarm(farm)
+    kind = dbs.kind(args.dbname)
+    if kind == REPLICA:
+        dbs.require_master(args.dbname)  # a replica never becomes a master: the error names what it is
+    if kind == MASTER:
+        cfg = read_config(dbs.storage, f"{farm}/{args.dbname}") or {}
+        print(f"{args.dbname} is already a master (since {cfg.get('created') or '-'}, last published transaction "
+              f"{cfg.get('tick', '-')}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")
+        return 0
+    m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
+    tables = m.create(beat)
+    made = "made the empty database folder; " if kind != "database" else ""
+    print(f"{args.dbname} is a master now: {made}{tables} table{'s' if tables != 1 else ''} in its first snapshot, "
+          f"logs in {m.logs}, beat {m.beat_seconds:g} s.\nCapture it with: wlc capture {farm} {args.dbname}")
+    return 0
+
+
+def capture_command(args) -> int:
+    """``wlc capture``: capture an existing master until SIGINT/SIGTERM; 0 after a clean stop."""
+    import warnings
+
+    from .config import number
+    from .databases import Dbfarm
+    from .master import Master
+
+    farm = resolve_dbfarm(args.dbfarm)
+    beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
+    Dbfarm(farm).require_master(args.dbname)  # only wlc master (or wlc.master()) makes a master
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*already in master mode.*")  # it is: that is the point
+        m = Master(args.dbname, dbfarm=farm).start()
+    if beat is not None:
+        m.beat(beat)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    b = m.beat_seconds
+    first = ("each transaction is published as its own batch at once" if b == 0 else
+             f"a batch is published {b:g} s after its first commit (the first one {b:g} s after the next commit; "
+             f"change it with --beat SECONDS, 0 for a batch per transaction)")
+    print(f"capturing {m.path} into {m.logs}: {first}; Ctrl-C stops", flush=True)
+    done.wait()
+    m.flush()
+    m.close()
+    print(f"capture stopped at transaction {m.tick()}")
+    return 0
+
+
+def status_command(args) -> int:
+    """``wlc status``: print the master's status; exit 0, or 5 when capture is stale."""
+    import json
+
+    from .health import status
+
+    s = status(args.dbname, args.dbfarm)
+    if args.json:
+        print(json.dumps(s, indent=1))
+    else:
+        print(format_status(s, resolve_dbfarm(args.dbfarm)))
+    return s["exit"]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``wlc`` command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    commands = {"snapshot": lifecycle_command, "compact": lifecycle_command, "prune": lifecycle_command,
+                "ship": ship_command, "status": status_command, "master": master_command,
+                "capture": capture_command}
     try:
-        if args.command in ("snapshot", "compact", "prune"):
-            return lifecycle_command(args)
-        if args.command == "ship":
-            return ship_command(args)
-        if args.command == "status":
-            from .master import read_config
-            from .storage import Storage
-            farm = resolve_dbfarm(args.dbfarm)
-            cfg = read_config(Storage.of(farm), Storage.join(farm, args.dbname))
-            if cfg is None:
-                print(f"error: {args.dbname} is not a master in {farm}; check the dbfarm and the name, or start "
-                      f"capture with: wlc capture {args.dbfarm} {args.dbname}", file=sys.stderr)
-                return 3
-            status = master_status(args.dbname, cfg)
-            if args.json:
-                import json
-                print(json.dumps(status, indent=1))
-            else:
-                print(format_status(status))
-            return 0
-        import warnings
-        from .config import number
-        from .master import Master
-        warnings.simplefilter("default")
-        beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
-        m = Master(args.dbname, dbfarm=args.dbfarm, logs=args.logs).start()
-        if beat is not None:
-            m.beat(beat)
-        done = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: done.set())
-        signal.signal(signal.SIGINT, lambda *_: done.set())
-        print(f"capturing {m.path} into {m.logs} (beat {m.beat_seconds:g} s); Ctrl-C stops", flush=True)
-        done.wait()
-        m.flush()
-        m.close()
-        print(f"capture stopped at transaction {m.tick()}")
-        return 0
+        return commands[args.command](args)
+    except NotFoundError as exc:
+        print(f"error: {exc.cli}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except WlcError as exc:
         print(f"error: {exc.cli}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE

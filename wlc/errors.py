@@ -28,6 +28,11 @@ class MasterStateError(WlcError):
     """The database is not in the state the call needs (not a master, stopped, already a master elsewhere)."""
 
 
+class NotFoundError(WlcError, LookupError):
+    """A dbfarm, database or table that was named does not exist; the message names the nearest
+    existing ones (never a command that would create something under the name given)."""
+
+
 class BatchError(WlcError):
     """A published batch is unreadable: missing or truncated file, checksum mismatch, unknown format version."""
 

@@ -96,9 +96,9 @@ class Lifecycle:
         from .master import read_config
         cfg = read_config(self.storage, self.path)
         if cfg is None:
-            raise MasterStateError(f"{self.path} is not a master (no wlc.config); call wlc.master() there first",
-                                   cli=f"{self.path} is not a master; start capture there first: wlc capture "
-                                       f"{os.path.dirname(self.path)} {self.dbname}")
+            from .databases import Dbfarm
+            Dbfarm(os.path.dirname(self.path)).require_master(self.dbname)  # names what it is instead
+            raise MasterStateError(f"{self.path} is not a master (no wlc.config)")
         return cfg
 
     def logs(self, cfg: dict[str, str] | None = None) -> str:

@@ -24,6 +24,7 @@ from .catalog import MasterCatalog
 from . import snapshot_store as snap
 from .batch import TxnRecord, parse_utc, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
+from .databases import Dbfarm
 from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
 from .heartbeat import Heartbeat
@@ -73,6 +74,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         self.dbfarm = resolve_dbfarm(dbfarm)
         self.storage = Storage.of(self.dbfarm)
         self.path = Storage.join(self.dbfarm, self.dbname)
+        Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused: it is never made by accident
         self._logs_arg = logs
         self._spark = spark
         self._want_capture = capture
@@ -136,10 +138,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         """
         existing = read_config(self.storage, self.path)
         if existing is None:
-            raise MasterStateError(f"database {self.dbname!r} in {self.dbfarm} is not a master; put it in master "
-                                   f"mode first: wlc.master({self.dbname!r})",
-                                   cli=f"database {self.dbname!r} in {self.dbfarm} is not a master; put it in "
-                                       f"master mode first: wlc capture {self.dbfarm} {self.dbname}")
+            Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
         self.config = existing
         if self.state != STARTED:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
@@ -175,7 +174,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
                        "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then ")
                 raise MasterStateError(msg + "call master() again",
-                                       cli=msg + f"run wlc capture {self.dbfarm} {self.dbname} again")
+                                       cli=msg + f"run wlc master {self.dbfarm} {self.dbname} again")
             logs = logs_of(existing, self.path)
             if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(logs):
                 raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self._logs_arg}; "
@@ -213,6 +212,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             else:
                 state = self._initialise()
             self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
+            if self._want_capture:
+                self.config.pop("capture_stopped", None)
             self._save_config()
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
             floor = parse_utc(self.config["watermark"]) if self.config.get("watermark", "") not in ("", "stopped") \
@@ -229,6 +230,46 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 self.storage.rm(self.path)  # nothing of a refused new master stays behind
             raise
         return self
+
+    def create(self, beat: float | None = None) -> int:
+        """Put the database in master mode without capturing: ``wlc master`` on the command
+        line, MonetDB's ``CALL wlc.master()``. A deliberate step, done once; :meth:`start`
+        (``wlc capture``) then captures. Spark starts only when the database holds tables
+        (they are copied into the first snapshot).
+
+        Args:
+            beat: the heartbeat in seconds to record (default ``master.beat`` of config).
+
+        Returns:
+            int: the number of tables in the first snapshot (0: replicas start empty).
+
+        Raises:
+            NotFoundError: the dbfarm does not exist.
+            MasterStateError: the database is already a master or a replica, or another
+                process holds its capture lock.
+            ConfigError: ``logs`` or ``beat`` is malformed, or the database folder is a file.
+        """
+        value = number(beat, "beat") if beat is not None else None
+        if self.validate() is not None:
+            raise MasterStateError(f"database {self.dbname!r} is already a master; capture it with wlc.master("
+                                   f"{self.dbname!r})", cli=f"database {self.dbname!r} is already a master; capture "
+                                                            f"it with: wlc capture {self.dbfarm} {self.dbname}")
+        created = not self.storage.exists(self.path)
+        self._take_lock()
+        try:
+            if read_config(self.storage, self.path) is not None:  # made by another process meanwhile
+                raise MasterStateError(f"database {self.dbname!r} became a master meanwhile (another process)")
+            state = self._initialise()
+            if value is not None:
+                self.config["beat"] = _fmt_seconds(value)
+                self._save_config()
+            return len(state.tables)
+        except BaseException:
+            if created and read_config(self.storage, self.path) is None:
+                self.storage.rm(self.path)  # nothing of a refused new master stays behind
+            raise
+        finally:
+            self._release_lock()
 
     def _take_lock(self) -> None:
         """Hold ``<db>/wlc.lock`` (fcntl) for as long as this process captures the database.
@@ -475,6 +516,10 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        if self._thread is not None and self._lockfile is not None:  # a clean stop: status shows "stopped"
+            with self._lock:
+                self.config["capture_stopped"] = utc_iso(utcnow())
+                self._save_config()
         self._release_lock()
 
     def clock(self) -> datetime | None:

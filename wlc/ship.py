@@ -157,9 +157,8 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     started = time.monotonic()
     mcfg = read_config(storage, root)
     if mcfg is None:
-        raise ShipError(f"{root} is not a master (no {CONFIG_FILE}); start capture there first: wlc.master({dbname!r})",
-                        cli=f"{root} is not a master (no {CONFIG_FILE}); start capture there first: wlc capture "
-                            f"<dbfarm> {dbname}")
+        raise ShipError(f"{root} is not a master (no {CONFIG_FILE}): check the dbfarm and the name; a database "
+                        "becomes a master by wlc.master() (wlc master on the command line)")
     to = dest_root(to)
     dst = Storage.of(to)
     _check_dest(dst, to, dbname, mcfg)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from wlc import __version__
+from wlc.errors import NotFoundError
 
 from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
 from .plan import parse_until
@@ -20,7 +21,7 @@ from .txlog import transactions
 
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
-           "parse_until"]
+           "NotFoundError", "parse_until"]
 
 _current: Replica | None = None
 

@@ -5,9 +5,9 @@ import argparse
 import logging
 import sys
 
-from wlc.cli import aligned
 from wlc.config import add_common, use_config
-from wlc.errors import WlcError
+from wlc.errors import NotFoundError, WlcError
+from wlc.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned
 
 
 def _fmt(value) -> str:
@@ -91,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
         prog="wlr", description="Workload replay into Delta Lake replicas.",
-        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (status); 2 bad input or a "
-               "refused call; 3 not found (no such replica or master)")
+        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction; 2 bad input or a refused call; "
+               "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
+               "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("status", help="print the replica's state, tick, clock, lag, liveness and error")
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     from .monitor import read_replica_state
     from .replica import Replica
     from wlc.config import dbfarm as resolve_dbfarm
+    from wlc.databases import Dbfarm
     from wlc.storage import Storage
     try:
         if args.command == "log":
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                     columns = None
             except ReplicaStateError as exc:
                 print(f"error: {_say(exc, args)}", file=sys.stderr)
-                return 3
+                return EXIT_NOT_FOUND
             if args.json:
                 print(json.dumps(found, indent=1))
             elif columns:
@@ -176,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(format_table(found))
                 starts = snapshots(args.master, args.dbfarm, args.logs)
-                print("snapshots at transactions " + ", ".join(str(s["txn"]) for s in starts)
+                print("snapshots at transactions " + ", ".join(str(s["txn"]) + ("" if s["path"] else " (the empty start)")
+                                                               for s in starts)
                       + " (wlr log --snapshots lists them)")
             return 0
         if args.command == "replicate" and args.follow:
@@ -198,33 +201,50 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         farm = resolve_dbfarm(args.dbfarm)
         try:
+            Dbfarm(farm).require_replica(args.replica, ReplicaStateError)  # a master: wlc status, its replicas
             cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
         except ReplicaStateError as exc:
             print(f"error: {_say(exc, args)}", file=sys.stderr)
-            return 3
+            return EXIT_NOT_FOUND
         rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
         if args.command == "accept":
             print(f"skipped transaction {rep.accept()}")
             return 0
         s = rep.status()
-        err = s["error"]
         if getattr(args, "json", False):
             import json
             print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
-            return 1 if err else 0
-        capture = s["capture"] + (f" (heartbeat {_fmt(s['capture_heartbeat'])})" if s["capture_heartbeat"] else "")
-        rows = [("replica", s["replica"]), ("master", s["master"]), ("source", s["source"]), ("state", s["state"]),
-                ("tick", s["tick"]), ("clock", _fmt(s["clock"])), ("master tick", s["master_tick"]),
-                ("lag (transactions)", s["lag_transactions"]),
-                ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
-                ("capture", capture), ("follower heartbeat", _fmt(s["heartbeat"])),
-                ("skipped", ",".join(map(str, s["skipped"])) or "-")]
-        rows.append(("error", "-" if not err else
-                     f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
-                     f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
-                     f"{args.dbfarm} {args.replica}"))
-        print(aligned(rows))
-        return 1 if err else 0
+            return s["exit"]
+        print(format_replica_status(s, args))
+        return s["exit"]
+    except NotFoundError as exc:
+        print(f"error: {_say(exc, args)}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     except WlcError as exc:
         print(f"error: {_say(exc, args)}", file=sys.stderr)
-        return 1 if isinstance(exc, ReplicationError) else 2
+        return 1 if isinstance(exc, ReplicationError) else EXIT_USAGE
+
+
+def format_replica_status(s: dict, args: argparse.Namespace) -> str:
+    """Human text of :meth:`wlr.Replica.status`: one aligned line per fact; the master's
+    published tick and its commits not yet published are two lines, so that
+    ``lag = master tick - tick + unpublished``."""
+    err = s["error"]
+    capture = s["capture"] + (f" ({'at' if s['capture'] == 'stopped' else 'heartbeat'} "
+                              f"{_fmt(s['capture_heartbeat'])})" if s["capture_heartbeat"] else "")
+    rows = [("replica", s["replica"]), ("master", s["master"]), ("source", s["source"]), ("state", s["state"]),
+            ("tick", f"{s['tick']} (last applied transaction)"), ("clock", _fmt(s["clock"])),
+            ("master tick", f"{s['master_tick']} (last published transaction)"),
+            ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
+            ("lag (transactions)", f"{s['lag_transactions']} (= master tick - tick + unpublished)"
+             if s["lag_transactions"] else "0"),
+            ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
+            ("capture", capture), ("follower heartbeat", _fmt(s["heartbeat"])),
+            ("skipped", ",".join(map(str, s["skipped"])) or "-")]
+    rows.append(("error", "-" if not err else
+                 f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
+                 f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
+                 f"{args.dbfarm} {args.replica}"))
+    if s.get("diverged"):
+        rows.append(("diverged", s["diverged"]))
+    return aligned(rows)

@@ -23,14 +23,16 @@ from wlc import batch as batchfmt
 from wlc import snapshot_store as snap
 from wlc.batch import parse_utc
 from wlc.capture import Cursor, discover_tables
-from wlc.config import parse_kv
+from wlc.config import number, parse_kv, settings
 from wlc.deltalog import list_versions, read_commit
 from wlc.errors import BatchError
 from wlc.heartbeat import capture_liveness, liveness
 from wlc.master import logs_of
+from wlc.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE
 from wlc.storage import Storage
 
 from . import failure
+from .errors import DivergedError
 from .source import recorded_source
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
@@ -123,17 +125,27 @@ def replica_status(rep) -> dict:
     else:
         lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
     state = st.get("state", "new")
-    follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now)
+    stale_after = number(settings()["replica"]["stale_after"], "replica.stale_after")
+    follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now, stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
-    capture, capture_at = capture_liveness(mcfg, now)
+    capture, capture_at = capture_liveness(mcfg, now) if mcfg else ("unknown", None)
+    diverged = None
+    if mcfg:
+        try:
+            rep._check_history(st, mcfg)
+        except DivergedError as exc:
+            diverged = str(exc)
+    error = {k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None
+    code = (EXIT_DIVERGED if diverged else EXIT_FAILED if error else
+            EXIT_STALE if "stale" in (state, capture) else EXIT_OK)
     return {
         "replica": rep.name, "master": rep.master, "source": src.label, "state": state,
         "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
-        "lag_transactions": behind + pending, "lag_seconds": lag_s,
+        "unpublished": pending, "lag_transactions": behind + pending, "lag_seconds": lag_s,
         "capture": capture, "capture_heartbeat": capture_at, "heartbeat": beat_at,
         "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
-        "error": ({k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None),
+        "error": error, "diverged": diverged, "exit": code,
     }
 
 

@@ -163,11 +163,14 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         Returns a dict: ``replica``, ``master``, ``state`` (``new``, ``idle``, ``following``,
         ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
         ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
-        (last published), ``master_write``, ``lag_transactions`` (master commits not applied,
-        including those capture has not published yet), ``lag_seconds`` (now - the oldest of
-        them's commit time, 0 when none; None when unknown), ``capture`` (``alive``,
-        ``stale``, ``stopped`` or ``unknown``) with ``capture_heartbeat``, ``heartbeat`` (the
-        follower's), ``skipped`` and ``error``.
+        (last published), ``master_write``, ``unpublished`` (master commits capture has not
+        published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
+        + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
+        None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
+        ``unknown``) with ``capture_heartbeat`` (the instant it refers to), ``heartbeat`` (the
+        follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not
+        this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
+        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlc.health`).
         """
         return monitor.replica_status(self)
 

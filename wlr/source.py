@@ -17,7 +17,7 @@ import posixpath
 from dataclasses import dataclass
 
 from wlc.config import check_name, dbfarm as resolve_dbfarm
-from wlc.errors import ConfigError
+from wlc.errors import ConfigError, WlcError
 from wlc.master import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
 from wlc.ship import read_config as read_shipped_config
 from wlc.storage import Storage
@@ -67,13 +67,16 @@ class Source:
     def is_master(self) -> bool:
         return self.kind == "master"
 
-    def missing(self, master: str) -> ReplicaStateError:
+    def missing(self, master: str) -> WlcError:
         """The error for a source without wlc.config, naming the fix for its kind."""
         if self.kind == "master":
-            return ReplicaStateError(
-                f"{self.root} is not a master (no {MASTER_CONFIG}); call wlc.master() there first",
-                cli=f"{self.root} is not a master (no {MASTER_CONFIG}); start capture there first: "
-                    f"wlc capture {posixpath.dirname(self.root.rstrip('/'))} {master}")
+            from wlc.databases import Dbfarm
+            farm, name = posixpath.split(self.root.rstrip("/"))
+            try:
+                Dbfarm(farm).require_master(name, ReplicaStateError)  # what it is, the nearest masters
+            except WlcError as exc:
+                return exc
+            return ReplicaStateError(f"{self.root} is not a master (no {MASTER_CONFIG})")
         if self.kind == "shipped":
             return ReplicaStateError(
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",

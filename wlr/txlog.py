@@ -68,8 +68,28 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     path = Storage.join(farm, master)
     cfg = read_master_config(storage, path)
     if cfg is None:
+        from wlc.databases import Dbfarm
+        Dbfarm(farm).require_master(master, ReplicaStateError)  # what it is instead, the nearest masters
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
     return storage, path, cfg
+
+
+def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, str], master: str) -> None:
+    """Raise NotFoundError when ``table`` is in no published transaction and not in the newest
+    snapshot, naming the nearest tables (``events`` finds ``app.events``)."""
+    from wlc import snapshot_store as snap
+    from wlc.databases import did_you_mean
+    from wlc.errors import NotFoundError
+
+    known = set(seen)
+    if cfg.get("snapshot"):
+        try:
+            known |= set(snap.read(storage, cfg["snapshot"])["tables"])
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged snapshot names nothing: the log's tables are still named
+    if table.lower() not in {t.lower() for t in known}:
+        raise NotFoundError(f"no table {table!r} in the published transactions of master {master!r}"
+                            + did_you_mean(table, sorted(known), "tables") + " (write schema.table)")
 
 
 def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,
@@ -92,6 +112,8 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
 
     Raises:
         ReplicaStateError: the database is not a master.
+        wlc.NotFoundError: no such database, or ``table`` is in no published transaction and not in
+            the newest snapshot (the nearest tables are named).
         TargetError: a bound is neither a transaction id nor an instant.
         wlc.BatchError: a published batch is damaged.
     """
@@ -105,9 +127,10 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
             if lv == level and not covered & set(range(first, last + 1)):
                 sources.append((first, last, os.path.basename(p), p))
                 covered |= set(range(first, last + 1))
-    out = []
+    out, seen = [], set()
     for _first, _last, name, batch_path in sorted(sources):
         for rec in batchfmt.read_manifest(storage, batch_path).txns:
+            seen.add(rec.table)
             if table is not None and rec.table.lower() != table.lower():
                 continue
             if operation is not None and not rec.operation.upper().startswith(operation.upper()):
@@ -119,6 +142,8 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
                 if rec.first is not None:
                     row["first"] = rec.first
                 out.append(row)
+    if table is not None:
+        _check_table(table, seen, storage, cfg, master)
     return out
 
 
@@ -146,6 +171,10 @@ def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> st
             return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
         if col == "txn" and row.get("first") is not None:
             return f"{row['first']}-{value}"
+        if col == "path" and not value:
+            return "empty start (the master had no table: replicas start empty)"
+        if col == "batch" and value == -1:
+            return "-"
         if value is None or value == "":
             return "-"
         return value.isoformat() if isinstance(value, datetime) else str(value)

@@ -174,12 +174,16 @@ def test_standalone_capturer_process(spark, dbfarm):
     from wlc.config import parse_kv
 
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "wlc", "capture", dbfarm, "ext", "--beat", "0"],
+    made = subprocess.run([sys.executable, "-m", "wlc", "master", dbfarm, "ext", "--beat", "0"], env=env,
+                          capture_output=True, text=True, timeout=120)  # master mode is its own step
+    assert made.returncode == 0 and "ext is a master now" in made.stdout, made.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "wlc", "capture", dbfarm, "ext"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         cfg_path = os.path.join(dbfarm, "ext", "wlc.config")
         deadline = time.monotonic() + 180
-        while not os.path.exists(cfg_path) and time.monotonic() < deadline:
+        while "heartbeat=" not in open(cfg_path).read() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
             time.sleep(0.2)
         path = os.path.join(dbfarm, "ext", "s", "t")
         spark.sql(f"CREATE TABLE delta.`{path}` (i INT) USING delta")
@@ -195,6 +199,10 @@ def test_standalone_capturer_process(spark, dbfarm):
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out[-3000:]
+    assert "each transaction is published as its own batch at once" in out  # the start-up line says when
+    status = subprocess.run([sys.executable, "-m", "wlc", "status", dbfarm, "ext"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert status.returncode == 0 and "capture     stopped at 20" in status.stdout, status.stdout  # a clean stop
     rep = wlr.Replica("ext", replica="ext_r", dbfarm=dbfarm).replicate(follow=False)
     assert rows(rep.table("s.t")) == [(1,), (2,)]
 

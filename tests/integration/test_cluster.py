@@ -90,13 +90,15 @@ def test_capture_and_replica_share_a_standalone_cluster(spark, dbfarm, cluster, 
     spark.executor.extraJavaOptions: "-XX:TieredStopAtLevel=1"\n""")
     env = dict(os.environ, PYTHONPATH=ROOT, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("WLC_CONFIG", None)
-    capture = subprocess.Popen([sys.executable, "-m", "wlc", "--config", str(cfg), "capture", dbfarm, "cm",
-                                "--beat", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+    made = subprocess.run([sys.executable, "-m", "wlc", "--config", str(cfg), "master", dbfarm, "cm", "--beat", "0"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    capture = subprocess.Popen([sys.executable, "-m", "wlc", "--config", str(cfg), "capture", dbfarm, "cm"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         config = Path(dbfarm, "cm", "wlc.config")
         deadline = time.monotonic() + 240
-        while not config.exists() and time.monotonic() < deadline:
+        while "heartbeat=" not in config.read_text() and time.monotonic() < deadline:
             assert capture.poll() is None, capture.stdout.read()[-3000:]
             time.sleep(0.2)
         t = os.path.join(dbfarm, "cm", "s", "t")

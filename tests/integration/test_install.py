@@ -27,6 +27,7 @@ SCRIPT = textwrap.dedent("""
     assert Path(wlc.__file__).resolve().is_relative_to(venv), wlc.__file__
     assert Path(wlr.__file__).resolve().is_relative_to(venv), wlr.__file__
     spark = wlc.spark_session()
+    Path("farm").mkdir()  # a dbfarm is a folder made first: wlc never makes one by accident
     farm = str(Path("farm").resolve())
     m = wlc.master("m", dbfarm=farm)
     wlc.beat(0)

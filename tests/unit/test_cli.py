@@ -15,18 +15,18 @@ def write(path, text):
         fh.write(text)
 
 
-def _published(tmp_path, times):
+def _published(tmp_path, times, db="db"):
     """A master ``db`` whose one published batch holds txns 0.. at ``times``; returns its logs folder."""
     from wlc import batch as B
     from wlc.storage import Storage
 
     st = Storage.of(str(tmp_path))
-    logs = str(tmp_path / "db" / "wlc_logs")
+    logs = str(tmp_path / db / "wlc_logs")
     st.makedirs(logs)
     recs = [B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t, table="s.t", version=k, operation="WRITE")
             for k, t in enumerate(times)]
-    B.publish(st, logs, B.open_staging(st, logs, "db", 0),
-              B.Manifest(database="db", dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}))
+    B.publish(st, logs, B.open_staging(st, logs, db, 0),
+              B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}))
     return logs
 
 
@@ -59,7 +59,7 @@ def test_wlr_status_of_a_killed_follower_is_stale(tmp_path, capsys):
     write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=0\nlogs={logs}\nheartbeat={old}\n")
     write(tmp_path / "rep" / "wlr.config",
           f"master=db\ndbid=abc\ntick=0\nbatches=1\nstate=following\nheartbeat={old}\n")
-    assert wlr_main(["status", str(tmp_path), "rep", "--json"]) == 0
+    assert wlr_main(["status", str(tmp_path), "rep", "--json"]) == 5  # stale: a health check fails
     s = json.loads(capsys.readouterr().out)
     assert (s["state"], s["lag_transactions"], s["lag_seconds"]) == ("stale", 0, 0.0)
     assert s["capture"] == "stale" and s["heartbeat"].startswith(old[:19])
@@ -67,7 +67,7 @@ def test_wlr_status_of_a_killed_follower_is_stale(tmp_path, capsys):
 
 def test_wlr_status_of_a_non_replica(tmp_path, capsys):
     assert wlr_main(["status", str(tmp_path), "nothing"]) == 3
-    assert "not a replica" in capsys.readouterr().err
+    assert "no database 'nothing'" in capsys.readouterr().err
 
 
 def test_wlc_status(tmp_path, capsys):
@@ -80,19 +80,20 @@ def test_wlc_status(tmp_path, capsys):
     assert (s["master"], s["state"], s["state_name"], s["tick"], s["capture"]) == ("db", 2, "stopped", 4, "stopped")
     assert s["not_replicated"] == {"/x/s/a b": "bad name"}
     assert wlc_main(["status", str(tmp_path), "other"]) == 3
-    assert "wlc capture" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no database 'other'" in err and "did you mean" not in err and "wlc capture" not in err
 
 
 def test_command_line_errors_name_commands_not_python_calls(tmp_path, capsys):
     os.makedirs(tmp_path / "nm")
     assert wlr_main(["replicate", str(tmp_path), "nm", "r"]) == 2
     err = capsys.readouterr().err
-    assert f"wlc capture {tmp_path} nm" in err and "wlc.master()" not in err
+    assert f"wlc master {tmp_path} nm" in err and "wlc.master(" not in err
     assert os.listdir(tmp_path) == ["nm"]  # nothing made
     write(tmp_path / "db" / "wlc.config", "state=2\nbeat=300\n")
     assert wlc_main(["capture", str(tmp_path), "db"]) == 2
     err = capsys.readouterr().err
-    assert f"run wlc capture {tmp_path} db again" in err and "master()" not in err
+    assert f"run wlc master {tmp_path} db again" in err and "master()" not in err
 
 
 def test_every_positional_argument_has_help():

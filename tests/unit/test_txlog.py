@@ -8,7 +8,8 @@ from wlc import batch as B
 from wlc.config import format_kv
 from wlc.storage import Storage
 from wlr import cli, transactions
-from wlr.errors import ReplicaStateError, TargetError
+from wlc.errors import NotFoundError
+from wlr.errors import TargetError
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -47,7 +48,7 @@ def test_filters(farm):
     assert transactions("shop", farm, table="sales.orders", operation="WRITE")[0]["rows"] == {"insert": 3}
     with pytest.raises(TargetError):
         transactions("shop", farm, since="yesterday")
-    with pytest.raises(ReplicaStateError, match="not a master"):
+    with pytest.raises(NotFoundError, match="no database 'nope'.*did you mean shop"):
         transactions("nope", farm)
 
 
@@ -56,12 +57,13 @@ def test_command_line(farm, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["txn", "gtid", "time", "table", "operation", "rows", "batch"]
     assert out[1].split()[:4] == ["3", "d1:3", "2026-11-22T10:03:00.000000Z", "sales.orders"] and len(out) == 3
-    assert out[2] == "snapshots at transactions -1 (wlr log --snapshots lists them)"  # began with no table
+    assert out[2] == "snapshots at transactions -1 (the empty start) (wlr log --snapshots lists them)"
     assert cli.main(["log", farm, "shop", "--snapshots"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["txn", "time", "batch", "path"] and out[1].split() == ["-1", "-", "-1", "-"]
+    assert out[0].split() == ["txn", "time", "batch", "path"] and out[1].split()[:4] == ["-1", "-", "-", "empty"]
+    assert "empty start" in out[1]
     assert cli.main(["log", farm, "shop", "--table", "sales.items", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)
     assert items[0]["rows"] == {"insert": 1, "update_postimage": 2, "update_preimage": 2}
     assert cli.main(["log", farm, "nope"]) == 3
-    assert "not a master" in capsys.readouterr().err
+    assert "no database 'nope'" in capsys.readouterr().err

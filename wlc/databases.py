@@ -1,0 +1,161 @@
+"""The databases of a dbfarm: what each one is, and the error for naming the wrong one.
+
+A database is a folder of the dbfarm. It is a **master** when it holds ``wlc.config``
+(MonetDB's master state file, written when it was put in master mode), a **replica** when it
+holds ``wlr.config``, and a plain **database** otherwise. The command lines and the Python
+API use :class:`Dbfarm` to refuse a name that is not what the call needs with what the name
+is, the command that applies to it, and the nearest existing names, and never a hint that
+would create something under a mistyped name (MonetDB's ``CALL wlc.master()`` is a
+deliberate act, done once).
+"""
+from __future__ import annotations
+
+import difflib
+
+from .config import parse_kv
+from .errors import MasterStateError, NotFoundError
+from .storage import Storage
+
+MASTER_CONFIG = "wlc.config"
+REPLICA_CONFIG = "wlr.config"
+MASTER, REPLICA, PLAIN, MISSING = "master", "replica", "database", "missing"
+
+
+def nearest(name: str, candidates, n: int = 3) -> list[str]:
+    """Up to ``n`` of ``candidates`` closest to ``name`` (difflib's ratio, at least 0.5), best first;
+    names that match ignoring case, or whose last dotted part matches, come first."""
+    candidates = list(candidates)
+    low = name.lower()
+    exact = [c for c in candidates if c.lower() == low or c.lower().rsplit(".", 1)[-1] == low]
+    near = difflib.get_close_matches(name, candidates, n=n, cutoff=0.5)
+    out: list[str] = []
+    for c in exact + near:
+        if c not in out:
+            out.append(c)
+    return out[:n]
+
+
+def did_you_mean(name: str, candidates, what: str) -> str:
+    """``"; did you mean a or b?"`` for the nearest of ``candidates``, else ``"; the <what> are: ..."``
+    (at most 10 named), else ``"; there are no <what>"``."""
+    near = nearest(name, candidates)
+    if near:
+        return "; did you mean " + " or ".join(near) + "?"
+    names = sorted(candidates)
+    if not names:
+        return f"; there are no {what}"
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return f"; the {what} are: " + ", ".join(names[:10]) + more
+
+
+class Dbfarm:
+    """The databases of the dbfarm folder (or URL) ``path``: their kinds, and refusals naming them.
+
+    Raises (constructor):
+        NotFoundError: ``path`` is a local folder that does not exist (a dbfarm is never made by accident).
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.storage = Storage.of(path)
+        if self.storage.local and not self.storage.isdir(path):
+            raise NotFoundError(f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm is an "
+                                f"empty folder you make first: os.makedirs({path!r}))",
+                                cli=f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm "
+                                    f"is an empty folder you make first: mkdir -p {path})")
+
+    def kind(self, name: str) -> str:
+        """``master``, ``replica``, ``database`` (a folder that is neither) or ``missing``."""
+        folder = Storage.join(self.path, name)
+        if self.storage.exists(Storage.join(folder, MASTER_CONFIG)):
+            return MASTER
+        if self.storage.exists(Storage.join(folder, REPLICA_CONFIG)):
+            return REPLICA
+        if self.storage.local and self.storage.isdir(folder):
+            return PLAIN
+        return MISSING
+
+    def names(self, kind: str | None = None) -> list[str]:
+        """The databases of the dbfarm (of ``kind`` only, when given), sorted; hidden folders are not databases."""
+        if not self.storage.local:
+            return []
+        out = [d for d in self.storage.subdirs(self.path) if not d.startswith(".")]
+        return sorted(d for d in out if kind is None or self.kind(d) == kind)
+
+    def master_of(self, replica: str) -> str | None:
+        """The master a replica's ``wlr.config`` names (None when it names none)."""
+        path = Storage.join(self.path, replica, REPLICA_CONFIG)
+        try:
+            return parse_kv(self.storage.read_text(path), path).get("master") or None
+        except (OSError, ValueError):
+            return None
+
+    def replicas_of(self, master: str) -> list[str]:
+        """The replicas in this dbfarm whose ``wlr.config`` names ``master``."""
+        return [r for r in self.names(REPLICA) if self.master_of(r) == master]
+
+    def _missing(self, name: str, kind: str) -> NotFoundError:
+        hint = did_you_mean(name, self.names(kind), f"{kind}s in {self.path}")
+        return NotFoundError(f"no database {name!r} in {self.path}{hint}")
+
+    def require_master(self, name: str, error=None) -> None:
+        """Check that ``name`` is a master database.
+
+        Args:
+            name: the database name.
+            error: the exception class for a database that is not a master (default
+                :class:`wlc.errors.MasterStateError`); wlr passes its ReplicaStateError.
+
+        Raises:
+            NotFoundError: there is no such database (the nearest masters are named).
+            MasterStateError: it is a replica (its master is named, with ``wlr`` commands for
+                it) or a plain database (``wlc master`` / :func:`wlc.master` puts it in master mode).
+        """
+        kind = self.kind(name)
+        if kind == MASTER:
+            return
+        if kind == MISSING:
+            raise self._missing(name, MASTER)
+        error = error or MasterStateError
+        if kind == REPLICA:
+            master = self.master_of(name)
+            of = f" of master {master!r}" if master else ""
+            instead = f"name its master {master!r} instead" if master else "name its master instead"
+            raise error(f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica with "
+                        f"wlr.Replica({master!r}, replica={name!r}, dbfarm={self.path!r}).status())",
+                        cli=f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica "
+                            f"with: wlr status {self.path} {name})")
+        raise error(
+            f"database {name!r} in {self.path} is not a master (no {MASTER_CONFIG}); putting it in master mode is "
+            f"a deliberate step: wlc.master({name!r}, dbfarm={self.path!r})",
+            cli=f"database {name!r} in {self.path} is not a master (no {MASTER_CONFIG}); putting it in master mode "
+                f"is a deliberate step: wlc master {self.path} {name}")
+
+    def require_replica(self, name: str, error=None) -> None:
+        """Check that ``name`` is a replica database.
+
+        Args:
+            name: the database name.
+            error: the exception class to raise for a database that is not a replica
+                (default :class:`wlc.errors.MasterStateError`); wlr passes its ReplicaStateError.
+
+        Raises:
+            NotFoundError: there is no such database (the nearest replicas are named).
+            MasterStateError (or ``error``): it is a master (``wlc status`` and its replicas are named)
+                or a plain database.
+        """
+        kind = self.kind(name)
+        if kind == REPLICA:
+            return
+        if kind == MISSING:
+            raise self._missing(name, REPLICA)
+        error = error or MasterStateError
+        if kind == MASTER:
+            reps = self.replicas_of(name)
+            theirs = (f"; its replicas here: {', '.join(reps)}" if reps else "; it has no replica in this dbfarm")
+            raise error(f"{name!r} in {self.path} is a master, not a replica: see it with wlc.status({name!r}, "
+                        f"dbfarm={self.path!r}){theirs}",
+                        cli=f"{name!r} in {self.path} is a master, not a replica: see it with: wlc status "
+                            f"{self.path} {name}{theirs}")
+        raise error(f"database {name!r} in {self.path} is neither a master nor a replica (no {REPLICA_CONFIG})"
+                    + did_you_mean(name, self.names(REPLICA), f"replicas in {self.path}"))

@@ -1,0 +1,117 @@
+"""A master's status (``wlc status``, :func:`wlc.status`) and the exit codes both status commands share.
+
+Status reads state files only (``wlc.config``), never Spark, so a health check or a cron job
+can run it every minute. The exit codes follow the monitoring-plugin habit of a distinct
+code per condition, documented with the commands:
+
+==== ===============================================================================
+0    healthy (capture alive, cleanly stopped, or not started yet; a replica applying)
+1    the replica stopped at a failed transaction (``wlr accept`` skips it)
+2    bad input or a refused call
+3    not found: no such dbfarm, database or table
+4    the replica diverged from its source (a restored master wrote other transactions)
+5    stale: capture, or a replica's follower, stopped sending heartbeats without a clean stop
+==== ===============================================================================
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from .batch import utc_iso
+from .heartbeat import capture_liveness
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
+STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
+
+
+def capture_text(cfg: dict[str, str], now: datetime | None = None) -> tuple[str, str]:
+    """``(liveness, text)`` of capture from ``wlc.config`` ``cfg`` at UTC instant ``now`` (default now):
+    ``alive`` / ``stale`` / ``stopped`` / ``not started`` and the line status prints, e.g.
+    ``stopped at 2026-11-25T10:00:00+00:00`` or ``stale since ...`` (its last heartbeat)."""
+    state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
+    if state == "stale":
+        return state, f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"
+    if state == "stopped":
+        return state, f"stopped at {utc_iso(when)}" if when else "stopped"
+    if state == "alive":
+        return state, f"alive (heartbeat {utc_iso(when)})"
+    return state, "not started (start it with: wlc capture <dbfarm> <dbname>)"
+
+
+def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None) -> dict:
+    """``wlc status`` as a dict.
+
+    Args:
+        dbname: the master database's name.
+        cfg: its ``wlc.config`` (:func:`wlc.master.read_config`).
+        now: the UTC instant liveness is judged at (default now).
+
+    Returns:
+        wlc.config's keys (numbers as ints; ``not_replicated``, ``feed_notes`` and ``held`` as
+        dicts of table -> text, see :mod:`wlc.table_notes`) plus ``master``, ``state_name``,
+        ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started``), ``capture_text``
+        (the line status prints) and ``exit`` (the command's exit code, see the module).
+    """
+    out: dict = {"master": dbname}
+    for key, value in cfg.items():
+        if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
+            out[key] = int(value)
+        elif key in ("not_replicated", "feed_notes", "held"):
+            out[key] = json.loads(value) if value else {}
+        else:
+            out[key] = value
+    out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
+    out["capture"], out["capture_text"] = capture_text(cfg, now)
+    out["exit"] = EXIT_STALE if out["capture"] == "stale" else EXIT_OK
+    return out
+
+
+def aligned(rows: list[tuple[str, object]]) -> str:
+    """``(name, value)`` rows as ``name  value`` lines, the values in one column."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def format_status(s: dict, dbfarm: str = "<dbfarm>") -> str:
+    """Human text of :func:`master_status`: one aligned line per fact, then a line per table
+    not replicated, held back, or met by a limit of the change feed."""
+    capture = s["capture_text"].replace("<dbfarm> <dbname>", f"{dbfarm} {s['master']}")
+    rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
+            ("capture", capture),
+            ("tick", f"{s.get('tick', '-')} (last published transaction)"),
+            ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
+            ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
+            ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
+            ("dbid", s.get("dbid") or "-"), ("epoch", s.get("epoch") or "-"),
+            ("epochs", s.get("epochs") or "-"), ("created", s.get("created") or "-")]
+    lines = [aligned(rows)]
+    lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
+    lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
+    lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
+    return "\n".join(lines)
+
+
+def status(dbname: str, dbfarm: str | None = None) -> dict:
+    """The status of master ``<dbfarm>/<dbname>`` (``wlc status`` from Python; no Spark).
+
+    Args:
+        dbname: the master database's name.
+        dbfarm: the folder holding the databases (default ``$WLC_DBFARM``, else config's ``dbfarm``).
+
+    Returns:
+        the dict of :func:`master_status`; ``exit`` is the code ``wlc status`` would exit with.
+
+    Raises:
+        NotFoundError: no such dbfarm or database (the nearest masters are named).
+        MasterStateError: the database is a replica or not a master.
+    """
+    from .config import dbfarm as resolve_dbfarm
+    from .databases import Dbfarm
+    from .master import read_config
+    from .storage import Storage
+
+    farm = resolve_dbfarm(dbfarm)
+    Dbfarm(farm).require_master(dbname)
+    cfg = read_config(Storage.of(farm), Storage.join(farm, dbname)) or {}
+    return master_status(dbname, cfg)
