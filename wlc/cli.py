@@ -118,8 +118,12 @@ def lifecycle_command(args) -> int:
         return 0
     if args.command == "compact":
         chosen = {1: every(args.level1, "--level1", ("batches",)), 2: every(args.level2, "--level2", ("batches",))}
-        made = cycle.compact(active_session(), {k: v for k, v in chosen.items() if v is not None}, print)
-        print(f"{len(made)} compacted batches made" if made else "nothing to compact yet")
+        chosen = {k: v for k, v in chosen.items() if v is not None}
+        made = cycle.compact(active_session(), chosen, print)
+        if made:
+            print(f"{len(made)} compacted batches made")
+        else:
+            print("nothing to compact yet: " + "; ".join(cycle.next_due(chosen) or ["compaction is off (master.compact)"]))
         return 0
     report = cycle.prune(dry_run=args.dry_run)
     print("\n".join(report.lines()))

@@ -100,6 +100,23 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
     return made
 
 
+def next_due(storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime,
+             span_of=None) -> list[str]:
+    """A line per level saying when its next compacted batch is due (:func:`wlc.levels.next_due`);
+    reads manifests only (no Spark)."""
+    from .levels import next_due as due
+
+    out = []
+    for level in (1, 2):
+        if every.get(level) is None:
+            continue
+        upper_last = last_batch_of(storage, logs, dbname, level)
+        lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
+        upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
+        out.append(due(lower, upper, every[level], watermark, level))
+    return out
+
+
 def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span],
           metas_before) -> Span:
     """Merge the batches of ``run`` (consecutive, one level below ``level``) into one batch.

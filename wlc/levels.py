@@ -30,7 +30,8 @@ LEVELS = (0, 1, 2)
 class Span:
     """A published batch as a range: ``level``, the level-0 batches it holds
     (``first_batch``..``last_batch``), its transactions (``first_txn``..``last_txn``), the
-    commit time of its last transaction (UTC), its watermark and its folder."""
+    commit time of its last transaction (UTC), its watermark, its folder and the commit time of
+    its first transaction."""
 
     level: int
     first_batch: int
@@ -40,12 +41,14 @@ class Span:
     last_time: datetime | None
     watermark: datetime | None = None
     path: str = ""
+    first_time: datetime | None = None
 
     @classmethod
     def of(cls, manifest, path: str = "") -> "Span":
         """The span of a :class:`wlc.batch.Manifest`."""
         return cls(manifest.level, manifest.batch, manifest.end_batch, manifest.first_txn, manifest.last_txn,
-                   manifest.txns[-1].time if manifest.txns else None, manifest.watermark, path)
+                   manifest.txns[-1].time if manifest.txns else None, manifest.watermark, path,
+                   manifest.txns[0].time if manifest.txns else None)
 
     @property
     def name(self) -> str:
@@ -163,6 +166,35 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
     return closed
 
 
+def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime,
+             level: int) -> str:
+    """When the next batch of ``level`` is due, for people (``wlc compact`` with nothing to do).
+
+    Args: as :func:`runs_to_merge`, and ``level`` the level being made (1 or 2).
+
+    Returns e.g. ``level 1: due once the master's watermark passes 2026-11-25T11:00:00Z (the
+    end of the 1 h window of level-0 batches 40-42)`` or ``level 1: 3 of 10 level-0 batches
+    since the last level-1 batch``.
+    """
+    done = max((u.last_batch for u in upper), default=-1)
+    todo = sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
+    below = f"level-{level - 1} batch"
+    if every.unit == "batches":
+        return (f"level {level}: {len(todo)} of {int(every.amount)} {below}es since the last level-{level} batch "
+                "(due when they are complete)")
+    if not todo:
+        return (f"level {level}: no {below} since the last level-{level} batch; due at the end of the {every} "
+                "window of the next one")
+    first = todo[0]
+    w = window_of(first.last_time or first.watermark, every.amount)
+    end = datetime.fromtimestamp((w + 1) * every.amount, tz=timezone.utc)
+    inside = [s for s in todo if window_of(s.last_time or s.watermark, every.amount) == w]
+    names = f"{inside[0].first_batch}" + (f"-{inside[-1].last_batch}" if inside[-1].last_batch != inside[0].first_batch
+                                           else "")
+    return (f"level {level}: due once the master's watermark passes {end.isoformat().replace('+00:00', 'Z')} (the "
+            f"end of the {every} window of {below}es {names}; the watermark is {closed_before.isoformat()})")
+
+
 # ----------------------------------------------------------------------------- retention
 
 @dataclass
@@ -261,7 +293,10 @@ def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
         mine = [s for s in fresh if s.level == level and out.earliest and s.last_txn > out.earliest.txn]
         if mine:
             first = min(mine, key=lambda s: s.first_txn)
-            out.granularity.append((f"level {level}", first.first_txn, first.last_time))
+            if level == 0:  # every transaction from the batch's first one on: its own commit time
+                out.granularity.append((f"level {level}", first.first_txn, first.first_time))
+            else:  # every boundary from the batch's end on: the end's commit time
+                out.granularity.append((f"level {level}", first.last_txn, first.last_time))
     return out
 
 

@@ -196,6 +196,15 @@ class Lifecycle:
                                       {k: v for k, v in every_.items() if v is not None}, watermark,
                                       lambda n: self._metas_before(cfg, n), progress, self._span)
 
+    def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
+        """A line per level saying when its next compacted batch is due (no Spark)."""
+        cfg = self.config()
+        every_ = {**lifecycle_settings()["every"], **(every_ or {})}
+        wm = cfg.get("watermark", "")
+        watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
+        return compaction.next_due(self.storage, self.logs(cfg), self.dbname,
+                                   {k: v for k, v in every_.items() if v is not None}, watermark, self._span)
+
     def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""
         logs = self.logs(cfg)

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
 from wlc.batch import parse_utc, utc_iso
+from wlc.databases import Dbfarm
 from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
 from wlc.errors import ConfigError
 from wlc.master import STOPPED
@@ -74,6 +75,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             master_dbfarm = master_dbfarm or master.dbfarm
             master = master.dbname
         self.dbfarm = resolve_dbfarm(dbfarm)
+        Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
         self.master_dbfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
         chosen = (named_source(source, self.master_dbfarm) if source is not None
                   else shipped_source(logs) if logs is not None else None)

@@ -97,8 +97,22 @@ class ReplicaSetup:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
                 raise ReplicationError(exc.batch, None, None, exc.cause) from None
+            self._check_selected(mcfg, logs, start)
             self._check_predicates(start)
         return mcfg
+
+    def _check_selected(self, mcfg: dict[str, str], logs: str, start) -> None:
+        """Raise NotFoundError when a new selective replica names a table (or pattern) that no
+        published transaction and not its start snapshot knows, naming the nearest; as
+        PostgreSQL's CREATE PUBLICATION refuses a table that does not exist."""
+        if self.selection is None or not (self.selection.tables or self.selection.where):
+            return
+        from .txlog import check_tables, known_tables
+
+        known = known_tables(self.source.storage, logs, self.master, start.path or "")
+        where = f"in master {self.master!r} (its snapshot and published transactions)"
+        check_tables(self.selection.tables, known, where)
+        check_tables([t for t, _p in self.selection.where], known, where)
 
     def _check_predicates(self, start) -> None:
         """Raise ConfigError when a ``where`` predicate does not fit its table in the snapshot

@@ -74,12 +74,43 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     return storage, path, cfg
 
 
-def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, str], master: str) -> None:
-    """Raise NotFoundError when ``table`` is in no published transaction and not in the newest
-    snapshot, naming the nearest tables (``events`` finds ``app.events``)."""
+def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -> set[str]:
+    """Every table named by a published batch (any level) of ``master`` in ``logs`` or held by
+    the snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only."""
     from wlc import snapshot_store as snap
+
+    out: set[str] = set()
+    paths = [p for _n, p in batchfmt.list_batches(storage, logs, master)]
+    paths += [p for _lv, _f, _l, p in batchfmt.list_compacted(storage, logs, master)]
+    for path in paths:
+        out |= {rec.table for rec in batchfmt.read_manifest(storage, path).txns}
+    if snapshot:
+        try:
+            out |= set(snap.read(storage, snapshot)["tables"])
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged snapshot names nothing: the log's tables are still named
+    return out
+
+
+def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
+    """Raise NotFoundError for the first of ``asked`` (names or fnmatch patterns, case-insensitive)
+    that matches none of ``known``, naming the nearest (``events`` finds ``app.events``)."""
+    import fnmatch
+
     from wlc.databases import did_you_mean
     from wlc.errors import NotFoundError
+
+    low = {t.lower() for t in known}
+    for name in asked:
+        if not fnmatch.filter(low, name.lower()):
+            raise NotFoundError(f"no table {name!r} {where}" + did_you_mean(name, sorted(known), "tables")
+                                + " (write schema.table)")
+
+
+def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, str], master: str) -> None:
+    """Raise NotFoundError when ``table`` is in no published transaction (``seen``) and not in
+    the newest snapshot, naming the nearest tables."""
+    from wlc import snapshot_store as snap
 
     known = set(seen)
     if cfg.get("snapshot"):
@@ -87,9 +118,7 @@ def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, st
             known |= set(snap.read(storage, cfg["snapshot"])["tables"])
         except (OSError, ValueError, KeyError):
             pass  # a damaged snapshot names nothing: the log's tables are still named
-    if table.lower() not in {t.lower() for t in known}:
-        raise NotFoundError(f"no table {table!r} in the published transactions of master {master!r}"
-                            + did_you_mean(table, sorted(known), "tables") + " (write schema.table)")
+    check_tables([table], known, f"in the published transactions of master {master!r}")
 
 
 def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,

@@ -37,8 +37,9 @@ class ConsistentView:
         if "view" in st:
             key = state_key("at.", table)
             if key not in st:
-                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']} "
-                                        f"(its tables: {', '.join(sorted(self.versions())) or 'none'})")
+                from wlc.databases import did_you_mean
+                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']}"
+                                        + did_you_mean(table, sorted(self.versions()), "tables"))
             reader = reader.option("versionAsOf", int(st[key]))
         return reader.load(self.path_of(table))
 

@@ -71,3 +71,10 @@ def test_selected_tables_and_rows_crossing_the_predicate_both_ways(spark, master
     with pytest.raises(ConfigError, match="does not fit the table"):  # checked against the snapshot's table
         wlr.replicate("m", replica="bad2", where={"sales.orders": "no_such_column = 'EU'"}, follow=False)
     assert not os.path.exists(os.path.join(dbfarm, "bad2", "wlr.config"))
+    # a table name (or a pattern) the master never had: the nearest names, nothing made
+    for tables, where in ((["sales.ordres"], None), (None, {"sale.orders": EU}), (["slaes.*"], None)):
+        with pytest.raises(wlr.NotFoundError, match="did you mean .*sales.orders"):
+            wlr.replicate("m", replica="typo", tables=tables, where=where, follow=False)
+        assert not os.path.exists(os.path.join(dbfarm, "typo"))
+    with pytest.raises(ReplicaStateError, match="not on replica eu1 .*did you mean sales.orders"):
+        one.table("orders")

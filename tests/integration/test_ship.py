@@ -65,6 +65,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
     expected = master_rows(spark, t)
     log = [r["gtid"] for r in wlr.transactions("m")]
     other = str(tmp_path / "elsewhere")
+    os.makedirs(other)
     master.close()
     with _hidden(master.path):  # the replica reads the shipped copy alone
         assert [r["gtid"] for r in wlr.transactions("m", logs=dest)] == log
@@ -143,6 +144,7 @@ def test_ship_to_s3_and_replicate_through_s3a(spark, dbfarm, s3, tmp_path):
         st = Storage.of(dest)
         assert st.exists(f"{dest}/wlc_logs/{report.batches[0]}{MARKER}")
         expected = master_rows(spark, pre)
+        (tmp_path / "far").mkdir()
         rep = wlr.replicate("m", replica="r_s3", dbfarm=str(tmp_path / "far"), logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
         assert rep.state["source"] == dest

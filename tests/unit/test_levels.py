@@ -12,7 +12,8 @@ T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 def level0(n: int, per: int = 2, minutes: int = 10) -> list[Span]:
     """``n`` level-0 batches of ``per`` transactions, one every ``minutes``."""
-    return [Span(0, b, b, b * per, b * per + per - 1, T0 + timedelta(minutes=minutes * b)) for b in range(n)]
+    return [Span(0, b, b, b * per, b * per + per - 1, T0 + timedelta(minutes=minutes * b),
+                 first_time=T0 + timedelta(minutes=minutes * b - 1)) for b in range(n)]
 
 
 def merged(level: int, parts: list[Span]) -> Span:
@@ -141,7 +142,10 @@ def test_level0_pruned_but_compacted_kept_leaves_boundaries_reachable():
     # reach its first transaction from level 1's boundary before it
     assert [s.first_batch for s in d.kept if s.level == 0] == [20, 21, 22, 23]
     assert d.earliest.txn == -1  # the empty start stays: level 2 begins there
-    assert ("level 2", 0, l2[0].last_time) in d.granularity
+    # one point, one time: level 0 promises every transaction from the oldest kept batch's first one (at its
+    # commit time), a compacted level every boundary from its oldest kept batch's end (at that end's time)
+    assert ("level 2", l2[0].last_txn, l2[0].last_time) in d.granularity
+    assert ("level 0", l0[23].first_txn, l0[23].first_time) in d.granularity
 
 
 # ----------------------------------------------------------------------------- settings
@@ -159,3 +163,15 @@ def test_every_parses_durations_and_counts(value, expected):
 def test_every_refuses_other_values_naming_the_setting(value):
     with pytest.raises(ConfigError, match="master.snapshot_interval must be"):
         every(value, "master.snapshot_interval", ("transactions",))
+
+
+def test_next_due_says_when_the_next_window_closes():
+    from wlc.levels import next_due
+
+    l0 = level0(3, minutes=10)  # last transactions at T0, T0+10min, T0+20min
+    line = next_due(l0, [], Every(3600), T0 + timedelta(minutes=30), 1)
+    assert line.startswith("level 1: due once the master's watermark passes 2026-11-01T01:00:00Z")
+    assert "level-0 batches 0-2" in line
+    assert next_due(l0, [], Every(10, "batches"), T0, 1).startswith("level 1: 3 of 10 level-0 batches")
+    done = [Span(1, 0, 2, 0, 5, l0[-1].last_time)]
+    assert "no level-0 batch since the last level-1 batch" in next_due(l0, done, Every(3600), T0, 1)
