@@ -174,11 +174,14 @@ def capture_command(args) -> int:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
+    from datetime import datetime, timedelta, timezone
+
     b = m.beat_seconds
+    soon = (datetime.now(timezone.utc) + timedelta(seconds=b)).strftime("%H:%M:%SZ")
     first = ("each transaction is published as its own batch at once" if b == 0 else
-             f"a batch is published {b:g} s after its first commit (the first one {b:g} s after the next commit; "
-             f"change it with --beat SECONDS, 0 for a batch per transaction)")
-    print(f"capturing {m.path} into {m.logs}: {first}; Ctrl-C stops", flush=True)
+             f"the first batch is published {b:g} s after the first commit captured (about {soon} for a commit "
+             f"made now), and so each batch; change it with --beat SECONDS (0: a batch per transaction)")
+    print(f"capturing {m.path} into {m.logs} (beat {b:g} s): {first}; Ctrl-C stops", flush=True)
     done.wait()
     m.flush()
     m.close()

@@ -65,6 +65,14 @@ def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
                default=-1)
 
 
+def _level_inputs(storage: Storage, logs: str, dbname: str, level: int, span_of=None) -> tuple[list[Span], list[Span]]:
+    """``(lower, upper)`` for :func:`wlc.levels.runs_to_merge` at ``level``: the batches of the level
+    below after the newest batch of ``level``, and that newest batch (none: empty)."""
+    upper_last = last_batch_of(storage, logs, dbname, level)
+    lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
+    return lower, ([Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else [])
+
+
 def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: dict[int, Every],
             watermark: datetime, metas_before, progress=None, span_of=None) -> list[Span]:
     """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
@@ -86,9 +94,7 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
     for level in (1, 2):
         if every.get(level) is None:
             continue
-        upper_last = last_batch_of(storage, logs, dbname, level)
-        lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
-        upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
+        lower, upper = _level_inputs(storage, logs, dbname, level, span_of)
         runs = runs_to_merge(lower, upper, every[level], watermark)
         # a bar when it takes over 2 s, on a terminal or in a notebook only
         for run in tqdm(runs, desc=f"compact level {level}", unit="batch", delay=2.0, disable=None, leave=False):
@@ -110,9 +116,7 @@ def next_due(storage: Storage, logs: str, dbname: str, every: dict[int, Every], 
     for level in (1, 2):
         if every.get(level) is None:
             continue
-        upper_last = last_batch_of(storage, logs, dbname, level)
-        lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
-        upper = [Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else []
+        lower, upper = _level_inputs(storage, logs, dbname, level, span_of)
         out.append(due(lower, upper, every[level], watermark, level))
     return out
 
