@@ -12,7 +12,8 @@ from datetime import datetime
 
 from wlc import __version__
 
-from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
+from .errors import (DivergedError, NoSuchTableError, NotFoundError, ReplicaStateError, ReplicationError,
+                     ReplicationTimeout, RestoreError, TableExistsError, TargetError)
 from .plan import parse_until
 from .replica import Replica
 from .monitor import lag_history
@@ -20,7 +21,7 @@ from .txlog import transactions
 
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
-           "parse_until"]
+           "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "parse_until"]
 
 _current: Replica | None = None
 

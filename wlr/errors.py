@@ -54,3 +54,26 @@ class ReplicationError(WlcError):
                    "wlr accept <dbfarm> <replica>")
         super().__init__(f"replication stopped at {where}: {cause}. {fix}",
                          cli=f"replication stopped at {where}: {cause}. {cli}")
+
+
+class NotFoundError(ReplicaStateError):
+    """A database or table the call names is not there: no such replica, master or replica
+    table (the command line exits 3)."""
+
+
+class NoSuchTableError(NotFoundError):
+    """The table is not on the replica at its last consistent tick. ``table`` is the name
+    asked for, ``nearest`` the replica's closest table names (difflib), best first."""
+
+    def __init__(self, message: str, table: str, nearest: list[str], cli: str | None = None):
+        super().__init__(message, cli=cli)
+        self.table, self.nearest = table, nearest
+
+
+class TableExistsError(WlcError):
+    """The table a restore would create is already on the master, and replacing it was not asked for."""
+
+
+class RestoreError(WlcError):
+    """Restoring a table into a master failed while writing it; the message names the step,
+    the cause and what was undone."""
