@@ -26,19 +26,19 @@ the target table absent unless replacing.
 """
 from __future__ import annotations
 
-import argparse
 import difflib
 import logging
 from dataclasses import dataclass
 
 from wlc.config import check_name, dbfarm as resolve_dbfarm
 from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
-from wlc.errors import ConfigError, MasterStateError, WlcError
+from wlc.errors import ConfigError, MasterStateError
 from wlc.names import name_of_key, qualified, quote_ident, split_name
 from wlc.storage import Storage
 from wlc.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
 
-from .errors import NoSuchTableError, NotFoundError, ReplicaStateError, RestoreError, TableExistsError
+from .errors import NoSuchTableError, NotFoundError, RestoreError, TableExistsError
+from .select import Selection
 
 log = logging.getLogger("wlr.restore")
 
@@ -56,11 +56,13 @@ class RestoredTable:
     Attributes:
         table: the master table made, ``"schema.table"``; ``master``: the master database;
         path: its folder (URI); ``version``: its Delta version after the restore;
-        commits: Delta commits the restore made; ``steps``: what each was (``create``,
-        ``constraint <name>``, ``insert``, ``sync identity <column>``); rows: rows written; ``replica``, ``source``: the replica and its table read;
+        commits: Delta commits the restore made; ``steps``: what each was (``create`` or
+        ``replace``, ``constraint <name>``, ``insert``, ``sync identity <column>``);
+        rows: rows written; ``replica``, ``source``: the replica and its table read;
         tick: the replica's consistent tick read; ``source_version``: the replica table's
         Delta version there; ``carried``: what of the definition came along, one text each;
-        replaced: what an existing table held before (``replace=True``), else None.
+        replaced: what an existing table held before (``replace=True``), else None;
+        notes: what a reader should know (the replica carries only some rows, schema ``tmp``).
     """
 
     table: str
@@ -76,6 +78,7 @@ class RestoredTable:
     carried: tuple[str, ...]
     steps: tuple[str, ...] = ()
     replaced: str | None = None
+    notes: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """The restore for people: a line each for what was made, read, carried and replaced."""
@@ -87,8 +90,7 @@ class RestoredTable:
         if self.replaced:
             out.append(f"  replaced: {self.replaced}")
         out += [f"  {'carried:' if i == 0 else '':<8}  {c}" for i, c in enumerate(self.carried)]
-        if split_name(self.table)[0] == "tmp":
-            out.append("  note:     schema tmp is never replicated: capture does not record it")
+        out += [f"  note:     {n}" for n in self.notes]
         return out
 
 
@@ -107,11 +109,30 @@ class _Plan:
     table: str
     path: str
     existing: int | None  # the target's Delta version when it exists (replace)
+    notes: list[str]
 
 
 def restore_table(replica, table: str, into, as_: str | None = None, replace: bool = False,
                   dbfarm: str | None = None) -> RestoredTable:
-    """Make replica table ``table`` again in master ``into`` (see :meth:`wlr.Replica.restore_table`)."""
+    """Make replica table ``table`` again in master ``into``, as the replica holds it at its
+    last consistent tick: definition (:func:`wlc.tabledef.create_sql`) and rows.
+
+    Args:
+        replica: the :class:`wlr.Replica` holding the table (a point-in-time replica, say).
+        table: the replica table, ``"schema.table"`` (parts with ``.`` in backticks).
+        into: the master, a database name (in ``dbfarm``) or a ``wlc.Master``.
+        as_: the master table's name, ``"schema.table"``; default ``table``.
+        replace: True: an existing master table is replaced (one REPLACE TABLE commit in its
+            log, captured as any replaced table); False: it is refused.
+        dbfarm: the folder holding ``into``; default the folder of the replica's master.
+
+    Returns:
+        RestoredTable: the table, path, Delta version, commits, rows and what was carried.
+
+    Raises:
+        the errors of :func:`check` (every refusal, before anything is written);
+        RestoreError: a write failed (the message names the step and what was undone).
+    """
     plan = check(replica, table, into, as_, replace, dbfarm)
     base = replica._spark or _active()
     spark = exact_session(base.newSession())
@@ -127,9 +148,10 @@ def restore_table(replica, table: str, into, as_: str | None = None, replace: bo
     made = metadata_at(plan.storage, plan.path, version)
     _register(base, into, plan)
     done = RestoredTable(table=plan.table, master=plan.master, path=plan.storage.uri(plan.path), version=version,
-                         commits=version - (plan.existing if plan.existing is not None else -1), rows=rows,
+                         commits=len(steps), rows=rows,
                          replica=replica.name, source=plan.source, tick=plan.tick, source_version=plan.source_version,
-                         carried=tuple(carried(plan.meta, made)), steps=tuple(steps), replaced=replaced)
+                         carried=tuple(carried(plan.meta, made)), steps=tuple(steps), replaced=replaced,
+                         notes=tuple(plan.notes))
     log.info("%s", "; ".join(done.lines()))
     return done
 
@@ -145,9 +167,8 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     """Every refusal of a restore, before anything is written (state files and Delta logs only).
 
     Raises:
-        NotFoundError: the replica or the master database is not there; NoSuchTableError:
-            the table is not on the replica at its consistent tick (names the nearest).
-        ReplicaStateError: the replica folder is not a replica.
+        NotFoundError: the replica (no wlr.config) or the master database is not there;
+            NoSuchTableError: the table is not on the replica at its consistent tick (names the nearest).
         MasterStateError: ``into`` is not a master (a replica, a plain folder) or stopped logging.
         TableExistsError: the target table exists and ``replace`` is False.
         ConfigError: a malformed name; the target is a master's own folder or a folder
@@ -180,7 +201,14 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
         from wlc import kernel
         meta = kernel.metadata_at(replica._spark or _active(), uri, version)
-    return _Plan(source, uri, version, tick, meta, master, master_path, storage, target, path, existing)
+    notes = []
+    keep = Selection.from_state(state).predicate(source)
+    if keep is not None:
+        notes.append(f"replica {replica.name} carries only the rows of {source} matching {keep}: the other rows "
+                     "are not restored")
+    if schema == "tmp":
+        notes.append("schema tmp is never replicated: capture does not record this table")
+    return _Plan(source, uri, version, tick, meta, master, master_path, storage, target, path, existing, notes)
 
 
 def _source(replica, state: dict[str, str], table: str) -> tuple[str, int, int]:
@@ -249,8 +277,9 @@ def _target(storage: Storage, path: str, table: str, master: str, replace: bool)
 
 def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
     """Create (or replace) the table, add its constraints, append the rows, sync identity
-    columns; returns the rows written and the steps made (a Delta commit each). Raises RestoreError naming the step, the cause and
-    what was undone (a table this call created is removed again)."""
+    columns; returns the rows written and the steps made (a Delta commit each). Raises
+    RestoreError naming the step, the cause and what was undone (a table this call created
+    is removed again)."""
     from wlc.capture import delta_ref
 
     ref = delta_ref(plan.storage.uri(plan.path))
@@ -299,7 +328,8 @@ def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
 def _describe(spark, plan: _Plan) -> str:
     """What the table about to be replaced holds (its version and rows)."""
     rows = spark.read.format("delta").load(plan.storage.uri(plan.path)).count()
-    return f"{plan.table} of {plan.master} at Delta version {plan.existing} ({rows} rows), REPLACE TABLE in the same log"
+    return (f"{plan.table} of {plan.master} at Delta version {plan.existing} ({rows} rows), by REPLACE TABLE "
+            "in the same log")
 
 
 def _register(spark, into, plan: _Plan) -> None:
@@ -360,46 +390,3 @@ def carried(meta: TableMeta, made: TableMeta | None = None) -> list[str]:
 
 def _on(value: str | None) -> bool:
     return value is not None and str(value).lower() not in ("false", "none")
-
-
-# ----------------------------------------------------------------------------- command line
-
-def add_parser(sub) -> None:
-    """The ``wlr restore`` subcommand (``sub``: the command line's subparsers)."""
-    rs = sub.add_parser(
-        "restore", help="make a replica table again in a master (schema, properties, constraints, data)",
-        description="Make replica table TABLE again in master INTO, as the replica holds it at its last consistent "
-                    "tick: columns, partitioning, clustering, comment, properties (wlc.key), constraints, table "
-                    "features and rows. Capture records it like any other table.",
-        epilog="exit status: 0 restored; 1 the restore failed while writing (the message says what was undone); "
-               "2 refused (the table exists, the target is not a master, a bad name); 3 no such replica, master "
-               "or replica table")
-    rs.add_argument("dbfarm", help="folder holding the databases")
-    rs.add_argument("replica", help="the replica holding the table (e.g. a point-in-time replica)")
-    rs.add_argument("table", help="the replica table (schema.table)")
-    rs.add_argument("--into", required=True, metavar="MASTER", help="the master database to restore into")
-    rs.add_argument("--as", dest="as_", metavar="SCHEMA.TABLE", help="the master table's name (default: TABLE)")
-    rs.add_argument("--replace", action="store_true", help="replace the master table when it exists")
-
-
-def run(args: argparse.Namespace) -> int:
-    """``wlr restore``: print what was restored; the exit status of the subparser's epilog."""
-    import sys
-
-    from .monitor import read_replica_state
-    from .replica import Replica
-
-    farm = resolve_dbfarm(args.dbfarm)
-    try:
-        try:
-            cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
-        except ReplicaStateError as exc:
-            raise NotFoundError(str(exc), cli=exc.cli) from None
-        rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
-        done = rep.restore_table(args.table, args.into, as_=args.as_, replace=args.replace, dbfarm=farm)
-    except WlcError as exc:
-        text = exc.cli.replace("<dbfarm>", args.dbfarm).replace("<replica>", args.replica)
-        print(f"error: {text}", file=sys.stderr)
-        return 3 if isinstance(exc, NotFoundError) else 1 if isinstance(exc, RestoreError) else 2
-    print("\n".join(done.lines()))
-    return 0

@@ -125,7 +125,8 @@ def test_wlr_restore_command(spark, master, dbfarm):
     ok = run_module("wlr", "restore", dbfarm, "r1", "s.t", "--into", "m", "--as", "s.t_back")
     assert ok.returncode == 0, ok.stderr
     assert "restored s.t of replica r1 into master m as s.t_back" in ok.stdout
-    assert "2 rows" in ok.stdout and "3 commits: create, constraint k_pos, insert" in ok.stdout and "clustered by k" in ok.stdout and "wlc.key=k" in ok.stdout
+    for text in ("2 rows", "3 commits: create, constraint k_pos, insert", "clustered by k", "wlc.key=k"):
+        assert text in ok.stdout, ok.stdout
     back = master.table_path("s.t_back")
     assert rows(spark.read.format("delta").load(back)) == rows(r1.table("s.t")) == [(1, "a"), (2, "b")]
     assert table_definition(back) == _at_view(r1, "s.t")
