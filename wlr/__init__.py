@@ -13,7 +13,8 @@ from datetime import datetime
 from wlc import __version__
 from wlc.errors import NotFoundError
 
-from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetError
+from .errors import (DivergedError, NoSuchTableError, ReplicaStateError, ReplicationError,
+                     ReplicationTimeout, RestoreError, TableExistsError, TargetError)
 from .plan import parse_until
 from .replica import Replica
 from .monitor import lag_history
@@ -21,7 +22,7 @@ from .txlog import transactions
 
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
-           "NotFoundError", "parse_until"]
+           "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "parse_until"]
 
 _current: Replica | None = None
 

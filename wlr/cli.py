@@ -143,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     ac = sub.add_parser("accept", help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
+    from .restore_cli import add_parser as add_restore
+    add_restore(sub)
     return parser
 
 
@@ -182,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                for s in starts)
                       + " (wlr log --snapshots lists them)")
             return 0
+        if args.command == "restore":
+            from .restore_cli import run as restore
+            return restore(args)
         if args.command == "replicate" and args.follow:
             if args.until is not None:
                 print("error: --follow and --until exclude each other: follow everything, or stop at a target",

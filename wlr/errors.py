@@ -1,7 +1,7 @@
 """Exceptions raised by wlr (replay)."""
 from __future__ import annotations
 
-from wlc.errors import ConfigError, WlcError
+from wlc.errors import ConfigError, NotFoundError, WlcError
 
 
 class TargetError(ConfigError):
@@ -54,3 +54,21 @@ class ReplicationError(WlcError):
                    "wlr accept <dbfarm> <replica>")
         super().__init__(f"replication stopped at {where}: {cause}. {fix}",
                          cli=f"replication stopped at {where}: {cause}. {cli}")
+
+
+class NoSuchTableError(NotFoundError):
+    """The table is not on the replica at its last consistent tick. ``table`` is the name
+    asked for, ``nearest`` the replica's closest table names (difflib), best first."""
+
+    def __init__(self, message: str, table: str, nearest: list[str], cli: str | None = None):
+        super().__init__(message, cli=cli)
+        self.table, self.nearest = table, nearest
+
+
+class TableExistsError(WlcError):
+    """The table a restore would create is already on the master, and replacing it was not asked for."""
+
+
+class RestoreError(WlcError):
+    """Restoring a table into a master failed while writing it; the message names the step,
+    the cause and what was undone."""

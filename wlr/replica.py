@@ -494,6 +494,25 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         self._log(f"accepted: skipped transaction {txn}")
         return txn
 
+    def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False,
+                      dbfarm: str | None = None):
+        """Make this replica's table ``table`` (``"schema.table"``) again in master ``into`` (a
+        name or ``wlc.Master``) as read at the last consistent tick: definition (``wlc.key``,
+        constraints, partitioning, clustering...) and rows, captured there like any table
+        (:mod:`wlr.restore`). ``as_``: the master table's name (default ``table``); ``replace``:
+        replace an existing master table (REPLACE TABLE); ``dbfarm``: the master's (default
+        this replica's master's). Checks everything before writing anything.
+
+        Returns: :class:`wlr.restore.RestoredTable` (table, path, version, commits, rows, carried).
+
+        Raises: NoSuchTableError (names the nearest tables), NotFoundError (no such replica or
+        master), MasterStateError (``into`` is not a started master), TableExistsError
+        (``replace`` not given), ConfigError (a bad name), RestoreError (a write failed; what
+        was undone).
+        """
+        from .restore import restore_table
+        return restore_table(self, table, into, as_=as_, replace=replace, dbfarm=dbfarm)
+
     def _release(self) -> None:
         if self._lockfile is not None:
             self._lockfile.close()
