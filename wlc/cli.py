@@ -10,6 +10,7 @@ import threading
 
 from .config import add_common, use_config, dbfarm as resolve_dbfarm
 from .errors import WlcError
+from .terminal import setup as setup_terminal
 
 
 def capture_text(cfg: dict[str, str]) -> str:
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_terminal(args, logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         if args.command in ("snapshot", "compact", "prune"):
             return lifecycle_command(args)
