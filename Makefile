@@ -27,14 +27,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --user --name wlc-venv --display-name "wlc (.venv)" >/dev/null
 	touch $(STAMP)
 
-# Delta's jars: Spark resolves io.delta:delta-spark from Maven Central into ~/.ivy2 on first
+# Delta's jars: Spark resolves io.delta:delta-spark from Maven Central into ~/.ivy2.5.2 on first
 # use. Warm that cache once so the first test does not time out on a slow download.
 jars: $(STAMP)
-	$(PY) -m wlc.session
+	$(PY) -m wlc.jars
 
-# hadoop-aws and the AWS SDK (~700 MB) for Spark's s3a, which the tests use: resolved once into ~/.ivy2
+# hadoop-aws and the AWS SDK (~700 MB) for Spark's s3a, which the tests use: resolved once into ~/.ivy2.5.2
 jars-s3a: $(STAMP)
-	WLC_CONFIG=tests/wlc-s3a.yaml $(PY) -m wlc.session
+	WLC_CONFIG=tests/wlc-s3a.yaml $(PY) -m wlc.jars
 
 # two pytest workers (pytest-xdist), each with one shared Spark session, run the suite and the
 # random-kill loops: one process leaves a quarter of 2 cores idle while tests wait on the
@@ -64,4 +64,4 @@ bench-ship: $(STAMP) jars-s3a
 	$(PY) bench/ship.py
 
 clean:
-	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info
+	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info build dist

@@ -35,7 +35,7 @@ def spark(tmp_path_factory):
     os.environ["WLC_CONFIG"] = str(with_s3a)
     try:
         # a warehouse folder of its own: a schema made without a location lands there, not in
-        # the checkout, where a master of another test worker would see it
+        # the user's cache folder (the default), where a master of another test worker would see it
         session = wlc.spark_session(**{"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse"))})
     finally:
         os.environ["WLC_CONFIG"] = base

@@ -16,8 +16,7 @@ from .session import spark_session
 from .ship import ShipError
 from .health import status
 from .table_notes import ChangeFeedWarning
-
-__version__ = "0.1.0"  # the package's version (pyproject.toml reads it from here)
+from .version import __version__
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
            "snapshot", "snapshots", "compact", "prune", "ship", "status",

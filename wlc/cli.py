@@ -11,6 +11,7 @@ import threading
 from .config import add_common, use_config, dbfarm as resolve_dbfarm
 from .errors import NotFoundError, WlcError
 from .health import EXIT_NOT_FOUND, EXIT_USAGE, aligned, format_status, master_status  # noqa: F401 (aligned: wlr)
+from .terminal import setup as setup_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_terminal(args, logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
     commands = {"snapshot": lifecycle_command, "compact": lifecycle_command, "prune": lifecycle_command,
                 "ship": ship_command, "status": status_command, "master": master_command,
                 "capture": capture_command}

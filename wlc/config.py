@@ -34,6 +34,16 @@ def defaults_file(name: str) -> Path:
     return Path(str(resources.files("wlc").joinpath("defaults", name)))
 
 
+def cache_folder() -> Path:
+    """The user's cache folder of wlc (``$XDG_CACHE_HOME/wlc``, by default ``~/.cache/wlc`` on
+    Linux; the platform's user cache folder elsewhere, as :mod:`platformdirs` names it), where
+    sessions put Spark's own files (warehouse, Derby) unless configured, and Spark's start-up
+    output (:mod:`wlc.jvm_output`). Not made here."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("wlc", appauthor=False))
+
+
 def _merge(base: dict, over: Mapping) -> dict:
     out = copy.deepcopy(base)
     for key, value in over.items():
@@ -102,11 +112,15 @@ def _load_yaml(path: Path) -> dict:
 
 
 def add_common(parser) -> None:
-    """The options every command line takes: ``--config FILE`` and ``--version``."""
-    from . import __version__
+    """The options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
+    (the package version and the batch format version, :func:`wlc.version.version_text`)."""
+    from .version import version_text
     parser.add_argument("--config", metavar="FILE",
                         help="YAML settings merged over the defaults (as the WLC_CONFIG variable)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show everything: Spark's start-up output (Maven resolution), every logger at INFO, "
+                             "Python's warnings in full")
+    parser.add_argument("--version", action="version", version=version_text("%(prog)s"))
 
 
 def use_config(args) -> None:

@@ -1,9 +1,11 @@
 """The SparkSession with Delta Lake, built from the settings' ``spark`` section (:mod:`wlc.config`)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .config import LOCAL_FILE, defaults_file, settings
+from .config import LOCAL_FILE, cache_folder, defaults_file, settings
+from .jvm_output import quiet_start
 
 
 def spark_session(**conf: Any):
@@ -20,7 +22,14 @@ def spark_session(**conf: Any):
         to its runtime SQL settings where Spark allows), else a new one.
 
     The Delta jars are resolved by ``delta.configure_spark_with_delta_pip`` (Maven Central,
-    cached in ``~/.ivy2``). The session time zone is UTC: every instant wlc/wlr report is UTC.
+    cached in ``~/.ivy2.5.2``); that resolution and the rest of Spark's start-up output go to
+    a log file, not the terminal (:mod:`wlc.jvm_output`; ``WLC_VERBOSE=1`` shows them). The
+    session time zone is UTC: every instant wlc/wlr report is UTC. Spark's own files go to
+    :func:`wlc.config.cache_folder` unless ``spark.conf`` sets them: its warehouse
+    (``spark.sql.warehouse.dir``: tables and schemas made by name without a location) to
+    ``spark-warehouse/`` there, Derby's (``derby.log``, ``metastore_db`` of a Hive catalog) to
+    ``derby/`` there (``-Dderby.system.home``), both in a folder of the working folder's own
+    (:func:`work_folder`), so none lands in the working folder and two projects share nothing.
     """
     from pyspark.sql import SparkSession
 
@@ -46,8 +55,13 @@ def spark_session(**conf: Any):
     log4j = LOCAL_FILE.parent / "log4j2.properties"
     log4j = log4j.resolve() if log4j.is_file() else defaults_file("log4j2.properties")
     if log4j.exists():
-        opt = f"-Dlog4j.configurationFile=file:{log4j}"
-        merged["spark.driver.extraJavaOptions"] = (merged.get("spark.driver.extraJavaOptions", "") + " " + opt).strip()
+        _add_java_option(merged, "log4j.configurationFile", f"file:{log4j}")
+    # Spark's own files in the user's cache folder, not in the working folder; one folder per
+    # working folder, as before, so programs of two projects never share tables made by name
+    here = work_folder()
+    merged.setdefault("spark.sql.warehouse.dir", str(here / "spark-warehouse"))
+    if "-Dderby.system.home=" not in merged.get("spark.driver.extraJavaOptions", ""):
+        _add_java_option(merged, "derby.system.home", str(here / "derby"))
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -61,9 +75,33 @@ def spark_session(**conf: Any):
             merged.setdefault(f"spark.hadoop.{key}", value)
     for key, value in merged.items():
         builder = builder.config(key, value)
-    spark = configure_spark_with_delta_pip(builder, extra_packages=packages).getOrCreate()
+    builder = configure_spark_with_delta_pip(builder, extra_packages=packages)
+    with quiet_start(builder):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(str(cfg.get("log_level", "ERROR")))
     return spark
+
+
+def _add_java_option(conf: dict[str, str], name: str, value: str) -> None:
+    """Append ``-D<name>=<value>`` to the driver's ``spark.driver.extraJavaOptions`` in
+    ``conf`` (quoted when it holds a space: Spark splits the options as a shell does)."""
+    opt = f"-D{name}={value}"
+    if any(c.isspace() for c in opt):
+        opt = '"' + opt.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    conf["spark.driver.extraJavaOptions"] = (conf.get("spark.driver.extraJavaOptions", "") + " " + opt).strip()
+
+
+def work_folder() -> Path:
+    """``<cache folder>/work/<name>-<hash>``: where a session started in the current working
+    folder keeps Spark's warehouse and Derby's files (``name``: the working folder's name,
+    ``hash``: 12 hex digits of SHA-256 of its absolute path)."""
+    import hashlib
+    import os
+
+    cwd = os.path.abspath(os.getcwd())
+    digest = hashlib.sha256(cwd.encode()).hexdigest()[:12]
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.path.basename(cwd))[:40] or "root"
+    return cache_folder() / "work" / f"{name}-{digest}"
 
 
 def s3a_wanted() -> bool:
@@ -151,12 +189,3 @@ def configure_s3a(spark, bucket: str | None = None) -> None:
 def active_session():
     """The active SparkSession, or a new one from config when none is active."""
     return spark_session()
-
-
-if __name__ == "__main__":  # `python -m wlc.session`: start once so Delta's jars are resolved and cached
-    import time as _time
-
-    _t = _time.time()
-    _spark = spark_session()
-    print(f"Spark {_spark.version} with Delta ready in {_time.time() - _t:.1f} s")
-    _spark.stop()

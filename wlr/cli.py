@@ -8,6 +8,7 @@ import sys
 from wlc.config import add_common, use_config
 from wlc.errors import NotFoundError, WlcError
 from wlc.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned
+from wlc.terminal import setup as setup_terminal
 
 
 def _fmt(value) -> str:
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     use_config(args)
-    logging.basicConfig(level=logging.WARNING)
+    setup_terminal(args)
     from .errors import ReplicaStateError, ReplicationError
     from .monitor import read_replica_state
     from .replica import Replica

@@ -52,8 +52,12 @@ def installed(tmp_path_factory):
     wheels = work / "wheels"
     build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--disable-pip-version-check",
              "--wheel-dir", str(wheels), str(ROOT)]
-    subprocess.run(build, check=True, cwd=work)
+    built = subprocess.run(build, check=True, cwd=work, capture_output=True, text=True)
+    # quiet: no build-backend warnings (setuptools' 50 lines on a package missing from `packages`)
+    assert built.stdout + built.stderr == "", built.stdout + built.stderr
     (wheel,) = wheels.glob("wlc_wlr-*.whl")
+    import wlc
+    assert wheel.name.startswith(f"wlc_wlr-{wlc.__version__}-")  # pyproject.toml reads the one version
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -99,3 +103,14 @@ def test_tiny_replication_from_the_installed_package(installed):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "REPLICATED" in out.stdout
+
+
+def test_editable_install_is_quiet(tmp_path):
+    """``pip install -e .`` (make venv) prints nothing with ``--quiet``: no build-backend warnings."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    out = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+                          "--no-deps", "--disable-pip-version-check", "-e", str(ROOT)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout + out.stderr == "", out.stdout + out.stderr

@@ -1,0 +1,107 @@
+"""Quiet by default: commands that start Spark print the product's own lines only, and Spark's
+own files stay out of the folder a program runs from."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import wlc
+
+from .helpers import sql
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+NOISE = ("ivy", ":: resolving", "WARNING: Using incubator", "setLogLevel", "Closing down", "sys.exit(main())",
+         "UserWarning")
+
+
+def _env(cache: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(cache))
+    env.pop("WLC_VERBOSE", None)
+    return env
+
+
+def _capture_until_interrupted(args: list[str], cwd: Path, env: dict) -> tuple[int, list[str]]:
+    """Run ``python -m wlc capture ...`` until it says it captures, then Ctrl-C it; its
+    exit status and every line it printed (stdout and stderr, as a terminal shows them)."""
+    proc = subprocess.Popen([sys.executable, "-m", "wlc", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240
+    try:
+        while not any(line.startswith("capturing ") for line in lines) and proc.poll() is None:
+            assert time.monotonic() < deadline, f"capture did not start: {''.join(lines)[-3000:]}"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        reader.join(timeout=30)
+    return proc.returncode, [line.rstrip("\n") for line in lines]
+
+
+def test_commands_that_start_spark_print_their_own_lines_only(spark, master, dbfarm, tmp_path):
+    t = master.table_path("s.t")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+    last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
+    assert wlc.flush() == last
+    master.close()
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    env = _env(cache)
+
+    # capture restarted on a master: Spark's start, py4j closing at exit (and no warning: capturing an
+    # existing master is what wlc capture is for)
+    rc, lines = _capture_until_interrupted(["capture", dbfarm, "m"], work, env)
+    assert rc == 0, "\n".join(lines)
+    assert len(lines) == 3, "\n".join(lines)
+    assert re.match(r"\S+ \S+ wlc\.master INFO m: capture session \w+ begins", lines[0]), lines[0]
+    assert lines[1].startswith(f"capturing {dbfarm}/m into ")
+    assert lines[2] == f"capture stopped at transaction {last}"
+
+    replay = subprocess.run([sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--until", str(last)],
+                            cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    assert replay.stderr == ""
+    assert re.fullmatch(rf"r: at transaction {last} \(\S+\)\n", replay.stdout), replay.stdout
+
+    for text in ["\n".join(lines), replay.stdout]:
+        assert not [n for n in NOISE if n.lower() in text.lower()], text
+    startup = (cache / "wlc" / "spark-start.log").read_text()  # where Spark's start-up output went
+    assert startup.count(":: resolving dependencies") == 2 and "incubator" in startup
+    assert os.listdir(work) == []  # nothing of Spark's in the folder the commands ran from
+
+
+def test_spark_files_go_to_the_cache_folder_not_the_working_folder(tmp_path):
+    """A program making a table by name (with a Hive catalog, which brings Derby) leaves no
+    spark-warehouse/, derby.log or metastore_db/ in its working folder."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    code = textwrap.dedent("""
+        import wlc
+        spark = wlc.spark_session(**{"spark.sql.catalogImplementation": "hive"})
+        spark.sql("CREATE TABLE t (id INT) USING delta")
+        spark.sql("INSERT INTO t VALUES (1)")
+        assert spark.table("t").count() == 1
+        print("OK")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=_env(cache), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout == "OK\n" and out.stderr == ""
+    assert os.listdir(work) == []
+    (here,) = (cache / "wlc" / "work").iterdir()  # the working folder's own
+    assert here.name.startswith("work-")
+    assert (here / "spark-warehouse" / "t" / "_delta_log").is_dir()
+    assert (here / "derby" / "derby.log").is_file() and (here / "derby" / "metastore_db").is_dir()

@@ -1,0 +1,114 @@
+"""What the command lines show: versions, warnings and loggers, Spark's start-up output (no Spark)."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import wlc
+from wlc.batch import FORMAT_VERSION
+from wlc.cli import main as wlc_main
+from wlr.cli import main as wlr_main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("main, prog", [(wlc_main, "wlc"), (wlr_main, "wlr")])
+def test_version_names_the_release_and_the_batch_format(main, prog, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"{prog} {wlc.__version__} (batch format {FORMAT_VERSION})\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", wlc.__version__)  # semantic versioning
+    import wlr
+    assert wlr.__version__ == wlc.__version__
+
+
+def test_changelog_names_this_release_and_its_formats():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[([^\]]+)\]", text, flags=re.M)
+    assert releases and releases[0] == wlc.__version__, f"CHANGELOG.md's newest release is not {wlc.__version__}"
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", r) for r in releases), releases
+    newest = text.split(f"## [{wlc.__version__}]", 1)[1].split("\n## [", 1)[0]
+    assert f"batch format {FORMAT_VERSION}" in newest
+    assert "wlc.config" in newest and "wlr.config" in newest  # the state files' formats too
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("WLC_VERBOSE", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+LINES = """
+    import argparse, logging, warnings
+    from wlc.terminal import setup
+    setup(argparse.Namespace(verbose={verbose}), logging.INFO, "%(name)s %(levelname)s %(message)s")
+    warnings.warn("database 'm' is already in master mode;\\n nothing changed", stacklevel=1)
+    logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
+    logging.getLogger("wlc.master").info("capture session begins")
+    logging.getLogger("wlr.replica").info("r: at transaction 3")
+    logging.getLogger("somelib").warning("a library's warning")
+    import os; print(os.environ.get("WLC_VERBOSE", "-"))
+"""
+
+
+def test_command_lines_show_warnings_as_one_line_and_only_their_own_info():
+    out = _run(LINES.format(verbose=False))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "warning: database 'm' is already in master mode; nothing changed",
+        "wlc.master INFO capture session begins",
+        "wlr.replica INFO r: at transaction 3",
+        "somelib WARNING a library's warning",
+    ]
+    assert out.stdout == "-\n"
+
+
+def test_verbose_shows_everything():
+    out = _run(LINES.format(verbose=True))
+    assert out.returncode == 0, out.stderr
+    assert "UserWarning: database 'm' is already in master mode" in out.stderr  # Python's own form
+    assert "py4j.clientserver INFO Closing down clientserver connection" in out.stderr
+    assert out.stdout == "1\n"  # WLC_VERBOSE=1: Spark's start-up output on the terminal
+
+
+def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
+    """Feed lines through the start-up pump as the JVM would; return (log text, stderr)."""
+    from wlc.jvm_output import _Pump
+
+    log = tmp_path / "spark-start.log"
+    pump = _Pump(log)
+    pump.start()
+    for line in [b"WARNING: Using incubator modules: jdk.incubator.vector\n",
+                 b":: resolving dependencies :: org.apache.spark#spark-submit-parent;1.0\n",
+                 b"\tdownloading https://repo1.maven.org/maven2/a.jar ...\n",
+                 b"\tdownloading https://repo1.maven.org/maven2/b.jar ...\n"]:
+        os.write(pump._write, line)
+    deadline = time.monotonic() + 10
+    while "b.jar" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pump.started(ok)
+    os.write(pump._write, b"12:00:01 ERROR SparkContext: after the start\n")
+    os.close(pump._write)
+    pump.join(timeout=10)
+    return log.read_text(), capfd.readouterr().err
+
+
+def test_spark_startup_output_goes_to_the_log_and_later_lines_to_stderr(tmp_path, capfd):
+    log, err = _pump_lines(tmp_path, True, capfd)
+    assert "Using incubator modules" in log and ":: resolving dependencies" in log and "b.jar" in log
+    assert "after the start" not in log
+    log_path = tmp_path / "spark-start.log"
+    note = f"downloading Spark's jars from Maven Central (once; they are cached); progress in {log_path}"
+    assert err.splitlines() == [note, "12:00:01 ERROR SparkContext: after the start"]
+
+
+def test_a_failed_start_prints_what_spark_said(tmp_path, capfd):
+    _log, err = _pump_lines(tmp_path, False, capfd)
+    assert ":: resolving dependencies" in err and "Using incubator modules" in err and "after the start" in err

@@ -1,0 +1,18 @@
+"""The package's version and the version of the batch format it writes and reads.
+
+``__version__`` is the one place the version is written: ``pyproject.toml`` reads it from
+here, ``wlc.__version__`` and ``wlr.__version__`` are this. CHANGELOG.md lists each release
+with both numbers (semantic versioning: a batch format change is a major version).
+"""
+from __future__ import annotations
+
+__version__ = "0.2.0"
+
+
+def version_text(prog: str = "wlc") -> str:
+    """``<prog> <version> (batch format <n>)``: what ``wlc --version`` and ``wlr --version``
+    print. ``n`` is :data:`wlc.batch.FORMAT_VERSION`, the ``format_version`` of every batch
+    manifest and the ``format`` key of a master's ``wlc.config``."""
+    from .batch import FORMAT_VERSION
+
+    return f"{prog} {__version__} (batch format {FORMAT_VERSION})"
