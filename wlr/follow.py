@@ -55,7 +55,7 @@ class Follower:
                 reached, _waiting = self._step(target)
                 if reached or self._stop.is_set():
                     return
-                pub = self.published(self._mcfg)
+                pub = self.published(self._master_config())  # as it is now, after the round
                 check_capture(target, until, pub, capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:

@@ -298,7 +298,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     def _step_once(self, target: Target, progress: bool) -> tuple[bool, str]:
         """One round; ``_handoff`` set: level 0 stopped where a compacted batch takes over."""
-        mcfg = self._mcfg = self._master_config()
+        mcfg = self._master_config()
         self._ensure(mcfg, target)
         if getattr(self, "_relay_wanted", None) is not None:
             self.state["relay"] = "1" if self._relay_wanted else ""
