@@ -14,7 +14,7 @@ from wlc import __version__
 from wlc.errors import NotFoundError
 
 from .errors import (DivergedError, NoSuchTableError, ReplicaStateError, ReplicationError,
-                     ReplicationTimeout, RestoreError, TableExistsError, TargetError)
+                     ReplicationTimeout, RestoreError, TableExistsError, TargetError, TargetWarning)
 from .plan import parse_until
 from .replica import Replica
 from .monitor import lag_history
@@ -22,7 +22,7 @@ from .txlog import transactions
 
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
-           "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "parse_until"]
+           "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "TargetWarning", "parse_until"]
 
 _current: Replica | None = None
 
@@ -31,7 +31,7 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
               *, follow: bool | None = None, timeout: float | None = None,
               collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
               logs: str | None = None, source=None, relay: bool | None = None,
-              tables=None, where=None) -> Replica:
+              tables=None, where=None, empty: bool = False) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:
@@ -42,11 +42,19 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
             as MonetDB's ``wlr.replicate(N)``). datetime or ISO-8601 string: every
             transaction committed at or before that UTC instant, across all tables
             (inclusive, as PostgreSQL's ``recovery_target_time`` with
-            ``recovery_target_inclusive``); naive datetimes are taken as UTC.
+            ``recovery_target_inclusive``); naive datetimes are taken as UTC, and a date
+            alone (``"2026-11-24"``) as the start of that day, UTC, which a
+            :class:`TargetWarning` says. -1: before the first transaction (a new replica
+            then needs ``empty=True``). A target the master has not published yet is said
+            at once (a warning on the ``wlr.replica`` logger: the master's tick, watermark,
+            last commit and whether capture is alive), and the wait shows a progress bar on
+            a terminal or in a notebook, a line every 30 s elsewhere.
         replica: replica database name; default ``<master>_replica``.
         dbfarm: folder holding master and replica; default ``$WLC_DBFARM`` or config.
         follow: override ``replica.follow`` from config for ``until=None``.
-        timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+        timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
+            an instant later than now + timeout (less ``capture.settle``, the delay before
+            capture publishes a commit) is refused at once.
         collapse: True (default ``replica.collapse``): replay by segments, each table's run
             of DML transactions collapsed to its net change and landed as one Delta commit,
             tables in parallel (``replica.parallelism``); False: one replica commit per
@@ -72,6 +80,9 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
             matching the Spark SQL predicate after each change (rows moved in by an update
             are inserted, rows moved out deleted). ``tables`` and ``where`` are recorded in
             wlr.config; another selection needs a new replica.
+        empty: make a new replica even when ``until`` is before the master's first
+            transaction (it then holds none of the master's transactions: no table, or the
+            tables the master had when master mode began); refused without it.
 
     Returns:
         wlr.Replica: when the target is reached (following: when all published is applied).
@@ -88,11 +99,17 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
 
     Raises:
         TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``), is
-            a point the replica has already passed (replay cannot go back), or is older than
-            the earliest point the master's retention keeps (the message names it).
+            a point the replica has already passed (replay cannot go back), is older than
+            the earliest point the master's retention keeps (the message names it), is an
+            instant later than ``timeout`` can wait for, or, for a new replica without
+            ``empty``, is before the master's first transaction (the message names it and
+            its commit time).
         ReplicationError: a transaction could not be applied (names batch, txn, table and
             cause), or a batch of the logs is missing or damaged (names the batch).
-        ReplicationTimeout: ``until`` was not published within ``timeout`` seconds.
+        ReplicationTimeout: ``until`` was not published within ``timeout`` seconds (the
+            message states what the master published and capture's liveness), or cannot be:
+            capture's heartbeat is stale or the master stopped logging before it (at once,
+            nothing written).
         ReplicaStateError: the master is not a master; the replica folder is a master,
             belongs to another master, is not empty, or is busy; the replica is further
             behind than the master's retention keeps (the message names the earliest point).
@@ -110,18 +127,19 @@ def replicate(master=None, until=None, replica: str | None = None, dbfarm: str |
     rep.ask_selection(tables, where)
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         if (logs is not None or source is not None) and rep.source.root != _current.source.root:
-            rep.validate(until)
+            rep.validate(until, timeout=timeout, empty=empty)
             _current.stop()
             _current.source = rep.source
         rep = _current
     else:
         rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
-        rep.validate(until)  # refused here: the current follower goes on, nothing is written
+        # refused here: the current follower goes on, nothing is written
+        rep.validate(until, timeout=timeout, empty=empty)
         if _current is not None:
             _current.stop()
     _current = rep
     return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
-                         compacted=compacted, relay=relay, tables=tables, where=where)
+                         compacted=compacted, relay=relay, tables=tables, where=where, empty=empty)
 
 
 def current() -> Replica:

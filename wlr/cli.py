@@ -88,6 +88,28 @@ def _follow(rep, args: argparse.Namespace) -> int:
     return 1 if (err or failed) else 0
 
 
+def _say_target(until) -> None:
+    """``wlr replicate --until``: say at once what a date-only ``until`` was taken to mean, and
+    print the replica's warnings (the wait for a target not published yet) as plain lines on
+    stderr while it runs."""
+    import warnings
+
+    from .errors import TargetWarning
+    from .plan import parse_until
+    from .target import date_note
+
+    note = date_note(until, parse_until(until), cli=True)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    warnings.simplefilter("ignore", TargetWarning)  # said above, as the command line spells it
+    out = logging.StreamHandler(sys.stderr)
+    out.setFormatter(logging.Formatter("%(message)s"))
+    out.setLevel(logging.WARNING)
+    lines = logging.getLogger("wlr.replica")
+    lines.addHandler(out)
+    lines.propagate = False  # not a second time through the root handler
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
@@ -105,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dbfarm", help="folder holding the databases")
     rp.add_argument("master", help="the master database's name")
     rp.add_argument("replica", nargs="?", help="the replica database's name (default <master>_replica)")
-    rp.add_argument("--until", help="transaction id (int) or ISO-8601 instant (inclusive)")
+    rp.add_argument("--until", help="transaction id (int; -1: before the first) or ISO-8601 instant (inclusive; a "
+                                    "date alone is the start of that day, UTC); a target not published yet is waited "
+                                    "for up to replica.timeout seconds")
     rp.add_argument("--snapshot", type=int, metavar="TXN",
                     help="a new replica starts from the master's snapshot at this transaction (wlr log --snapshots); "
                          "default the newest at or before --until")
@@ -123,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--where", action="append", metavar="TABLE=PREDICATE",
                     help="a new replica carries only the rows of TABLE matching the Spark SQL PREDICATE "
                          "(e.g. \"sales.orders=o_region = 'EU'\"); repeat for more tables")
+    rp.add_argument("--empty", action="store_true",
+                    help="make a new replica even when --until is before the master's first transaction (it then "
+                         "holds none of the master's transactions); refused without it")
     rp.add_argument("--follow", action="store_true",
                     help="run as a service: apply what is published, then keep following until SIGINT or "
                          "SIGTERM (which stop it after the current round of segments); a line per applied "
@@ -199,10 +226,11 @@ def main(argv: list[str] | None = None) -> int:
             until = args.until
             if until is not None and until.lstrip("-").isdigit():
                 until = int(until)
+            _say_target(until)
             rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
             tables, where = selection_args(args)
             rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only,
-                          relay=args.relay, tables=tables, where=where)
+                          relay=args.relay, tables=tables, where=where, empty=args.empty)
             print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
             return 0
         farm = resolve_dbfarm(args.dbfarm)

@@ -5,7 +5,14 @@ from wlc.errors import ConfigError, NotFoundError, WlcError
 
 
 class TargetError(ConfigError):
-    """``until`` is malformed, or names a point the replica has already passed."""
+    """``until`` is malformed, names a point the replica has already passed, an instant later
+    than the wait for it can cover, or (for a new replica, unless asked) a point before the
+    master's first transaction."""
+
+
+class TargetWarning(UserWarning):
+    """``until`` was taken to mean something the caller may not have meant: a date alone is
+    the start of that day, UTC. The message says what it was taken as."""
 
 
 class ReplicaStateError(WlcError):
@@ -23,7 +30,10 @@ class DivergedError(ReplicaStateError):
 
 
 class ReplicationTimeout(WlcError):
-    """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published."""
+    """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published,
+    or its target cannot be published: capture is not running (its heartbeat is stale) or the
+    master stopped logging before it. The message states what the master has published and
+    capture's liveness as read."""
 
 
 class ReplicationError(WlcError):

@@ -1,22 +1,26 @@
 """Follow mode of a replica (MonetDB's ``wlr.replicate()`` without a target): a background
 thread applies what capture publishes, woken by the log folder's watcher or once a beat,
-until :meth:`Follower.stop`.
+until :meth:`Follower.stop`; and the wait of ``replicate(until=...)`` for a target not yet
+published (:mod:`wlr.wait`).
 
-A mixin of :class:`wlr.replica.Replica`: it uses the replica's lock, state, ``_step`` and
-``_release``.
+A mixin of :class:`wlr.replica.Replica`: it uses the replica's lock, state, ``_step``,
+``_log``, ``published`` and ``_release``.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime, timezone
 
 from wlc.batch import utc_iso
 from wlc.config import settings
 
 from . import failure
-from .errors import DivergedError, ReplicationError
+from .errors import DivergedError, ReplicationError, ReplicationTimeout
 from .plan import Target
+from .target import ahead, check_capture
+from .wait import TargetWait
 from .watch import batch_watch
 
 log = logging.getLogger("wlr.replica")
@@ -36,6 +40,30 @@ class Follower:
             self._watch.wait(seconds)
         else:
             self._stop.wait(seconds)
+
+    def _wait_for(self, target: Target, until, timeout: float, mcfg: dict[str, str]) -> None:
+        """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it
+        to be published; the wait is said at once and shown (:mod:`wlr.wait`)."""
+        wait = TargetWait(target, until, timeout, lambda line: self._log(line, logging.WARNING))
+        capture_command = f"wlc capture {self.master_dbfarm} {self.master}"
+        try:
+            pub = self.published(mcfg)
+            if ahead(target, pub):
+                wait.update(pub)  # said at once, before the published part is applied
+            deadline = time.monotonic() + timeout
+            while True:
+                reached, _waiting = self._step(target)
+                if reached or self._stop.is_set():
+                    return
+                pub = self.published(self._master_config())  # as it is now, after the round
+                check_capture(target, until, pub, capture_command)  # capture went away: it will not come
+                wait.update(pub)
+                if time.monotonic() >= deadline:
+                    tick = self.tick()
+                    raise ReplicationTimeout(wait.timed_out(pub, tick), cli=wait.timed_out(pub, tick, cli=True))
+                self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
+        finally:
+            wait.close()
 
     def _start_follow(self) -> None:
         self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)

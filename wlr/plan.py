@@ -116,8 +116,10 @@ def parse_until(until) -> Target:
     """Turn ``until`` into a Target.
 
     Args:
-        until: None; an int transaction id >= 0; a datetime (naive means UTC); or an
-            ISO-8601 string such as ``"2026-11-22T10:15:00Z"`` or ``"2026-11-22 10:15:00+01:00"``.
+        until: None; an int transaction id >= 0, or -1 for before the first transaction;
+            a datetime (naive means UTC); or an ISO-8601 string such as
+            ``"2026-11-22T10:15:00Z"`` or ``"2026-11-22 10:15:00+01:00"`` (a date alone,
+            ``"2026-11-22"``, is the start of that day, UTC: see :mod:`wlr.target`).
 
     Raises:
         TargetError: any other value, e.g. ``Timestamp 'halo' has incorrect format``.
@@ -127,8 +129,8 @@ def parse_until(until) -> Target:
     if isinstance(until, bool):
         raise TargetError(f"until={until!r} is neither a transaction id nor an instant")
     if isinstance(until, int):
-        if until < 0:
-            raise TargetError(f"transaction id {until} is negative; ids start at 0")
+        if until < -1:
+            raise TargetError(f"transaction id {until} is negative; ids start at 0 (-1: before the first transaction)")
         return Target("txn", txn=until)
     if isinstance(until, datetime):
         return Target("time", time=_utc(until))
@@ -148,10 +150,13 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
 
-def check_not_passed(target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None) -> None:
+def check_not_passed(target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None,
+                     named: str | None = None) -> None:
     """Refuse a target the replica has already passed (replay cannot go back).
 
-    ``tick``/``clock``: id and commit time of the last transaction handled.
+    ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the
+    target as the message names it (default its instant; :func:`wlr.target.meaning` says
+    what a date-only ``until`` was taken to mean).
 
     Raises:
         TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
@@ -163,7 +168,7 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, next_tim
                                     f"--until {target.txn}")
     if target.kind == "time" and clock is not None and target.time < clock:
         msg = (f"the replica has already applied transactions up to {clock.isoformat()}; it "
-               f"cannot go back to {target.time.isoformat()}: make a new replica with ")
+               f"cannot go back to {named or target.time.isoformat()}: make a new replica with ")
         raise TargetError(msg + "that until",
                           cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.time.isoformat()}")
 

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import threading
-import time
+import warnings
 from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
@@ -29,7 +29,7 @@ from wlc.watch import FolderWatch
 
 from . import failure, monitor
 from .apply import Applier, replay_session
-from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout
+from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetWarning
 from .logs import LogError, manifest_of, reaches, read_batches
 from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
 from .replay import Failure, Item, Round
@@ -38,6 +38,7 @@ from .follow import Follower
 from .relay import Relay
 from .source import Source, master_name, master_source, named_source, recorded_source, shipped_source
 from .setup import ReplicaSetup
+from .target import date_note, meaning
 from .view import ConsistentView
 
 log = logging.getLogger("wlr.replica")
@@ -128,9 +129,9 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
     def _save(self) -> None:
         self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.state))
 
-    def _log(self, message: str) -> None:
+    def _log(self, message: str, level: int = logging.INFO) -> None:
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
-        log.info("%s: %s", self.name, message)
+        log.log(level, "%s: %s", self.name, message)
         if self.storage.local:
             with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
                 fh.write(line)
@@ -193,15 +194,19 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None,
                   collapse: bool | None = None, snapshot: int | None = None,
-                  compacted: bool = True, relay: bool | None = None, tables=None, where=None) -> "Replica":
+                  compacted: bool = True, relay: bool | None = None, tables=None, where=None,
+                  empty: bool = False) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
         Args:
-            until: None (all published), int txn id (inclusive), or a UTC instant (datetime or
-                ISO-8601 string, inclusive, a consistent cut across tables).
+            until: None (all published), int txn id (inclusive; -1: before the first), or a
+                UTC instant (datetime or ISO-8601 string, inclusive, a consistent cut across
+                tables; a date alone is that day's start, said by a :class:`wlr.TargetWarning`).
+                A target not published yet is said at once and its wait shown (:mod:`wlr.wait`).
             follow: with ``until=None``, keep following in a background thread until
                 :meth:`stop` (default: ``replica.follow`` in config, true).
-            timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``).
+            timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
+                an instant further ahead than that (plus ``capture.settle``) is refused at once.
             collapse: True (default ``replica.collapse``): each table's run of DML lands as
                 one collapsed commit a segment; False: one replica commit per master
                 transaction, for jobs that read the replica's history or change feed
@@ -219,6 +224,8 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             where: ``{"schema.table": "<Spark SQL predicate>"}``: of these tables a new replica
                 carries only the rows matching (after each change: rows an update moves in
                 are inserted, rows moved out deleted), as a PostgreSQL row filter.
+            empty: a new replica whose target is before the master's first transaction (it
+                would hold none of its transactions) is made anyway; refused otherwise.
 
         Returns:
             self, once the target is reached (or, following, once all published is applied).
@@ -230,9 +237,13 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         ``wlr.log`` records the recovery.
 
         Raises:
-            TargetError: ``until`` is malformed or already passed.
+            TargetError: ``until`` is malformed or already passed; an instant later than
+                ``timeout`` can wait for; a new replica's target before the master's first
+                transaction without ``empty``.
             ReplicationError: a transaction or a batch failed and was not accepted.
-            ReplicationTimeout: the target was not published within ``timeout``.
+            ReplicationTimeout: the target was not published within ``timeout`` (the message
+                states capture's liveness as read), or cannot be: capture's heartbeat is
+                stale, or the master stopped logging before it (raised at once).
             ReplicaStateError: the folder is not a replica of this master, or is busy, or
                 the replica is further behind than the master's retention keeps (the message
                 names the earliest reachable point); ``tables``/``where`` differ from the
@@ -247,7 +258,10 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         follow = self.default_follow if follow is None else bool(follow)
         self.collapse = self.default_collapse if collapse is None else bool(collapse)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
-        self.validate(until)
+        mcfg = self.validate(until, timeout=timeout, empty=empty)
+        note = date_note(until, target)
+        if note:
+            warnings.warn(note, TargetWarning, stacklevel=2)
         self.stop()
         self._relay_wanted = relay
         self._stop.clear()  # a stop() from now on ends this call after the segments being applied
@@ -256,16 +270,9 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             try:
                 self.state = self._load() or {}
                 if self.state:
-                    check_not_passed(target, int(self.state.get("tick", -1)), self.clock())
-                deadline = time.monotonic() + timeout
-                while True:
-                    reached, waiting = self._step(target)
-                    if reached or self._stop.is_set():
-                        break
-                    if time.monotonic() >= deadline:
-                        raise ReplicationTimeout(f"waited {timeout:g} s for {waiting}; the replica is at "
-                                                 f"transaction {self.tick()}. Is capture running on the master?")
-                    self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
+                    check_not_passed(target, int(self.state.get("tick", -1)), self.clock(),
+                                     named=meaning(until, target))
+                self._wait_for(target, until, timeout, mcfg)
                 self.state["until"] = "" if until is None else str(until)
                 failed = bool(self.state.get("error_cause"))
                 follow = follow and target.kind == "all" and not self._stop.is_set()

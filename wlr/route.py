@@ -77,6 +77,19 @@ class Route:
                               "Choose a later target")
         return chosen
 
+    def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
+        """``(txn, commit time)`` of the first transaction after ``start``, read from the
+        level-0 batches after it; None when none is published (or level 0 was pruned there)."""
+        for _number, path in batchfmt.list_batches(self.storage, logs, self.master, start.batch + 1):
+            try:
+                txns = batchfmt.read_manifest(self.storage, path).txns
+            except BatchError:
+                return None  # replay names the damaged batch
+            for rec in txns:
+                if rec.txn > start.txn:
+                    return (rec.txn, rec.time) if rec.txn == start.txn + 1 else None
+        return None
+
     # ------------------------------------------------------------------ compacted batches
     def units(self, logs: str, tick: int, next_batch: int, target: Target) -> list[Batch]:
         """The compacted batches to apply from position ``tick`` (next level-0 batch

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+from datetime import datetime, timezone
 
 from wlc import epochs
 from wlc import snapshot_store as snap
 from wlc.batch import parse_utc, utc_iso
 from wlc.capture import delta_ref
-from wlc.config import settings
+from wlc.config import number, settings
 from wlc.errors import ConfigError
 from wlc.session import check_s3a
 from wlc.master import CONFIG_FILE as MASTER_CONFIG
@@ -25,6 +26,7 @@ from .logs import LogError
 from .plan import Target, check_not_passed, parse_until
 from .route import Route
 from .select import Selection, check_same
+from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
 CONFIG_FILE = "wlr.config"
 LOG_FILE = "wlr.log"
@@ -60,11 +62,19 @@ class ReplicaSetup:
                 raise ConfigError(f"where: the predicate of {table} does not parse ({first}); "
                                   "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
 
-    def validate(self, until=None) -> dict[str, str]:
+    def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> dict[str, str]:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
 
+        ``timeout``: seconds ``replicate`` would wait for the target (default
+        ``replica.timeout``); ``empty``: a new replica may hold no transaction (see
+        :mod:`wlr.target` for the checks on the target).
+
         Raises:
-            TargetError: ``until`` is malformed or already passed.
+            TargetError: ``until`` is malformed or already passed; an instant later than the
+                timeout can wait for; a new replica's target before the master's first
+                transaction (unless ``empty``).
+            ReplicationTimeout: the target is not published and cannot be: capture is stale
+                or the master stopped logging before it.
             ReplicationError: a new replica's path through the logs meets a batch that is
                 missing, damaged or another database's (``batch`` names it; nothing is written).
             ReplicaStateError: the master is not a master; the replica folder is a master, a
@@ -86,13 +96,21 @@ class ReplicaSetup:
             self._check_follows(state, mcfg)
             self._check_history(state, mcfg)
             clock = parse_utc(state["clock"]) if state.get("clock") else None
-            check_not_passed(target, int(state.get("tick", -1)), clock)
+            check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        pub = self.published(mcfg)
+        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.master}")
+        check_in_time(target, until, pub, datetime.now(timezone.utc),
+                      self.default_timeout if timeout is None else number(timeout, "timeout"),
+                      number(settings()["capture"]["settle"], "capture.settle"))
         self._choose_selection(state or {})
         if not state or state.get("state") == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
+            if not state and start.txn < 0:
+                check_not_empty(target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path),
+                                empty, self.master)
             try:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
@@ -133,6 +151,12 @@ class ReplicaSetup:
                 raise ConfigError(f"where: the predicate of {table} does not fit the table "
                                   f"({str(exc).splitlines()[0]}); correct it (columns: "
                                   f"{', '.join(self.spark.read.format('delta').load(uri).columns)})") from None
+
+    def published(self, mcfg: dict[str, str]) -> Published:
+        """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness
+        (known from the master's own folder only)."""
+        label = "the master" if self.source.is_master else self.source.label
+        return Published.of(mcfg, datetime.now(timezone.utc), label, self.source.is_master)
 
     def route(self, mcfg: dict[str, str]) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""

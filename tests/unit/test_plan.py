@@ -23,7 +23,7 @@ def test_parse_until_kinds():
     assert naive.time == T0 + timedelta(seconds=5)  # naive means UTC
 
 
-@pytest.mark.parametrize("bad", ["halo", "", "12:xx", 3.5, True, -1, object()])
+@pytest.mark.parametrize("bad", ["halo", "", "12:xx", 3.5, True, -2, object()])
 def test_parse_until_rejects(bad):
     with pytest.raises(TargetError):
         parse_until(bad)
