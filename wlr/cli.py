@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     lg = sub.add_parser("log", help="list the master's published transactions (to find a recovery target)",
                         description="List a master's published transactions, oldest first: txn id, GTID, commit "
                                     "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
-                                    "3 when the database is not a master.")
+                                    "3 when the database is not a master or --table names a table the master "
+                                    "never had (the nearest are named).")
     lg.add_argument("dbfarm", help="folder holding the databases")
     lg.add_argument("master", help="the master database's name")
     lg.add_argument("--table", help="only this table (schema.table)")
