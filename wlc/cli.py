@@ -151,8 +151,10 @@ def master_command(args) -> int:
     m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
     tables = m.create(beat)
     made = "made the empty database folder; " if kind != "database" else ""
-    print(f"{args.dbname} is a master now: {made}{tables} table{'s' if tables != 1 else ''} in its first snapshot, "
-          f"logs in {m.logs}, beat {m.beat_seconds:g} s.\nCapture it with: wlc capture {farm} {args.dbname}")
+    held = (f"{tables} table{'s' if tables != 1 else ''} in its first snapshot" if tables else
+            "no table yet (replicas start empty)")
+    print(f"{args.dbname} is a master now: {made}{held}, logs in {m.logs}, beat {m.beat_seconds:g} s.\n"
+          f"Capture it with: wlc capture {farm} {args.dbname}")
     return 0
 
 
