@@ -62,10 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def ship_command(args) -> int:
     """``wlc ship``: one pass, or following until SIGINT/SIGTERM; prints what was shipped."""
+    from .databases import Dbfarm
     from .ship import Shipper
     from .storage import Storage
-
-    from .databases import Dbfarm
 
     farm = resolve_dbfarm(args.dbfarm)
     Dbfarm(farm).require_master(args.dbname)
@@ -95,12 +94,9 @@ def lifecycle_command(args) -> int:
     from .session import active_session
     from .storage import Storage
 
-    from .databases import Dbfarm
-
     farm = resolve_dbfarm(args.dbfarm)
-    Dbfarm(farm).require_master(args.dbname)  # before Spark starts
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
-    cycle.config()  # not a master: an error naming the fix, before Spark starts
+    cycle.config()  # not a master: an error naming what it is and the fix, before Spark starts
     if args.command == "snapshot":
         m = Master(args.dbname, dbfarm=farm, capture=False)
         try:
@@ -134,8 +130,9 @@ def lifecycle_command(args) -> int:
 def master_command(args) -> int:
     """``wlc master``: put the database in master mode (no capture); say what was done; 0 ok."""
     from .config import number
-    from .databases import MASTER, REPLICA, Dbfarm
+    from .databases import MASTER, PLAIN, REPLICA, Dbfarm
     from .master import Master, read_config
+    from .storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
@@ -144,13 +141,13 @@ def master_command(args) -> int:
     if kind == REPLICA:
         dbs.require_master(args.dbname)  # a replica never becomes a master: the error names what it is
     if kind == MASTER:
-        cfg = read_config(dbs.storage, f"{farm}/{args.dbname}") or {}
+        cfg = read_config(dbs.storage, Storage.join(farm, args.dbname)) or {}
         print(f"{args.dbname} is already a master (since {cfg.get('created') or '-'}, last published transaction "
               f"{cfg.get('tick', '-')}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")
         return 0
     m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
     tables = m.create(beat)
-    made = "made the empty database folder; " if kind != "database" else ""
+    made = "made the empty database folder; " if kind != PLAIN else ""
     held = (f"{tables} table{'s' if tables != 1 else ''} in its first snapshot" if tables else
             "no table yet (replicas start empty)")
     print(f"{args.dbname} is a master now: {made}{held}, logs in {m.logs}, beat {m.beat_seconds:g} s.\n"
@@ -161,6 +158,7 @@ def master_command(args) -> int:
 def capture_command(args) -> int:
     """``wlc capture``: capture an existing master until SIGINT/SIGTERM; 0 after a clean stop."""
     import warnings
+    from datetime import datetime, timedelta, timezone
 
     from .config import number
     from .databases import Dbfarm
@@ -177,8 +175,6 @@ def capture_command(args) -> int:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
-    from datetime import datetime, timedelta, timezone
-
     b = m.beat_seconds
     soon = (datetime.now(timezone.utc) + timedelta(seconds=b)).strftime("%H:%M:%SZ")
     first = ("each transaction is published as its own batch at once" if b == 0 else
@@ -202,7 +198,7 @@ def status_command(args) -> int:
     if args.json:
         print(json.dumps(s, indent=1))
     else:
-        print(format_status(s, resolve_dbfarm(args.dbfarm)))
+        print(format_status(s))
     return s["exit"]
 
 

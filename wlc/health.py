@@ -25,27 +25,31 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0,
 STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 
-def capture_text(cfg: dict[str, str], now: datetime | None = None) -> tuple[str, str]:
-    """``(liveness, text)`` of capture from ``wlc.config`` ``cfg`` at UTC instant ``now`` (default now):
-    ``alive`` / ``stale`` / ``stopped`` / ``not started`` and the line status prints, e.g.
-    ``stopped at 2026-11-25T10:00:00+00:00`` or ``stale since ...`` (its last heartbeat)."""
-    state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
+def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <dbfarm> <dbname>") -> str:
+    """The line the status commands print for capture's liveness ``state`` at ``when``
+    (:func:`wlc.heartbeat.capture_liveness`), e.g. ``stopped at 2026-11-25T10:00:00.000000Z``
+    or ``stale since ...`` (its last heartbeat); ``start`` is the command that starts capture,
+    named when it never ran."""
     if state == "stale":
-        return state, f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"
+        return f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"
     if state == "stopped":
-        return state, f"stopped at {utc_iso(when)}" if when else "stopped"
+        return f"stopped at {utc_iso(when)}" if when else "stopped"
     if state == "alive":
-        return state, f"alive (heartbeat {utc_iso(when)})"
-    return state, "not started (start it with: wlc capture <dbfarm> <dbname>)"
+        return f"alive (heartbeat {utc_iso(when)})"
+    if state == "not started":
+        return f"not started (start it with: {start})"
+    return state
 
 
-def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None) -> dict:
+def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None,
+                  dbfarm: str = "<dbfarm>") -> dict:
     """``wlc status`` as a dict.
 
     Args:
         dbname: the master database's name.
         cfg: its ``wlc.config`` (:func:`wlc.master.read_config`).
         now: the UTC instant liveness is judged at (default now).
+        dbfarm: the dbfarm folder, for the command a message names.
 
     Returns:
         wlc.config's keys (numbers as ints; ``not_replicated``, ``feed_notes`` and ``held`` as
@@ -62,7 +66,8 @@ def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None)
         else:
             out[key] = value
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
-    out["capture"], out["capture_text"] = capture_text(cfg, now)
+    state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
+    out["capture"], out["capture_text"] = state, liveness_line(state, when, f"wlc capture {dbfarm} {dbname}")
     out["exit"] = EXIT_STALE if out["capture"] == "stale" else EXIT_OK
     return out
 
@@ -73,12 +78,11 @@ def aligned(rows: list[tuple[str, object]]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def format_status(s: dict, dbfarm: str = "<dbfarm>") -> str:
+def format_status(s: dict) -> str:
     """Human text of :func:`master_status`: one aligned line per fact, then a line per table
     not replicated, held back, or met by a limit of the change feed."""
-    capture = s["capture_text"].replace("<dbfarm> <dbname>", f"{dbfarm} {s['master']}")
     rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
-            ("capture", capture),
+            ("capture", s["capture_text"]),
             ("tick", f"{s.get('tick', '-')} (last published transaction)"),
             ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
             ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
@@ -114,4 +118,4 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     farm = resolve_dbfarm(dbfarm)
     Dbfarm(farm).require_master(dbname)
     cfg = read_config(Storage.of(farm), Storage.join(farm, dbname)) or {}
-    return master_status(dbname, cfg)
+    return master_status(dbname, cfg, dbfarm=farm)

@@ -120,6 +120,18 @@ def window_of(when: datetime, seconds: float) -> int:
     return math.floor(when.timestamp() / seconds)
 
 
+def window_end(window: int, seconds: float) -> datetime:
+    """The UTC instant window number ``window`` of ``seconds`` (:func:`window_of`) ends at."""
+    return datetime.fromtimestamp((window + 1) * seconds, tz=timezone.utc)
+
+
+def _after(lower: Sequence[Span], upper: Sequence[Span]) -> tuple[int, list[Span]]:
+    """``(the last level-0 batch the newest of upper holds (-1: none), the lower batches after it
+    in order)``: what :func:`runs_to_merge` may merge."""
+    done = max((u.last_batch for u in upper), default=-1)
+    return done, sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
+
+
 def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime) -> list[list[Span]]:
     """Runs of consecutive ``lower`` batches to merge into one batch of the next level each.
 
@@ -135,8 +147,7 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
 
     Returns the runs in order, each ascending and gap-free. Merging stops at a gap.
     """
-    done = max((u.last_batch for u in upper), default=-1)
-    todo = sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
+    done, todo = _after(lower, upper)
     chain: list[Span] = []
     for s in todo:
         expected = chain[-1].last_batch + 1 if chain else (done + 1 if upper else s.first_batch)
@@ -158,8 +169,7 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
             runs.append([s])
     closed = []
     for run in runs:
-        w = window_of(run[-1].last_time or run[-1].watermark, seconds)
-        end = datetime.fromtimestamp((w + 1) * seconds, tz=timezone.utc)
+        end = window_end(window_of(run[-1].last_time or run[-1].watermark, seconds), seconds)
         if end > closed_before:
             break
         closed.append(run)
@@ -176,8 +186,7 @@ def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_
     end of the 1 h window of level-0 batches 40-42)`` or ``level 1: 3 of 10 level-0 batches
     since the last level-1 batch``.
     """
-    done = max((u.last_batch for u in upper), default=-1)
-    todo = sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
+    _done, todo = _after(lower, upper)
     below = f"level-{level - 1} batch"
     if every.unit == "batches":
         return (f"level {level}: {len(todo)} of {int(every.amount)} {below}es since the last level-{level} batch "
@@ -187,7 +196,7 @@ def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_
                 "window of the next one")
     first = todo[0]
     w = window_of(first.last_time or first.watermark, every.amount)
-    end = datetime.fromtimestamp((w + 1) * every.amount, tz=timezone.utc)
+    end = window_end(w, every.amount)
     inside = [s for s in todo if window_of(s.last_time or s.watermark, every.amount) == w]
     names = f"{inside[0].first_batch}" + (f"-{inside[-1].last_batch}" if inside[-1].last_batch != inside[0].first_batch
                                            else "")

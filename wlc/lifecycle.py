@@ -183,27 +183,28 @@ class Lifecycle:
         Raises:
             BatchError: an input batch is damaged (nothing of its run is published).
         """
-        cfg = self.config()
-        every_ = {**lifecycle_settings()["every"], **(every_ or {})}
-        wm = cfg.get("watermark", "")
-        watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
+        cfg, every, watermark = self._compaction_inputs(every_)
         logs = self.logs(cfg)
         with self.locked():
             for name in self.storage.listdir(logs):
                 if name.startswith(f"{compaction.STAGING}{self.dbname}-"):
                     self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
-            return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"],
-                                      {k: v for k, v in every_.items() if v is not None}, watermark,
+            return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"], every, watermark,
                                       lambda n: self._metas_before(cfg, n), progress, self._span)
 
     def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
         """A line per level saying when its next compacted batch is due (no Spark)."""
+        cfg, every, watermark = self._compaction_inputs(every_)
+        return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._span)
+
+    def _compaction_inputs(self, every_: dict[int, Every | None] | None) -> tuple[dict, dict[int, Every], datetime]:
+        """``(wlc.config, the levels' intervals (config's, overridden by every_; off ones left out),
+        the watermark windows are closed before: the master's, or now when it has none)``."""
         cfg = self.config()
-        every_ = {**lifecycle_settings()["every"], **(every_ or {})}
+        every = {**lifecycle_settings()["every"], **(every_ or {})}
         wm = cfg.get("watermark", "")
         watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
-        return compaction.next_due(self.storage, self.logs(cfg), self.dbname,
-                                   {k: v for k, v in every_.items() if v is not None}, watermark, self._span)
+        return cfg, {k: v for k, v in every.items() if v is not None}, watermark
 
     def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""

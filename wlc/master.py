@@ -212,8 +212,6 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             else:
                 state = self._initialise()
             self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
-            if self._want_capture:
-                self.config.pop("capture_stopped", None)
             self._save_config()
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
             floor = parse_utc(self.config["watermark"]) if self.config.get("watermark", "") not in ("", "stopped") \

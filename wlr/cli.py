@@ -186,7 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     from .monitor import read_replica_state
     from .replica import Replica
     from wlc.config import dbfarm as resolve_dbfarm
-    from wlc.databases import Dbfarm
     from wlc.storage import Storage
     try:
         if args.command == "log":
@@ -236,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         farm = resolve_dbfarm(args.dbfarm)
         try:
-            Dbfarm(farm).require_replica(args.replica, ReplicaStateError)  # a master: wlc status, its replicas
             cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
         except ReplicaStateError as exc:
             print(f"error: {_say(exc, args)}", file=sys.stderr)
@@ -265,8 +263,6 @@ def format_replica_status(s: dict, args: argparse.Namespace) -> str:
     published tick and its commits not yet published are two lines, so that
     ``lag = master tick - tick + unpublished``."""
     err = s["error"]
-    capture = s["capture"] + (f" ({'at' if s['capture'] == 'stopped' else 'heartbeat'} "
-                              f"{_fmt(s['capture_heartbeat'])})" if s["capture_heartbeat"] else "")
     rows = [("replica", s["replica"]), ("master", s["master"]), ("source", s["source"]), ("state", s["state"]),
             ("tick", f"{s['tick']} (last applied transaction)"), ("clock", _fmt(s["clock"])),
             ("master tick", f"{s['master_tick']} (last published transaction)"),
@@ -274,7 +270,7 @@ def format_replica_status(s: dict, args: argparse.Namespace) -> str:
             ("lag (transactions)", f"{s['lag_transactions']} (= master tick - tick + unpublished)"
              if s["lag_transactions"] else "0"),
             ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
-            ("capture", capture), ("follower heartbeat", _fmt(s["heartbeat"])),
+            ("capture", s["capture_text"]), ("follower heartbeat", _fmt(s["heartbeat"])),
             ("skipped", ",".join(map(str, s["skipped"])) or "-")]
     rows.append(("error", "-" if not err else
                  f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "

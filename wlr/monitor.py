@@ -17,6 +17,7 @@ hung) since then.
 from __future__ import annotations
 
 import os
+import posixpath
 from datetime import datetime, timezone
 
 from wlc import batch as batchfmt
@@ -28,7 +29,7 @@ from wlc.deltalog import list_versions, read_commit
 from wlc.errors import BatchError
 from wlc.heartbeat import capture_liveness, liveness
 from wlc.master import logs_of
-from wlc.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE
+from wlc.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
 from wlc.storage import Storage
 
 from . import failure
@@ -41,12 +42,18 @@ def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
     """The ``wlr.config`` of the replica database at ``path``.
 
     Raises:
-        ReplicaStateError: ``path`` holds no ``wlr.config`` (it is not a replica).
+        NotFoundError: there is no such database (or dbfarm); the nearest replicas are named.
+        ReplicaStateError: ``path`` holds no ``wlr.config``: it is a master (``wlc status`` and
+            its replicas are named) or a plain database.
     """
+    from wlc.databases import Dbfarm
+
     from .errors import ReplicaStateError
 
     state_path = Storage.join(path, "wlr.config")
     if not storage.exists(state_path):
+        farm, name = posixpath.split(path.rstrip("/"))
+        Dbfarm(farm).require_replica(name, ReplicaStateError)  # says what it is instead
         raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
                                 cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
                                     "or make it with: wlr replicate <dbfarm> <master> <replica>")
@@ -130,6 +137,7 @@ def replica_status(rep) -> dict:
     if state == "following" and follower == "stale":
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg else ("unknown", None)
+    capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {rep.master}")
     diverged = None
     if mcfg:
         try:
@@ -143,7 +151,7 @@ def replica_status(rep) -> dict:
         "replica": rep.name, "master": rep.master, "source": src.label, "state": state,
         "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
         "unpublished": pending, "lag_transactions": behind + pending, "lag_seconds": lag_s,
-        "capture": capture, "capture_heartbeat": capture_at, "heartbeat": beat_at,
+        "capture": capture, "capture_heartbeat": capture_at, "capture_text": capture_line, "heartbeat": beat_at,
         "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
         "error": error, "diverged": diverged, "exit": code,
     }

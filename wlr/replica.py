@@ -170,7 +170,8 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
         + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
         None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
-        ``unknown``) with ``capture_heartbeat`` (the instant it refers to), ``heartbeat`` (the
+        ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
+        (the line ``wlr status`` prints, :func:`wlc.health.liveness_line`), ``heartbeat`` (the
         follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not
         this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
         1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlc.health`).

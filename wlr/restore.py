@@ -26,18 +26,17 @@ the target table absent unless replacing.
 """
 from __future__ import annotations
 
-import difflib
 import logging
 from dataclasses import dataclass
 
 from wlc.config import check_name, dbfarm as resolve_dbfarm
+from wlc.databases import did_you_mean, nearest
+from wlc.discovery import RESERVED
 from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
-from wlc.errors import ConfigError, MasterStateError
+from wlc.errors import ConfigError, MasterStateError, NotFoundError
 from wlc.names import name_of_key, qualified, quote_ident, split_name
 from wlc.storage import Storage
 from wlc.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
-
-from wlc.errors import NotFoundError
 
 from .errors import NoSuchTableError, RestoreError, TableExistsError
 from .select import Selection
@@ -48,7 +47,6 @@ USER_METADATA = "wlr restore"  # commitInfo.userMetadata of a restore's commits 
 _FEATURES = {"delta.enableChangeDataFeed": "change feed", "delta.columnMapping.mode": "column mapping",
              "delta.enableTypeWidening": "type widening", "delta.enableDeletionVectors": "deletion vectors",
              "delta.enableRowTracking": "row tracking", "delta.enableInCommitTimestamps": "In-Commit Timestamps"}
-_NOT_SCHEMAS = {"wlc_logs", "wlc_snapshot"}  # a master's own folders (wlc.discovery.RESERVED)
 
 
 @dataclass(frozen=True)
@@ -191,7 +189,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     from wlc.master import logs_of, read_config
 
     logs = logs_of(read_config(storage, master_path) or {}, master_path).rstrip("/")
-    if schema in _NOT_SCHEMAS or Storage.join(master_path, schema) == logs:
+    if schema in RESERVED or Storage.join(master_path, schema) == logs:
         raise ConfigError(f"{schema} is master {master}'s own folder, not a schema; restore under another name "
                           "(as_='schema.table')", cli=f"{schema} is master {master}'s own folder, not a schema; "
                                                       "restore under another name (--as schema.table)")
@@ -227,11 +225,8 @@ def _source(replica, state: dict[str, str], table: str) -> tuple[str, int, int]:
     found = same or (folded if len(folded) == 1 else [])
     if found:
         return found[0], versions[found[0]], tick
-    nearest = difflib.get_close_matches(table, sorted(versions), n=3, cutoff=0.5)
-    hint = (f"did you mean {' or '.join(nearest)}?" if nearest else
-            f"its tables: {', '.join(sorted(versions)[:20]) or 'none'}")
-    raise NoSuchTableError(f"table {table} is not on replica {replica.name} at transaction {tick}; {hint}",
-                           table, nearest)
+    raise NoSuchTableError(f"table {table} is not on replica {replica.name} at transaction {tick}"
+                           + did_you_mean(table, versions, "tables"), table, nearest(table, sorted(versions)))
 
 
 def _check_master(storage: Storage, master_path: str, master: str, farm: str) -> None:

@@ -33,15 +33,12 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``wlr restore``: print what was restored; the exit status of the subparser's epilog."""
-    from wlc.databases import Dbfarm
-
     from .monitor import read_replica_state
     from .replica import Replica
 
     farm = resolve_dbfarm(args.dbfarm)
     try:
         try:
-            Dbfarm(farm).require_replica(args.replica, ReplicaStateError)  # a master named: says so
             cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
         except ReplicaStateError as exc:
             raise NotFoundError(str(exc), cli=exc.cli) from None

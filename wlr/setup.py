@@ -108,7 +108,7 @@ class ReplicaSetup:
         if not state or state.get("state") == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
-            if not state and start.txn < 0:
+            if not state and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
                 check_not_empty(target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path),
                                 empty, self.master)
             try:

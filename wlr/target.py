@@ -98,8 +98,8 @@ class Published:
     """What a source's ``wlc.config`` says: ``tick`` (last published transaction, -1: none),
     ``watermark`` (every commit at or before it is published; None: none yet or stopped),
     ``last_commit`` (commit time of ``tick``), ``stopped`` (the master stopped logging),
-    ``capture`` (``alive``, ``stale``, ``stopped`` or ``unknown`` as read from the master's
-    heartbeat; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
+    ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started`` as read from the master's
+    wlc.config, :func:`wlc.heartbeat.capture_liveness`; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
     with its last ``heartbeat``, and ``source`` (who published, for messages)."""
 
     tick: int

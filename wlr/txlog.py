@@ -74,21 +74,27 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     return storage, path, cfg
 
 
+def _snapshot_tables(storage: Storage, snapshot: str) -> set[str]:
+    """The tables the snapshot folder ``snapshot`` holds (none for ``""`` or a damaged snapshot:
+    the log's tables are still named)."""
+    from wlc import snapshot_store as snap
+
+    if not snapshot:
+        return set()
+    try:
+        return set(snap.read(storage, snapshot)["tables"])
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
 def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -> set[str]:
     """Every table named by a published batch (any level) of ``master`` in ``logs`` or held by
     the snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only."""
-    from wlc import snapshot_store as snap
-
-    out: set[str] = set()
+    out = _snapshot_tables(storage, snapshot)
     paths = [p for _n, p in batchfmt.list_batches(storage, logs, master)]
     paths += [p for _lv, _f, _l, p in batchfmt.list_compacted(storage, logs, master)]
     for path in paths:
         out |= {rec.table for rec in batchfmt.read_manifest(storage, path).txns}
-    if snapshot:
-        try:
-            out |= set(snap.read(storage, snapshot)["tables"])
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged snapshot names nothing: the log's tables are still named
     return out
 
 
@@ -110,14 +116,9 @@ def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
 def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, str], master: str) -> None:
     """Raise NotFoundError when ``table`` is in no published transaction (``seen``) and not in
     the newest snapshot, naming the nearest tables."""
-    from wlc import snapshot_store as snap
-
-    known = set(seen)
-    if cfg.get("snapshot"):
-        try:
-            known |= set(snap.read(storage, cfg["snapshot"])["tables"])
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged snapshot names nothing: the log's tables are still named
+    if table.lower() in {t.lower() for t in seen}:
+        return  # a published transaction names it: the snapshot need not be read
+    known = set(seen) | _snapshot_tables(storage, cfg.get("snapshot", ""))
     check_tables([table], known, f"in the published transactions of master {master!r}")
 
 

@@ -133,7 +133,7 @@ def test_wlr_status_exit_codes_and_lag_lines(farm):
     assert lines["unpublished"].strip().startswith("0 (master commits")
     cfg = os.path.join(farm, "ops", "wlc.config")
     text = open(cfg).read()
-    write(cfg, text.replace(f"heartbeat=", "heartbeat=2020-01-01T00:00:00Z\nold=").replace("epochs=0:aa", "epochs=0:bb"))
+    write(cfg, text.replace("heartbeat=", "heartbeat=2020-01-01T00:00:00Z\nold=").replace("epochs=0:aa", "epochs=0:bb"))
     code, out, err = run("wlr", "status", farm, "ops_replica", "--json")
     s = json.loads(out)
     assert code == 4 and s["diverged"] and "another history" in s["diverged"]  # diverged comes first
