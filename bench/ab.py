@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 import wlr.apply as apply_module  # noqa: E402
-from wlc import batch as wlc_batch  # noqa: E402
-from wlc.storage import Storage  # noqa: E402
+from wlcore import batch as wlc_batch  # noqa: E402
+from wlcore.storage import Storage  # noqa: E402
 
 MASTER = "bench"
 

@@ -52,9 +52,9 @@ from pyspark.sql import DataFrame, Window, functions as F  # noqa: E402
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 from demo.tpch_data import DELETE_SCHEMA, SCHEMAS, ensure_tpch_data, has_trailing_delimiter  # noqa: E402
-from wlc import batch as wlc_batch  # noqa: E402
-from wlc.deltalog import list_versions, read_commit  # noqa: E402
-from wlc.storage import Storage  # noqa: E402
+from wlcore import batch as wlc_batch  # noqa: E402
+from wlcore.deltalog import list_versions, read_commit  # noqa: E402
+from wlcore.storage import Storage  # noqa: E402
 
 MASTER = "bench"
 KEYS = {"tpch.orders": ["o_orderkey"], "tpch.lineitem": ["l_orderkey", "l_linenumber"],

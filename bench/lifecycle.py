@@ -44,11 +44,11 @@ sys.path.insert(0, str(REPO_ROOT))
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 from bench.catchup import Bench, checksum  # noqa: E402
-from wlc import batch as batchfmt  # noqa: E402
-from wlc.config import Every  # noqa: E402
+from wlcore import batch as batchfmt  # noqa: E402
+from wlcore.settings import Every  # noqa: E402
 from wlc.lifecycle import Lifecycle  # noqa: E402
-from wlc.snapshot_store import list_snapshots  # noqa: E402
-from wlc.storage import Storage  # noqa: E402
+from wlcore.snapshots import list_snapshots  # noqa: E402
+from wlcore.storage import Storage  # noqa: E402
 
 
 def folder_bytes(path: str) -> int:

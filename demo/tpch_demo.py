@@ -54,8 +54,8 @@ from pyspark.sql import DataFrame, SparkSession, functions as F  # noqa: E402
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
-from wlc import batch as wlc_batch  # noqa: E402
-from wlc import snapshot_store as wlc_snapshot  # noqa: E402
+from wlcore import batch as wlc_batch  # noqa: E402
+from wlcore import snapshots as wlc_snapshot  # noqa: E402
 from demo.tpch_data import (  # noqa: E402
     DELETE_SCHEMA, KEYS, SCHEMAS, TABLES, ensure_tpch_data, has_trailing_delimiter)
 

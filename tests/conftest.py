@@ -99,7 +99,7 @@ def s3(s3_server, tmp_path, monkeypatch):
 
     import yaml
 
-    from wlc.storage import Storage
+    from wlcore.storage import Storage
 
     base = yaml.safe_load((ROOT / "tests" / "wlc-test.yaml").read_text())
     base["storage"] = {"s3": {"endpoint_url": s3_server, "key": "testing", "secret": "testing",
@@ -116,6 +116,6 @@ def s3(s3_server, tmp_path, monkeypatch):
     from pyspark.sql import SparkSession
     session = SparkSession.getActiveSession()
     if session is not None:
-        from wlc.session import configure_s3a
+        from wlcore.session import configure_s3a
         configure_s3a(session)
     yield f"s3://{bucket}"

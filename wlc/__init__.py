@@ -10,13 +10,13 @@ from __future__ import annotations
 import warnings
 from datetime import datetime
 
-from .errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
+from wlcore.errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
 from .master import Master
-from .session import spark_session
-from .ship import ShipError
-from .health import status
+from wlcore.session import spark_session
+from wlcore.ship import ShipError
+from wlcore.health import status
 from .table_notes import ChangeFeedWarning
-from .version import __version__
+from wlcore.version import __version__
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
            "snapshot", "snapshots", "compact", "prune", "ship", "status",
@@ -132,7 +132,7 @@ def snapshot():
     """Flush, then take a snapshot of the current master at its last published transaction
     T while capture goes on (``wlc_snapshot/<T>/``); see :meth:`wlc.Master.snapshot`.
 
-    Returns a :class:`wlc.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+    Returns a :class:`wlcore.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
     """
     return current().snapshot()
 

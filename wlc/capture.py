@@ -4,10 +4,10 @@ A scan lists the master's tables (``<db>/<schema>/<table>/_delta_log``, schema `
 excluded), reads the JSON commits after each table's cursor, and classifies each version:
 
 * a new table's first commit -> ``create`` (with its metadata); a change of what defines
-  the table (:func:`wlc.tabledef.definition`: columns, partitioning, clustering,
+  the table (:func:`wlcore.tabledef.definition`: columns, partitioning, clustering,
   constraints, user properties, carried table features, the change feed capture itself
   switches on among them) -> ``alter``, with the ALTER TABLE operations that make it
-  (:mod:`wlc.alter`), or the table's image where there are none;
+  (:mod:`wlcore.alter`), or the table's image where there are none;
 * a version with ``dataChange`` actions -> change rows: ``cdf`` when the Change Data Feed
   was on at that version, else ``image`` (the full table at that version, correctness first);
 * a table whose log disappeared -> ``drop``;
@@ -29,22 +29,23 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 
-from . import alter as alterops
-from .batch import TxnRecord
+from wlcore import alter as alterops
+from wlcore.batch import TxnRecord
 from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
 from .holds import Holds
-from . import features, kernel
-from .deltalog import (Commit, TableMeta, commit_file, is_delta_table, list_versions, meta_after, metadata_at,
+from wlcore import features
+from wlcore import kernel
+from wlcore.deltalog import (Commit, TableMeta, commit_file, list_versions, meta_after, metadata_at,
                        monotonic, read_commit, readable_from)
-from .capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
-from .discovery import (NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables,  # noqa: F401 (re-exported)
+from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
+from wlcore.discovery import (NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables,  # noqa: F401 (re-exported)
                         table_path)
-from .storage import Storage
+from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.capture")
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
-    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlc.tabledef.definition`)."""
+    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`)."""
     return old is None or old.shape() != new.shape()
 
 
@@ -326,7 +327,7 @@ class Capture:
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
         """Switch on what capture may switch on (``capture.table_features``,
-        :func:`wlc.features.switch_on`) on tables that lack it; a change feed a user switched
+        :func:`wlcore.features.switch_on`) on tables that lack it; a change feed a user switched
         off stays off (its writes are carried by images). A commit of capture's own is
         marked ``wlc: switch on ...`` in its ``userMetadata``."""
         wanted = features.switch_on()

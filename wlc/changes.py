@@ -26,15 +26,13 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from .deltalog import commit_file, list_versions
-from .names import batch_folder, quote_ident
-from .storage import Storage
+from wlcore.deltalog import commit_file, list_versions
+from wlcore.names import batch_folder, quote_ident
+from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
+from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.capture")
 
-VERSION_COLUMN = "wlc_version"
-CHANGE_TYPE = "_change_type"
-CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
 RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
 # Spark and Delta's words for a file that is not there (removed by VACUUM, or by hand)
 _MISSING = re.compile(r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist",
@@ -118,7 +116,7 @@ class Copier:
         return self._session
 
     def table_path(self, name: str) -> str:
-        from .names import split_name
+        from wlcore.names import split_name
         schema, table = split_name(name)
         return Storage.join(self.db_path, schema, table)
 

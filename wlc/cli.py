@@ -8,10 +8,10 @@ import signal
 import sys
 import threading
 
-from .config import add_common, use_config, dbfarm as resolve_dbfarm
-from .errors import NotFoundError, WlcError
-from .health import EXIT_NOT_FOUND, EXIT_USAGE, aligned, format_status, master_status  # noqa: F401 (aligned: wlr)
-from .terminal import setup as setup_terminal
+from wlcore.settings import add_common, use_config, dbfarm as resolve_dbfarm
+from wlcore.errors import NotFoundError, WlcError
+from wlcore.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned, format_status, master_status  # noqa: F401 (aligned: wlr)
+from wlcore.terminal import setup as setup_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def ship_command(args) -> int:
     """``wlc ship``: one pass, or following until SIGINT/SIGTERM; prints what was shipped."""
-    from .databases import Dbfarm
-    from .ship import Shipper
-    from .storage import Storage
+    from wlcore.databases import Dbfarm
+    from wlcore.ship import Shipper
+    from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     Dbfarm(farm).require_master(args.dbname)
@@ -87,12 +87,12 @@ def lifecycle_command(args) -> int:
     """``wlc snapshot``, ``wlc compact`` and ``wlc prune``: print what was done; 0 ok."""
     import warnings
 
-    from .config import every
-    from .errors import MasterStateError
+    from wlcore.settings import every
+    from wlcore.errors import MasterStateError
     from .lifecycle import Lifecycle
     from .master import Master
-    from .session import active_session
-    from .storage import Storage
+    from wlcore.session import active_session
+    from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
@@ -129,10 +129,11 @@ def lifecycle_command(args) -> int:
 
 def master_command(args) -> int:
     """``wlc master``: put the database in master mode (no capture); say what was done; 0 ok."""
-    from .config import number
-    from .databases import MASTER, PLAIN, REPLICA, Dbfarm
-    from .master import Master, read_config
-    from .storage import Storage
+    from wlcore.settings import number
+    from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
+    from .master import Master
+    from wlcore.master_state import read_config
+    from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
@@ -160,8 +161,8 @@ def capture_command(args) -> int:
     import warnings
     from datetime import datetime, timedelta, timezone
 
-    from .config import number
-    from .databases import Dbfarm
+    from wlcore.settings import number
+    from wlcore.databases import Dbfarm
     from .master import Master
 
     farm = resolve_dbfarm(args.dbfarm)
@@ -192,7 +193,7 @@ def status_command(args) -> int:
     """``wlc status``: print the master's status; exit 0, or 5 when capture is stale."""
     import json
 
-    from .health import status
+    from wlcore.health import status
 
     s = status(args.dbname, args.dbfarm)
     if args.json:

@@ -6,8 +6,8 @@ packets, compacted as MusicBrainz wished they were, and Litestream's levels. For
 each run of its change-feed transactions between two barriers (DDL, full images, ALTERs that
 add columns, transactions whose rows were lost) becomes one *piece*: the net change of the
 run, in one file at the run's last master version (keyed: each key's state before and after,
-nothing for a key whose state did not change, :func:`wlc.collapse.compact_by_key`; unkeyed:
-each row image's net count, :func:`wlc.collapse.compact_by_image`). Barriers are
+nothing for a key whose state did not change, :func:`wlcore.collapse.compact_by_key`; unkeyed:
+each row image's net count, :func:`wlcore.collapse.compact_by_image`). Barriers are
 kept as they are, with their files. The manifest records the range of level-0 batches and
 transactions, the watermark at its end, and checksums as every batch; the batch is built in
 ``<logs>/.compact-<db>-...`` and published by one rename beside the level-0 batches, which
@@ -22,17 +22,17 @@ import logging
 import uuid
 from datetime import datetime
 
-from . import batch as batchfmt
-from . import collapse
-from .batch import Manifest, TxnRecord
+from wlcore import batch as batchfmt
+from wlcore import collapse
+from wlcore.batch import Manifest, TxnRecord
 from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
-from .config import Every
-from .deltalog import TableMeta
-from .errors import BatchError
-from .faults import crash_point
-from .levels import Span, runs_to_merge
-from .names import batch_folder
-from .storage import Storage
+from wlcore.settings import Every
+from wlcore.deltalog import TableMeta
+from wlcore.errors import BatchError
+from wlcore.faults import crash_point
+from wlcore.levels import Span, runs_to_merge
+from wlcore.names import batch_folder
+from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.compaction")
 
@@ -66,7 +66,7 @@ def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
 
 
 def _level_inputs(storage: Storage, logs: str, dbname: str, level: int, span_of=None) -> tuple[list[Span], list[Span]]:
-    """``(lower, upper)`` for :func:`wlc.levels.runs_to_merge` at ``level``: the batches of the level
+    """``(lower, upper)`` for :func:`wlcore.levels.runs_to_merge` at ``level``: the batches of the level
     below after the newest batch of ``level``, and that newest batch (none: empty)."""
     upper_last = last_batch_of(storage, logs, dbname, level)
     lower = spans(storage, logs, dbname, level - 1, upper_last, span_of)
@@ -108,9 +108,9 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
 
 def next_due(storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime,
              span_of=None) -> list[str]:
-    """A line per level saying when its next compacted batch is due (:func:`wlc.levels.next_due`);
+    """A line per level saying when its next compacted batch is due (:func:`wlcore.levels.next_due`);
     reads manifests only (no Spark)."""
-    from .levels import next_due as due
+    from wlcore.levels import next_due as due
 
     out = []
     for level in (1, 2):

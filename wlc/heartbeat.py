@@ -14,66 +14,18 @@ import logging
 import time
 from datetime import datetime, timedelta
 
-from . import batch as batchfmt
-from .batch import Manifest, utc_iso, parse_utc
+from wlcore import batch as batchfmt
+from wlcore.batch import Manifest, utc_iso, parse_utc
 from .capture import Cursor, settle_limit, utcnow
-from .errors import BatchError
+from wlcore.errors import BatchError
 from .holds import place_in_order
-from .names import batch_folder
-from .storage import Storage
-from .faults import crash_point
+from wlcore.names import batch_folder
+from wlcore.storage import Storage
+from wlcore.faults import crash_point
 
 log = logging.getLogger("wlc.master")
 
 _EPS = timedelta(microseconds=1)
-
-
-STALE_AFTER = 3  # heartbeat intervals without a heartbeat: the process is taken for gone (and capture.stale_after)
-
-
-def liveness(heartbeat: str | None, interval: float, now: datetime,
-             stale_after: float = 30.0) -> tuple[str, datetime | None]:
-    """``("alive" | "stale" | "unknown", last heartbeat)`` from a state file's ``heartbeat``.
-
-    Args:
-        heartbeat: the state file's ``heartbeat`` value (a UTC instant), or None/empty (never written).
-        interval: seconds between heartbeats.
-        now: the UTC instant to judge at.
-        stale_after: seconds (``capture.stale_after`` / ``replica.stale_after``): a heartbeat older
-            than this and than :data:`STALE_AFTER` intervals is stale, so a long scan copying
-            change rows is not taken for death.
-    """
-    if not heartbeat:
-        return "unknown", None
-    last = parse_utc(heartbeat)
-    alive = (now - last).total_seconds() <= max(STALE_AFTER * interval, stale_after)
-    return ("alive" if alive else "stale"), last
-
-
-def capture_liveness(cfg: dict[str, str], now: datetime) -> tuple[str, datetime | None]:
-    """Capture's liveness from a master's ``wlc.config`` ``cfg`` and the instant it refers to:
-
-    - ``("stopped", when)``: capture was stopped cleanly (Ctrl-C, SIGTERM, ``Master.close()``:
-      ``capture_stopped`` in wlc.config, later than the last heartbeat) or the master stopped
-      logging (state=2);
-    - ``("alive", last heartbeat)`` / ``("stale", last heartbeat)``: the heartbeat is younger /
-      older than ``capture.stale_after`` seconds (and 3 poll intervals): a stale capture died
-      (killed, crashed, hung) at about that instant;
-    - ``("not started", None)``: capture never ran on this master.
-    """
-    from .config import number, settings
-    from .master import STOPPED  # the master module imports this one
-
-    stopped = parse_utc(cfg["capture_stopped"]) if cfg.get("capture_stopped") else None
-    beat = parse_utc(cfg["heartbeat"]) if cfg.get("heartbeat") else None
-    if int(cfg.get("state", 1)) == STOPPED:
-        return "stopped", stopped
-    if stopped is not None and (beat is None or beat <= stopped):
-        return "stopped", stopped
-    cap = settings()["capture"]
-    interval = number(cap["poll_interval"], "capture.poll_interval")
-    state, last = liveness(cfg.get("heartbeat"), interval, now, number(cap["stale_after"], "capture.stale_after"))
-    return ("not started" if state == "unknown" else state), last
 
 
 class Heartbeat:

@@ -9,7 +9,7 @@ import time
 
 def main() -> int:
     """Start and stop a session from config; print one line with Spark's version and the time taken."""
-    from .session import spark_session
+    from wlcore.session import spark_session
 
     started = time.monotonic()
     spark = spark_session()

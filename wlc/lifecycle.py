@@ -4,9 +4,9 @@ MonetDB's manual names the DBA's chore: "keep the log directory manageable ... t
 snapshot as a frame of reference". :class:`Lifecycle` does it for a master database:
 
 * :meth:`Lifecycle.snapshot`: a snapshot at the end of the newest published batch
-  (:func:`wlc.snapshot_store.take_rolling`);
+  (:func:`wlcore.snapshots.take_rolling`);
 * :meth:`Lifecycle.compact`: the level-1 and level-2 batches that are due (:mod:`wlc.compaction`);
-* :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlc.levels.retain`),
+* :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlcore.levels.retain`),
   each batch or snapshot renamed aside first, so a reader sees it whole or not at all.
 
 Each holds ``<db>/wlc.lifecycle.lock`` (fcntl), so the capturing process's background runs
@@ -24,14 +24,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from . import batch as batchfmt
+from wlcore import batch as batchfmt
 from . import compaction
-from . import snapshot_store as snap
-from .batch import parse_utc, utc_iso
-from .config import Every, every, settings
-from .errors import BatchError, MasterStateError
-from .levels import Retention, Span, Start, retain
-from .storage import Storage
+from wlcore import snapshots as snap
+from wlcore.batch import parse_utc, utc_iso
+from wlcore.settings import Every, every, settings
+from wlcore.errors import BatchError, MasterStateError
+from wlcore.levels import Retention, Span, Start, retain
+from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.lifecycle")
 
@@ -93,16 +93,16 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ state
     def config(self) -> dict[str, str]:
-        from .master import read_config
+        from wlcore.master_state import read_config
         cfg = read_config(self.storage, self.path)
         if cfg is None:
-            from .databases import Dbfarm
+            from wlcore.databases import Dbfarm
             Dbfarm(os.path.dirname(self.path)).require_master(self.dbname)  # names what it is instead
             raise MasterStateError(f"{self.path} is not a master (no wlc.config)")
         return cfg
 
     def logs(self, cfg: dict[str, str] | None = None) -> str:
-        from .master import logs_of
+        from wlcore.master_state import logs_of
         return logs_of(cfg or self.config(), self.path)
 
     def snapshots(self, cfg: dict[str, str] | None = None) -> list[Start]:
@@ -227,7 +227,7 @@ class Lifecycle:
     # ------------------------------------------------------------------ retention
     def prune(self, dry_run: bool = False, now: datetime | None = None,
               keep: dict[str, Every | None] | None = None) -> PruneReport:
-        """Delete what ``master.retention`` no longer promises (see :func:`wlc.levels.retain`).
+        """Delete what ``master.retention`` no longer promises (see :func:`wlcore.levels.retain`).
 
         Args:
             dry_run: only say what would be deleted.

@@ -5,12 +5,11 @@ The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``
 ``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
 GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
 ``watermark`` (every master commit at or before it is in a published batch), ``epoch``
-(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlc.epochs`).
+(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlcore.epochs`).
 """
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import threading
@@ -18,47 +17,28 @@ import uuid
 import warnings
 from datetime import datetime
 
-from . import batch as batchfmt
-from . import epochs
-from .catalog import MasterCatalog
-from . import snapshot_store as snap
-from .batch import TxnRecord, parse_utc, utc_iso
+from wlcore import batch as batchfmt
+from wlcore import epochs
+from .master_catalog import MasterCatalog
+from wlcore import snapshots as snap
+from wlcore.batch import TxnRecord, parse_utc, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
-from .databases import Dbfarm
-from .config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
-from .errors import BatchError, ConfigError, MasterStateError, NotReplicatedWarning
+from wlcore.databases import Dbfarm
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, settings
+from wlcore.errors import BatchError, ConfigError, MasterStateError
 from .heartbeat import Heartbeat
 from .holds import Holds
 from .table_notes import TableNotes
 from .lifecycle import AutoLifecycle, MasterLifecycle
-from .names import split_name
-from .session import active_session
-from .ship import MasterShipping
-from .storage import Storage
-from .watch import FolderWatch
+from wlcore.names import split_name
+from wlcore.session import active_session
+from .shipping import MasterShipping
+from wlcore.master_state import (CONFIG_FILE, LOCK_FILE, LOG_FILE, REPLICA_CONFIG_FILE, STARTED, STOPPED, logs_of,
+                                 read_config)
+from wlcore.storage import Storage
+from wlcore.watch import FolderWatch
 
 log = logging.getLogger("wlc.master")
-
-CONFIG_FILE = "wlc.config"
-LOCK_FILE = "wlc.lock"  # held (fcntl) by the process that captures the database
-LOG_FILE = "wlc.log"  # a line per published batch
-REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
-STARTED, STOPPED = 1, 2
-
-
-def logs_of(cfg: dict[str, str], db_path: str) -> str:
-    """The log folder of the master at ``db_path`` whose wlc.config is ``cfg``: its ``logs``,
-    else ``<db>/wlc_logs``."""
-    return cfg.get("logs") or Storage.join(db_path, "wlc_logs")
-
-
-def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
-    """A database's ``wlc.config`` as a dict, or None when it is not (and never was) a master."""
-    path = Storage.join(db_path, CONFIG_FILE)
-    if not storage.exists(path):
-        return None
-    return parse_kv(storage.read_text(path), path)
-
 
 class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
     """A database in master mode and the capture that feeds its logs.

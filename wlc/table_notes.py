@@ -16,7 +16,7 @@ import logging
 import warnings
 from typing import Callable
 
-from .errors import NotReplicatedWarning
+from wlcore.errors import NotReplicatedWarning
 
 log = logging.getLogger("wlc.master")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from wlc import __version__
-from wlc.errors import NotFoundError
+from wlcore.version import __version__
+from wlcore.errors import NotFoundError
 
 from .errors import (DivergedError, NoSuchTableError, ReplicaStateError, ReplicationError,
                      ReplicationTimeout, RestoreError, TableExistsError, TargetError, TargetWarning)

@@ -21,15 +21,14 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, functions as F
 
-from wlc.batch import TxnRecord
-from wlc.capture import delta_ref
-from wlc.deltalog import TableMeta, is_delta_table, list_versions, meta_after, metadata_at, read_commit
-from wlc.faults import crash_point
-from wlc.names import quote_ident, split_name
-from wlc.storage import Storage
-from wlc.tabledef import IDENTITY_START, exact_session
+from wlcore.batch import TxnRecord
+from wlcore.discovery import delta_ref
+from wlcore.deltalog import TableMeta, is_delta_table, list_versions, meta_after, metadata_at, read_commit
+from wlcore.names import quote_ident, split_name
+from wlcore.storage import Storage
+from wlcore.tabledef import IDENTITY_START, exact_session
 
-from wlc import collapse
+from wlcore import collapse
 from .ddl import TableDDL
 from .merge import ApplyError, Merges
 from .plan import span_text

@@ -5,10 +5,10 @@ import argparse
 import logging
 import sys
 
-from wlc.config import add_common, use_config
-from wlc.errors import NotFoundError, WlcError
-from wlc.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned
-from wlc.terminal import setup as setup_terminal
+from wlcore.settings import add_common, use_config
+from wlcore.errors import NotFoundError, WlcError
+from wlcore.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned
+from wlcore.terminal import setup as setup_terminal
 
 
 def _fmt(value) -> str:
@@ -36,7 +36,7 @@ def selection_args(args: argparse.Namespace) -> tuple[list[str] | None, dict[str
     Raises:
         ConfigError: a ``--where`` without ``=``.
     """
-    from wlc.errors import ConfigError
+    from wlcore.errors import ConfigError
 
     tables = [t.strip() for arg in (args.tables or []) for t in arg.split(",") if t.strip()] or None
     where = {}
@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import ReplicaStateError, ReplicationError
     from .monitor import read_replica_state
     from .replica import Replica
-    from wlc.config import dbfarm as resolve_dbfarm
-    from wlc.storage import Storage
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.storage import Storage
     try:
         if args.command == "log":
             import json

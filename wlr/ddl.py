@@ -1,7 +1,7 @@
 """Making and reshaping replica tables as the master's transaction records define them.
 
-A ``create`` makes the table with its whole definition (:func:`wlc.tabledef.create_sql`); an
-``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlc.alter`), each
+A ``create`` makes the table with its whole definition (:func:`wlcore.tabledef.create_sql`); an
+``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlcore.alter`), each
 skipped when a resumed replay finds it done; a full image that changes the table's columns
 (a replaced table, an ``overwriteSchema`` write) replaces the table by its definition and
 the image's rows. After each, the replica table's definition is compared with the
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 
-from wlc import alter as alterops
-from wlc.deltalog import TableMeta, read_commit
-from wlc.faults import crash_point
-from wlc.tabledef import create_sql, definition
+from wlcore import alter as alterops
+from wlcore.deltalog import TableMeta, read_commit
+from wlcore.faults import crash_point
+from wlcore.tabledef import create_sql, definition
 
 from .merge import ApplyError
 
@@ -103,7 +103,7 @@ class TableDDL:
         """True when the table's log already holds the rows' commit of ``txn`` (Delta's
         idempotent marker ``txnAppId``/``txnVersion``) after its newest final replay commit."""
         path = self.applier.table_path(name)
-        from wlc.deltalog import list_versions
+        from wlcore.deltalog import list_versions
         for v in reversed(list_versions(self.applier.storage, path)):
             commit = read_commit(self.applier.storage, path, v)
             if commit.txns.get(self.applier.app_id) == txn:

@@ -1,7 +1,7 @@
 """Exceptions raised by wlr (replay)."""
 from __future__ import annotations
 
-from wlc.errors import ConfigError, NotFoundError, WlcError
+from wlcore.errors import ConfigError, NotFoundError, WlcError
 
 
 class TargetError(ConfigError):

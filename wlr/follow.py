@@ -13,8 +13,8 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from wlc.batch import utc_iso
-from wlc.config import settings
+from wlcore.batch import utc_iso
+from wlcore.settings import settings
 
 from . import failure
 from .errors import DivergedError, ReplicationError, ReplicationTimeout

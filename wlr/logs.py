@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from wlc import batch as batchfmt
-from wlc.batch import Manifest
-from wlc.errors import BatchError
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore.batch import Manifest
+from wlcore.errors import BatchError
+from wlcore.storage import Storage
 
 from .plan import Target
 

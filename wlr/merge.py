@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, functions as F
 
-from wlc import collapse
-from wlc.canonical import all_same, canon
-from wlc.names import quote_ident
+from wlcore import collapse
+from wlcore.canonical import all_same, canon
+from wlcore.names import quote_ident
 
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
@@ -19,7 +19,7 @@ class ApplyError(Exception):
     """A transaction cannot be applied; the message is the cause."""
 
 
-_CK = "__wlr_ck"  # a row image's canonical form (wlc.canonical): what unkeyed matching compares
+_CK = "__wlr_ck"  # a row image's canonical form (wlcore.canonical): what unkeyed matching compares
 
 
 def _image_key(df: DataFrame, cols: list[str]):

@@ -20,17 +20,18 @@ import os
 import posixpath
 from datetime import datetime, timezone
 
-from wlc import batch as batchfmt
-from wlc import snapshot_store as snap
-from wlc.batch import parse_utc
-from wlc.capture import Cursor, discover_tables
-from wlc.config import number, parse_kv, settings
-from wlc.deltalog import list_versions, read_commit
-from wlc.errors import BatchError
-from wlc.heartbeat import capture_liveness, liveness
-from wlc.master import logs_of
-from wlc.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore import snapshots as snap
+from wlcore.batch import parse_utc
+from wlcore.capture_state import Cursor
+from wlcore.discovery import discover_tables
+from wlcore.settings import number, parse_kv, settings
+from wlcore.deltalog import list_versions, read_commit
+from wlcore.errors import BatchError
+from wlcore.master_state import capture_liveness, liveness
+from wlcore.master_state import logs_of
+from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
+from wlcore.storage import Storage
 
 from . import failure
 from .errors import DivergedError
@@ -46,7 +47,7 @@ def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
         ReplicaStateError: ``path`` holds no ``wlr.config``: it is a master (``wlc status`` and
             its replicas are named) or a plain database.
     """
-    from wlc.databases import Dbfarm
+    from wlcore.databases import Dbfarm
 
     from .errors import ReplicaStateError
 
@@ -177,7 +178,7 @@ def lag_history(replica: str, dbfarm: str | None = None):
     import bisect
     import pandas as pd
 
-    from wlc.config import dbfarm as resolve_dbfarm
+    from wlcore.settings import dbfarm as resolve_dbfarm
 
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 
-from wlc import batch as batchfmt
-from wlc.batch import utc_iso
-from wlc.ship import LOGS_DIR, read_config, ship
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore.batch import utc_iso
+from wlcore.ship import LOGS_DIR, read_config, ship
+from wlcore.storage import Storage
 
 from .logs import manifest_of
 from .source import RELAY_DIR

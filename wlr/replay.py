@@ -22,10 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from wlc.batch import TxnRecord
-from wlc.errors import ConfigError
-from wlc.faults import crash_point
-from wlc.names import state_key
+from wlcore.batch import TxnRecord
+from wlcore.errors import ConfigError
+from wlcore.faults import crash_point
+from wlcore.names import state_key
 
 from . import failure
 from .apply import ApplyError, Applier

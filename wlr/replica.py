@@ -16,16 +16,16 @@ import threading
 import warnings
 from datetime import datetime, timezone
 
-from wlc import batch as batchfmt
-from wlc.batch import parse_utc, utc_iso
-from wlc.databases import Dbfarm
-from wlc.config import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
-from wlc.errors import ConfigError
-from wlc.master import STOPPED
-from wlc.names import state_key
-from wlc.session import active_session
-from wlc.storage import Storage
-from wlc.watch import FolderWatch
+from wlcore import batch as batchfmt
+from wlcore.batch import parse_utc, utc_iso
+from wlcore.databases import Dbfarm
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from wlcore.errors import ConfigError
+from wlcore.master_state import STOPPED
+from wlcore.names import state_key
+from wlcore.session import active_session
+from wlcore.storage import Storage
+from wlcore.watch import FolderWatch
 
 from . import failure, monitor
 from .apply import Applier, replay_session
@@ -171,10 +171,10 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
         None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
         ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
-        (the line ``wlr status`` prints, :func:`wlc.health.liveness_line`), ``heartbeat`` (the
+        (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
         follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not
         this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
-        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlc.health`).
+        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlcore.health`).
         """
         return monitor.replica_status(self)
 

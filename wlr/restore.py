@@ -4,7 +4,7 @@ The headline use of a point-in-time replica is to recover a table dropped or dam
 mistake. A restore reads the replica table at the replica's last consistent tick (its
 ``view``, :meth:`wlr.Replica.versions`) and makes it again in the master's folder
 ``<db>/<schema>/<table>`` as it is defined there: the same DDL replay uses for replica
-tables (:func:`wlc.tabledef.create_sql`: columns with types, nullability, comments,
+tables (:func:`wlcore.tabledef.create_sql`: columns with types, nullability, comments,
 nested fields, generated columns, defaults and identity; partitioning; liquid clustering;
 the table comment; user properties such as ``wlc.key``; CHECK constraints; the carried
 table features), then the rows in one append. Replay's own property (``wlr.txn``) and
@@ -29,14 +29,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from wlc.config import check_name, dbfarm as resolve_dbfarm
-from wlc.databases import did_you_mean, nearest
-from wlc.discovery import RESERVED
-from wlc.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
-from wlc.errors import ConfigError, MasterStateError, NotFoundError
-from wlc.names import name_of_key, qualified, quote_ident, split_name
-from wlc.storage import Storage
-from wlc.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.databases import did_you_mean, nearest
+from wlcore.discovery import RESERVED
+from wlcore.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from wlcore.errors import ConfigError, MasterStateError, NotFoundError
+from wlcore.names import name_of_key, qualified, quote_ident, split_name
+from wlcore.storage import Storage
+from wlcore.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
 
 from .errors import NoSuchTableError, RestoreError, TableExistsError
 from .select import Selection
@@ -115,7 +115,7 @@ class _Plan:
 def restore_table(replica, table: str, into, as_: str | None = None, replace: bool = False,
                   dbfarm: str | None = None) -> RestoredTable:
     """Make replica table ``table`` again in master ``into``, as the replica holds it at its
-    last consistent tick: definition (:func:`wlc.tabledef.create_sql`) and rows.
+    last consistent tick: definition (:func:`wlcore.tabledef.create_sql`) and rows.
 
     Args:
         replica: the :class:`wlr.Replica` holding the table (a point-in-time replica, say).
@@ -136,7 +136,7 @@ def restore_table(replica, table: str, into, as_: str | None = None, replace: bo
     plan = check(replica, table, into, as_, replace, dbfarm)
     base = replica._spark or _active()
     spark = exact_session(base.newSession())
-    from wlc.features import session_defaults
+    from wlcore.features import session_defaults
 
     for key, value in session_defaults().items():  # what capture switches on in master tables, from the start
         spark.conf.set(key, value)
@@ -157,7 +157,7 @@ def restore_table(replica, table: str, into, as_: str | None = None, replace: bo
 
 
 def _active():
-    from wlc.session import active_session
+    from wlcore.session import active_session
     return active_session()
 
 
@@ -186,7 +186,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     master_path = Storage.join(resolve_dbfarm(farm), master)
     _check_master(storage, master_path, master, resolve_dbfarm(farm))
     schema, name = split_name(as_ if as_ is not None else source)
-    from wlc.master import logs_of, read_config
+    from wlcore.master_state import logs_of, read_config
 
     logs = logs_of(read_config(storage, master_path) or {}, master_path).rstrip("/")
     if schema in RESERVED or Storage.join(master_path, schema) == logs:
@@ -199,7 +199,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     meta = metadata_at(replica.storage, src_path, version)
     uri = replica.storage.uri(src_path)
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
-        from wlc import kernel
+        from wlcore import kernel
         meta = kernel.metadata_at(replica._spark or _active(), uri, version)
     notes = []
     keep = Selection.from_state(state).predicate(source)
@@ -230,8 +230,8 @@ def _source(replica, state: dict[str, str], table: str) -> tuple[str, int, int]:
 
 
 def _check_master(storage: Storage, master_path: str, master: str, farm: str) -> None:
-    from wlc.databases import Dbfarm
-    from wlc.master import STOPPED, read_config
+    from wlcore.databases import Dbfarm
+    from wlcore.master_state import STOPPED, read_config
 
     Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
     cfg = read_config(storage, master_path) or {}
@@ -266,7 +266,7 @@ def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
     columns; returns the rows written and the steps made (a Delta commit each). Raises
     RestoreError naming the step, the cause and what was undone (a table this call created
     is removed again)."""
-    from wlc.capture import delta_ref
+    from wlcore.discovery import delta_ref
 
     ref = delta_ref(plan.storage.uri(plan.path))
     stmts = create_sql(ref, plan.meta)
@@ -320,12 +320,12 @@ def _describe(spark, plan: _Plan) -> str:
 
 def _register(spark, into, plan: _Plan) -> None:
     """Register the restored table in this process's session catalog when the master's
-    schemas are registered here (:mod:`wlc.catalog`), so it works by name at once."""
+    schemas are registered here (:mod:`wlcore.catalog`), so it works by name at once."""
     schema = split_name(plan.table)[0]
     if hasattr(into, "register_catalog"):
         into.register_catalog()
         return
-    from wlc import catalog
+    from wlcore import catalog
 
     try:
         have = catalog.schema_location(spark, schema)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from wlc.config import dbfarm as resolve_dbfarm
-from wlc.errors import WlcError
-from wlc.storage import Storage
+from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.errors import WlcError
+from wlcore.storage import Storage
 
-from wlc.errors import NotFoundError
+from wlcore.errors import NotFoundError
 
 from .errors import ReplicaStateError, RestoreError
 

@@ -3,7 +3,7 @@
 A new replica starts from the newest snapshot at or before its target (PostgreSQL's restore
 from the base backup nearest the recovery target; Litestream's snapshot then levels). From
 a replica's position, replay takes the coarsest compacted batches that start there and end
-at or before the target (:func:`wlc.levels.restore_path`), then level-0 batches up to the
+at or before the target (:func:`wlcore.levels.restore_path`), then level-0 batches up to the
 exact target. When retention has pruned what a position or a target needs, the error names
 the earliest reachable point and nothing changes.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from wlc import batch as batchfmt
-from wlc import snapshot_store as snap
-from wlc.batch import utc_iso
-from wlc.errors import BatchError
-from wlc.levels import Span, Start, choose_start, restore_path
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore import snapshots as snap
+from wlcore.batch import utc_iso
+from wlcore.errors import BatchError
+from wlcore.levels import Span, Start, choose_start, restore_path
+from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, TargetError
 from .logs import Batch, LogError, reaches

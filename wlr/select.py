@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import ReplicaStateError
-from wlc.errors import ConfigError
+from wlcore.errors import ConfigError
 
 _PATTERN = re.compile(r"^[^\s.]+\.[^\s.]+$")
 

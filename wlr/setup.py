@@ -9,16 +9,16 @@ import fcntl
 import os
 from datetime import datetime, timezone
 
-from wlc import epochs
-from wlc import snapshot_store as snap
-from wlc.batch import parse_utc, utc_iso
-from wlc.capture import delta_ref
-from wlc.config import number, settings
-from wlc.errors import ConfigError
-from wlc.session import check_s3a
-from wlc.master import CONFIG_FILE as MASTER_CONFIG
-from wlc.names import split_name, state_key
-from wlc.storage import Storage, copy_tree
+from wlcore import epochs
+from wlcore import snapshots as snap
+from wlcore.batch import parse_utc, utc_iso
+from wlcore.discovery import delta_ref
+from wlcore.settings import number, settings
+from wlcore.errors import ConfigError
+from wlcore.session import check_s3a
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
+from wlcore.names import split_name, state_key
+from wlcore.storage import Storage, copy_tree
 
 from . import failure
 from .errors import DivergedError, ReplicaStateError, ReplicationError
@@ -175,7 +175,7 @@ class ReplicaSetup:
                 "make a new replica")
 
     def _check_history(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
-        """Raise DivergedError when the source's epoch history (:mod:`wlc.epochs`) disagrees
+        """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
         with the one this replica followed on a transaction both have."""
         self._check_epochs(state, mcfg.get("epochs", ""), int(mcfg.get("tick", -1)), f"{self.source.label}'s wlc.config")
 

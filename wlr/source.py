@@ -16,11 +16,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from wlc.config import check_name, dbfarm as resolve_dbfarm
-from wlc.errors import ConfigError, WlcError
-from wlc.master import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
-from wlc.ship import read_config as read_shipped_config
-from wlc.storage import Storage
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.errors import ConfigError, WlcError
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
+from wlcore.ship import read_config as read_shipped_config
+from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
 
@@ -70,7 +70,7 @@ class Source:
     def missing(self, master: str) -> WlcError:
         """The error for a source without wlc.config, naming the fix for its kind."""
         if self.kind == "master":
-            from wlc.databases import Dbfarm
+            from wlcore.databases import Dbfarm
             farm, name = posixpath.split(self.root.rstrip("/"))
             try:
                 Dbfarm(farm).require_master(name, ReplicaStateError)  # what it is, the nearest masters

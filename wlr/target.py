@@ -17,7 +17,7 @@ waiting in silence:
   watermark passes an instant ``capture.settle`` seconds after it, at the earliest).
 
 :class:`Published` is what a source's ``wlc.config`` says it has published (tick,
-watermark, last commit) and capture's liveness (:func:`wlc.heartbeat.capture_liveness`),
+watermark, last commit) and capture's liveness (:func:`wlcore.master_state.capture_liveness`),
 worded for these messages.
 """
 from __future__ import annotations
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
-from wlc.batch import parse_utc
-from wlc.heartbeat import capture_liveness
-from wlc.master import STOPPED
+from wlcore.batch import parse_utc
+from wlcore.master_state import capture_liveness
+from wlcore.master_state import STOPPED
 
 from .errors import ReplicationTimeout, TargetError
 from .plan import Target
@@ -99,7 +99,7 @@ class Published:
     ``watermark`` (every commit at or before it is published; None: none yet or stopped),
     ``last_commit`` (commit time of ``tick``), ``stopped`` (the master stopped logging),
     ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started`` as read from the master's
-    wlc.config, :func:`wlc.heartbeat.capture_liveness`; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
+    wlc.config, :func:`wlcore.master_state.capture_liveness`; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
     with its last ``heartbeat``, and ``source`` (who published, for messages)."""
 
     tick: int

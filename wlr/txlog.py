@@ -16,11 +16,11 @@ import os
 from datetime import datetime
 from typing import Iterable
 
-from wlc import batch as batchfmt
-from wlc.batch import TxnRecord, utc_iso
-from wlc.config import dbfarm as resolve_dbfarm
-from wlc.master import logs_of, read_config as read_master_config
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore.batch import TxnRecord, utc_iso
+from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.master_state import logs_of, read_config as read_master_config
+from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
 from .plan import Target, parse_until
@@ -56,7 +56,7 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
         ReplicaStateError: the database is not a master; ``logs`` holds no shipped copy of it.
     """
     if logs is not None:
-        from wlc.ship import read_config as read_shipped_config
+        from wlcore.ship import read_config as read_shipped_config
         storage, path = Storage.of(logs), str(logs).rstrip("/")
         cfg = read_shipped_config(storage, path)
         if cfg is None or cfg.get("database") != master:
@@ -68,7 +68,7 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     path = Storage.join(farm, master)
     cfg = read_master_config(storage, path)
     if cfg is None:
-        from wlc.databases import Dbfarm
+        from wlcore.databases import Dbfarm
         Dbfarm(farm).require_master(master, ReplicaStateError)  # what it is instead, the nearest masters
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
     return storage, path, cfg
@@ -77,7 +77,7 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
 def _snapshot_tables(storage: Storage, snapshot: str) -> set[str]:
     """The tables the snapshot folder ``snapshot`` holds (none for ``""`` or a damaged snapshot:
     the log's tables are still named)."""
-    from wlc import snapshot_store as snap
+    from wlcore import snapshots as snap
 
     if not snapshot:
         return set()
@@ -103,8 +103,8 @@ def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
     that matches none of ``known``, naming the nearest (``events`` finds ``app.events``)."""
     import fnmatch
 
-    from wlc.databases import did_you_mean
-    from wlc.errors import NotFoundError
+    from wlcore.databases import did_you_mean
+    from wlcore.errors import NotFoundError
 
     low = {t.lower() for t in known}
     for name in asked:
@@ -185,7 +185,7 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
     Raises:
         ReplicaStateError: the database is not a master.
     """
-    from wlc.snapshot_store import list_snapshots
+    from wlcore.snapshots import list_snapshots
 
     storage, path, cfg = _master(master, dbfarm, logs)
     return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}

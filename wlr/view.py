@@ -2,9 +2,9 @@
 the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``)."""
 from __future__ import annotations
 
-from wlc.names import name_of_key, split_name, state_key
-from wlc.session import active_session
-from wlc.storage import Storage
+from wlcore.names import name_of_key, split_name, state_key
+from wlcore.session import active_session
+from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
 
@@ -37,7 +37,7 @@ class ConsistentView:
         if "view" in st:
             key = state_key("at.", table)
             if key not in st:
-                from wlc.databases import did_you_mean
+                from wlcore.databases import did_you_mean
                 raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']}"
                                         + did_you_mean(table, sorted(self.versions()), "tables"))
             reader = reader.option("versionAsOf", int(st[key]))

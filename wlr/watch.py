@@ -1,13 +1,13 @@
 """Waiting for new batches in a master's log folder (watchdog events, polling fallback).
 
 Replay waits here between looks in follow mode and while ``replicate(until=...)`` waits
-for its target; the watcher itself is :class:`wlc.watch.FolderWatch`, shared with capture.
+for its target; the watcher itself is :class:`wlcore.watch.FolderWatch`, shared with capture.
 """
 from __future__ import annotations
 
 import os
 
-from wlc.watch import FolderWatch
+from wlcore.watch import FolderWatch
 
 
 def batch_watch(logs: str, polling: bool, interval: float) -> FolderWatch | None:

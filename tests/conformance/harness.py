@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from wlc.canonical import canon
-from wlc.names import quote_ident
+from wlcore.canonical import canon
+from wlcore.names import quote_ident
 from tests.integration.helpers import local, table_definition
 
 MODES = ("live", "late")

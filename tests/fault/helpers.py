@@ -59,8 +59,8 @@ def tree(path: str, ignore: tuple[str, ...] = ()) -> dict[str, tuple]:
 
 def published(logs: str, dbname: str):
     """Every published transaction record, in batch order."""
-    from wlc import batch
-    from wlc.storage import Storage
+    from wlcore import batch
+    from wlcore.storage import Storage
 
     storage = Storage.of(logs)
     return [t for _n, p in batch.list_batches(storage, logs, dbname) for t in batch.read_manifest(storage, p).txns]
@@ -68,8 +68,8 @@ def published(logs: str, dbname: str):
 
 def replay_tags(table_path: str, dbid: str) -> list[tuple[int, bool]]:
     """``(txn, final)`` of every replay commit in a replica table's log, in version order."""
-    from wlc.deltalog import list_versions, read_commit
-    from wlc.storage import Storage
+    from wlcore.deltalog import list_versions, read_commit
+    from wlcore.storage import Storage
     from wlr.apply import parse_tag
 
     storage = Storage.of(table_path)
@@ -88,8 +88,8 @@ def final_txns(table_path: str, dbid: str) -> list[int]:
 
 def final_spans(table_path: str, dbid: str) -> list[tuple[int, int]]:
     """``(first, last)`` transactions of every final replay commit (a segment, or one transaction)."""
-    from wlc.deltalog import list_versions, read_commit
-    from wlc.storage import Storage
+    from wlcore.deltalog import list_versions, read_commit
+    from wlcore.storage import Storage
     from wlr.apply import parse_span
 
     storage = Storage.of(table_path)

@@ -75,7 +75,7 @@ NAMES = ["it's", "da-sh", "ünïcødé", "back`tick", "do.t", "sp ace", "br{a}"]
 
 def test_every_table_name_delta_accepts_is_replicated(spark, dbfarm):
     """Item 3: names that are not plain identifiers are carried; one that cannot be is refused loudly."""
-    from wlc.names import qualified
+    from wlcore.names import qualified
 
     m = Master("m", dbfarm=dbfarm, capture=False).start()
     m.beat(300)

@@ -8,7 +8,7 @@ import pytest
 
 import wlc
 import wlr
-from wlc.errors import ConfigError, MasterStateError
+from wlcore.errors import ConfigError, MasterStateError
 
 from ..integration.helpers import master_rows, rows, sql
 from .helpers import run_python as _run_python
@@ -115,7 +115,7 @@ def test_capture_resumes_after_restart_and_sees_other_applications(spark, master
 
 def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
     """A scan in the middle of an rmtree sees the log shrink; that is not a re-created table."""
-    from wlc import batch
+    from wlcore import batch
     from wlc.master import Master
 
     path = os.path.join(dbfarm, "d", "s", "t")
@@ -171,7 +171,7 @@ def test_standalone_capturer_process(spark, dbfarm):
     import signal
     import time
 
-    from wlc.config import parse_kv
+    from wlcore.settings import parse_kv
 
     env = dict(os.environ, PYTHONPATH=ROOT)
     made = subprocess.run([sys.executable, "-m", "wlc", "master", dbfarm, "ext", "--beat", "0"], env=env,

@@ -15,10 +15,10 @@ import time
 import pytest
 
 import wlr
-from wlc.deltalog import list_versions, metadata_at, read_commit
+from wlcore.deltalog import list_versions, metadata_at, read_commit
 from wlc.master import Master
-from wlc.names import split_name
-from wlc.storage import Storage
+from wlcore.names import split_name
+from wlcore.storage import Storage
 
 from ..integration.helpers import master_rows, rows
 from .helpers import assert_applied_once, env_with, published

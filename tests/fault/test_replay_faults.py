@@ -7,8 +7,8 @@ import pytest
 
 import wlc
 import wlr
-from wlc.deltalog import list_versions, metadata_at
-from wlc.storage import Storage
+from wlcore.deltalog import list_versions, metadata_at
+from wlcore.storage import Storage
 
 from ..integration.helpers import master_rows, rows, sql
 from .helpers import final_txns, killed_by_sigkill, run_module, tree
@@ -150,7 +150,7 @@ def test_batch_level_failures_name_the_batch_and_accept_refuses_them(spark, mast
 
 def test_transactions_missing_between_batches_are_a_batch_failure(spark, master, dbfarm):
     """A batch whose first transaction does not follow the previous batch's last."""
-    from wlc import batch as batchfmt
+    from wlcore import batch as batchfmt
 
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0

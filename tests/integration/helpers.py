@@ -28,18 +28,18 @@ def local(path: str) -> str:
 
 
 def table_definition(path: str, spark=None) -> dict:
-    """A Delta table's definition as replication compares it (:func:`wlc.tabledef.definition`,
+    """A Delta table's definition as replication compares it (:func:`wlcore.tabledef.definition`,
     path or ``file:`` URI) at its newest version, from its log; with ``spark``, from its
     checkpoint through Delta Kernel where log clean-up removed the commits."""
-    from wlc.deltalog import list_versions, metadata_at
-    from wlc.storage import Storage
+    from wlcore.deltalog import list_versions, metadata_at
+    from wlcore.storage import Storage
 
     path = local(path)
     store = Storage.of(path)
     version = list_versions(store, path)[-1]
     meta = metadata_at(store, path, version)
     if meta is None and spark is not None:
-        from wlc import kernel
+        from wlcore import kernel
 
         meta = kernel.metadata_at(spark, path, version)
     return meta.shape()

@@ -9,8 +9,8 @@ import pytest
 
 import wlc
 import wlr
-from wlc import batch
-from wlc.deltalog import list_versions
+from wlcore import batch
+from wlcore.deltalog import list_versions
 
 from .helpers import rows
 

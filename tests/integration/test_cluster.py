@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from wlc.config import parse_kv
+from wlcore.settings import parse_kv
 
 from .helpers import master_rows, rows
 

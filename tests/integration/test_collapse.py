@@ -3,7 +3,7 @@ unkeyed net signed count per row image, NULL keys, duplicates, order within a ve
 import pytest
 from pyspark.sql import functions as F
 
-from wlc import collapse
+from wlcore import collapse
 
 from .helpers import rows
 

@@ -8,8 +8,8 @@ import pytest
 
 import wlc
 import wlr
-from wlc import batch as batchfmt
-from wlc.config import Every
+from wlcore import batch as batchfmt
+from wlcore.settings import Every
 from wlc.lifecycle import Lifecycle
 from wlr.errors import ReplicaStateError, TargetError
 

@@ -83,5 +83,5 @@ def test_shipping_notebook_runs(s3, tmp_path, monkeypatch):
     assert (farm / "shop" / "wlc.config").is_file()
     assert (far / "shop_far" / "wlr.config").is_file() and (far / "shop_eu" / "wlr.config").is_file()
     assert not (farm / "shop_far").exists()
-    from wlc.storage import Storage
+    from wlcore.storage import Storage
     assert Storage.of(s3).exists(f"{s3}/shop/wlc.config")

@@ -10,8 +10,8 @@ import pytest
 
 import wlc
 import wlr
-from wlc.deltalog import list_versions, read_commit
-from wlc.errors import ConfigError, MasterStateError
+from wlcore.deltalog import list_versions, read_commit
+from wlcore.errors import ConfigError, MasterStateError
 
 from ..fault.helpers import run_module, tree
 from .helpers import local, rows, table_definition
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.spark
 
 def _at_view(rep, table):
     """The replica table's definition at the replica's consistent tick."""
-    from wlc.deltalog import metadata_at
-    from wlc.storage import Storage
+    from wlcore.deltalog import metadata_at
+    from wlcore.storage import Storage
 
     path = local(rep.path_of(table))
     return metadata_at(Storage.of(path), path, rep.versions()[table]).shape()

@@ -8,7 +8,7 @@ import pytest
 
 import wlc
 import wlr
-from wlc.errors import ConfigError
+from wlcore.errors import ConfigError
 from wlr.errors import ReplicaStateError
 
 from .helpers import rows, sql

@@ -11,9 +11,9 @@ import pytest
 
 import wlc
 import wlr
-from wlc import batch as batchfmt
-from wlc.ship import ShipError
-from wlc.storage import MARKER, Storage
+from wlcore import batch as batchfmt
+from wlcore.ship import ShipError
+from wlcore.storage import MARKER, Storage
 
 from .helpers import master_rows, rows, sql
 
@@ -84,7 +84,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
         os.rename(moved, dest)
     # a destination holding another database's copy is refused before anything is copied
     with pytest.raises(ShipError, match="not of 'x'"):
-        from wlc.ship import ship
+        from wlcore.ship import ship
         ship(Storage.of(dbfarm), master.path, "x", dest)
 
 

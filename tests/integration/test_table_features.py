@@ -123,7 +123,7 @@ def _with_features(tmp_path, monkeypatch, features: str) -> None:
 
 
 def _records(m) -> list:
-    from wlc import batch as batchfmt
+    from wlcore import batch as batchfmt
 
     return [t for _n, path in batchfmt.list_batches(m.storage, m.logs, m.dbname)
             for t in batchfmt.read_manifest(m.storage, path).txns]

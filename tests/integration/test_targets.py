@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import wlr
-from wlc.config import format_kv, parse_kv
+from wlcore.settings import format_kv, parse_kv
 
 from ..fault.helpers import env_with, run_module, tree
 from .helpers import sql

@@ -9,8 +9,8 @@ import pytest
 
 import wlc
 import wlr
-from wlc import batch as batchfmt
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore.storage import Storage
 from wlr.errors import DivergedError, ReplicaStateError
 
 from .helpers import master_rows, rows, sql

@@ -5,9 +5,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from wlc import batch as B
-from wlc.errors import BatchError
-from wlc.storage import Storage
+from wlcore import batch as B
+from wlcore.errors import BatchError
+from wlcore.storage import Storage
 
 T = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=timezone.utc)
 

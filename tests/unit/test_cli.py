@@ -3,7 +3,7 @@ import json
 import os
 from datetime import datetime, timedelta, timezone
 
-from wlc.batch import utc_iso
+from wlcore.batch import utc_iso
 
 from wlc.cli import main as wlc_main
 from wlr.cli import main as wlr_main
@@ -17,8 +17,8 @@ def write(path, text):
 
 def _published(tmp_path, times, db="db"):
     """A master ``db`` whose one published batch holds txns 0.. at ``times``; returns its logs folder."""
-    from wlc import batch as B
-    from wlc.storage import Storage
+    from wlcore import batch as B
+    from wlcore.storage import Storage
 
     st = Storage.of(str(tmp_path))
     logs = str(tmp_path / db / "wlc_logs")

@@ -1,9 +1,9 @@
 """Settings and key=value state files."""
 import pytest
 
-from wlc import config
-from wlc.errors import ConfigError
-from wlc.storage import Storage
+from wlcore import settings as config
+from wlcore.errors import ConfigError
+from wlcore.storage import Storage
 
 
 def test_kv_round_trip(tmp_path):
@@ -79,7 +79,7 @@ def test_spark_conf_takes_any_spark_setting(tmp_path, monkeypatch):
 
 def test_defaults_ship_inside_the_package():
     path = config.defaults_file("wlc.yaml")
-    assert path.is_file() and path.parent.parent.name == "wlc"
+    assert path.is_file() and path.parent.parent.name == "wlcore"
     assert config.defaults_file("log4j2.properties").is_file()
 
 

@@ -2,9 +2,8 @@
 import json
 from datetime import datetime, timezone
 
-from wlc import alter
 from wlc.capture import added_columns, shape_changed
-from wlc.deltalog import TableMeta, monotonic, parse_commit
+from wlcore.deltalog import TableMeta, monotonic, parse_commit
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})

@@ -1,9 +1,9 @@
-"""Epoch histories (wlc.epochs): a restored master's new history is told apart from a restart."""
+"""Epoch histories (wlcore.epochs): a restored master's new history is told apart from a restart."""
 from __future__ import annotations
 
 import pytest
 
-from wlc import epochs
+from wlcore import epochs
 
 
 def test_parse_and_format_round_trip():

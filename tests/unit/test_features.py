@@ -1,8 +1,8 @@
 """capture.table_features: what capture may switch on in master tables (pure)."""
 import pytest
 
-from wlc import features
-from wlc.errors import ConfigError
+from wlcore import features
+from wlcore.errors import ConfigError
 
 
 def test_table_features_setting_is_checked():

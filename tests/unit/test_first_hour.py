@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlc.batch import utc_iso
+from wlcore.batch import utc_iso
 
 from .test_cli import _published, write
 
@@ -87,8 +87,8 @@ def test_each_command_names_the_other_kind(farm):
 
 
 def test_unknown_table_names_the_nearest(tmp_path):
-    from wlc import batch as B
-    from wlc.storage import Storage
+    from wlcore import batch as B
+    from wlcore.storage import Storage
 
     st = Storage.of(str(tmp_path))
     logs = str(tmp_path / "ops" / "wlc_logs")

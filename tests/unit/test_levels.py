@@ -4,8 +4,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlc.config import ConfigError, Every, every
-from wlc.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
+from wlcore.settings import ConfigError, Every, every
+from wlcore.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -166,7 +166,7 @@ def test_every_refuses_other_values_naming_the_setting(value):
 
 
 def test_next_due_says_when_the_next_window_closes():
-    from wlc.levels import next_due
+    from wlcore.levels import next_due
 
     l0 = level0(3, minutes=10)  # last transactions at T0, T0+10min, T0+20min
     line = next_due(l0, [], Every(3600), T0 + timedelta(minutes=30), 1)

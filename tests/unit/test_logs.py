@@ -5,9 +5,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlc import batch as batchfmt
-from wlc.batch import Manifest, TxnRecord
-from wlc.storage import Storage
+from wlcore import batch as batchfmt
+from wlcore.batch import Manifest, TxnRecord
+from wlcore.storage import Storage
 from wlr import failure
 from wlr.errors import ReplicaStateError
 from wlr.logs import LogError, manifest_of, read_batches

@@ -1,8 +1,8 @@
 """Table names: qualified names, parsing, path-escape checks, batch folders, state keys."""
 import pytest
 
-from wlc.errors import ConfigError
-from wlc.names import batch_folder, check_part, qualified, split_name, state_key, uncarried_reason
+from wlcore.errors import ConfigError
+from wlcore.names import batch_folder, check_part, qualified, split_name, state_key, uncarried_reason
 
 
 @pytest.mark.parametrize("schema, table, text", [

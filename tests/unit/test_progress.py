@@ -2,7 +2,7 @@
 import json
 import os
 
-from wlc.storage import Storage
+from wlcore.storage import Storage
 from wlr.apply import Applier, tag
 
 DBID = "abc"

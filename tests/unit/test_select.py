@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from wlc.errors import ConfigError
+from wlcore.errors import ConfigError
 from wlr.errors import ReplicaStateError
 from wlr.select import Selection, check_same
 

@@ -2,7 +2,7 @@
 appear only with their commit marker; writes replace whole objects; copies between filesystems."""
 from __future__ import annotations
 
-from wlc.storage import MARKER, Storage, copy_file, copy_tree
+from wlcore.storage import MARKER, Storage, copy_file, copy_tree
 
 
 def test_object_store_folders_are_published_by_their_marker(s3):

@@ -1,9 +1,9 @@
 """Table definitions, their DDL and the ALTER operations between two of them (pure, no Spark)."""
 import json
 
-from wlc import alter
-from wlc.deltalog import TableMeta
-from wlc.tabledef import create_sql, definition
+from wlcore import alter
+from wlcore.deltalog import TableMeta
+from wlcore.tabledef import create_sql, definition
 
 
 def field(name, type_="integer", nullable=True, **md):

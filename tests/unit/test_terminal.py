@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import wlc
-from wlc.batch import FORMAT_VERSION
+from wlcore.batch import FORMAT_VERSION
 from wlc.cli import main as wlc_main
 from wlr.cli import main as wlr_main
 
@@ -47,7 +47,7 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 LINES = """
     import argparse, logging, warnings
-    from wlc.terminal import setup
+    from wlcore.terminal import setup
     setup(argparse.Namespace(verbose={verbose}), logging.INFO, "%(name)s %(levelname)s %(message)s")
     warnings.warn("database 'm' is already in master mode;\\n nothing changed", stacklevel=1)
     logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
@@ -80,7 +80,7 @@ def test_verbose_shows_everything():
 
 def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
     """Feed lines through the start-up pump as the JVM would; return (log text, stderr)."""
-    from wlc.jvm_output import _Pump
+    from wlcore.jvm_output import _Pump
 
     log = tmp_path / "spark-start.log"
     pump = _Pump(log)

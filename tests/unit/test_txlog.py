@@ -4,11 +4,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlc import batch as B
-from wlc.config import format_kv
-from wlc.storage import Storage
+from wlcore import batch as B
+from wlcore.settings import format_kv
+from wlcore.storage import Storage
 from wlr import cli, transactions
-from wlc.errors import NotFoundError
+from wlcore.errors import NotFoundError
 from wlr.errors import TargetError
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)

@@ -1,7 +1,7 @@
 """The folder watch: watchdog's harmless stop race is not shown as an error, others are."""
 import logging
 
-from wlc import watch  # importing it installs the filter
+from wlcore import watch  # importing it installs the filter
 
 
 def test_inotify_stop_race_is_not_logged_but_other_errors_are(caplog):

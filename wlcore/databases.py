@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 
-from .config import parse_kv
+from .settings import parse_kv
 from .errors import MasterStateError, NotFoundError
 from .storage import Storage
 
@@ -104,7 +104,7 @@ class Dbfarm:
         Args:
             name: the database name.
             error: the exception class for a database that is not a master (default
-                :class:`wlc.errors.MasterStateError`); wlr passes its ReplicaStateError.
+                :class:`wlcore.errors.MasterStateError`); wlr passes its ReplicaStateError.
 
         Raises:
             NotFoundError: there is no such database (the nearest masters are named).
@@ -137,7 +137,7 @@ class Dbfarm:
         Args:
             name: the database name.
             error: the exception class to raise for a database that is not a replica
-                (default :class:`wlc.errors.MasterStateError`); wlr passes its ReplicaStateError.
+                (default :class:`wlcore.errors.MasterStateError`); wlr passes its ReplicaStateError.
 
         Raises:
             NotFoundError: there is no such database (the nearest replicas are named).

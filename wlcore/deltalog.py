@@ -4,7 +4,7 @@ Capture uses it to find new commits, their commit time, operation and whether th
 data or schema; replay uses it to see who wrote a replica table. Only the JSON commit
 files are read (the Delta protocol's actions ``commitInfo``, ``metaData``, ``add``,
 ``remove``, ``cdc``, ``txn``, ``domainMetadata``); where log clean-up removed the commits
-that hold a table's state, :mod:`wlc.kernel` reads it from the checkpoints.
+that hold a table's state, :mod:`wlcore.kernel` reads it from the checkpoints.
 
 Commit times follow Delta's own rule for time travel (``DeltaHistoryManager``): the
 In-Commit Timestamp where the commit has one, else the commit file's modification time,
@@ -31,7 +31,7 @@ KEY_PROPERTY = "wlc.key"  # the table property naming a replicated table's key c
 
 
 def is_relevant_property(key: str) -> bool:
-    """True for a property replication carries (:func:`wlc.tabledef.is_replicated_property`)."""
+    """True for a property replication carries (:func:`wlcore.tabledef.is_replicated_property`)."""
     from .tabledef import is_replicated_property
     return is_replicated_property(key)
 
@@ -83,7 +83,7 @@ class TableMeta:
     @property
     def properties(self) -> dict[str, str]:
         """Replicated properties: user properties, CHECK constraints (``delta.constraints.*``)
-        and the carried table features (:data:`wlc.tabledef.CARRIED`)."""
+        and the carried table features (:data:`wlcore.tabledef.CARRIED`)."""
         return {k: v for k, v in sorted(self.configuration.items()) if is_relevant_property(k)}
 
     @property
@@ -106,7 +106,7 @@ class TableMeta:
         return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
 
     def shape(self) -> dict:
-        """What replication carries (:func:`wlc.tabledef.definition`): columns with types,
+        """What replication carries (:func:`wlcore.tabledef.definition`): columns with types,
         nullability, comments, generation, identity and defaults; partitioning; clustering;
         replicated properties and constraints."""
         from .tabledef import definition
@@ -274,7 +274,7 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     through the JSON commits.
 
     Returns None when the commits holding it were cleaned up (only a checkpoint has it);
-    callers then ask Delta Kernel (:func:`wlc.kernel.metadata_at`).
+    callers then ask Delta Kernel (:func:`wlcore.kernel.metadata_at`).
     """
     meta: TableMeta | None = None
     clustering: tuple[tuple[str, ...], ...] | None | bool = False  # False: not found yet

@@ -1,4 +1,4 @@
-"""Finding a master database's replicated tables on the shared filesystem (see :mod:`wlc.names`)."""
+"""Finding a master database's replicated tables on the shared filesystem (see :mod:`wlcore.names`)."""
 from __future__ import annotations
 
 from .deltalog import is_delta_table
@@ -16,7 +16,7 @@ def delta_ref(uri: str) -> str:
 
 def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
                     refused: dict[str, str] | None = None) -> dict[str, str]:
-    """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlc.names`).
+    """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlcore.names`).
 
     Every Delta table at ``<db>/<schema>/<table>`` is replicated, whatever its folder name,
     except schema ``tmp``. A Delta table that cannot be carried (a name with a control

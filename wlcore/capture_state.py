@@ -14,7 +14,7 @@ from .deltalog import TableMeta
 @dataclass
 class Cursor:
     """Capture's position in one table: the last version examined, the metadata in force,
-    that version's commit time (Delta's rule, :func:`wlc.deltalog.monotonic`), a reason when
+    that version's commit time (Delta's rule, :func:`wlcore.deltalog.monotonic`), a reason when
     the next version with data must be carried by the table's image (its change files were
     removed before capture read them), and whether a user switched the change feed off
     (capture then leaves it off)."""
@@ -76,7 +76,7 @@ class Planned:
     meta: TableMeta | None
     user: str | None = None
     adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
-    ops: list | None = None  # an ALTER's operations (wlc.alter), for replay to apply without an image
+    ops: list | None = None  # an ALTER's operations (wlcore.alter), for replay to apply without an image
     gap: str | None = None  # why the change feed cannot describe this version (see wlc.changes)
     committed: datetime | None = None  # captured late (wlc.holds): the commit time; ``time`` is its place in order
     cursor: "Cursor | None" = None  # the table's cursor just after this transaction

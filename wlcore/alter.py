@@ -1,7 +1,7 @@
 """A master table's change of definition as ALTER TABLE operations (pure, no Spark).
 
 Capture compares a table's definition before and after a Delta version that changed its
-metadata (:mod:`wlc.tabledef`) and records the change as a list of operations in the
+metadata (:mod:`wlcore.tabledef`) and records the change as a list of operations in the
 transaction record; replay turns them into ALTER TABLE statements on the replica table,
 so a rename under column mapping stays a rename, a type widening a widening, a new
 comment a comment, and no row has to be copied. Columns are matched by their column
@@ -32,7 +32,7 @@ class NoAlter(Exception):
 
 def diff(old, new, by_name: bool = False) -> list[Op] | None:
     """The operations that turn a table defined as ``old`` into one defined as ``new``
-    (both :class:`wlc.deltalog.TableMeta`), in the order to apply them; ``[]`` when the
+    (both :class:`wlcore.deltalog.TableMeta`), in the order to apply them; ``[]`` when the
     definitions are equal; None when the change has no ALTER TABLE form.
 
     ``by_name``: match columns by name even under column mapping (two different tables,

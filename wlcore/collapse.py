@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
 
 from .canonical import canon, comparable, needs_canon
-from .capture import CHANGE_TYPE, VERSION_COLUMN
+from .batch import CHANGE_TYPE, VERSION_COLUMN
 from .names import quote_ident
 
 VERSION = "__wlr_v"   # the master Delta version a change row comes from
@@ -80,7 +80,7 @@ def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
 
     Keys inserted and deleted within the segment are left out (insert+delete = nothing).
     NULL keys are one key, as ``<=>`` matches them; keys of any type are compared by
-    their canonical form (:mod:`wlc.canonical`).
+    their canonical form (:mod:`wlcore.canonical`).
     """
     cols = data_columns(rows)
     value, order = _row(rows, cols)

@@ -3,7 +3,7 @@
 Capture needs the Change Data Feed to describe a version by its changed rows; without it a
 version is carried by the table's full image (correct, but it costs a copy of the table).
 In-Commit Timestamps make commit times monotonic by construction; without them capture
-takes Delta's own rule (:mod:`wlc.deltalog`), which agrees with ``TIMESTAMP AS OF``.
+takes Delta's own rule (:mod:`wlcore.deltalog`), which agrees with ``TIMESTAMP AS OF``.
 
 Switching a feature on changes which engines can write the table: delta-rs (the
 ``deltalake`` package, polars) writes tables with the change feed but refuses tables with
@@ -13,7 +13,7 @@ is for masters written by Spark alone.
 """
 from __future__ import annotations
 
-from .config import settings
+from .settings import settings
 from .errors import ConfigError
 
 CHANGE_FEED = "delta.enableChangeDataFeed"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
-from .config import Every
+from .settings import Every
 
 LEVELS = (0, 1, 2)
 
@@ -45,7 +45,7 @@ class Span:
 
     @classmethod
     def of(cls, manifest, path: str = "") -> "Span":
-        """The span of a :class:`wlc.batch.Manifest`."""
+        """The span of a :class:`wlcore.batch.Manifest`."""
         return cls(manifest.level, manifest.batch, manifest.end_batch, manifest.first_txn, manifest.last_txn,
                    manifest.txns[-1].time if manifest.txns else None, manifest.watermark, path,
                    manifest.txns[0].time if manifest.txns else None)

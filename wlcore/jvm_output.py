@@ -37,7 +37,7 @@ def startup_log() -> Path:
     """The file Spark's start-up output goes to: ``spark-start.log`` in
     :func:`wlc.config.cache_folder` (each start appended under a header line naming its
     time and process id; rolled over to ``spark-start.log.1`` beyond 2 MB)."""
-    from .config import cache_folder
+    from .settings import cache_folder
 
     return cache_folder() / "spark-start.log"
 

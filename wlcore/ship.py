@@ -37,16 +37,16 @@ from typing import Callable
 
 from . import batch as batchfmt
 from . import epochs
-from . import snapshot_store as snap
+from . import snapshots as snap
 from .batch import utc_iso
-from .config import format_kv
+from .settings import format_kv
 from .errors import BatchError, WlcError
 from .faults import crash_point
+from .master_state import CONFIG_FILE, logs_of, read_config as read_master_config
 from .storage import Storage, copy_file
 
 log = logging.getLogger("wlc.ship")
 
-CONFIG_FILE = "wlc.config"  # as wlc.master's (the master module imports this one)
 
 
 def read_config(storage: Storage, root: str) -> dict[str, str] | None:
@@ -54,9 +54,7 @@ def read_config(storage: Storage, root: str) -> dict[str, str] | None:
     ``shipped``) is read relative to ``root``: its logs are ``<root>/wlc_logs`` and its
     snapshots in ``<root>/wlc_snapshot`` wherever the copy was shipped to or moved since (a
     mount seen under another path, a bucket replicated to another region)."""
-    from .master import read_config as read
-
-    cfg = read(storage, root)
+    cfg = read_master_config(storage, root)
     if cfg is not None and cfg.get("shipped"):
         cfg["logs"] = Storage.join(root, LOGS_DIR)
         if cfg.get("snapshot"):
@@ -64,10 +62,6 @@ def read_config(storage: Storage, root: str) -> dict[str, str] | None:
     return cfg
 
 
-def logs_of(cfg: dict[str, str], root: str) -> str:
-    from .master import logs_of as of
-
-    return of(cfg, root)
 
 LOGS_DIR = "wlc_logs"
 TAG = "ship"  # local staging folders are .ship-<name>
@@ -377,7 +371,7 @@ class Shipper:
         """``storage``/``root``/``dbname``/``to`` as :func:`ship`'s; ``poll``: seconds between
         passes when no folder event wakes the shipper (default ``storage.ship_poll``);
         ``kwargs``: passed to :func:`ship` (``up_to_batch``, ``up_to_txn``, ``edit_config``)."""
-        from .config import number, settings
+        from .settings import number, settings
 
         self.storage, self.root, self.dbname, self.to = storage, root, dbname, dest_root(to)
         self.kwargs = kwargs
@@ -404,7 +398,7 @@ class Shipper:
         return self
 
     def _loop(self) -> None:
-        from .config import settings
+        from .settings import settings
         from .watch import FolderWatch
 
         cfg = read_config(self.storage, self.root) or {}
@@ -444,45 +438,3 @@ class Shipper:
         if self._thread is not None:
             self._thread.join(timeout)
         return self.report
-
-
-class MasterShipping:
-    """The shipping calls of :class:`wlc.Master` (a mixin: the master has ``storage``,
-    ``path``, ``dbname``, ``running`` and ``flush``)."""
-
-    def ship(self, to: str, follow: bool = False):
-        """Copy this master's published batches and snapshots to ``to`` (see :mod:`wlc.ship`).
-
-        Args:
-            to: destination folder or URL: another local folder or mount, or
-                ``s3://bucket/path`` (endpoint and keys from ``storage.s3`` in config).
-                Replicas then read it with ``wlr.replicate(master, logs=to)``.
-            follow: False: one pass, after a flush when this process captures. True: one
-                pass now, then keep shipping in a background thread whenever a batch is
-                published, until :meth:`ship_stop` or :meth:`close`.
-
-        Returns:
-            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or,
-            following, the :class:`Shipper` (``report`` adds up, ``stop()``).
-
-        Raises:
-            ShipError: the destination holds another database's copy, or a batch did not
-                verify there (nothing unverified is published; ship again).
-        """
-        if getattr(self, "running", False):
-            self.flush()
-        shipper = Shipper(self.storage, self.path, self.dbname, to)
-        report = shipper.once()
-        if not follow:
-            return report
-        shippers = self.__dict__.setdefault("_shippers", {})
-        if shipper.to in shippers:
-            shippers.pop(shipper.to).stop()
-        shippers[shipper.to] = shipper.follow()
-        return shipper
-
-    def ship_stop(self, to: str | None = None) -> None:
-        """Stop following shippers: the one to ``to``, or all."""
-        shippers = self.__dict__.get("_shippers", {})
-        for url in [u for u in shippers if to is None or u == dest_root(to)]:
-            shippers.pop(url).stop()

@@ -7,7 +7,7 @@ is in them and none after; ``T`` is -1 for the snapshot taken when master mode b
 ``initial``). ``snapshot.json``, written last, lists each table's master version and records
 T, its commit time, the watermark and the last level-0 batch it holds; the folder is built
 as ``.open-<T>-<id>`` and published by one rename. A replica starts by copying a snapshot's
-folders: the newest at or before its target (:func:`wlc.levels.choose_start`).
+folders: the newest at or before its target (:func:`wlcore.levels.choose_start`).
 
 Rolling snapshots (:func:`take_rolling`) are taken while capture runs, at the end of the
 newest published batch: its manifest's cursors are the Delta version of every table with
@@ -21,11 +21,12 @@ import uuid
 from datetime import datetime, timezone
 
 from .batch import Manifest, parse_utc, utc_iso
-from .capture import CaptureState, Cursor, delta_ref, table_path
+from .capture_state import CaptureState, Cursor
+from .discovery import delta_ref, table_path
 from .deltalog import TableMeta, metadata_at
 from .errors import MasterStateError
 from .faults import crash_point
-from .tabledef import create_sql, exact_session, sql_string
+from .tabledef import create_sql, exact_session
 from .levels import Start
 from .names import quote_ident, split_name
 from .storage import Storage
@@ -38,7 +39,7 @@ _STAGING = ".open-"
 
 def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
     """SQL statements that create an empty Delta table at ``uri`` defined as ``meta``
-    (:func:`wlc.tabledef.create_sql`: columns with every attribute, partitioning,
+    (:func:`wlcore.tabledef.create_sql`: columns with every attribute, partitioning,
     clustering, comment, replicated properties, CHECK constraints)."""
     return create_sql(delta_ref(uri), meta)
 
@@ -146,7 +147,7 @@ def read(storage: Storage, snap_path: str) -> dict:
 
 
 def start_of(storage: Storage, snap_path: str) -> Start:
-    """The snapshot at ``snap_path`` as a :class:`wlc.levels.Start`."""
+    """The snapshot at ``snap_path`` as a :class:`wlcore.levels.Start`."""
     body = read(storage, snap_path)
     return Start(int(body["txn"]), parse_utc(body["time"]) if body["time"] else None, int(body["batch"]), snap_path)
 

@@ -43,7 +43,7 @@ class Storage:
         """The storage of ``path`` (a folder or a URL such as ``s3://bucket/key``).
 
         S3 URLs use the ``storage.s3`` settings (endpoint, keys, region; empty: the AWS
-        default chain), the same ones Spark's s3a is given (:func:`wlc.session.s3a_conf`).
+        default chain), the same ones Spark's s3a is given (:func:`wlcore.session.s3a_conf`).
         """
         options = {}
         if str(path).startswith(("s3://", "s3a://")):
@@ -316,7 +316,7 @@ def copy_tree(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
 
 def s3_options() -> dict:
     """fsspec/s3fs options from the ``storage.s3`` settings."""
-    from .config import settings
+    from .settings import settings
 
     cfg = (settings().get("storage") or {}).get("s3") or {}
     options: dict = {"use_listings_cache": False}  # other processes publish: list afresh every time

@@ -1,6 +1,6 @@
 """Settings from YAML files and the ``key=value`` state files (``wlc.config``, ``wlr.config``).
 
-The defaults ship inside the package (``wlc/defaults/wlc.yaml``, read with
+The defaults ship inside the package (``wlcore/defaults/wlc.yaml``, read with
 ``importlib.resources``). Merged over them, in order: ``config/wlc.yaml`` of the working
 folder when it exists (the documented place for overrides), the YAML file named by the
 environment variable ``WLC_CONFIG`` (the command lines' ``--config``), and ``WLC_DBFARM``
@@ -31,14 +31,14 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 def defaults_file(name: str) -> Path:
     """The packaged default file ``name`` (``wlc.yaml``, ``log4j2.properties``) as a path."""
-    return Path(str(resources.files("wlc").joinpath("defaults", name)))
+    return Path(str(resources.files("wlcore").joinpath("defaults", name)))
 
 
 def cache_folder() -> Path:
     """The user's cache folder of wlc (``$XDG_CACHE_HOME/wlc``, by default ``~/.cache/wlc`` on
     Linux; the platform's user cache folder elsewhere, as :mod:`platformdirs` names it), where
     sessions put Spark's own files (warehouse, Derby) unless configured, and Spark's start-up
-    output (:mod:`wlc.jvm_output`). Not made here."""
+    output (:mod:`wlcore.jvm_output`). Not made here."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("wlc", appauthor=False))
@@ -113,7 +113,7 @@ def _load_yaml(path: Path) -> dict:
 
 def add_common(parser) -> None:
     """The options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
-    (the package version and the batch format version, :func:`wlc.version.version_text`)."""
+    (the package version and the batch format version, :func:`wlcore.version.version_text`)."""
     from .version import version_text
     parser.add_argument("--config", metavar="FILE",
                         help="YAML settings merged over the defaults (as the WLC_CONFIG variable)")

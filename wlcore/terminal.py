@@ -8,7 +8,7 @@ that import wlc/wlr are not touched (their logging and warnings stay as they set
 - Python warnings print as one line, ``warning: <message>`` (not ``file:line: UserWarning``
   plus the source line ``sys.exit(main())``).
 - Spark's start-up output (Ivy's dependency resolution, the JDK's notes) goes to a log file
-  (:mod:`wlc.jvm_output`).
+  (:mod:`wlcore.jvm_output`).
 
 ``--verbose`` shows it all: every logger at INFO, Spark's start-up output on the terminal
 (``WLC_VERBOSE=1``, inherited by the processes a command starts), warnings in Python's form.

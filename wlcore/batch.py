@@ -25,14 +25,20 @@ from typing import Any, Iterable
 
 from .errors import BatchError
 from .storage import Storage
+from .version import FORMAT_VERSION
 
 FORMAT = "wlc-batch"
-FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".open-"
 
 DDL_KINDS = ("create", "alter", "drop")
 CHANGE_KINDS = ("cdf", "image")
+
+# the columns of a batch's change rows besides the table's own: the master Delta version a row
+# comes from, and Delta's change type
+VERSION_COLUMN = "wlc_version"
+CHANGE_TYPE = "_change_type"
+CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
 
 
 def utc_iso(ts: datetime) -> str:
@@ -68,7 +74,7 @@ class TxnRecord:
     (compacted batches only): the record is the net change of this table's transactions
     ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
     ``ops`` (an ALTER, written only when set): the change of definition as ALTER TABLE
-    operations (:mod:`wlc.alter`), which replay applies without an image. ``gap`` (written
+    operations (:mod:`wlcore.alter`), which replay applies without an image. ``gap`` (written
     only when set): why the change feed could not describe this version (its change files
     were vacuumed, its commit removed by log clean-up): the record has no rows, or the
     table's image where Delta could still rebuild that version. ``committed`` (written only
@@ -123,7 +129,7 @@ class TxnRecord:
 class Manifest:
     """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
 
-    ``epochs`` is the master's epoch history when the batch was written (:mod:`wlc.epochs`).
+    ``epochs`` is the master's epoch history when the batch was written (:mod:`wlcore.epochs`).
     A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
     and covers transactions ``span`` (first, last); its records are pieces and barriers
     (see :class:`TxnRecord`). Level 0 writes none of these keys, so its manifests are as
@@ -141,7 +147,7 @@ class Manifest:
     level: int = 0
     last_batch: int | None = None
     span: tuple[int, int] | None = None
-    epochs: str = ""  # the master's epoch history (wlc.epochs) as the session that wrote it knew it
+    epochs: str = ""  # the master's epoch history (wlcore.epochs) as the session that wrote it knew it
 
     @property
     def first_txn(self) -> int:

@@ -12,7 +12,7 @@ from watchdog.events import FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-log = logging.getLogger("wlc.watch")
+log = logging.getLogger("wlcore.watch")
 # watchdog's inotify observer warns (with every watched folder in the message) when a folder
 # is made again under the same path, as Spark's _temporary folders are; it is harmless.
 warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)

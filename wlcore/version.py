@@ -7,12 +7,11 @@ with both numbers (semantic versioning: a batch format change is a major version
 from __future__ import annotations
 
 __version__ = "0.2.0"
+FORMAT_VERSION = 1  # the batch format: every manifest's ``format_version``, wlc.config's ``format``
 
 
 def version_text(prog: str = "wlc") -> str:
     """``<prog> <version> (batch format <n>)``: what ``wlc --version`` and ``wlr --version``
-    print. ``n`` is :data:`wlc.batch.FORMAT_VERSION`, the ``format_version`` of every batch
+    print. ``n`` is :data:`FORMAT_VERSION`, the ``format_version`` of every batch
     manifest and the ``format`` key of a master's ``wlc.config``."""
-    from .batch import FORMAT_VERSION
-
     return f"{prog} {__version__} (batch format {FORMAT_VERSION})"

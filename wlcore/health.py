@@ -19,7 +19,7 @@ import json
 from datetime import datetime, timezone
 
 from .batch import utc_iso
-from .heartbeat import capture_liveness
+from .master_state import capture_liveness
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
 STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
@@ -27,7 +27,7 @@ STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <dbfarm> <dbname>") -> str:
     """The line the status commands print for capture's liveness ``state`` at ``when``
-    (:func:`wlc.heartbeat.capture_liveness`), e.g. ``stopped at 2026-11-25T10:00:00.000000Z``
+    (:func:`wlcore.master_state.capture_liveness`), e.g. ``stopped at 2026-11-25T10:00:00.000000Z``
     or ``stale since ...`` (its last heartbeat); ``start`` is the command that starts capture,
     named when it never ran."""
     if state == "stale":
@@ -47,7 +47,7 @@ def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None,
 
     Args:
         dbname: the master database's name.
-        cfg: its ``wlc.config`` (:func:`wlc.master.read_config`).
+        cfg: its ``wlc.config`` (:func:`wlcore.master_state.read_config`).
         now: the UTC instant liveness is judged at (default now).
         dbfarm: the dbfarm folder, for the command a message names.
 
@@ -110,9 +110,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         NotFoundError: no such dbfarm or database (the nearest masters are named).
         MasterStateError: the database is a replica or not a master.
     """
-    from .config import dbfarm as resolve_dbfarm
+    from .settings import dbfarm as resolve_dbfarm
     from .databases import Dbfarm
-    from .master import read_config
+    from .master_state import read_config
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)

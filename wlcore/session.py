@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import LOCAL_FILE, cache_folder, defaults_file, settings
+from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
 from .jvm_output import quiet_start
 
 
@@ -23,7 +23,7 @@ def spark_session(**conf: Any):
 
     The Delta jars are resolved by ``delta.configure_spark_with_delta_pip`` (Maven Central,
     cached in ``~/.ivy2.5.2``); that resolution and the rest of Spark's start-up output go to
-    a log file, not the terminal (:mod:`wlc.jvm_output`; ``WLC_VERBOSE=1`` shows them). The
+    a log file, not the terminal (:mod:`wlcore.jvm_output`; ``WLC_VERBOSE=1`` shows them). The
     session time zone is UTC: every instant wlc/wlr report is UTC. Spark's own files go to
     :func:`wlc.config.cache_folder` unless ``spark.conf`` sets them: its warehouse
     (``spark.sql.warehouse.dir``: tables and schemas made by name without a location) to
