@@ -24,6 +24,12 @@ class ConfigError(WlcError, ValueError):
     """A configuration value, a name or an argument is malformed; the message says which and how to fix it."""
 
 
+class TargetError(ConfigError):
+    """``until`` is malformed, names a point the replica has already passed, an instant later
+    than the wait for it can cover, or (for a new replica, unless asked) a point before the
+    master's first transaction."""
+
+
 class MasterStateError(WlcError):
     """The database is not in the state the call needs (not a master, stopped, already a master elsewhere)."""
 

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
 from .settings import Every
+from .target import EVERYTHING, Target
 
 LEVELS = (0, 1, 2)
 
@@ -68,18 +69,12 @@ class Start:
     path: str = ""
 
 
-def fits(span: Span, until_txn: int | None = None, until_time: datetime | None = None) -> bool:
-    """True when all of ``span`` is at or before the target (``until_txn`` inclusive, or
-    every transaction committed at or before ``until_time``; neither: everything)."""
-    if until_txn is not None:
-        return span.last_txn <= until_txn
-    if until_time is not None:
-        return span.last_time is not None and span.last_time <= until_time
-    return True
+def fits(span: Span, target: Target = EVERYTHING) -> bool:
+    """True when all of ``span`` is at or before ``target`` (:meth:`wlcore.target.Target.admits`)."""
+    return target.admits(span.last_txn, span.last_time)
 
 
-def restore_path(tick: int, compacted: Iterable[Span], until_txn: int | None = None,
-                 until_time: datetime | None = None) -> list[Span]:
+def restore_path(tick: int, compacted: Iterable[Span], target: Target = EVERYTHING) -> list[Span]:
     """The compacted batches replay applies from position ``tick`` (every transaction <=
     ``tick`` applied) toward the target: each time the coarsest batch that starts at the
     next transaction and ends at or before the target, as Litestream's restore plan.
@@ -93,7 +88,7 @@ def restore_path(tick: int, compacted: Iterable[Span], until_txn: int | None = N
             starts.setdefault(s.first_txn, []).append(s)
     path, pos = [], tick
     while True:
-        fitting = [s for s in starts.get(pos + 1, ()) if fits(s, until_txn, until_time) and s.last_txn > pos]
+        fitting = [s for s in starts.get(pos + 1, ()) if fits(s, target) and s.last_txn > pos]
         if not fitting:
             return path
         best = max(fitting, key=lambda s: (s.last_txn, s.level))
@@ -101,14 +96,11 @@ def restore_path(tick: int, compacted: Iterable[Span], until_txn: int | None = N
         pos = best.last_txn
 
 
-def choose_start(starts: Sequence[Start], until_txn: int | None = None,
-                 until_time: datetime | None = None) -> Start | None:
-    """The newest snapshot at or before the target (None: none is)."""
+def choose_start(starts: Sequence[Start], target: Target = EVERYTHING) -> Start | None:
+    """The newest snapshot at or before ``target`` (None: none is)."""
     best = None
     for s in starts:
-        ok = (until_txn is None or s.txn <= until_txn) and (
-            until_time is None or s.time is None or s.time <= until_time)
-        if ok and (best is None or s.txn > best.txn):
+        if target.admits(s.txn, s.time) and (best is None or s.txn > best.txn):
             best = s
     return best
 

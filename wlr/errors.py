@@ -1,13 +1,7 @@
 """Exceptions raised by wlr (replay)."""
 from __future__ import annotations
 
-from wlcore.errors import ConfigError, NotFoundError, WlcError
-
-
-class TargetError(ConfigError):
-    """``until`` is malformed, names a point the replica has already passed, an instant later
-    than the wait for it can cover, or (for a new replica, unless asked) a point before the
-    master's first transaction."""
+from wlcore.errors import ConfigError, NotFoundError, TargetError, WlcError  # noqa: F401 (wlr.TargetError)
 
 
 class TargetWarning(UserWarning):

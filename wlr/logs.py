@@ -87,14 +87,9 @@ def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch
 
 
 def reaches(manifest: Manifest, target: Target) -> bool:
-    """True when ``manifest`` holds the target or passes it (later batches are not needed)."""
-    if not manifest.txns:
-        return False
-    if target.kind == "txn":
-        return manifest.last_txn >= target.txn
-    if target.kind == "time":  # a watermark proving every commit by then is published (a later
-        return manifest.watermark >= target.time  # commit is no proof: wlc.holds' late transactions)
-    return False
+    """True when ``manifest`` holds the target or passes it (later batches are not needed):
+    :meth:`wlcore.target.Target.reached_by`."""
+    return target.reached_by(manifest.last_txn if manifest.txns else None, manifest.watermark)
 
 
 def manifest_of(storage: Storage, logs: str, master: str, number: int | None) -> Manifest | None:

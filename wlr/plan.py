@@ -22,26 +22,13 @@ packets collapsed, seed 001's reduce-then-apply).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from itertools import takewhile
+from datetime import datetime
 from typing import Sequence
 
+from wlcore.target import Target, parse_until  # noqa: F401 (wlr.parse_until)
+
 from .errors import TargetError
-
-
-@dataclass(frozen=True)
-class Target:
-    """A replay target: ``kind`` is ``"all"``, ``"txn"`` or ``"time"``."""
-
-    kind: str
-    txn: int | None = None
-    time: datetime | None = None
-
-    def __str__(self) -> str:
-        if self.kind == "txn":
-            return f"transaction {self.txn}"
-        if self.kind == "time":
-            return self.time.isoformat()
-        return "everything published"
 
 
 @dataclass(frozen=True)
@@ -112,44 +99,6 @@ class Plan:
     waiting_for: str = ""
 
 
-def parse_until(until) -> Target:
-    """Turn ``until`` into a Target.
-
-    Args:
-        until: None; an int transaction id >= 0, or -1 for before the first transaction;
-            a datetime (naive means UTC); or an ISO-8601 string such as
-            ``"2026-11-22T10:15:00Z"`` or ``"2026-11-22 10:15:00+01:00"`` (a date alone,
-            ``"2026-11-22"``, is the start of that day, UTC: see :mod:`wlr.target`).
-
-    Raises:
-        TargetError: any other value, e.g. ``Timestamp 'halo' has incorrect format``.
-    """
-    if until is None:
-        return Target("all")
-    if isinstance(until, bool):
-        raise TargetError(f"until={until!r} is neither a transaction id nor an instant")
-    if isinstance(until, int):
-        if until < -1:
-            raise TargetError(f"transaction id {until} is negative; ids start at 0 (-1: before the first transaction)")
-        return Target("txn", txn=until)
-    if isinstance(until, datetime):
-        return Target("time", time=_utc(until))
-    if isinstance(until, str):
-        text = until.strip()
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-        except ValueError:
-            raise TargetError(f"Timestamp '{until}' has incorrect format; use ISO-8601, "
-                              "e.g. '2026-11-22T10:15:00Z', or an int transaction id") from None
-        return Target("time", time=_utc(parsed))
-    raise TargetError(f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
-                      "nor an instant (datetime or ISO-8601 string)")
-
-
-def _utc(ts: datetime) -> datetime:
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
-
-
 def check_not_passed(target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None,
                      named: str | None = None) -> None:
     """Refuse a target the replica has already passed (replay cannot go back).
@@ -199,10 +148,10 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
         expected += 1
     if target.kind == "all":
         return Plan(list(published), True)
+    todo = list(takewhile(lambda r: target.admits(r.txn, r.time), published))
+    last = published[-1].txn if published else tick
     if target.kind == "txn":
-        todo = [r for r in published if r.txn <= target.txn]
-        last = published[-1].txn if published else tick
-        if last >= target.txn:
+        if target.reached_by(last, None):
             return Plan(todo, True)
         return Plan(todo, False, f"transaction {target.txn} (published up to {last})")
     for ref in published:
@@ -212,16 +161,10 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
                 f"{ref.committed.isoformat()}, was captured late, after transactions committed later; no state of "
                 f"the replica is the master as of {target.time.isoformat()}. Choose an instant before "
                 f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id")
-    todo = []
-    later = False
-    for ref in published:
-        if ref.time > target.time:
-            later = True
-            break
-        todo.append(ref)
-    # the watermark is the proof: a later transaction is not, since a held table's
-    # transactions may be published after later ones (wlc.holds)
-    reached = master_stopped or (watermark >= target.time if watermark is not None else later)
+    # the watermark is the proof (Target.reached_by); a later transaction is proof only where
+    # there is no watermark, since a held table's transactions may be published after later ones
+    later = len(todo) < len(published)
+    reached = master_stopped or (target.reached_by(last, watermark) if watermark is not None else later)
     return Plan(todo, reached, "" if reached else
                 f"the master's watermark to pass {target.time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
 

@@ -24,10 +24,6 @@ from .logs import Batch, LogError, reaches
 from .plan import Target
 
 
-def _bounds(target: Target) -> tuple[int | None, datetime | None]:
-    return (target.txn if target.kind == "txn" else None), (target.time if target.kind == "time" else None)
-
-
 def describe(start: Start) -> str:
     when = utc_iso(start.time) if start.time else "the start of master mode"
     where = f"the snapshot {os.path.basename(start.path)}" if start.path else "an empty start"
@@ -62,10 +58,10 @@ class Route:
                 raise TargetError(f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
                                   f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}")
             chosen = found[0]
-            if target.kind != "all" and chosen is not choose_start([chosen], *_bounds(target)):
+            if not target.admits(chosen.txn, chosen.time):
                 raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
             return chosen
-        chosen = choose_start(starts, *_bounds(target))
+        chosen = choose_start(starts, target)
         if chosen is None:
             if not starts:
                 raise TargetError(f"master {self.master!r} has no reachable starting point: its snapshots and first "
@@ -113,7 +109,7 @@ class Route:
                 self._spans[path] = (Span.of(manifest, path), manifest)
             spans.append(self._spans[path][0])
         out = []
-        for span in restore_path(tick, spans, *_bounds(target)):
+        for span in restore_path(tick, spans, target):
             manifest = self._spans[span.path][1]
             out.append(Batch(span.last_batch, span.path, manifest))
         for gone in [p for p in self._spans if not self.storage.exists(p)]:

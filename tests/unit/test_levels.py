@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wlcore.settings import ConfigError, Every, every
+from wlcore.target import Target
 from wlcore.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -34,7 +35,7 @@ def ladder():
 def test_restore_path_takes_the_coarsest_batches_that_fit_then_finer():
     l0, l1, l2 = ladder()
     # to transaction 41 (inside level-0 batch 20): L2 0-7, L2 8-15, L1 16-19, then level 0 does the rest
-    path = restore_path(-1, l1 + l2, until_txn=41)
+    path = restore_path(-1, l1 + l2, Target("txn", txn=41))
     assert [(s.level, s.first_batch, s.last_batch) for s in path] == [(2, 0, 7), (2, 8, 15), (1, 16, 19)]
     assert path[-1].last_txn == 39
     # everything: all level 2
@@ -52,19 +53,19 @@ def test_restore_path_starts_only_where_the_replica_stands():
 def test_restore_path_by_instant_uses_the_last_commit_time():
     l0, l1, l2 = ladder()
     # batch b's last commit is at b * 10 minutes; until 75 minutes: batches 0..7 fit
-    path = restore_path(-1, l1 + l2, until_time=T0 + timedelta(minutes=75))
+    path = restore_path(-1, l1 + l2, Target("time", time=T0 + timedelta(minutes=75)))
     assert [(s.level, s.first_batch, s.last_batch) for s in path] == [(2, 0, 7)]
-    assert restore_path(-1, l1 + l2, until_time=T0 - timedelta(minutes=1)) == []
+    assert restore_path(-1, l1 + l2, Target("time", time=T0 - timedelta(minutes=1))) == []
 
 
 def test_choose_start_is_the_newest_snapshot_at_or_before_the_target():
     starts = [Start(-1, None, -1, "initial"), Start(9, T0 + timedelta(minutes=40), 4, "9"),
               Start(29, T0 + timedelta(minutes=140), 14, "29")]
     assert choose_start(starts).txn == 29
-    assert choose_start(starts, until_txn=28).txn == 9
-    assert choose_start(starts, until_txn=29).txn == 29
-    assert choose_start(starts, until_time=T0 + timedelta(minutes=139)).txn == 9
-    assert choose_start(starts[1:], until_txn=3) is None
+    assert choose_start(starts, Target("txn", txn=28)).txn == 9
+    assert choose_start(starts, Target("txn", txn=29)).txn == 29
+    assert choose_start(starts, Target("time", time=T0 + timedelta(minutes=139))).txn == 9
+    assert choose_start(starts[1:], Target("txn", txn=3)) is None
 
 
 # ----------------------------------------------------------------------------- compaction runs

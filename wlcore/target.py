@@ -1,0 +1,120 @@
+"""The replay target: up to transaction N, up to instant T, or everything published.
+
+One type and one rule, used by planning (:mod:`wlr.plan`), log reading (:mod:`wlr.logs`) and
+level routing (:mod:`wlcore.levels`, :mod:`wlr.route`):
+
+* :meth:`Target.admits` - is a point (a transaction id and its commit time) at or before the
+  target? A snapshot, a compacted span or a transaction is usable toward the target only when
+  its last transaction is admitted. Inclusive, as PostgreSQL's ``recovery_target_inclusive``.
+* :meth:`Target.reached_by` - does a published batch hold the target or pass it, so that no
+  later batch is needed? By id for ``up to N``; for an instant, only the batch's watermark
+  proves that every commit by then is published (a later commit is no proof: capture may
+  publish a transaction late, after a table was unreadable for a while).
+
+:func:`parse_until` turns the ``until`` a caller gives (``wlr.replicate(until=...)``,
+``wlr replicate --until``) into a Target, once per call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .errors import TargetError
+
+ALL, TXN, TIME = "all", "txn", "time"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A replay target.
+
+    Attributes:
+        kind: ``"all"`` (everything published), ``"txn"`` (every transaction with id <=
+            ``txn``; -1: before the first) or ``"time"`` (every transaction committed at or
+            before ``time``, a UTC instant).
+        txn: the transaction id of a ``"txn"`` target.
+        time: the aware UTC instant of a ``"time"`` target.
+    """
+
+    kind: str
+    txn: int | None = None
+    time: datetime | None = None
+
+    def __str__(self) -> str:
+        if self.kind == TXN:
+            return f"transaction {self.txn}"
+        if self.kind == TIME:
+            return self.time.isoformat()
+        return "everything published"
+
+    def admits(self, txn: int, time: datetime | None) -> bool:
+        """True when the point ``txn`` (a transaction id; -1: before the first) committed at
+        ``time`` (UTC; None: not known) is at or before the target, inclusive.
+
+        A point of unknown time is admitted by an instant only when it is before the first
+        transaction (an empty start): a time that is not known proves nothing.
+        """
+        if self.kind == TXN:
+            return txn <= self.txn
+        if self.kind == TIME:
+            return txn < 0 if time is None else time <= self.time
+        return True
+
+    def reached_by(self, last_txn: int | None, watermark: datetime | None) -> bool:
+        """True when a published batch whose last transaction is ``last_txn`` (None: it holds
+        none) and whose watermark is ``watermark`` holds the target or passes it, so no later
+        batch is needed. Never for ``"all"``: everything published has no last batch."""
+        if last_txn is None:
+            return False
+        if self.kind == TXN:
+            return last_txn >= self.txn
+        if self.kind == TIME:
+            return watermark is not None and watermark >= self.time
+        return False
+
+
+EVERYTHING = Target(ALL)
+
+
+def parse_until(until) -> Target:
+    """Turn ``until`` into a :class:`Target`.
+
+    Args:
+        until: None (everything published); an int transaction id >= 0, or -1 for before the
+            first transaction; a datetime (naive means UTC); or an ISO-8601 string such as
+            ``"2026-11-22T10:15:00Z"`` or ``"2026-11-22 10:15:00+01:00"`` (a date alone,
+            ``"2026-11-22"``, is the start of that day, UTC: see :mod:`wlr.target`).
+
+    Returns:
+        the Target.
+
+    Raises:
+        TargetError: any other value, e.g. ``Timestamp 'halo' has incorrect format``.
+    """
+    if until is None:
+        return EVERYTHING
+    if isinstance(until, Target):
+        return until
+    if isinstance(until, bool):
+        raise TargetError(f"until={until!r} is neither a transaction id nor an instant")
+    if isinstance(until, int):
+        if until < -1:
+            raise TargetError(f"transaction id {until} is negative; ids start at 0 (-1: before the first transaction)")
+        return Target(TXN, txn=until)
+    if isinstance(until, datetime):
+        return Target(TIME, time=utc(until))
+    if isinstance(until, str):
+        text = until.strip()
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        except ValueError:
+            raise TargetError(f"Timestamp '{until}' has incorrect format; use ISO-8601, "
+                              "e.g. '2026-11-22T10:15:00Z', or an int transaction id") from None
+        return Target(TIME, time=utc(parsed))
+    raise TargetError(f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
+                      "nor an instant (datetime or ISO-8601 string)")
+
+
+def utc(ts: datetime) -> datetime:
+    """``ts`` as an aware UTC instant (a naive datetime is taken as UTC)."""
+    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
