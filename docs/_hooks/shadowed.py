@@ -32,5 +32,6 @@ class ShadowedFunctions(griffe.Extension):
             prefix = f"{member.path}."
             for other, alias in list(pkg.members.items()):
                 if alias.is_alias and alias.target_path.startswith(prefix):
-                    pkg.members[other] = member.get_member(alias.target_path[len(prefix):])
+                    target = member.get_member(alias.target_path[len(prefix):])
+                    pkg.members[other] = griffe.Alias(other, target, parent=pkg)
             pkg.members[name] = func
