@@ -1,6 +1,7 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
 #   make test   - create .venv if needed, run the whole test suite with the random-kill loops
+#   make docs   - build the documentation site strictly into site/ (make test runs it first)
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
@@ -16,14 +17,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
+.PHONY: demo test docs unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,docs]'
 	$(PY) -m ipykernel install --user --name wlc-venv --display-name "wlc (.venv)" >/dev/null
 	touch $(STAMP)
 
@@ -41,8 +42,13 @@ jars-s3a: $(STAMP)
 # processes they start. --dist loadfile keeps a file's tests on one worker: the conformance run
 # (a fixture per session) is built once, the install tests build one wheel.
 # jars-s3a's session resolves Delta's jars too
-test: $(STAMP) jars-s3a
+test: $(STAMP) docs jars-s3a
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# the documentation site (mkdocs.yml): strict, so a broken link, a missing page or a docstring
+# the API reference cannot read fails the build
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 faults: $(STAMP) jars
 	$(PY) -m pytest -q tests/fault/test_random_kills.py -m random_kills
@@ -64,4 +70,4 @@ bench-ship: $(STAMP) jars-s3a
 	$(PY) bench/ship.py
 
 clean:
-	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info build dist
+	rm -rf $(VENV) .cache dbfarm .pytest_cache *.egg-info build dist site
