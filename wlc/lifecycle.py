@@ -46,14 +46,12 @@ def lifecycle_settings() -> dict:
     Raises:
         ConfigError: a value is malformed (the message names the key).
     """
-    cfg = settings()["master"]
-    comp = cfg.get("compact") or {}
-    keep = cfg.get("retention") or {}
+    cfg = settings().master
     return {
-        "snapshot_interval": every(cfg.get("snapshot_interval"), "master.snapshot_interval", ("transactions",)),
-        "auto": bool(comp.get("auto", False)),
-        "every": {lv: every(comp.get(f"level{lv}"), f"master.compact.level{lv}", ("batches",)) for lv in (1, 2)},
-        "retention": {k: every(keep.get(k), f"master.retention.{k}") for k in ("level0", "level1", "level2", "snapshots")},
+        "snapshot_interval": cfg.snapshot_interval,
+        "auto": cfg.compact.auto,
+        "every": {1: cfg.compact.level1, 2: cfg.compact.level2},
+        "retention": {k: getattr(cfg.retention, k) for k in ("level0", "level1", "level2", "snapshots")},
     }
 
 

@@ -28,7 +28,9 @@ def chosen(value=None) -> list[str]:
     Raises:
         ConfigError: not a list of ``change_feed`` / ``in_commit_timestamps``.
     """
-    raw = settings()["capture"].get("table_features", ["change_feed"]) if value is None else value
+    if value is None:
+        return list(settings().capture.table_features)  # checked when the settings were loaded
+    raw = value
     if raw is None or raw is False or raw == "none":
         return []
     if isinstance(raw, str):

@@ -10,8 +10,8 @@ afterwards they reach stderr as before (Spark's warnings and errors stay visible
 downloads (the first start on a machine) one line says so on stderr and names the log.
 When the start fails, everything captured is written to stderr, then the error is raised.
 
-``WLC_VERBOSE=1`` in the environment (the command lines' ``--verbose``) leaves the output
-on the terminal, as PySpark alone does.
+``WLC_VERBOSE=1`` in the environment, or :func:`show_everything` (the command lines'
+``--verbose``), leaves the output on the terminal, as PySpark alone does.
 """
 from __future__ import annotations
 
@@ -26,11 +26,19 @@ from pathlib import Path
 
 VERBOSE_ENV = "WLC_VERBOSE"
 LOG_BYTES = 2_000_000  # the log is rolled over to <name>.1 beyond this
+_shown = threading.Event()  # set by show_everything(): this process shows Spark's start-up output
+
+
+def show_everything() -> None:
+    """Leave Spark's start-up output on the terminal in this process from now on (the
+    command lines' ``--verbose``). The environment is not changed."""
+    _shown.set()
 
 
 def verbose() -> bool:
-    """True when ``WLC_VERBOSE`` is set to anything but empty, ``0``, ``false`` or ``no``."""
-    return os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    """True after :func:`show_everything`, or when ``WLC_VERBOSE`` is set to anything but
+    empty, ``0``, ``false`` or ``no``."""
+    return _shown.is_set() or os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def startup_log() -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from .batch import parse_utc
-from .settings import number, parse_kv, settings
+from .settings import parse_kv, settings
 from .storage import Storage
 
 CONFIG_FILE = "wlc.config"
@@ -76,7 +76,6 @@ def capture_liveness(cfg: dict[str, str], now: datetime) -> tuple[str, datetime 
         return "stopped", stopped
     if stopped is not None and (beat is None or beat <= stopped):
         return "stopped", stopped
-    cap = settings()["capture"]
-    interval = number(cap["poll_interval"], "capture.poll_interval")
-    state, last = liveness(cfg.get("heartbeat"), interval, now, number(cap["stale_after"], "capture.stale_after"))
+    cap = settings().capture
+    state, last = liveness(cfg.get("heartbeat"), cap.poll_interval, now, cap.stale_after)
     return ("not started" if state == "unknown" else state), last

@@ -42,12 +42,12 @@ def spark_session(**conf: Any):
 
     from delta import configure_spark_with_delta_pip
 
-    cfg = settings().get("spark", {})
+    cfg = settings().spark
     from .features import session_defaults
 
-    merged = {**session_defaults(), **{str(k): str(v) for k, v in (cfg.get("conf") or {}).items()}}
-    master = str(conf.pop("master", cfg.get("master", "local[*]")))
-    app_name = str(conf.pop("app_name", cfg.get("app_name", "wlc")))
+    merged = {**session_defaults(), **{str(k): str(v) for k, v in cfg.conf.items()}}
+    master = str(conf.pop("master", cfg.master))
+    app_name = str(conf.pop("app_name", cfg.app_name))
     merged.update({k: str(v) for k, v in conf.items()})
     master = merged.pop("spark.master", master)
     app_name = merged.pop("spark.app.name", app_name)
@@ -78,7 +78,7 @@ def spark_session(**conf: Any):
     builder = configure_spark_with_delta_pip(builder, extra_packages=packages)
     with quiet_start(builder):
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(str(cfg.get("log_level", "ERROR")))
+    spark.sparkContext.setLogLevel(cfg.log_level)
     return spark
 
 
@@ -109,15 +109,11 @@ def s3a_wanted() -> bool:
     configured at all (``storage.s3`` has a value, or the dbfarm or ``replica.logs`` is an
     ``s3://`` URL), so that sessions without S3 do not load the AWS SDK (~700 MB once)."""
     cfg = settings()
-    value = cfg.get("spark", {}).get("s3a", "auto")
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() != "auto":
-        from .errors import ConfigError
-        raise ConfigError(f"spark.s3a must be true, false or auto, not {value!r}")
-    s3 = (cfg.get("storage") or {}).get("s3") or {}
-    urls = [str(cfg.get("dbfarm") or ""), str((cfg.get("replica") or {}).get("logs") or "")]
-    return any(str(v) for v in s3.values()) or any(u.startswith(("s3://", "s3a://")) for u in urls)
+    if isinstance(cfg.spark.s3a, bool):  # else "auto" (checked when the settings were loaded)
+        return cfg.spark.s3a
+    s3 = cfg.storage.s3
+    urls = [cfg.dbfarm, cfg.replica.logs]
+    return any((s3.endpoint_url, s3.key, s3.secret, s3.region)) or any(u.startswith(("s3://", "s3a://")) for u in urls)
 
 
 def check_s3a(spark, url: str) -> None:
@@ -159,19 +155,19 @@ def s3a_conf() -> dict[str, str]:
     """Hadoop ``fs.s3a.*`` settings from the ``storage.s3`` settings (the ones s3fs is given):
     endpoint (path-style, TLS only for https), keys, region. Empty settings are left to
     s3a's defaults (the AWS credential chain)."""
-    s3 = (settings().get("storage") or {}).get("s3") or {}
+    s3 = settings().storage.s3
     conf: dict[str, str] = {}
-    endpoint = str(s3.get("endpoint_url") or "")
+    endpoint = s3.endpoint_url
     if endpoint:
         conf["fs.s3a.endpoint"] = endpoint
         conf["fs.s3a.path.style.access"] = "true"
         conf["fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https")).lower()
-    if s3.get("key"):
-        conf["fs.s3a.access.key"] = str(s3["key"])
-        conf["fs.s3a.secret.key"] = str(s3.get("secret") or "")
+    if s3.key:
+        conf["fs.s3a.access.key"] = s3.key
+        conf["fs.s3a.secret.key"] = s3.secret
         conf["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-    if s3.get("region"):
-        conf["fs.s3a.endpoint.region"] = str(s3["region"])
+    if s3.region:
+        conf["fs.s3a.endpoint.region"] = s3.region
     return conf
 
 

@@ -2,29 +2,32 @@
 
 The defaults ship inside the package (``wlcore/defaults/wlc.yaml``, read with
 ``importlib.resources``). Merged over them, in order: ``config/wlc.yaml`` of the working
-folder when it exists (the documented place for overrides), the YAML file named by the
-environment variable ``WLC_CONFIG`` (the command lines' ``--config``), and ``WLC_DBFARM``
-for the dbfarm. A key the defaults do not have is an error naming the nearest valid key
-(except under ``spark.conf``, which takes any Spark setting). State files use MonetDB's
-``wlc.config`` form: one ``key=value`` a line.
+folder when it exists (the documented place for overrides), the YAML file chosen with
+:func:`use_config` (the command lines' ``--config``) or else named by the environment
+variable ``WLC_CONFIG``, and ``WLC_DBFARM`` for the dbfarm. :func:`settings` returns them as
+one typed object (:class:`wlcore.settings_model.Settings`), validated once when loaded and
+loaded again only when one of those files, the chosen file or ``WLC_DBFARM`` changes. A key
+the defaults do not have is an error naming the nearest valid key (except under
+``spark.conf``, which takes any Spark setting). State files use MonetDB's ``wlc.config``
+form: one ``key=value`` a line.
 """
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
-from dataclasses import dataclass
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from .durations import Every, every, number  # noqa: F401 (the settings' value types, as before)
 from .errors import ConfigError
+from .settings_model import FREE_FORM, Settings, validate  # noqa: F401
 
 LOCAL_FILE = Path("config") / "wlc.yaml"  # overrides, relative to the working folder
-FREE_FORM = {"spark.conf", "replica.where"}  # sections whose keys are not checked against the defaults
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
@@ -54,56 +57,87 @@ def _merge(base: dict, over: Mapping) -> dict:
     return out
 
 
-def _check_keys(base: Mapping, over: Mapping, source: str, prefix: str = "") -> None:
-    """Raise ConfigError for a key of ``over`` that ``base`` (the defaults) does not have."""
-    for key, value in over.items():
-        dotted = f"{prefix}{key}"
-        if dotted in FREE_FORM:
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping (of Spark settings, or of "
-                                  "schema.table to a predicate)")
-            continue
-        if key not in base:
-            valid = [f"{prefix}{k}" for k in base]
-            near = difflib.get_close_matches(dotted, valid, n=1, cutoff=0.5)
-            hint = f"did you mean {near[0]!r}?" if near else f"valid here: {', '.join(valid)}"
-            raise ConfigError(f"{source}: unknown setting {dotted!r}; {hint}")
-        if isinstance(base[key], dict):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{source}: setting {dotted!r} must be a mapping (keys "
-                                  f"{', '.join(base[key])}), not {value!r}")
-            _check_keys(base[key], value, source, dotted + ".")
+class _Loader:
+    """The chosen configuration file and the settings last loaded, with what they came from."""
+
+    def __init__(self) -> None:
+        self.chosen: Path | None = None
+        self.lock = threading.Lock()
+        self.key: tuple | None = None
+        self.value: Settings | None = None
 
 
-def settings() -> dict[str, Any]:
-    """Return the merged settings: the packaged defaults, then ``config/wlc.yaml`` of the
-    working folder (when present), then ``$WLC_CONFIG``, then ``$WLC_DBFARM``.
+_loader = _Loader()
+
+
+def config_file() -> Path | None:
+    """The YAML file merged over the defaults and ``config/wlc.yaml``: the one chosen with
+    :func:`use_config` (``--config``), else the one ``WLC_CONFIG`` names, else None (a
+    process started from this one sees the choice only when given it, e.g. as ``WLC_CONFIG``
+    in its environment)."""
+    if _loader.chosen is not None:
+        return _loader.chosen
+    extra = os.environ.get("WLC_CONFIG")
+    return Path(extra) if extra else None
+
+
+def choose_config(path: str | os.PathLike | None) -> None:
+    """Merge the YAML file ``path`` over the defaults from now on, in place of ``WLC_CONFIG``
+    (None: ``WLC_CONFIG`` again). Nothing is checked here: see :func:`use_config`."""
+    with _loader.lock:
+        _loader.chosen = None if path is None else Path(path)
+
+
+def settings() -> Settings:
+    """Return the settings: the packaged defaults, then ``config/wlc.yaml`` of the working
+    folder (when present), then :func:`config_file`, then ``$WLC_DBFARM``, as one
+    :class:`~wlcore.settings_model.Settings` (durations in seconds, intervals as
+    :class:`~wlcore.durations.Every`). Loaded and validated once; loaded again when one of
+    the files' contents, the chosen file or ``WLC_DBFARM`` changes.
 
     Raises:
-        ConfigError: a YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
-            mapping, or it has a key the defaults do not have (the message names the
-            nearest valid key).
+        ConfigError: the YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
+            mapping, it has a key the defaults do not have (the message names the nearest
+            valid key) or a malformed value (the message names the file and the key).
     """
-    data = _load_yaml(defaults_file("wlc.yaml"))
     files = [LOCAL_FILE] if LOCAL_FILE.is_file() else []
-    extra = os.environ.get("WLC_CONFIG")
-    if extra:
-        files.append(Path(extra))
-    for path in files:
-        over = _load_yaml(path)
-        _check_keys(data, over, str(path))
-        data = _merge(data, over)
-    if os.environ.get("WLC_DBFARM"):
-        data["dbfarm"] = os.environ["WLC_DBFARM"]
-    return data
+    extra = config_file()
+    if extra is not None:
+        files.append(extra)
+    texts = tuple((path, _read(path)) for path in files)
+    key = (texts, os.environ.get("WLC_DBFARM") or None)
+    with _loader.lock:
+        if _loader.key == key and _loader.value is not None:
+            return _loader.value
+    value = _load(texts, key[1])
+    with _loader.lock:
+        _loader.key, _loader.value = key, value
+    return value
 
 
-def _load_yaml(path: Path) -> dict:
+def _load(texts: tuple[tuple[Path, str], ...], farm: str | None) -> Settings:
+    """Merge and validate: the defaults, then each file over them (each step validated, so
+    an error names the file that brought it)."""
+    path = defaults_file("wlc.yaml")
+    data = _parse_yaml(path, _read(path))
+    out = validate(data, str(path))
+    for path, text in texts:
+        data = _merge(data, _parse_yaml(path, text))
+        out = validate(data, str(path))
+    return out.model_copy(update={"dbfarm": farm}) if farm else out
+
+
+def _read(path: Path) -> str:
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+            return fh.read()
     except FileNotFoundError as exc:
         raise ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)") from exc
+
+
+def _parse_yaml(path: Path, text: str) -> dict:
+    try:
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -124,16 +158,21 @@ def add_common(parser) -> None:
 
 
 def use_config(args) -> None:
-    """Apply ``--config`` of parsed command-line ``args`` (later reads of the settings use it)
-    and check the settings; a missing file or a misspelled key exits with status 2."""
+    """Apply ``--config`` of parsed command-line ``args`` (later reads of the settings in this
+    process use it, :func:`choose_config`) and check the settings; a missing file or a
+    misspelled key exits with status 2 and nothing is chosen."""
+    path = None
     if getattr(args, "config", None):
         path = Path(args.config).expanduser().resolve()
         if not path.is_file():
             _usage_error(f"--config {args.config}: no such file")
-        os.environ["WLC_CONFIG"] = str(path)
+    before = _loader.chosen
     try:
+        if path is not None:
+            choose_config(path)
         settings()  # a misspelled key stops the command here, before anything starts
     except ConfigError as exc:
+        choose_config(before)
         _usage_error(str(exc))
 
 
@@ -151,7 +190,7 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
     Raises:
         ConfigError: the value is empty, or names a file rather than a folder.
     """
-    chosen = str(value) if value is not None else str(settings()["dbfarm"])
+    chosen = str(value) if value is not None else settings().dbfarm
     if not chosen.strip():
         raise ConfigError("the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM",
                           cli="the dbfarm is empty: give the folder that holds the databases as the first argument")
@@ -180,70 +219,6 @@ def check_name(name: str, what: str) -> str:
             "starting with a letter or '_' (at most 128 characters)"
         )
     return name
-
-
-def number(value: Any, what: str, minimum: float = 0.0) -> float:
-    """Return ``value`` as a float of at least ``minimum``, or raise ConfigError naming ``what``."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{what} must be a number of seconds, not {value!r}")
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{what} must be a number of seconds, not {value!r}") from None
-    if out != out or out < minimum:
-        raise ConfigError(f"{what} must be >= {minimum:g} seconds, not {value!r}")
-    return out
-
-
-_UNITS = {"s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
-          "w": 604800, "week": 604800, "weeks": 604800}
-_COUNTS = {"transactions": "transactions", "transaction": "transactions", "txns": "transactions",
-           "txn": "transactions", "batches": "batches", "batch": "batches"}
-_EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
-
-
-@dataclass(frozen=True)
-class Every:
-    """An interval or a retention: ``amount`` of ``unit`` (``seconds``, ``transactions`` or ``batches``)."""
-
-    amount: float
-    unit: str = "seconds"
-
-    def __str__(self) -> str:
-        amount = int(self.amount) if float(self.amount).is_integer() else self.amount
-        return f"{amount} s" if self.unit == "seconds" else f"{amount} {self.unit}"
-
-
-def every(value: Any, what: str, counts: tuple[str, ...] = ()) -> Every | None:
-    """Parse an interval setting: None, ``false``, ``off`` or 0 mean off (returns None); a
-    number is seconds; text is ``<n><unit>`` with unit s, m, h, d or w (``"90s"``, ``"6h"``,
-    ``"1d"``), or ``"<n> transactions"`` / ``"<n> batches"`` where ``counts`` allows them.
-
-    Raises:
-        ConfigError: anything else; the message names ``what`` and the accepted forms.
-    """
-    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "")):
-        return None
-    forms = "a number of seconds, '<n>s', '<n>m', '<n>h', '<n>d', '<n>w'" + "".join(
-        f", '<n> {c}'" for c in counts) + " or off"
-    if isinstance(value, bool):
-        raise ConfigError(f"{what} must be {forms}, not {value!r}")
-    if isinstance(value, (int, float)):
-        amount, unit = float(value), "seconds"
-    else:
-        m = _EVERY.match(str(value))
-        word = m.group(2).lower() if m else ""
-        if not m or not (word == "" or word in _UNITS or _COUNTS.get(word) in counts):
-            raise ConfigError(f"{what} must be {forms}, not {value!r}")
-        amount = float(m.group(1))
-        if word in _COUNTS:
-            unit = _COUNTS[word]
-        else:
-            amount, unit = amount * _UNITS.get(word, 1), "seconds"
-    if amount != amount or amount < 0:
-        raise ConfigError(f"{what} must be {forms}, not {value!r}")
-    return Every(amount, unit) if amount > 0 else None
 
 
 # ----------------------------------------------------------------------------- key=value files

@@ -371,11 +371,11 @@ class Shipper:
         """``storage``/``root``/``dbname``/``to`` as :func:`ship`'s; ``poll``: seconds between
         passes when no folder event wakes the shipper (default ``storage.ship_poll``);
         ``kwargs``: passed to :func:`ship` (``up_to_batch``, ``up_to_txn``, ``edit_config``)."""
-        from .settings import number, settings
+        from .settings import settings
 
         self.storage, self.root, self.dbname, self.to = storage, root, dbname, dest_root(to)
         self.kwargs = kwargs
-        self.poll = poll if poll is not None else number(settings()["storage"]["ship_poll"], "storage.ship_poll", 0.01)
+        self.poll = poll if poll is not None else settings().storage.ship_poll
         self.report = ShipReport()
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -403,7 +403,7 @@ class Shipper:
 
         cfg = read_config(self.storage, self.root) or {}
         logs = logs_of(cfg, self.root)
-        polling = bool(settings()["capture"]["polling"])
+        polling = settings().capture.polling
         watch = FolderWatch(logs, recursive=False, polling=polling, interval=self.poll) if self.storage.local else None
         self._watch = watch
         try:

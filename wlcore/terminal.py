@@ -11,16 +11,15 @@ that import wlc/wlr are not touched (their logging and warnings stay as they set
   (:mod:`wlcore.jvm_output`).
 
 ``--verbose`` shows it all: every logger at INFO, Spark's start-up output on the terminal
-(``WLC_VERBOSE=1``, inherited by the processes a command starts), warnings in Python's form.
+(:func:`wlcore.jvm_output.show_everything`), warnings in Python's form.
 """
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import warnings
 
-from .jvm_output import VERBOSE_ENV
+from .jvm_output import show_everything
 
 PRODUCT_LOGGERS = ("wlc", "wlr")
 
@@ -45,7 +44,7 @@ def setup(args, level: int = logging.WARNING, fmt: str = logging.BASIC_FORMAT) -
         handler.addFilter(_product_or_warning)
     logging.basicConfig(level=min(level, logging.INFO) if verbose else level, handlers=[handler])
     if verbose:
-        os.environ[VERBOSE_ENV] = "1"
+        show_everything()
     else:
         warnings.showwarning = show_warning
 

@@ -35,7 +35,7 @@ class Follower:
             self._watch.close()
             self._watch = None
         if self._watch is None and logs and self.source.storage.local:
-            self._watch = batch_watch(logs, bool(settings()["capture"]["polling"]), self.beat_seconds)
+            self._watch = batch_watch(logs, settings().capture.polling, self.beat_seconds)
         if self._watch is not None:
             self._watch.wait(seconds)
         else:

@@ -25,7 +25,7 @@ from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.capture_state import Cursor
 from wlcore.discovery import discover_tables
-from wlcore.settings import number, parse_kv, settings
+from wlcore.settings import parse_kv, settings
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.errors import BatchError
 from wlcore.master_state import capture_liveness, liveness
@@ -133,7 +133,7 @@ def replica_status(rep) -> dict:
     else:
         lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
     state = st.get("state", "new")
-    stale_after = number(settings()["replica"]["stale_after"], "replica.stale_after")
+    stale_after = settings().replica.stale_after
     follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now, stale_after)
     if state == "following" and follower == "stale":
         state = "stale"

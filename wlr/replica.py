@@ -91,12 +91,12 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         self.storage = Storage.of(self.dbfarm)
         self.path = Storage.join(self.dbfarm, self.name)
         self.master_path = Storage.join(self.master_dbfarm, self.master)
-        cfg = settings()["replica"]
-        self.beat_seconds = number(cfg["beat"], "replica.beat", 0.01)
-        self.default_timeout = number(cfg["timeout"], "replica.timeout")
-        self.default_follow = bool(cfg["follow"])
-        self.default_collapse = bool(cfg.get("collapse", True))
-        self.parallelism = int(number(cfg.get("parallelism", 4), "replica.parallelism", 1))
+        cfg = settings().replica
+        self.beat_seconds = cfg.beat
+        self.default_timeout = cfg.timeout
+        self.default_follow = cfg.follow
+        self.default_collapse = cfg.collapse
+        self.parallelism = cfg.parallelism
         self.collapse = self.default_collapse
         self.compacted = True  # replay through compacted batches where they fit (replicate(compacted=...))
         self.start_snapshot: int | None = None  # replicate(snapshot=...): the snapshot a new replica starts from
@@ -114,7 +114,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         self.state: dict[str, str] = self._load() or {}
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
-        default_logs = str(cfg.get("logs") or "")
+        default_logs = cfg.logs
         self.source: Source = (chosen or recorded_source(self.state)
                                or (shipped_source(default_logs) if default_logs and not self.state else None)
                                or master_source(self.master_dbfarm, self.master))

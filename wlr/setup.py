@@ -51,8 +51,8 @@ class ReplicaSetup:
                 check_same(recorded, self._asked, self.name)
             self.selection = recorded
             return
-        cfg = settings()["replica"]
-        self.selection = self._asked or Selection.of(cfg.get("tables") or None, cfg.get("where") or None)
+        cfg = settings().replica
+        self.selection = self._asked or Selection.of(cfg.tables or None, cfg.where or None)
         parser = self.spark._jsparkSession.sessionState().sqlParser() if self.selection.where else None
         for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
             try:
@@ -103,7 +103,7 @@ class ReplicaSetup:
         check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.master}")
         check_in_time(target, until, pub, datetime.now(timezone.utc),
                       self.default_timeout if timeout is None else number(timeout, "timeout"),
-                      number(settings()["capture"]["settle"], "capture.settle"))
+                      settings().capture.settle)
         self._choose_selection(state or {})
         if not state or state.get("state") == "restoring":
             logs = self.source.logs(mcfg)

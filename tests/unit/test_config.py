@@ -29,8 +29,8 @@ def test_settings_merge_and_env(tmp_path, monkeypatch):
     monkeypatch.setenv("WLC_CONFIG", str(extra))
     monkeypatch.setenv("WLC_DBFARM", str(tmp_path / "farm"))
     s = config.settings()
-    assert s["master"]["beat"] == 7
-    assert s["capture"]["settle"] == 1.0  # untouched defaults survive the merge
+    assert s.master.beat == 7
+    assert s.capture.settle == 1.0  # untouched defaults survive the merge
     assert config.dbfarm() == str(tmp_path / "farm")
     assert config.dbfarm("rel") .endswith("/rel")
 
@@ -74,7 +74,7 @@ def test_spark_conf_takes_any_spark_setting(tmp_path, monkeypatch):
     extra = tmp_path / "x.yaml"
     extra.write_text("spark:\n  conf:\n    spark.cores.max: '2'\n")
     monkeypatch.setenv("WLC_CONFIG", str(extra))
-    assert config.settings()["spark"]["conf"]["spark.cores.max"] == "2"
+    assert config.settings().spark.conf["spark.cores.max"] == "2"
 
 
 def test_defaults_ship_inside_the_package():
@@ -88,11 +88,11 @@ def test_working_folder_config_overrides_defaults(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "wlc.yaml").write_text("master:\n  beat: 9\n")
-    assert config.settings()["master"]["beat"] == 9
+    assert config.settings().master.beat == 9
     extra = tmp_path / "later.yaml"  # WLC_CONFIG is merged after it
     extra.write_text("master:\n  beat: 11\n")
     monkeypatch.setenv("WLC_CONFIG", str(extra))
-    assert config.settings()["master"]["beat"] == 11
+    assert config.settings().master.beat == 11
 
 
 def test_command_line_config_option(tmp_path, monkeypatch, capsys):

@@ -54,7 +54,7 @@ LINES = """
     logging.getLogger("wlc.master").info("capture session begins")
     logging.getLogger("wlr.replica").info("r: at transaction 3")
     logging.getLogger("somelib").warning("a library's warning")
-    import os; print(os.environ.get("WLC_VERBOSE", "-"))
+    from wlcore.jvm_output import verbose; print("1" if verbose() else "-")
 """
 
 
