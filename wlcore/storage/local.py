@@ -140,28 +140,14 @@ class LocalStorage(Storage):
     # locks --------------------------------------------------------------------------
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
         """A file lock (``flock`` through the filelock library): the OS lets go of it when the
-        holding process ends, however it ends. The file stays after release, holding the
-        process id of its last holder. See :meth:`Storage.lock` for the contract."""
+        holding process ends, however it ends. The lock file is created when missing and left
+        after release; taking the lock writes nothing into it (a probe that takes and releases
+        the lock changes nothing). See :meth:`Storage.lock` for the contract."""
         self.makedirs(posixpath.dirname(path) or ".")
         lock = FileLock(path, thread_local=False)
         wait = (-1 if timeout is None else timeout) if blocking else 0
         try:
             lock.acquire(timeout=wait)
         except Timeout:
-            raise LockHeldError(path, what, _holder(path)) from None
-        try:
-            with open(path, "r+") as fh:  # who holds it, for the refusal others get
-                fh.truncate(0), fh.write(str(os.getpid()))
-        except BaseException:
-            lock.release()
-            raise
+            raise LockHeldError(path, what) from None
         return HeldLock(path, lock.release)
-
-
-def _holder(path: str) -> str:
-    try:
-        with open(path) as fh:
-            pid = fh.read(32).strip()
-    except OSError:
-        return ""
-    return f"process {pid}" if pid.isdigit() else ""

@@ -3,6 +3,7 @@ leases (:mod:`wlcore.storage.lease`) by S3's conditional writes (``If-None-Match
 ``If-Match``), refused on a store that does not honour them."""
 from __future__ import annotations
 
+import posixpath
 import threading
 import uuid
 
@@ -78,7 +79,7 @@ class S3Storage(ObjectStorage):
         bucket = self.fs.split_path(path)[0]
         with _honours_lock:
             if bucket not in _honours:
-                probe = f"{path}.probe-{uuid.uuid4().hex}"
+                probe = posixpath.join(posixpath.dirname(path), f".wlc-lease-probe-{uuid.uuid4().hex}")
                 try:
                     first = self.put_if_absent(probe, b"probe")
                     second = self.put_if_absent(probe, b"probe") if first is not None else "failed"
