@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from wlcore.errors import LockHeldError, LockUnsupportedError, WlcError
 from wlcore.storage import (LocalStorage, ObjectStorage, RemoteStorage, S3Storage, Storage, copy_file,
                             storage_for)
 from wlcore.storage import s3 as s3_impl
-from wlcore.storage.lease import Lease
+from wlcore.storage.lease import Lease, machine
 
 
 def _poll(check, seconds: float = 10.0):
@@ -153,6 +155,23 @@ def test_an_expired_lease_is_taken_over(s3):
     path = f"{s3}/db/wlc.lock"
     st.fs.pipe_file(path, json.dumps({"holder": "dead", "host": "h", "pid": 1, "what": "old",
                                       "expires": time.time() - 1}).encode())
+    with st.lock(path, blocking=False, what="new"):
+        assert json.loads(st.read_text(path))["what"] == "new"
+
+
+def test_the_lease_of_a_dead_process_of_this_machine_is_taken_over_at_once(s3):
+    """As the OS lets go of a file lock when its process ends: a killed holder on this machine
+    does not keep others waiting for its lease to expire; one on another machine does."""
+    st = Storage.of(s3)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    path = f"{s3}/db/wlc.lock"
+    other = {"holder": "x", "host": "elsewhere", "machine": "elsewhere/boot/ns", "pid": pid, "what": "old",
+             "expires": time.time() + 600}
+    st.fs.pipe_file(path, json.dumps(other).encode())
+    with pytest.raises(LockHeldError, match="old on elsewhere"):
+        st.lock(path, blocking=False, what="new")
+    st.fs.pipe_file(path, json.dumps(dict(other, machine=machine())).encode())
     with st.lock(path, blocking=False, what="new"):
         assert json.loads(st.read_text(path))["what"] == "new"
 

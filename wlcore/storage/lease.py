@@ -4,13 +4,17 @@ The lease is a small JSON object naming its holder and when it expires. It is ta
 create-if-absent PUT (``If-None-Match: *``), renewed every third of its life by a PUT that
 replaces it only if it is still the one this holder wrote (``If-Match: <ETag>``), and
 released by a delete with the same condition; an expired lease (its holder died) is taken
-over by the same conditional replace, so two contenders never both win. This is the lock
+over by the same conditional replace, so two contenders never both win. A lease whose holder
+ran on this machine and whose process is gone (killed, crashed) is taken over at once, as the
+OS lets go of a file lock when its process ends; the machine is named by host name, boot id
+and process namespace, so a holder elsewhere is never judged by a local process id. This is the lock
 pattern AWS describes for S3 conditional writes (and Litestream's lease on object stores).
 Expiry compares the holder's clock with the reader's: hosts must agree within
 :data:`LEASE_SECONDS`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -86,7 +90,7 @@ class Lease:
         return HeldLock(self.path, self._release)
 
     def _record(self) -> bytes:
-        return json.dumps({"holder": self.token, "host": socket.gethostname(), "pid": os.getpid(),
+        return json.dumps({"holder": self.token, "host": socket.gethostname(), "machine": machine(), "pid": os.getpid(),
                            "what": self.what, "expires": time.time() + self.seconds,
                            "write": uuid.uuid4().hex}).encode()  # every write differs: its ETag too
 
@@ -105,10 +109,11 @@ class Lease:
             expires = float(rec["expires"])
         except (ValueError, KeyError, TypeError):
             rec, expires = {}, 0.0  # unreadable: as good as expired
-        if expires < time.time():
+        if expires < time.time() or _dead_here(rec):
             new = self.store.put_if_match(self.path, self._record(), etag)
             if new is not None:
-                log.warning("%s: took over the expired lease %s of %s", self.what, self.path, _holder(rec))
+                log.warning("%s: took over the lease %s of %s (expired, or its process is gone)", self.what,
+                            self.path, _holder(rec))
                 self._etag = new
                 return None
         return _holder(rec)
@@ -138,3 +143,31 @@ def _holder(rec: dict) -> str:
         return ""
     until = datetime.fromtimestamp(float(rec.get("expires", 0)), timezone.utc).isoformat(timespec="seconds")
     return f"{rec.get('what', '?')} on {rec.get('host', '?')}, process {rec.get('pid', '?')}, lease until {until}"
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> str:
+    """This machine and process namespace: host name, kernel boot id (Linux), pid namespace
+    (Linux), so that process ids in a lease are compared only where they mean the same process."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            parts.append(fh.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return ""  # no way to tell: leases of this machine expire as any other
+    return "/".join(parts)
+
+
+def _dead_here(rec: dict) -> bool:
+    """True when the lease's holder ran on this machine and its process is gone."""
+    here = machine()
+    if not here or rec.get("machine") != here:
+        return False
+    try:
+        os.kill(int(rec["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return False
