@@ -9,14 +9,13 @@ snapshot as a frame of reference". :class:`Lifecycle` does it for a master datab
 * :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlcore.levels.retain`),
   each batch or snapshot renamed aside first, so a reader sees it whole or not at all.
 
-Each holds ``<db>/wlc.lifecycle.lock`` (fcntl), so the capturing process's background runs
+Each holds ``<db>/wlc.lifecycle.lock`` (:meth:`Storage.lock`), so the capturing process's background runs
 (``master.snapshot_interval``, ``master.compact.auto``) and the ``wlc snapshot``, ``wlc
 compact`` and ``wlc prune`` commands of other processes take turns. Manifests are read once
 per process and cached (they never change).
 """
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -119,18 +118,21 @@ class Lifecycle:
 
     @contextmanager
     def locked(self):
-        """Hold ``<db>/wlc.lifecycle.lock`` (waits for another process's run to end)."""
-        if getattr(self._local, "held", False) or not self.storage.local:
+        """Hold ``<db>/wlc.lifecycle.lock`` (waits for another process's run to end).
+
+        Raises:
+            LockUnsupportedError: the storage can hold no lock.
+        """
+        if getattr(self._local, "held", False):
             yield
             return
-        with open(os.path.join(self.path, LOCK_FILE), "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        path = Storage.join(self.path, LOCK_FILE)
+        with self.storage.lock(path, blocking=True, what=f"the life cycle of {self.path}"):
             self._local.held = True
             try:
                 yield
             finally:
                 self._local.held = False
-                fcntl.flock(fh, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self, spark) -> Start:

@@ -9,7 +9,6 @@ GTID), ``format`` (batch format version), ``tick`` (last transaction id publishe
 """
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -25,7 +24,7 @@ from wlcore.batch import TxnRecord, parse_utc, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from wlcore.databases import Dbfarm
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, settings
-from wlcore.errors import BatchError, ConfigError, MasterStateError
+from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
 from .heartbeat import Heartbeat
 from .holds import Holds
 from .table_notes import TableNotes
@@ -250,28 +249,22 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._release_lock()
 
     def _take_lock(self) -> None:
-        """Hold ``<db>/wlc.lock`` (fcntl) for as long as this process captures the database.
+        """Hold ``<db>/wlc.lock`` (:meth:`Storage.lock`) for as long as this process captures the database.
 
         Raises:
             MasterStateError: another process holds it; nothing was changed.
+            LockUnsupportedError: the storage can hold no lock.
         """
-        if not self.storage.local:
-            return
-        lock_path = os.path.join(self.path, LOCK_FILE)
-        self.storage.makedirs(self.path)
-        fh = open(lock_path, "a+")
+        lock_path = Storage.join(self.path, LOCK_FILE)
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
+            self._lockfile = self.storage.lock(lock_path, blocking=False, what=f"capture of {self.path}")
+        except LockHeldError:
             raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
                                    "stop it or use that process") from None
-        fh.seek(0), fh.truncate(), fh.write(str(os.getpid())), fh.flush()
-        self._lockfile = fh
 
     def _release_lock(self) -> None:
         if self._lockfile is not None:
-            self._lockfile.close()
+            self._lockfile.release()
             self._lockfile = None
 
     @property
@@ -511,7 +504,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             return self._last_logged.txn if self._last_logged else -1
 
     def _check_started(self) -> None:
-        if self.storage.local and self._lockfile is None:
+        if self._lockfile is None:
             raise MasterStateError(f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
                                    "call wlc.master() again")
         if self.state != STARTED:

@@ -55,3 +55,21 @@ class TableReadError(WlcError):
         super().__init__(f"capture could not read table {table}: {cause}; it retries (fix the table's files or "
                          "their permissions)")
         self.table, self.cause = table, cause
+
+
+class LockHeldError(WlcError):
+    """Another process holds the lock (a file lock on local and mounted folders, a lease on an
+    object store) and the caller would not wait, or waited ``timeout`` seconds in vain.
+    ``path`` names the lock; ``holder`` says who holds it when the store says so (else "")."""
+
+    def __init__(self, path: str, what: str, holder: str = ""):
+        by = f" (held by {holder})" if holder else ""
+        super().__init__(f"{what}: the lock {path} is held by another process{by}; stop that process or wait "
+                         "for it to finish")
+        self.path, self.what, self.holder = path, what, holder
+
+
+class LockUnsupportedError(WlcError):
+    """The storage cannot hold a lock at all (an object store without conditional writes, a
+    remote filesystem without locks): the work that needs it is refused rather than done
+    unlocked. The message names the store and the fix."""

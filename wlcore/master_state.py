@@ -17,7 +17,7 @@ from .settings import parse_kv, settings
 from .storage import Storage
 
 CONFIG_FILE = "wlc.config"
-LOCK_FILE = "wlc.lock"  # held (fcntl) by the process that captures the database
+LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the database
 LOG_FILE = "wlc.log"  # a line per published batch
 REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2

@@ -26,7 +26,6 @@ ship with an upper bound: only what their replica has applied.
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import re
 import threading
@@ -40,7 +39,7 @@ from . import epochs
 from . import snapshots as snap
 from .batch import utc_iso
 from .settings import format_kv
-from .errors import BatchError, WlcError
+from .errors import BatchError, LockHeldError, WlcError
 from .faults import crash_point
 from .master_state import CONFIG_FILE, logs_of, read_config as read_master_config
 from .storage import Storage, copy_file
@@ -179,8 +178,7 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
             out = edit_config(out)
         dst.write_atomic(Storage.join(to, CONFIG_FILE), format_kv(out))
     finally:
-        if lock is not None:
-            lock.release()
+        lock.release()
         report.seconds = time.monotonic() - started
     if report.batches or report.snapshots:
         log.info("shipped %d batches, %d snapshots of %s to %s (%.1f MB)", len(report.batches),
@@ -246,18 +244,18 @@ def _check_dest(dst: Storage, to: str, dbname: str, mcfg: dict[str, str]) -> Non
 
 
 def _lock(dst: Storage, to: str):
-    """One shipper a local destination at a time (filelock); object stores: one by convention."""
-    if not dst.local:
-        return None
-    from filelock import FileLock, Timeout
+    """One shipper a destination at a time (:meth:`Storage.lock`: a file lock on local
+    folders, a lease on S3; refused where the destination can hold no lock).
 
+    Raises:
+        ShipError: another process is shipping there.
+        LockUnsupportedError: the destination can hold no lock.
+    """
     dst.makedirs(to)
-    lock = FileLock(os.path.join(to, LOCK_FILE))
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
+        return dst.lock(Storage.join(to, LOCK_FILE), blocking=False, what=f"shipping to {to}")
+    except LockHeldError:
         raise ShipError(f"another process is shipping to {to}; stop it first") from None
-    return lock
 
 
 def _bar(total: int, progress: bool):

@@ -523,7 +523,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     def _release(self) -> None:
         if self._lockfile is not None:
-            self._lockfile.close()
+            self._lockfile.release()
             self._lockfile = None
 
     def __repr__(self) -> str:

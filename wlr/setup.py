@@ -5,8 +5,6 @@ A mixin of :class:`wlr.replica.Replica` (it uses the replica's ``storage``, ``pa
 """
 from __future__ import annotations
 
-import fcntl
-import os
 from datetime import datetime, timezone
 
 from wlcore import epochs
@@ -14,7 +12,7 @@ from wlcore import snapshots as snap
 from wlcore.batch import parse_utc, utc_iso
 from wlcore.discovery import delta_ref
 from wlcore.settings import number, settings
-from wlcore.errors import ConfigError
+from wlcore.errors import ConfigError, LockHeldError
 from wlcore.session import check_s3a
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
 from wlcore.names import split_name, state_key
@@ -289,25 +287,19 @@ class ReplicaSetup:
 
     def _probe_lock(self) -> None:
         """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""
-        path = os.path.join(self.path, "wlr.lock")
-        if self._lockfile is not None or not self.storage.local or not os.path.exists(path):
+        path = Storage.join(self.path, "wlr.lock")
+        if self._lockfile is not None or not self.storage.exists(path):
             return
-        with open(path) as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        self._take(path).release()
 
     def _acquire(self) -> None:
-        if self._lockfile is not None or not self.storage.local:
+        if self._lockfile is not None:
             return
-        self.storage.makedirs(self.path)
-        fh = open(os.path.join(self.path, "wlr.lock"), "a+")
+        self._lockfile = self._take(Storage.join(self.path, "wlr.lock"))
+
+    def _take(self, path: str):
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
+            return self.storage.lock(path, blocking=False, what=f"replay into {self.path}")
+        except LockHeldError:
             raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
-        self._lockfile = fh
 

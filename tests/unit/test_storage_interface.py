@@ -1,0 +1,221 @@
+"""The storage interface (Litestream's ReplicaClient: one interface, one implementation per
+kind of store): the implementation ``Storage.of`` picks, the same behaviour from each, and
+locks: a file lock on local folders, a lease by S3's conditional writes on object stores,
+a refusal that says so where the store can hold neither (never a lock silently skipped)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import fsspec
+import pytest
+
+import wlcore.storage as storage_pkg
+from wlcore.errors import LockHeldError, LockUnsupportedError, WlcError
+from wlcore.storage import (LocalStorage, ObjectStorage, RemoteStorage, S3Storage, Storage, copy_file,
+                            storage_for)
+from wlcore.storage import s3 as s3_impl
+from wlcore.storage.lease import Lease, machine
+
+
+def _poll(check, seconds: float = 10.0):
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)  # polling with a deadline
+
+
+# ---------------------------------------------------------------- the implementations
+def test_of_picks_the_implementation(tmp_path):
+    assert isinstance(Storage.of(str(tmp_path)), LocalStorage)
+    assert isinstance(storage_for(fsspec.filesystem("memory")), ObjectStorage)
+    assert Storage.of(str(tmp_path)).local and not Storage.of(str(tmp_path)).object_store
+
+
+def test_nothing_in_storage_branches_on_local():
+    root = Path(storage_pkg.__file__).parent
+    for src in root.glob("*.py"):
+        assert not re.search(r"\b(self|src|dst|other|a|b)\.local\b", src.read_text()), src.name
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_the_same_contract_on_both(kind, tmp_path, request):
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    assert st.listdir(f"{base}/none") == [] and st.subdirs(f"{base}/none") == [] and st.published(f"{base}/none") == []
+    assert st.size(f"{base}/none") is None
+    with pytest.raises(FileNotFoundError):
+        st.read_text(f"{base}/none")
+    st.write_atomic(f"{base}/db/state", "a=1\n")
+    st.write_atomic(f"{base}/db/state", "a=2\n")
+    assert st.read_text(f"{base}/db/state") == "a=2\n" and st.listdir(f"{base}/db") == ["state"]
+    assert st.mtime_ms(f"{base}/db/state") > 0
+    staging = st.staging_for(f"{base}/logs/b1", "t")
+    st.write_atomic(f"{staging}/manifest.json", "{}")
+    assert st.published(f"{base}/logs") == []
+    st.publish_dir(staging, f"{base}/logs/b1")
+    assert st.published(f"{base}/logs") == ["b1"] and st.is_published(f"{base}/logs/b1")
+    assert st.walk_files(f"{base}/logs/b1") == ["manifest.json"]
+    with pytest.raises(FileExistsError):
+        st.publish_dir(f"{base}/logs/b1", f"{base}/logs/b1")
+    with pytest.raises(FileExistsError):
+        st.rename(f"{base}/db/state", f"{base}/logs/b1")
+    st.unpublish(f"{base}/logs/b1")
+    assert st.published(f"{base}/logs") == [] and not st.exists(f"{base}/logs/b1/manifest.json")
+    st.rm(f"{base}/none")  # nothing there: nothing done
+
+
+def test_copy_file_every_direction(s3, tmp_path):
+    local, remote = Storage.of(str(tmp_path)), Storage.of(s3)
+    (tmp_path / "a.bin").write_bytes(b"x" * 100)
+    assert copy_file(local, str(tmp_path / "a.bin"), local, str(tmp_path / "d" / "b.bin")) == 100
+    assert copy_file(local, str(tmp_path / "a.bin"), remote, f"{s3}/a.bin") == 100
+    assert copy_file(remote, f"{s3}/a.bin", remote, f"{s3}/b.bin") == 100
+    assert copy_file(remote, f"{s3}/b.bin", local, str(tmp_path / "e" / "c.bin")) == 100
+    assert (tmp_path / "e" / "c.bin").read_bytes() == b"x" * 100
+    with pytest.raises(FileNotFoundError):
+        copy_file(local, str(tmp_path / "gone"), remote, f"{s3}/gone")
+
+
+# ---------------------------------------------------------------- file locks
+def test_local_lock_held_released_and_waited_for(tmp_path):
+    st = Storage.of(str(tmp_path))
+    path = str(tmp_path / "db" / "x.lock")
+    held = st.lock(path, blocking=False, what="capture of db")
+    assert held.held and Path(path).exists()
+    with pytest.raises(LockHeldError, match="capture of db: the lock .*x.lock is held by another process") as err:
+        st.lock(path, blocking=False, what="capture of db")
+    assert isinstance(err.value, WlcError) and err.value.path == path
+    started = time.monotonic()
+    with pytest.raises(LockHeldError):
+        st.lock(path, blocking=True, timeout=0.2, what="capture of db")
+    assert time.monotonic() - started >= 0.2
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(st.lock(path, blocking=True, what="w")))
+    waiter.start()
+    held.release()
+    held.release()  # twice: harmless
+    waiter.join(10)
+    assert got and got[0].held
+    got[0].release()
+    with st.lock(path, blocking=False, what="again"):
+        pass
+    assert Path(path).exists() and Path(path).read_bytes() == b""  # left in place, nothing written
+
+
+def test_remote_and_generic_object_stores_refuse_locks():
+    mem = fsspec.filesystem("memory")
+    for st in (RemoteStorage(mem), ObjectStorage(mem)):
+        with pytest.raises(LockUnsupportedError, match="not done unlocked"):
+            st.lock("memory://x/wlc.lock", blocking=False, what="capture of x")
+    assert not mem.exists("memory://x/wlc.lock")
+
+
+# ---------------------------------------------------------------- leases on S3
+def test_lease_taken_refused_and_released(s3):
+    st = Storage.of(s3)
+    assert isinstance(st, S3Storage)
+    path = f"{s3}/db/wlc.lock"
+    held = st.lock(path, blocking=False, what="capture of db")
+    record = json.loads(st.read_text(path))
+    assert record["what"] == "capture of db" and record["expires"] > time.time()
+    with pytest.raises(LockHeldError, match=r"held by capture of db on .*, process \d+, lease until") as err:
+        st.lock(path, blocking=False, what="capture of db")
+    assert err.value.holder
+    with pytest.raises(LockHeldError):
+        st.lock(path, blocking=True, timeout=0.3, what="capture of db")
+    held.release()
+    assert not st.exists(path)
+    assert not [n for n in st.listdir(f"{s3}/db") if "probe" in n]  # the probe of conditional writes went
+    with st.lock(path, blocking=False, what="again") as again:
+        assert again.held
+    assert not st.exists(path)
+
+
+def test_lease_waited_for(s3):
+    st = Storage.of(s3)
+    path = f"{s3}/db/wlc.lifecycle.lock"
+    held = st.lock(path, blocking=False, what="one")
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(st.lock(path, blocking=True, timeout=30, what="two")))
+    waiter.start()
+    held.release()
+    waiter.join(30)
+    assert got and json.loads(st.read_text(path))["what"] == "two"
+    got[0].release()
+
+
+def test_an_expired_lease_is_taken_over(s3):
+    st = Storage.of(s3)
+    path = f"{s3}/db/wlc.lock"
+    st.fs.pipe_file(path, json.dumps({"holder": "dead", "host": "h", "pid": 1, "what": "old",
+                                      "expires": time.time() - 1}).encode())
+    with st.lock(path, blocking=False, what="new"):
+        assert json.loads(st.read_text(path))["what"] == "new"
+
+
+def test_the_lease_of_a_dead_process_of_this_machine_is_taken_over_at_once(s3):
+    """As the OS lets go of a file lock when its process ends: a killed holder on this machine
+    does not keep others waiting for its lease to expire; one on another machine does."""
+    st = Storage.of(s3)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    path = f"{s3}/db/wlc.lock"
+    other = {"holder": "x", "host": "elsewhere", "machine": "elsewhere/boot/ns", "pid": pid, "what": "old",
+             "expires": time.time() + 600}
+    st.fs.pipe_file(path, json.dumps(other).encode())
+    with pytest.raises(LockHeldError, match="old on elsewhere"):
+        st.lock(path, blocking=False, what="new")
+    st.fs.pipe_file(path, json.dumps(dict(other, machine=machine())).encode())
+    with st.lock(path, blocking=False, what="new"):
+        assert json.loads(st.read_text(path))["what"] == "new"
+
+
+def test_a_lease_is_renewed_while_held(s3):
+    st = Storage.of(s3)
+    path = f"{s3}/db/renewed.lock"
+    lease = Lease(st, path, "renewed", seconds=0.3)
+    held = lease.acquire(blocking=False, timeout=None)
+    first = json.loads(st.fs.cat_file(path))["expires"]  # one GET: the object is replaced meanwhile
+    _poll(lambda: json.loads(st.fs.cat_file(path))["expires"] > first)
+    with pytest.raises(LockHeldError):  # renewed: never expired for another taker
+        st.lock(path, blocking=False, what="other")
+    held.release()
+    assert not st.exists(path)
+
+
+def test_a_store_ignoring_conditional_writes_is_refused(s3, monkeypatch):
+    st = Storage.of(s3)
+    monkeypatch.setattr(s3_impl, "_honours", {})
+    monkeypatch.setattr(S3Storage, "put_if_absent", lambda self, path, data: self.fs.pipe_file(path, data)["ETag"])
+    with pytest.raises(LockUnsupportedError, match="does not honour conditional writes"):
+        st.lock(f"{s3}/db/wlc.lock", blocking=False, what="capture of db")
+    assert st.listdir(f"{s3}/db") == []
+
+
+def test_the_replica_lock_refuses_a_second_replayer_and_its_probe_changes_nothing(tmp_path):
+    from wlr.errors import ReplicaStateError
+    from wlr.setup import ReplicaSetup
+
+    class Setup(ReplicaSetup):  # the replica's lock, without a replica around it
+        def __init__(self, path):
+            self.path, self.storage, self._lockfile = path, Storage.of(path), None
+
+    db = str(tmp_path / "r")
+    Setup(db)._probe_lock()  # no wlr.lock: nothing made
+    assert not (tmp_path / "r").exists()
+    first = Setup(db)
+    first._acquire()
+    stamp = (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns
+    with pytest.raises(ReplicaStateError, match="another process is replaying into .*; stop it first"):
+        Setup(db)._probe_lock()
+    with pytest.raises(ReplicaStateError, match="another process is replaying into"):
+        Setup(db)._acquire()
+    first._lockfile.release()
+    Setup(db)._probe_lock()
+    assert (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns == stamp

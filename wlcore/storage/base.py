@@ -1,0 +1,234 @@
+"""The storage interface: every file wlc and wlr write outside Delta tables goes through it.
+
+As Litestream's ``ReplicaClient``, one interface and one implementation per kind of store,
+each method's error contract stated here and kept by every implementation:
+
+* :class:`wlcore.storage.local.LocalStorage`: local and network-mounted folders; writes are
+  crash-safe the Litestream way (write aside, fsync, rename, fsync the folder); a folder is
+  published by one rename; locks are file locks (the ``filelock`` library).
+* :class:`wlcore.storage.remote.RemoteStorage`: any other filesystem fsspec knows, where
+  rename is not atomic: a published folder ``X`` is visible only once its commit marker
+  ``X.committed``, written last beside it, exists; it cannot hold locks.
+* :class:`wlcore.storage.remote.ObjectStorage`: object stores, where one PUT replaces an
+  object whole; locks are leases taken by conditional writes where the store has them
+  (:class:`wlcore.storage.s3.S3Storage`), else refused.
+
+Paths are strings as fsspec takes them (a local path, or ``s3://bucket/key``). Unless a
+method says otherwise, a store that cannot be reached raises ``OSError``.
+"""
+from __future__ import annotations
+
+import posixpath
+from abc import ABC, abstractmethod
+from typing import Iterable
+
+import fsspec
+
+from .lock import HeldLock
+
+MARKER = ".committed"  # the commit marker of a published folder where rename is not atomic
+OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}  # one PUT is atomic, rename is a copy
+
+
+def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
+    """The protocol names of the fsspec filesystem ``fs`` (e.g. ``{"s3", "s3a"}``)."""
+    proto = fs.protocol
+    return set(proto) if isinstance(proto, (tuple, list)) else {proto}
+
+
+class Storage(ABC):
+    """A filesystem plus helpers. ``Storage.of(path)`` picks the implementation from the path or URL.
+
+    Attributes:
+        fs (fsspec.AbstractFileSystem): the underlying filesystem.
+        local (bool): a local or mounted folder (Spark and the OS read it directly).
+        object_store (bool): one PUT replaces an object whole; rename is a copy.
+        s3 (bool): an S3 or S3-compatible store (Spark reaches it as ``s3a://``).
+    """
+
+    local = False
+    object_store = False
+    s3 = False
+
+    def __init__(self, fs: fsspec.AbstractFileSystem):
+        self.fs = fs
+
+    @classmethod
+    def of(cls, path: str) -> "Storage":
+        """The storage of ``path`` (a folder or a URL such as ``s3://bucket/key``).
+
+        S3 URLs use the ``storage.s3`` settings (endpoint, keys, region; empty: the AWS
+        default chain), the same ones Spark's s3a is given (:func:`wlcore.session.s3a_conf`).
+
+        Args:
+            path (str): a local path or an fsspec URL.
+
+        Returns:
+            Storage: a :class:`LocalStorage`, :class:`S3Storage`, :class:`ObjectStorage` or
+            :class:`RemoteStorage` over the filesystem fsspec gives for ``path``.
+
+        Raises:
+            ValueError: fsspec knows no filesystem for the URL's protocol.
+            ImportError: the protocol's fsspec implementation is not installed.
+        """
+        from .factory import storage_of
+
+        return storage_of(path)
+
+    @staticmethod
+    def same(a: "Storage", b: "Storage") -> bool:
+        """True when ``a`` and ``b`` reach the same filesystem (a copy between them is a plain copy)."""
+        return a.same_filesystem(b)
+
+    def same_filesystem(self, other: "Storage") -> bool:
+        """True when ``other`` reaches the same filesystem as this storage."""
+        return self.fs is other.fs
+
+    # paths --------------------------------------------------------------------------
+    @staticmethod
+    def join(*parts: str) -> str:
+        """``parts`` joined with ``/`` (POSIX rules: an absolute part restarts the path)."""
+        return posixpath.join(*[str(p) for p in parts])
+
+    @abstractmethod
+    def uri(self, path: str) -> str:
+        """The path as Spark wants it (``file:`` URI for local folders, ``s3a://`` for S3)."""
+
+    @abstractmethod
+    def url(self, path: str) -> str:
+        """The path as a URL fsspec opens again (``s3://bucket/key``; local paths as they are)."""
+
+    # queries ------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        """True when a file or folder is at ``path`` (published or not)."""
+        return self.fs.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        """True when ``path`` is a folder (False when missing or a file)."""
+        return self.fs.isdir(path)
+
+    @abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Base names in ``path``, sorted (empty when it does not exist or is a file)."""
+
+    @abstractmethod
+    def subdirs(self, path: str) -> list[str]:
+        """Base names of the folders in ``path``, sorted (empty when it does not exist)."""
+
+    @abstractmethod
+    def published(self, path: str) -> list[str]:
+        """Base names in ``path`` that are published, sorted: names not hidden (staging
+        folders are) whose folder appeared whole (see :meth:`publish_dir`); empty when
+        ``path`` does not exist."""
+
+    @abstractmethod
+    def is_published(self, path: str) -> bool:
+        """True when the folder or file ``path`` is published (see :meth:`published`)."""
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file ``path``. Raises FileNotFoundError when it is not there."""
+        with self.fs.open(path, "rb") as fh:
+            return fh.read()
+
+    def read_text(self, path: str) -> str:
+        """The file ``path`` decoded as UTF-8. Raises FileNotFoundError when it is not there,
+        UnicodeDecodeError when it is not UTF-8."""
+        return self.read_bytes(path).decode("utf-8")
+
+    @abstractmethod
+    def walk_files(self, path: str) -> Iterable[str]:
+        """Every file below ``path``, as paths relative to it, sorted (empty when missing)."""
+
+    def size(self, path: str) -> int | None:
+        """Size of the file ``path`` in bytes, None when it is not there."""
+        try:
+            return int(self.fs.size(path))
+        except (FileNotFoundError, OSError):
+            return None
+
+    @abstractmethod
+    def mtime_ms(self, path: str) -> int | None:
+        """Modification time of the file ``path`` in whole milliseconds since the epoch (as
+        Hadoop's ``FileStatus.getModificationTime``), None when the store does not say.
+        Raises FileNotFoundError when it is not there."""
+
+    # writes -------------------------------------------------------------------------
+    def makedirs(self, path: str) -> None:
+        """Create the folder ``path`` and its parents (nothing when it exists)."""
+        self.fs.makedirs(path, exist_ok=True)
+
+    @abstractmethod
+    def write_atomic(self, path: str, data: bytes | str) -> None:
+        """Write ``data`` (str: as UTF-8) to ``path`` so that readers see the old file or the
+        whole new one; the parent folder is created when missing."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Rename a file or folder. Raises FileExistsError when ``dst`` exists (a published
+        name is never overwritten), FileNotFoundError when ``src`` does not."""
+
+    @abstractmethod
+    def publish_dir(self, staging: str, final: str) -> None:
+        """Make the complete folder ``staging`` visible as ``final`` at once. Raises
+        FileExistsError when ``final`` is published."""
+
+    @abstractmethod
+    def unpublish(self, path: str) -> None:
+        """Delete the published folder ``path``: readers stop seeing it first, then its files
+        go (nothing when it is not there)."""
+
+    @abstractmethod
+    def staging_for(self, final: str, tag: str) -> str:
+        """Where to assemble the folder ``final`` before :meth:`publish_dir` (``tag``: a
+        short word naming the writer, e.g. ``ship``); a later try resumes there."""
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the entries of folder ``path`` durable where the store needs it (errors ignored)."""
+
+    def fsync_tree(self, path: str) -> None:
+        """Make every file below ``path`` durable where the store needs it, before a publish."""
+
+    def rm(self, path: str) -> None:
+        """Delete the file or folder ``path`` and all below it (nothing when it is not there)."""
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
+    @abstractmethod
+    def copy_tree(self, src: str, dst: str) -> None:
+        """Copy the folder ``src`` to ``dst`` on this storage (``dst`` must not exist; on
+        local storage FileExistsError when it does)."""
+
+    # copies between stores (double dispatch: the source picks how, the destination writes)
+    @abstractmethod
+    def copy_file_to(self, path: str, dst: "Storage", dst_path: str) -> int:
+        """Copy the file ``path`` to ``dst_path`` of ``dst``; returns the bytes copied.
+        Raises FileNotFoundError when ``path`` is not there."""
+
+    @abstractmethod
+    def put_local_file(self, local_path: str, path: str) -> int:
+        """Copy the local file ``local_path`` to ``path`` here; returns the bytes copied."""
+
+    @abstractmethod
+    def get_remote_file(self, src: "Storage", src_path: str, path: str) -> int:
+        """Copy the file ``src_path`` of the non-local ``src`` to ``path`` here; returns the
+        bytes copied."""
+
+    # locks --------------------------------------------------------------------------
+    @abstractmethod
+    def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
+        """Take the exclusive lock ``path`` (a file beside the data it guards) across processes
+        and hosts that share this storage; the parent folder is created when missing.
+
+        Args:
+            path (str): the lock's file or object.
+            blocking (bool): wait for another holder to let go (False: one try).
+            timeout (float | None): seconds to wait when ``blocking``; None waits for ever.
+            what (str): what the lock guards, for messages (e.g. ``"capture of db"``).
+
+        Returns:
+            HeldLock: the lock, held; release it with ``release()`` or a ``with`` block.
+
+        Raises:
+            LockHeldError: another process holds it (and the wait, if any, ran out).
+            LockUnsupportedError: this storage cannot hold a lock (never done unlocked).
+        """

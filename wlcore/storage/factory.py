@@ -1,0 +1,48 @@
+"""Which :class:`~wlcore.storage.base.Storage` implementation a path or URL gets."""
+from __future__ import annotations
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from .base import OBJECT_STORES, Storage, protocols
+from .local import LocalStorage
+from .remote import ObjectStorage, RemoteStorage
+from .s3 import S3Storage
+
+
+def storage_for(fs: fsspec.AbstractFileSystem) -> Storage:
+    """The implementation for the fsspec filesystem ``fs``: local folders, S3, another object
+    store, or any other filesystem."""
+    if isinstance(fs, LocalFileSystem):
+        return LocalStorage(fs)
+    names = protocols(fs)
+    if names & {"s3", "s3a"}:
+        return S3Storage(fs)
+    if names & OBJECT_STORES:
+        return ObjectStorage(fs)
+    return RemoteStorage(fs)
+
+
+def storage_of(path: str) -> Storage:
+    """The storage of ``path``; see :meth:`Storage.of`."""
+    options = {}
+    if str(path).startswith(("s3://", "s3a://")):
+        options = s3_options()
+        path = "s3://" + str(path).split("://", 1)[1]
+    fs, _ = fsspec.core.url_to_fs(path, **options)
+    return storage_for(fs)
+
+
+def s3_options() -> dict:
+    """fsspec/s3fs options from the ``storage.s3`` settings."""
+    from ..settings import settings
+
+    cfg = (settings().get("storage") or {}).get("s3") or {}
+    options: dict = {"use_listings_cache": False}  # other processes publish: list afresh every time
+    if cfg.get("endpoint_url"):
+        options["endpoint_url"] = str(cfg["endpoint_url"])
+    if cfg.get("key"):
+        options["key"], options["secret"] = str(cfg["key"]), str(cfg.get("secret") or "")
+    if cfg.get("region"):
+        options.setdefault("client_kwargs", {})["region_name"] = str(cfg["region"])
+    return options

@@ -1,0 +1,153 @@
+"""Local and network-mounted folders: crash-safe writes the Litestream way (write aside,
+fsync, rename, fsync the folder), a folder published by one rename, file locks (filelock)."""
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import uuid
+from typing import Iterable
+
+from filelock import FileLock, Timeout
+
+from ..errors import LockHeldError
+from .base import Storage
+from .lock import HeldLock
+
+
+class LocalStorage(Storage):
+    """Files on a local or mounted folder (fsspec's ``LocalFileSystem``)."""
+
+    local = True
+
+    def same_filesystem(self, other: Storage) -> bool:
+        return isinstance(other, LocalStorage)
+
+    def uri(self, path: str) -> str:
+        if "://" in path:
+            return path
+        return "file://" + os.path.abspath(path)
+
+    def url(self, path: str) -> str:
+        return path
+
+    # queries ------------------------------------------------------------------------
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def subdirs(self, path: str) -> list[str]:
+        try:
+            with os.scandir(path) as it:
+                return sorted(e.name for e in it if e.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def published(self, path: str) -> list[str]:
+        """Every name not hidden: a folder appears here by one rename of its hidden staging folder."""
+        return [n for n in self.listdir(path) if not n.startswith(".")]
+
+    def is_published(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def walk_files(self, path: str) -> Iterable[str]:
+        out = []
+        for root, _dirs, files in self.fs.walk(path):
+            for name in files:
+                out.append(posixpath.relpath(posixpath.join(root, name), path))
+        return sorted(out)
+
+    def mtime_ms(self, path: str) -> int | None:
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+    # writes -------------------------------------------------------------------------
+    def write_atomic(self, path: str, data: bytes | str) -> None:
+        """Write aside, fsync, rename over ``path``, fsync the folder (Litestream's way)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        parent = posixpath.dirname(path)
+        self.makedirs(parent)
+        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self.fsync_dir(parent)
+
+    def rename(self, src: str, dst: str) -> None:
+        if os.path.exists(dst):
+            raise FileExistsError(dst)
+        os.rename(src, dst)
+        self.fsync_dir(posixpath.dirname(dst))
+
+    def publish_dir(self, staging: str, final: str) -> None:
+        """fsync everything below ``staging``, then one rename to ``final``."""
+        self.fsync_tree(staging)
+        self.rename(staging, final)
+
+    def unpublish(self, path: str) -> None:
+        self.rm(path)
+
+    def staging_for(self, final: str, tag: str) -> str:
+        """A hidden sibling ``.<tag>-<name>`` (resumed by the next try)."""
+        parent, name = posixpath.split(final.rstrip("/"))
+        return posixpath.join(parent, f".{tag}-{name}")
+
+    def fsync_dir(self, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def fsync_tree(self, path: str) -> None:
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self.fsync_dir(root)
+
+    def copy_tree(self, src: str, dst: str) -> None:
+        shutil.copytree(src, dst)
+
+    # copies between stores ----------------------------------------------------------
+    def copy_file_to(self, path: str, dst: Storage, dst_path: str) -> int:
+        return dst.put_local_file(path, dst_path)
+
+    def put_local_file(self, local_path: str, path: str) -> int:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        shutil.copyfile(local_path, path)
+        return os.path.getsize(path)
+
+    def get_remote_file(self, src: Storage, src_path: str, path: str) -> int:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        src.fs.get_file(src_path, path)
+        return os.path.getsize(path)
+
+    # locks --------------------------------------------------------------------------
+    def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
+        """A file lock (``flock`` through the filelock library): the OS lets go of it when the
+        holding process ends, however it ends. The lock file is created when missing and left
+        after release; taking the lock writes nothing into it (a probe that takes and releases
+        the lock changes nothing). See :meth:`Storage.lock` for the contract."""
+        self.makedirs(posixpath.dirname(path) or ".")
+        lock = FileLock(path, thread_local=False)
+        wait = (-1 if timeout is None else timeout) if blocking else 0
+        try:
+            lock.acquire(timeout=wait)
+        except Timeout:
+            raise LockHeldError(path, what) from None
+        return HeldLock(path, lock.release)

@@ -1,0 +1,107 @@
+"""S3 and S3-compatible object stores (s3fs): Spark reaches them as ``s3a://``; locks are
+leases (:mod:`wlcore.storage.lease`) by S3's conditional writes (``If-None-Match: *``,
+``If-Match``), refused on a store that does not honour them."""
+from __future__ import annotations
+
+import posixpath
+import threading
+import uuid
+
+from ..errors import LockUnsupportedError
+from .lease import Lease
+from .lock import HeldLock
+from .remote import ObjectStorage
+
+_honours: dict[str, bool] = {}  # bucket -> whether it honours If-None-Match (asked once a process)
+_honours_lock = threading.Lock()
+
+
+class S3Storage(ObjectStorage):
+    """An S3 or S3-compatible bucket through s3fs."""
+
+    s3 = True
+
+    def uri(self, path: str) -> str:
+        return "s3a://" + (path.split("://", 1)[1] if "://" in path else path.lstrip("/"))
+
+    def url(self, path: str) -> str:
+        if "://" in path:
+            return path
+        return f"s3://{path.lstrip('/')}"
+
+    # conditional writes (wlcore.storage.lease.ConditionalStore) ----------------------
+    def put_if_absent(self, path: str, data: bytes) -> str | None:
+        """Create ``path`` (``If-None-Match: *``); its ETag, None when it exists."""
+        try:
+            return self.fs.pipe_file(path, data, mode="create")["ETag"]
+        except FileExistsError:
+            return None
+
+    def put_if_match(self, path: str, data: bytes, etag: str) -> str | None:
+        """Replace ``path`` if its ETag is ``etag``; the new ETag, None when it changed or went."""
+        try:
+            return self.fs.pipe_file(path, data, IfMatch=etag)["ETag"]
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return None
+            raise
+
+    def delete_if_match(self, path: str, etag: str) -> bool:
+        """Delete ``path`` if its ETag is ``etag``; False when it changed or went."""
+        bucket, key, _ = self.fs.split_path(path)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if _precondition_failed(exc):
+                return False
+            raise
+        finally:
+            self.fs.invalidate_cache(path)
+        return True
+
+    def read_with_etag(self, path: str) -> tuple[bytes, str] | None:
+        """The object and an ETag no newer than what was read (the ETag is asked first, so a
+        replace conditional on it fails if the object changed in between); None when missing."""
+        try:
+            etag = self.fs.info(path)["ETag"]
+            return self.fs.cat_file(path), etag
+        except FileNotFoundError:
+            return None
+
+    def honours_conditional_writes(self, path: str) -> bool:
+        """True when the bucket of ``path`` refuses a second create-if-absent of one key
+        (some S3-compatible stores ignore ``If-None-Match`` and would let two holders in);
+        asked once a process per bucket with a probe object beside ``path``, deleted after."""
+        bucket = self.fs.split_path(path)[0]
+        with _honours_lock:
+            if bucket not in _honours:
+                probe = posixpath.join(posixpath.dirname(path), f".wlc-lease-probe-{uuid.uuid4().hex}")
+                try:
+                    first = self.put_if_absent(probe, b"probe")
+                    second = self.put_if_absent(probe, b"probe") if first is not None else "failed"
+                except OSError:  # e.g. NotImplemented from a store without conditional writes
+                    first, second = None, "failed"
+                finally:
+                    if self.fs.exists(probe):
+                        self.fs.rm_file(probe)
+                _honours[bucket] = first is not None and second is None
+            return _honours[bucket]
+
+    def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
+        """A lease (:class:`wlcore.storage.lease.Lease`) at ``path``; see :meth:`Storage.lock`.
+        Refused (LockUnsupportedError) when the bucket does not honour conditional writes."""
+        if not self.honours_conditional_writes(path):
+            raise LockUnsupportedError(f"{what}: the S3 store of {self.url(path)} does not honour conditional writes "
+                                       "(If-None-Match: *), so no lease can be taken there and the work is not done "
+                                       "unlocked; use a store that honours them (AWS S3 does) or a mounted folder")
+        return Lease(self, path, what).acquire(blocking=blocking, timeout=timeout)
+
+
+def _precondition_failed(exc: OSError) -> bool:
+    """True when s3fs's OSError stands for S3's 412 PreconditionFailed."""
+    response = getattr(exc.__cause__, "response", None) or {}
+    return response.get("Error", {}).get("Code") == "PreconditionFailed" or "pre-condition" in str(exc)
