@@ -189,26 +189,10 @@ class Capture:
         described by the change feed: the first version Delta can rebuild (from a
         checkpoint) is carried by the table's image, the versions between by gap notes.
         """
-        start = cur.version + 1 if cur else versions[0]
-        have = set(versions)
-        hole = None
-        rebuild = None  # the first version after a hole that Delta can rebuild
-        if (cur is None and versions[0] > 0) or (cur is not None and start <= versions[-1] and start not in have):
-            rebuild = readable_from(self.storage, path, versions)
-            if rebuild is None:
-                self.deferred = True
-                self.note(name, f"no version of {name} after {start - 1} can be read: its commits were removed "
-                                "(log clean-up) and no checkpoint covers them yet; capture waits for one")
-                return None
-            first_listed = min(v for v in versions if v >= start)
-            if cur is not None:
-                hole = (f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
-                        f"(delta.logRetentionDuration) before capture read them")
-            else:
-                hole = (f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
-                        "log clean-up, and its state comes from a checkpoint")
-            rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
-            start = max(start, rebuild) if cur is None else start
+        found = self._hole(name, path, cur, versions)
+        if found is None:
+            return None
+        start, hole, rebuild = found
         meta = cur.meta if cur else None
         last_time = cur.time if cur else None
         force = cur.force if cur else None
@@ -257,6 +241,33 @@ class Capture:
         for here, after in zip(mine, mine[1:] + [None]):  # the versions after each with the same rows
             here.stable = after.version - 1 if after is not None else new_cursor.version
         return new_cursor
+
+    def _hole(self, name: str, path: str, cur: Cursor | None,
+              versions: list[int]) -> tuple[int, str | None, int | None] | None:
+        """Where planning of ``name`` starts after ``cur``: ``(first version, the hole's text,
+        the first version Delta can rebuild after it)`` (hole and rebuild None: no hole), or
+        None when no version after the hole can be read yet (a checkpoint must come first)."""
+        start = cur.version + 1 if cur else versions[0]
+        have = set(versions)
+        hole = None
+        rebuild = None  # the first version after a hole that Delta can rebuild
+        if (cur is None and versions[0] > 0) or (cur is not None and start <= versions[-1] and start not in have):
+            rebuild = readable_from(self.storage, path, versions)
+            if rebuild is None:
+                self.deferred = True
+                self.note(name, f"no version of {name} after {start - 1} can be read: its commits were removed "
+                                "(log clean-up) and no checkpoint covers them yet; capture waits for one")
+                return None
+            first_listed = min(v for v in versions if v >= start)
+            if cur is not None:
+                hole = (f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
+                        f"(delta.logRetentionDuration) before capture read them")
+            else:
+                hole = (f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
+                        "log clean-up, and its state comes from a checkpoint")
+            rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
+            start = max(start, rebuild) if cur is None else start
+        return start, hole, rebuild
 
     def note(self, table: str, text: str) -> None:
         """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text."""

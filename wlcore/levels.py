@@ -264,6 +264,21 @@ def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
             return True
         return _any_range(ranges, lo, hi)
 
+    needed = _needed(spans, kept_starts, promised)
+    for s in sorted(spans, key=lambda s: (s.level, s.first_batch)):
+        (out.kept if (s in fresh or s in needed) else out.delete).append(s)
+    if not kept_starts[0].path and not any(s.first_txn == kept_starts[0].txn + 1 for s in out.kept):
+        kept_starts.pop(0)  # nothing begins at the empty start any more
+    out.kept_snapshots = kept_starts
+    out.earliest = kept_starts[0] if kept_starts else None
+    out.granularity = _granularity(fresh, out.earliest)
+    return out
+
+
+def _needed(spans: Sequence[Span], kept_starts: list[Start], promised) -> set[Span]:
+    """The batches replay's path (:func:`restore_path` plus level 0) uses from each kept
+    snapshot up to the next one, wherever that path passes a promised point
+    (``promised(lo, hi)``: a promised point in [lo, hi))."""
     by_start: dict[int, list[Span]] = {}
     for s in spans:
         by_start.setdefault(s.first_txn, []).append(s)
@@ -284,20 +299,21 @@ def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
                 if promised(lo, hi):
                     needed.add(s)
                     todo.append(s.last_txn)
-    for s in sorted(spans, key=lambda s: (s.level, s.first_batch)):
-        (out.kept if (s in fresh or s in needed) else out.delete).append(s)
-    if not kept_starts[0].path and not any(s.first_txn == kept_starts[0].txn + 1 for s in out.kept):
-        kept_starts.pop(0)  # nothing begins at the empty start any more
-    out.kept_snapshots = kept_starts
-    out.earliest = kept_starts[0] if kept_starts else None
+    return needed
+
+
+def _granularity(fresh: set[Span], earliest: Start | None) -> list[tuple[str, int, datetime | None]]:
+    """What is promised at each level: ``(level name, first transaction, its commit time)``
+    (kept chains between promises are not promises)."""
+    out: list[tuple[str, int, datetime | None]] = []
     for level in LEVELS:  # what is promised at each level (kept chains between are not promises)
-        mine = [s for s in fresh if s.level == level and out.earliest and s.last_txn > out.earliest.txn]
+        mine = [s for s in fresh if s.level == level and earliest and s.last_txn > earliest.txn]
         if mine:
             first = min(mine, key=lambda s: s.first_txn)
             if level == 0:  # every transaction from the batch's first one on: its own commit time
-                out.granularity.append((f"level {level}", first.first_txn, first.first_time))
+                out.append((f"level {level}", first.first_txn, first.first_time))
             else:  # every boundary from the batch's end on: the end's commit time
-                out.granularity.append((f"level {level}", first.last_txn, first.last_time))
+                out.append((f"level {level}", first.last_txn, first.last_time))
     return out
 
 

@@ -37,12 +37,12 @@ def s3_options() -> dict:
     """fsspec/s3fs options from the ``storage.s3`` settings."""
     from ..settings import settings
 
-    cfg = (settings().get("storage") or {}).get("s3") or {}
+    cfg = settings().storage.s3
     options: dict = {"use_listings_cache": False}  # other processes publish: list afresh every time
-    if cfg.get("endpoint_url"):
-        options["endpoint_url"] = str(cfg["endpoint_url"])
-    if cfg.get("key"):
-        options["key"], options["secret"] = str(cfg["key"]), str(cfg.get("secret") or "")
-    if cfg.get("region"):
-        options.setdefault("client_kwargs", {})["region_name"] = str(cfg["region"])
+    if cfg.endpoint_url:
+        options["endpoint_url"] = cfg.endpoint_url
+    if cfg.key:
+        options["key"], options["secret"] = cfg.key, cfg.secret
+    if cfg.region:
+        options.setdefault("client_kwargs", {})["region_name"] = cfg.region
     return options
