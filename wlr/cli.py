@@ -17,6 +17,7 @@ from .errors import ReplicationError, RestoreError
 
 
 def _fmt(value) -> str:
+    """``value`` as status prints it: ``-`` for None, ISO-8601 for a datetime, else ``str``."""
     if value is None:
         return "-"
     if hasattr(value, "isoformat"):
