@@ -1,16 +1,16 @@
-"""Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``capture``, ``status``,
-the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``."""
+"""Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``master``, ``capture``, ``status``,
+the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``. One function ``cmd_<name>`` per
+subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
 from __future__ import annotations
 
 import argparse
 import logging
 import signal
-import sys
 import threading
 
+from wlcore.commands import run, subcommand
 from wlcore.settings import add_common, use_config, dbfarm as resolve_dbfarm
-from wlcore.errors import NotFoundError, WlcError
-from wlcore.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned, format_status, master_status  # noqa: F401 (aligned: wlr)
+from wlcore.health import format_status
 from wlcore.terminal import setup as setup_terminal
 
 
@@ -23,36 +23,43 @@ def build_parser() -> argparse.ArgumentParser:
                "clean stop)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    ma = sub.add_parser("master", help="put a database in master mode (MonetDB's CALL wlc.master()); then run "
-                                       "wlc capture", description="Put a database of an existing dbfarm in master "
-                        "mode: write its wlc.config and snapshot the tables it holds. A deliberate step, done once; "
-                        "wlc capture then captures it. A database folder that does not exist yet is made (empty).")
+    ma = subcommand(sub, "master", cmd_master,
+                    help="put a database in master mode (MonetDB's CALL wlc.master()); then run wlc capture",
+                    description="Put a database of an existing dbfarm in master "
+                    "mode: write its wlc.config and snapshot the tables it holds. A deliberate step, done once; "
+                    "wlc capture then captures it. A database folder that does not exist yet is made (empty).")
     ma.add_argument("dbfarm", help="folder holding the databases (must exist)")
     ma.add_argument("dbname", help="the database's name (a folder in the dbfarm)")
     ma.add_argument("--logs", help="log folder (default <dbfarm>/<dbname>/wlc_logs)")
     ma.add_argument("--beat", type=float, help="heartbeat in seconds (default master.beat of config, 300)")
-    cap = sub.add_parser("capture", help="capture a master's commits until interrupted (wlc master makes one)")
+    cap = subcommand(sub, "capture", cmd_capture,
+                     help="capture a master's commits until interrupted (wlc master makes one)")
     cap.add_argument("dbfarm", help="folder holding the databases")
     cap.add_argument("dbname", help="the master database's name (made a master by wlc master)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
-    st = sub.add_parser("status", help="print a master's state, tick, logs, heartbeat and capture liveness")
+    st = subcommand(sub, "status", cmd_status,
+                    help="print a master's state, tick, logs, heartbeat and capture liveness")
     st.add_argument("dbfarm", help="folder holding the databases")
     st.add_argument("dbname", help="the master database's name")
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
-    sn = sub.add_parser("snapshot", help="take a snapshot at the last published transaction while capture goes on "
-                                         "(flushes first when no other process captures)")
+    sn = subcommand(sub, "snapshot", cmd_snapshot,
+                    help="take a snapshot at the last published transaction while capture goes on "
+                         "(flushes first when no other process captures)")
     sn.add_argument("dbfarm", help="folder holding the databases")
     sn.add_argument("dbname", help="the master database's name")
-    co = sub.add_parser("compact", help="merge published batches into level-1 and level-2 batches, as far as due")
+    co = subcommand(sub, "compact", cmd_compact,
+                    help="merge published batches into level-1 and level-2 batches, as far as due")
     co.add_argument("dbfarm", help="folder holding the databases")
     co.add_argument("dbname", help="the master database's name")
     co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
     co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
-    pr = sub.add_parser("prune", help="delete the batches and snapshots master.retention no longer promises")
+    pr = subcommand(sub, "prune", cmd_prune,
+                    help="delete the batches and snapshots master.retention no longer promises")
     pr.add_argument("dbfarm", help="folder holding the databases")
     pr.add_argument("dbname", help="the master database's name")
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
-    sh = sub.add_parser("ship", help="copy published batches and snapshots to another folder or an S3 URL")
+    sh = subcommand(sub, "ship", cmd_ship,
+                    help="copy published batches and snapshots to another folder or an S3 URL")
     sh.add_argument("dbfarm", help="folder holding the databases")
     sh.add_argument("dbname", help="the master database's name")
     sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
@@ -60,8 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def ship_command(args) -> int:
-    """``wlc ship``: one pass, or following until SIGINT/SIGTERM; prints what was shipped."""
+def cmd_ship(args: argparse.Namespace) -> int:
+    """``wlc ship``: copy what master ``args.dbname`` published to ``args.url``, once or (``--follow``) until
+    SIGINT/SIGTERM, and print what was shipped.
+
+    Returns:
+        0 (the pass, or the following, ended without error).
+
+    Raises:
+        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+        WlcError: a copy failed while following (the shipper's error, re-raised).
+    """
     from wlcore.databases import Dbfarm
     from wlcore.ship import Shipper
     from wlcore.storage import Storage
@@ -83,52 +99,93 @@ def ship_command(args) -> int:
     return 0
 
 
-def lifecycle_command(args) -> int:
-    """``wlc snapshot``, ``wlc compact`` and ``wlc prune``: print what was done; 0 ok."""
-    import warnings
-
-    from wlcore.settings import every
-    from wlcore.errors import MasterStateError
+def _lifecycle(args: argparse.Namespace):
+    """The :class:`wlc.lifecycle.Lifecycle` of master ``args.dbname`` and its dbfarm folder; a database
+    that is not a master is refused here (an error naming what it is and the fix) before Spark starts."""
     from .lifecycle import Lifecycle
-    from .master import Master
-    from wlcore.session import active_session
     from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
-    cycle.config()  # not a master: an error naming what it is and the fix, before Spark starts
-    if args.command == "snapshot":
-        m = Master(args.dbname, dbfarm=farm, capture=False)
+    cycle.config()
+    return cycle, farm
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """``wlc snapshot``: snapshot master ``args.dbname`` at its last published transaction (flushing first
+    when no other process captures it) and print where; 0 ok.
+
+    Raises:
+        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+    """
+    import warnings
+
+    from wlcore.errors import MasterStateError
+    from .master import Master
+    from wlcore.session import active_session
+
+    cycle, farm = _lifecycle(args)
+    m = Master(args.dbname, dbfarm=farm, capture=False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m.start()
+    except MasterStateError:  # another process captures: the snapshot ends at its last published batch
+        start = cycle.snapshot(active_session())
+        print(f"capture runs in another process: snapshot at its last published transaction {start.txn}")
+    else:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                m.start()
-        except MasterStateError:  # another process captures: the snapshot ends at its last published batch
-            start = cycle.snapshot(active_session())
-            print(f"capture runs in another process: snapshot at its last published transaction {start.txn}")
-        else:
-            try:
-                start = m.snapshot()
-            finally:
-                m.close()
-        print(f"snapshot at transaction {start.txn} ({start.time.isoformat() if start.time else 'start'}): {start.path}")
-        return 0
-    if args.command == "compact":
-        chosen = {1: every(args.level1, "--level1", ("batches",)), 2: every(args.level2, "--level2", ("batches",))}
-        chosen = {k: v for k, v in chosen.items() if v is not None}
-        made = cycle.compact(active_session(), chosen, print)
-        if made:
-            print(f"{len(made)} compacted batches made")
-        else:
-            print("nothing to compact yet: " + "; ".join(cycle.next_due(chosen) or ["compaction is off (master.compact)"]))
-        return 0
+            start = m.snapshot()
+        finally:
+            m.close()
+    print(f"snapshot at transaction {start.txn} ({start.time.isoformat() if start.time else 'start'}): {start.path}")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """``wlc compact``: merge master ``args.dbname``'s published batches into level-1/2 batches as far as
+    due (``--level1``/``--level2`` override ``master.compact``); print what was made, or when the next
+    window closes; 0 ok.
+
+    Raises:
+        ConfigError: a malformed ``--level1``/``--level2``. NotFoundError, MasterStateError: as
+        :func:`cmd_snapshot`.
+    """
+    from wlcore.settings import every
+    from wlcore.session import active_session
+
+    cycle, _ = _lifecycle(args)
+    chosen = {1: every(args.level1, "--level1", ("batches",)), 2: every(args.level2, "--level2", ("batches",))}
+    chosen = {k: v for k, v in chosen.items() if v is not None}
+    made = cycle.compact(active_session(), chosen, print)
+    if made:
+        print(f"{len(made)} compacted batches made")
+    else:
+        print("nothing to compact yet: " + "; ".join(cycle.next_due(chosen) or ["compaction is off (master.compact)"]))
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """``wlc prune``: delete what ``master.retention`` no longer promises (``--dry-run``: only say it) and
+    print the report; 0 ok.
+
+    Raises:
+        NotFoundError, MasterStateError: as :func:`cmd_snapshot`.
+    """
+    cycle, _ = _lifecycle(args)
     report = cycle.prune(dry_run=args.dry_run)
     print("\n".join(report.lines()))
     return 0
 
 
-def master_command(args) -> int:
-    """``wlc master``: put the database in master mode (no capture); say what was done; 0 ok."""
+def cmd_master(args: argparse.Namespace) -> int:
+    """``wlc master``: put database ``args.dbname`` in master mode (no capture; MonetDB's
+    ``CALL wlc.master()``) and say what was done; a master already is left as it is; 0 ok.
+
+    Raises:
+        ConfigError: a bad ``--beat`` (before anything is made). NotFoundError: no such dbfarm.
+        MasterStateError: the database is a replica.
+    """
     from wlcore.settings import number
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from .master import Master
@@ -156,8 +213,14 @@ def master_command(args) -> int:
     return 0
 
 
-def capture_command(args) -> int:
-    """``wlc capture``: capture an existing master until SIGINT/SIGTERM; 0 after a clean stop."""
+def cmd_capture(args: argparse.Namespace) -> int:
+    """``wlc capture``: capture existing master ``args.dbname`` until SIGINT/SIGTERM, then publish what
+    is open and say where capture stopped; 0 after a clean stop.
+
+    Raises:
+        ConfigError: a bad ``--beat`` (before anything starts). NotFoundError: no such dbfarm or
+        database. MasterStateError: not a master (only ``wlc master`` makes one), or captured elsewhere.
+    """
     import warnings
     from datetime import datetime, timedelta, timezone
 
@@ -189,8 +252,16 @@ def capture_command(args) -> int:
     return 0
 
 
-def status_command(args) -> int:
-    """``wlc status``: print the master's status; exit 0, or 5 when capture is stale."""
+def cmd_status(args: argparse.Namespace) -> int:
+    """``wlc status``: print master ``args.dbname``'s status (text, or ``--json``); reads state files
+    only, never Spark.
+
+    Returns:
+        0, or 5 (``EXIT_STALE``) when capture is stale.
+
+    Raises:
+        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+    """
     import json
 
     from wlcore.health import status
@@ -204,19 +275,14 @@ def status_command(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``wlc`` command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the ``wlc`` command line with ``argv`` (default ``sys.argv[1:]``).
+
+    Returns:
+        the exit status (see the parser's epilog): a subcommand's own, or the one
+        :func:`wlcore.commands.run` gives the error that stopped it. A malformed command line
+        or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
+    """
+    args = build_parser().parse_args(argv)
     use_config(args)
     setup_terminal(args, logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
-    commands = {"snapshot": lifecycle_command, "compact": lifecycle_command, "prune": lifecycle_command,
-                "ship": ship_command, "status": status_command, "master": master_command,
-                "capture": capture_command}
-    try:
-        return commands[args.command](args)
-    except NotFoundError as exc:
-        print(f"error: {exc.cli}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    except WlcError as exc:
-        print(f"error: {exc.cli}", file=sys.stderr)
-        return EXIT_USAGE
+    return run(args)

@@ -1,17 +1,23 @@
-"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate`` and ``accept``."""
+"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``
+and ``restore`` (:mod:`wlr.restore_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
+become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
 
+from wlcore.commands import ExitCodes, run, subcommand
 from wlcore.settings import add_common, use_config
-from wlcore.errors import NotFoundError, WlcError
-from wlcore.health import EXIT_NOT_FOUND, EXIT_USAGE, aligned
+from wlcore.errors import ConfigError, NotFoundError, WlcError
+from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND, aligned
 from wlcore.terminal import setup as setup_terminal
+
+from .errors import ReplicationError, RestoreError
 
 
 def _fmt(value) -> str:
+    """``value`` as status prints it: ``-`` for None, ISO-8601 for a datetime, else ``str``."""
     if value is None:
         return "-"
     if hasattr(value, "isoformat"):
@@ -36,8 +42,6 @@ def selection_args(args: argparse.Namespace) -> tuple[list[str] | None, dict[str
     Raises:
         ConfigError: a ``--where`` without ``=``.
     """
-    from wlcore.errors import ConfigError
-
     tables = [t.strip() for arg in (args.tables or []) for t in arg.split(",") if t.strip()] or None
     where = {}
     for arg in args.where or []:
@@ -119,11 +123,26 @@ def build_parser() -> argparse.ArgumentParser:
                "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop)")
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("status", help="print the replica's state, tick, clock, lag, liveness and error")
+    _add_status(sub)
+    _add_replicate(sub)
+    _add_log(sub)
+    _add_accept(sub)
+    from .restore_cli import add_parser as add_restore
+    add_restore(sub)
+    return parser
+
+
+def _add_status(sub) -> None:
+    """The ``wlr status`` subcommand (``sub``: the command line's subparsers)."""
+    st = subcommand(sub, "status", cmd_status, help="print the replica's state, tick, clock, lag, liveness and error")
     st.add_argument("dbfarm", help="folder holding the databases")
     st.add_argument("replica", help="the replica database's name")
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
-    rp = sub.add_parser("replicate", help="apply the master's logs (until a txn id or instant)")
+
+
+def _add_replicate(sub) -> None:
+    """The ``wlr replicate`` subcommand (``sub``: the command line's subparsers)."""
+    rp = subcommand(sub, "replicate", cmd_replicate, help="apply the master's logs (until a txn id or instant)")
     rp.add_argument("dbfarm", help="folder holding the databases")
     rp.add_argument("master", help="the master database's name")
     rp.add_argument("replica", nargs="?", help="the replica database's name (default <master>_replica)")
@@ -154,7 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run as a service: apply what is published, then keep following until SIGINT or "
                          "SIGTERM (which stop it after the current round of segments); a line per applied "
                          "segment or transaction")
-    lg = sub.add_parser("log", help="list the master's published transactions (to find a recovery target)",
+
+
+def _add_log(sub) -> None:
+    """The ``wlr log`` subcommand (``sub``: the command line's subparsers)."""
+    lg = subcommand(sub, "log", cmd_log, help="list the master's published transactions (to find a recovery target)",
                         description="List a master's published transactions, oldest first: txn id, GTID, commit "
                                     "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
                                     "3 when the database is not a master or --table names a table the master "
@@ -169,93 +192,157 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--snapshots", action="store_true",
                     help="list the snapshots a new replica can start from (txn, time, batch, folder) instead")
     lg.add_argument("--logs", metavar="URL", help="read a shipped copy of the logs (wlc ship) instead of the master")
-    ac = sub.add_parser("accept", help="skip exactly the failed transaction")
+
+
+def _add_accept(sub) -> None:
+    """The ``wlr accept`` subcommand (``sub``: the command line's subparsers)."""
+    ac = subcommand(sub, "accept", cmd_accept, help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
-    from .restore_cli import add_parser as add_restore
-    add_restore(sub)
-    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    use_config(args)
-    setup_terminal(args)
-    from .errors import ReplicaStateError, ReplicationError
+def open_replica(args: argparse.Namespace):
+    """The replica ``args.replica`` of dbfarm ``args.dbfarm`` as its ``wlr.config`` names its master
+    (``wlr status``, ``wlr accept``, ``wlr restore``).
+
+    Returns:
+        wlr.Replica: the replica, reading from the master (and master dbfarm) it follows.
+
+    Raises:
+        NotFoundError: no such dbfarm, or the database is not a replica (the replicas there are named).
+        ConfigError: a malformed dbfarm or name.
+    """
+    from .errors import ReplicaStateError
     from .monitor import read_replica_state
     from .replica import Replica
     from wlcore.settings import dbfarm as resolve_dbfarm
     from wlcore.storage import Storage
+
+    farm = resolve_dbfarm(args.dbfarm)
     try:
-        if args.command == "log":
-            import json
-            from .txlog import SNAPSHOT_COLUMNS, format_table, snapshots, transactions
-            try:
-                if args.snapshots:
-                    found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
-                else:
-                    found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
-                                         since=args.since, until=args.until, logs=args.logs)
-                    columns = None
-            except ReplicaStateError as exc:
-                print(f"error: {_say(exc, args)}", file=sys.stderr)
-                return EXIT_NOT_FOUND
-            if args.json:
-                print(json.dumps(found, indent=1))
-            elif columns:
-                print(format_table(found, columns))
-            else:
-                print(format_table(found))
-                starts = snapshots(args.master, args.dbfarm, args.logs)
-                print("snapshots at transactions " + ", ".join(str(s["txn"]) + ("" if s["path"] else " (the empty start)")
-                                                               for s in starts)
-                      + " (wlr log --snapshots lists them)")
-            return 0
-        if args.command == "restore":
-            from .restore_cli import run as restore
-            return restore(args)
-        if args.command == "replicate" and args.follow:
-            if args.until is not None:
-                print("error: --follow and --until exclude each other: follow everything, or stop at a target",
-                      file=sys.stderr)
-                return 2
-            return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs,
-                                   source=args.source), args)
-        if args.command == "replicate":
-            until = args.until
-            if until is not None and until.lstrip("-").isdigit():
-                until = int(until)
-            _say_target(until)
-            rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
-            tables, where = selection_args(args)
-            rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only,
-                          relay=args.relay, tables=tables, where=where, empty=args.empty)
-            print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
-            return 0
-        farm = resolve_dbfarm(args.dbfarm)
-        try:
-            cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
-        except ReplicaStateError as exc:
-            print(f"error: {_say(exc, args)}", file=sys.stderr)
-            return EXIT_NOT_FOUND
-        rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
-        if args.command == "accept":
-            print(f"skipped transaction {rep.accept()}")
-            return 0
-        s = rep.status()
-        if getattr(args, "json", False):
-            import json
-            print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
-            return s["exit"]
+        cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
+    except ReplicaStateError as exc:  # no replica of that name: "not found", as the command lines say it
+        raise NotFoundError(str(exc), cli=exc.cli) from None
+    return Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``wlr status``: print replica ``args.replica``'s status (text, or ``--json``).
+
+    Returns:
+        the status's ``exit``: 0 healthy, 1 stopped at a failed transaction, 4 diverged, 5 stale
+        (:mod:`wlcore.health`).
+
+    Raises:
+        NotFoundError: no such dbfarm or replica.
+    """
+    import json
+
+    s = open_replica(args).status()
+    if args.json:
+        print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
+    else:
         print(format_replica_status(s, args))
-        return s["exit"]
-    except NotFoundError as exc:
-        print(f"error: {_say(exc, args)}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    except WlcError as exc:
-        print(f"error: {_say(exc, args)}", file=sys.stderr)
-        return 1 if isinstance(exc, ReplicationError) else EXIT_USAGE
+    return s["exit"]
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """``wlr accept``: skip exactly the transaction replica ``args.replica`` stopped at (PostgreSQL's ALTER
+    SUBSCRIPTION ... SKIP of a failed transaction) and say which; 0 ok.
+
+    Raises:
+        NotFoundError: no such dbfarm or replica. ReplicaStateError: nothing to accept.
+    """
+    print(f"skipped transaction {open_replica(args).accept()}")
+    return 0
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    """``wlr replicate``: apply master ``args.master``'s logs to its replica up to ``--until`` and say
+    where the replica is, or (``--follow``) follow as a service until SIGINT/SIGTERM.
+
+    Returns:
+        0; with ``--follow``, 1 when replay stopped at a failed transaction.
+
+    Raises:
+        ConfigError: ``--follow`` with ``--until``; a malformed ``--until`` or ``--where``.
+        NotFoundError: no such dbfarm or master. ReplicationError: a transaction failed.
+        ReplicationTimeout: the target was not published in time.
+    """
+    from .replica import Replica
+
+    if args.follow:
+        if args.until is not None:
+            raise ConfigError("--follow and --until exclude each other: follow everything, or stop at a target")
+        return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs,
+                               source=args.source), args)
+    until = args.until
+    if until is not None and until.lstrip("-").isdigit():
+        until = int(until)
+    _say_target(until)
+    rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
+    tables, where = selection_args(args)
+    rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only,
+                  relay=args.relay, tables=tables, where=where, empty=args.empty)
+    print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
+    return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """``wlr log``: print master ``args.master``'s published transactions (or, ``--snapshots``, the
+    snapshots a new replica can start from) as a table or ``--json``; 0 ok.
+
+    Raises:
+        NotFoundError: no such dbfarm or master, or ``--table`` names a table the master never had.
+        ConfigError: a malformed ``--since``/``--until``.
+    """
+    import json
+
+    from .errors import ReplicaStateError
+    from .txlog import SNAPSHOT_COLUMNS, format_table, snapshots, transactions
+
+    try:
+        if args.snapshots:
+            found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
+        else:
+            found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
+                                 since=args.since, until=args.until, logs=args.logs)
+            columns = None
+    except ReplicaStateError as exc:  # not a master: "not found", as the command lines say it
+        raise NotFoundError(str(exc), cli=exc.cli) from None
+    if args.json:
+        print(json.dumps(found, indent=1))
+    elif columns:
+        print(format_table(found, columns))
+    else:
+        print(format_table(found))
+        starts = snapshots(args.master, args.dbfarm, args.logs)
+        print("snapshots at transactions " + ", ".join(str(s["txn"]) + ("" if s["path"] else " (the empty start)")
+                                                       for s in starts)
+              + " (wlr log --snapshots lists them)")
+    return 0
+
+
+EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED),
+                         (RestoreError, EXIT_FAILED))
+"""The exit status of each error a ``wlr`` subcommand raises (any other :class:`WlcError`: 2,
+bad input or a refused call), as the parser's epilogs state: 3 not found; 1 replay stopped at a
+failed transaction (raised by replication only) or a restore failed while writing (raised by
+``wlr restore`` only)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``wlr`` command line with ``argv`` (default ``sys.argv[1:]``).
+
+    Returns:
+        the exit status (see the parser's epilog): a subcommand's own, or the one
+        :func:`wlcore.commands.run` gives the error that stopped it (:data:`EXIT_CODES`). A
+        malformed command line or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
+    """
+    args = build_parser().parse_args(argv)
+    use_config(args)
+    setup_terminal(args)
+    return run(args, EXIT_CODES, _say)
 
 
 def format_replica_status(s: dict, args: argparse.Namespace) -> str:

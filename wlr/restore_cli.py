@@ -1,22 +1,16 @@
-"""``wlr restore``: the command line of :mod:`wlr.restore` (its subparser and its run)."""
+"""``wlr restore``: the command line of :mod:`wlr.restore` (its subparser and its subcommand)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from wlcore.settings import dbfarm as resolve_dbfarm
-from wlcore.errors import WlcError
-from wlcore.storage import Storage
-
-from wlcore.errors import NotFoundError
-
-from .errors import ReplicaStateError, RestoreError
+from wlcore.commands import subcommand
 
 
 def add_parser(sub) -> None:
     """The ``wlr restore`` subcommand (``sub``: the command line's subparsers)."""
-    rs = sub.add_parser(
-        "restore", help="make a replica table again in a master (schema, properties, constraints, data)",
+    rs = subcommand(
+        sub, "restore", cmd_restore,
+        help="make a replica table again in a master (schema, properties, constraints, data)",
         description="Make replica table TABLE again in master INTO, as the replica holds it at its last consistent "
                     "tick: columns, partitioning, clustering, comment, properties (wlc.key), constraints, table "
                     "features and rows. Capture records it like any other table.",
@@ -31,22 +25,19 @@ def add_parser(sub) -> None:
     rs.add_argument("--replace", action="store_true", help="replace the master table when it exists")
 
 
-def run(args: argparse.Namespace) -> int:
-    """``wlr restore``: print what was restored; the exit status of the subparser's epilog."""
-    from .monitor import read_replica_state
-    from .replica import Replica
+def cmd_restore(args: argparse.Namespace) -> int:
+    """``wlr restore``: make replica table ``args.table`` again in master ``args.into`` and print what
+    was restored; 0 ok (the other exit statuses, of the subparser's epilog, come from the error raised,
+    :data:`wlr.cli.EXIT_CODES`).
 
-    farm = resolve_dbfarm(args.dbfarm)
-    try:
-        try:
-            cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
-        except ReplicaStateError as exc:
-            raise NotFoundError(str(exc), cli=exc.cli) from None
-        rep = Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
-        done = rep.restore_table(args.table, args.into, as_=args.as_, replace=args.replace, dbfarm=farm)
-    except WlcError as exc:
-        text = exc.cli.replace("<dbfarm>", args.dbfarm).replace("<replica>", args.replica)
-        print(f"error: {text}", file=sys.stderr)
-        return 3 if isinstance(exc, NotFoundError) else 1 if isinstance(exc, RestoreError) else 2
+    Raises:
+        NotFoundError: no such dbfarm, replica or master; NoSuchTableError: the table is not on the
+        replica (the nearest are named). MasterStateError, TableExistsError, ConfigError: refused.
+        RestoreError: a write failed (the message says what was undone).
+    """
+    from .cli import open_replica
+
+    rep = open_replica(args)
+    done = rep.restore_table(args.table, args.into, as_=args.as_, replace=args.replace, dbfarm=rep.dbfarm)
     print("\n".join(done.lines()))
     return 0

@@ -1,0 +1,92 @@
+"""What the command lines (``wlc``, ``wlr``) share: one function per subcommand, and the one
+place where the errors a subcommand raises become the line printed on stderr and the exit status.
+
+Each subcommand is a function ``cmd_<name>(args) -> int`` (``args``: the parsed
+``argparse.Namespace``; returns the exit status) registered on its subparser by
+:func:`subcommand`. A command line's ``main`` parses, applies ``--config``, sets up the terminal
+and calls :func:`run`, which calls the subcommand and turns a :class:`~wlcore.errors.WlcError`
+into ``error: <message>`` (the message with its fix as a command, ``error.cli``) and the exit
+status its class maps to (the codes of :mod:`wlcore.health`, one per condition as the
+monitoring-plugin habit has it). Any other exception is a bug and keeps its traceback.
+
+Errors that stop a command before :func:`run` keep argparse's own handling: a malformed command
+line prints argparse's usage and ``<prog>: error: ...`` and exits 2 (:data:`EXIT_USAGE`), and
+a bad ``--config`` exits 2 from :func:`wlcore.settings.use_config`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .errors import NotFoundError, WlcError
+from .health import EXIT_NOT_FOUND, EXIT_USAGE
+
+Command = Callable[[argparse.Namespace], int]
+"""A subcommand: takes the parsed command line, prints what it did, returns the exit status."""
+
+ExitCodes = Sequence[tuple[type[BaseException], int]]
+"""``(error class, exit status)`` pairs, the first class an error is an instance of wins;
+an error of none of them exits with :data:`EXIT_USAGE` (bad input or a refused call)."""
+
+NOT_FOUND: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND),)
+"""The mapping both command lines start from: a dbfarm, database or table named that does not
+exist exits 3; every other refusal 2."""
+
+
+def subcommand(sub, name: str, func: Command, **kwargs) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` run by ``func`` to a command line.
+
+    Args:
+        sub: the command line's subparsers (``ArgumentParser.add_subparsers()``).
+        name (str): the subcommand's name, e.g. ``"status"``.
+        func (Command): the function :func:`run` calls with the parsed arguments.
+        **kwargs: ``help``, ``description``, ``epilog``, ... as ``add_parser`` takes them.
+
+    Returns:
+        the subcommand's parser, for its arguments.
+    """
+    parser = sub.add_parser(name, **kwargs)
+    parser.set_defaults(func=func)
+    return parser
+
+
+def exit_code(exc: BaseException, codes: ExitCodes = NOT_FOUND) -> int:
+    """The exit status of a command stopped by ``exc``: the status of the first class of
+    ``codes`` that ``exc`` is an instance of, else :data:`EXIT_USAGE` (2)."""
+    for cls, code in codes:
+        if isinstance(exc, cls):
+            return code
+    return EXIT_USAGE
+
+
+def say(exc: WlcError, args: argparse.Namespace) -> str:
+    """The message a command line prints for ``exc``: ``exc.cli``, its fix given as a command.
+
+    Args:
+        exc (WlcError): the error a subcommand raised.
+        args (argparse.Namespace): the parsed command line (unused here; a command line's own
+            wording function may fill the message in with its names).
+    """
+    return exc.cli
+
+
+def run(args: argparse.Namespace, codes: ExitCodes = NOT_FOUND,
+        wording: Callable[[WlcError, argparse.Namespace], str] = say) -> int:
+    """Run the subcommand ``args`` was parsed for (``args.func``, set by :func:`subcommand`).
+
+    Args:
+        args (argparse.Namespace): the parsed command line.
+        codes (ExitCodes): the exit status of each error class (see :func:`exit_code`).
+        wording: the message printed for an error (default :func:`say`, ``error.cli``).
+
+    Returns:
+        the subcommand's exit status; for a :class:`~wlcore.errors.WlcError` it raised, after
+        printing ``error: <message>`` on stderr, the status ``codes`` gives its class.
+        Other exceptions propagate (a bug: its traceback is the report).
+    """
+    try:
+        return args.func(args)
+    except WlcError as exc:
+        print(f"error: {wording(exc, args)}", file=sys.stderr)
+        return exit_code(exc, codes)
