@@ -90,9 +90,13 @@ class StateFile:
         """True when ``key`` is in the file (possibly empty)."""
         return key in self.__dict__["_keys"] or key in self.extra
 
+    def _holds(self, key: str) -> bool:
+        """True when ``key`` is one this state can hold (subclasses add their key families)."""
+        return key in self.CODECS or key in self.extra
+
     def keys(self) -> list[str]:
         """The file's keys, in the order they are written."""
-        keys = [k for k in self.__dict__["_keys"] if k in self.CODECS or k in self.extra]
+        keys = [k for k in self.__dict__["_keys"] if self._holds(k)]
         return keys + [k for k in self.extra if k not in keys]
 
     def drop(self, key: str) -> None:

@@ -25,7 +25,8 @@ from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.capture_state import Cursor
 from wlcore.discovery import discover_tables
-from wlcore.settings import number, parse_kv, settings
+from wlcore.replica_state import read_replica_state as read_state_file
+from wlcore.settings import number, settings
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.errors import BatchError
 from wlcore.master_state import capture_liveness, liveness
@@ -58,7 +59,7 @@ def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
         raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
                                 cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
                                     "or make it with: wlr replicate <dbfarm> <master> <replica>")
-    return parse_kv(storage.read_text(state_path), state_path)
+    return read_state_file(storage, path).pairs()
 
 
 def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:

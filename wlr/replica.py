@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt
 from wlcore.batch import parse_utc, utc_iso
 from wlcore.databases import Dbfarm
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.errors import ConfigError
 from wlcore.names import state_key
 from wlcore.session import active_session
@@ -120,13 +121,11 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     # ------------------------------------------------------------------ state file
     def _load(self) -> dict[str, str] | None:
-        path = Storage.join(self.path, CONFIG_FILE)
-        if not self.storage.exists(path):
-            return None
-        return parse_kv(self.storage.read_text(path), path)
+        st = read_replica_state(self.storage, self.path)
+        return None if st is None else st.pairs()
 
     def _save(self) -> None:
-        self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.state))
+        write_replica_state(self.storage, self.path, ReplicaState.from_pairs(self.state))
 
     def _log(self, message: str, level: int = logging.INFO) -> None:
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
