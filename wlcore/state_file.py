@@ -149,6 +149,22 @@ class StateFile:
                 out[key] = text
         return out
 
+    def __getitem__(self, key: str) -> str:
+        """The text of ``key`` as the file holds it (read-only; for callers that knew the
+        state as a dict of strings: ``master.config["dbid"]``).
+
+        Raises:
+            KeyError: ``key`` is not in the file.
+        """
+        return self.pairs()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The text of ``key`` as the file holds it, or ``default`` when it is not in the file."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
     def to_text(self) -> str:
         """The file's text: ``key=value`` lines (:func:`wlcore.settings.format_kv`)."""
         return format_kv(self.pairs())

@@ -219,3 +219,12 @@ def test_read_and_write_in_one_place(tmp_path):
     write_replica_state(st, db, ReplicaState.from_text(REPLICA_TEXT))
     assert (tmp_path / "m" / "wlr.config").read_text() == REPLICA_TEXT
     assert read_replica_state(st, db).versions == {"s.b": 3, "s.a": 4}
+
+
+def test_the_text_of_a_key_reads_as_from_the_file():
+    cfg = MasterState.from_text(MASTER_TEXT)
+    assert cfg["tick"] == "6" and cfg.get("dbid") == "eed78245c0274f57a7a4bc6505df89b5"
+    assert cfg.get("shipped", "-") == "-" and cfg.get("not_replicated") == ""
+    with pytest.raises(KeyError):
+        cfg["held"]
+    assert ReplicaState.from_text(REPLICA_TEXT)["version.s.a"] == "4"
