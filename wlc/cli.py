@@ -189,7 +189,8 @@ def cmd_master(args: argparse.Namespace) -> int:
     from wlcore.settings import number
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from .master import Master
-    from wlcore.master_state import read_config
+    from wlcore.batch import utc_iso
+    from wlcore.master_state import MasterState, read_config
     from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
@@ -199,9 +200,10 @@ def cmd_master(args: argparse.Namespace) -> int:
     if kind == REPLICA:
         dbs.require_master(args.dbname)  # a replica never becomes a master: the error names what it is
     if kind == MASTER:
-        cfg = read_config(dbs.storage, Storage.join(farm, args.dbname)) or {}
-        print(f"{args.dbname} is already a master (since {cfg.get('created') or '-'}, last published transaction "
-              f"{cfg.get('tick', '-')}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")
+        cfg = read_config(dbs.storage, Storage.join(farm, args.dbname)) or MasterState()
+        created, tick = utc_iso(cfg.created) if cfg.created else "-", cfg.tick if cfg.has("tick") else "-"
+        print(f"{args.dbname} is already a master (since {created}, last published transaction "
+              f"{tick}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")
         return 0
     m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
     tables = m.create(beat)

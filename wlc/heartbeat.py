@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, utc_iso, parse_utc
+from wlcore.batch import Manifest, utc_iso
 from .capture import Cursor, settle_limit, utcnow
 from wlcore.errors import BatchError
 from .holds import place_in_order
@@ -143,7 +143,7 @@ class Heartbeat:
                 self.storage.rm(Storage.join(self._staging, sub, batch_folder(table)))
         self._pending = [r for r in self._pending if r.table not in unreadable]
         for i, rec in enumerate(self._pending):
-            rec.txn, rec.gtid = first + i, f"{self.config['dbid']}:{first + i}"
+            rec.txn, rec.gtid = first + i, f"{self.config.dbid}:{first + i}"
         cap.state.next_txn = first + len(self._pending)
         self._last_logged = self._pending[-1] if self._pending else self._last_published
 
@@ -177,8 +177,8 @@ class Heartbeat:
             self._note_watermark(watermark)
             return
         number_ = cap.state.next_batch
-        manifest = Manifest(database=self.dbname, dbid=self.config["dbid"], batch=number_,
-                            watermark=watermark, txns=list(self._pending), epochs=self.config.get("epochs", ""))
+        manifest = Manifest(database=self.dbname, dbid=self.config.dbid, batch=number_,
+                            watermark=watermark, txns=list(self._pending), epochs=self.config.epochs)
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state.to_json()
@@ -195,8 +195,8 @@ class Heartbeat:
         cap.state.next_batch += 1
         self._last_logged = self._last_published = self._pending[-1]
         self._pending, self._staging, self._open_since, self._opening = [], None, None, {}
-        self.config.update({"batches": cap.state.next_batch, "tick": manifest.last_txn,
-                            "write": utc_iso(self._last_logged.time), "watermark": utc_iso(watermark)})
+        self.config.batches, self.config.tick = cap.state.next_batch, manifest.last_txn
+        self.config.write, self.config.watermark = self._last_logged.time, watermark
         self._save_config()
         self._note(f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
                    f"({len(manifest.txns)}), watermark {utc_iso(watermark)}")
@@ -204,11 +204,11 @@ class Heartbeat:
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless
         ``force``; the same write carries the heartbeat."""
-        old = self.config.get("watermark")
-        if old and (parse_utc(old) >= watermark
+        old = self.config.watermark_time
+        if old and (old >= watermark
                     or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
             return
-        self.config["watermark"] = utc_iso(watermark)
+        self.config.watermark = watermark
         self._write_heartbeat()
 
     def _heartbeat(self) -> None:
@@ -220,7 +220,7 @@ class Heartbeat:
 
     def _write_heartbeat(self) -> None:
         """Save ``wlc.config`` with a fresh heartbeat (and whatever else changed in it)."""
-        self.config["heartbeat"] = utc_iso(utcnow())
-        self.config.pop("capture_stopped", None)
+        self.config.heartbeat = utcnow()
+        self.config.drop("capture_stopped")
         self._save_config()
         self._watermark_saved = time.monotonic()

@@ -30,6 +30,7 @@ from wlcore.batch import parse_utc, utc_iso
 from wlcore.settings import Every, every, settings
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Retention, Span, Start, retain
+from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.lifecycle")
@@ -89,7 +90,7 @@ class Lifecycle:
         self._local = threading.local()
 
     # ------------------------------------------------------------------ state
-    def config(self) -> dict[str, str]:
+    def config(self) -> MasterState:
         from wlcore.master_state import read_config
         cfg = read_config(self.storage, self.path)
         if cfg is None:
@@ -98,15 +99,15 @@ class Lifecycle:
             raise MasterStateError(f"{self.path} is not a master (no wlc.config)")
         return cfg
 
-    def logs(self, cfg: dict[str, str] | None = None) -> str:
+    def logs(self, cfg: MasterState | None = None) -> str:
         from wlcore.master_state import logs_of
         return logs_of(cfg or self.config(), self.path)
 
-    def snapshots(self, cfg: dict[str, str] | None = None) -> list[Start]:
+    def snapshots(self, cfg: MasterState | None = None) -> list[Start]:
         """Every snapshot, oldest first (the empty start of a master that began with no table
         while batch 0 is still there)."""
         cfg = cfg or self.config()
-        return snap.list_snapshots(self.storage, self.path, cfg.get("snapshot", ""), self.logs(cfg))
+        return snap.list_snapshots(self.storage, self.path, cfg.snapshot, self.logs(cfg))
 
     def spans(self, logs: str) -> list[Span]:
         """Every published batch of every level, as spans (manifests cached)."""
@@ -151,7 +152,7 @@ class Lifecycle:
                     return existing[-1]
                 raise MasterStateError(f"master {self.dbname!r} has no snapshot and nothing published yet")
             manifest = batchfmt.read_manifest(self.storage, published[-1][1])
-            start = snap.take_rolling(snap.copy_session(spark), self.storage, self.path, manifest, cfg["dbid"])
+            start = snap.take_rolling(snap.copy_session(spark), self.storage, self.path, manifest, cfg.dbid)
         log.info("%s: snapshot at transaction %d in %s", self.dbname, start.txn, start.path)
         return start
 
@@ -189,7 +190,7 @@ class Lifecycle:
             for name in self.storage.listdir(logs):
                 if name.startswith(f"{compaction.STAGING}{self.dbname}-"):
                     self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
-            return compaction.compact(spark, self.storage, logs, self.dbname, cfg["dbid"], every, watermark,
+            return compaction.compact(spark, self.storage, logs, self.dbname, cfg.dbid, every, watermark,
                                       lambda n: self._metas_before(cfg, n), progress, self._span)
 
     def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
@@ -197,16 +198,15 @@ class Lifecycle:
         cfg, every, watermark = self._compaction_inputs(every_)
         return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._span)
 
-    def _compaction_inputs(self, every_: dict[int, Every | None] | None) -> tuple[dict, dict[int, Every], datetime]:
+    def _compaction_inputs(self, every_: dict[int, Every | None] | None) -> tuple[MasterState, dict[int, Every], datetime]:
         """``(wlc.config, the levels' intervals (config's, overridden by every_; off ones left out),
         the watermark windows are closed before: the master's, or now when it has none)``."""
         cfg = self.config()
         every = {**lifecycle_settings()["every"], **(every_ or {})}
-        wm = cfg.get("watermark", "")
-        watermark = parse_utc(wm) if wm and wm != "stopped" else datetime.now(timezone.utc)
+        watermark = cfg.watermark_time or datetime.now(timezone.utc)
         return cfg, {k: v for k, v in every.items() if v is not None}, watermark
 
-    def _metas_before(self, cfg: dict[str, str], batch: int) -> dict:
+    def _metas_before(self, cfg: MasterState, batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""
         logs = self.logs(cfg)
         if batch == 0:
@@ -302,7 +302,7 @@ class AutoLifecycle:
     def run_once(self) -> None:
         m = self.master
         now = datetime.now(timezone.utc)
-        tick = int(m.config.get("tick", -1))
+        tick = m.config.tick
         if self.cycle.snapshot_due(self.cfg["snapshot_interval"], tick, now):
             start = self.cycle.snapshot(m.spark)
             m.note_snapshot(start)
@@ -350,7 +350,7 @@ class MasterLifecycle:
     def note_snapshot(self, start: Start) -> None:
         """Name the newest snapshot in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
         with self._lock:
-            if self.config.get("snapshot") != start.path:
+            if self.config.snapshot != start.path:
                 self._adopt_snapshot(start.path, start.txn)
                 self._save_config()
 

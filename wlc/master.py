@@ -20,10 +20,10 @@ from wlcore import batch as batchfmt
 from wlcore import epochs
 from .master_catalog import MasterCatalog
 from wlcore import snapshots as snap
-from wlcore.batch import TxnRecord, parse_utc, utc_iso
+from wlcore.batch import TxnRecord, utc_iso
 from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from wlcore.databases import Dbfarm
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, settings
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
 from .heartbeat import Heartbeat
 from .holds import Holds
@@ -32,8 +32,8 @@ from .lifecycle import AutoLifecycle, MasterLifecycle
 from wlcore.names import split_name
 from wlcore.session import active_session
 from .shipping import MasterShipping
-from wlcore.master_state import (CONFIG_FILE, LOCK_FILE, LOG_FILE, REPLICA_CONFIG_FILE, STARTED, STOPPED, logs_of,
-                                 read_config)
+from wlcore.master_state import (CONFIG_FILE, LOCK_FILE, LOG_FILE, REPLICA_CONFIG_FILE, STARTED, STOPPED,
+                                 WATERMARK_STOPPED, MasterState, logs_of, read_config, write_master_state)
 from wlcore.storage import Storage
 from wlcore.watch import FolderWatch
 
@@ -70,7 +70,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         self._watch: FolderWatch | None = None
         self._lockfile = None
         self.capture: Capture | None = None
-        self.config: dict[str, str] = {}
+        self.config = MasterState()
         self._pending: list[TxnRecord] = []
         self._staging: str | None = None
         self._unwritten: list[tuple] = []  # (record, planned) staged without their change rows yet
@@ -100,7 +100,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
 
     @property
     def state(self) -> int:
-        return int(self.config.get("state", STARTED))
+        return self.config.state
 
     def table_path(self, name: str) -> str:
         """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
@@ -129,7 +129,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         return self
 
     # ------------------------------------------------------------------ life cycle
-    def validate(self) -> dict[str, str] | None:
+    def validate(self) -> MasterState | None:
         """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
 
         Raises:
@@ -149,7 +149,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 "master: write to its master, or make a new database for a new master")
         existing = read_config(self.storage, self.path)
         if existing is not None:
-            if int(existing.get("state", STARTED)) == STOPPED:
+            if existing.stopped:
                 msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
                        "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then ")
                 raise MasterStateError(msg + "call master() again",
@@ -193,9 +193,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
             self._save_config()
             batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
-            floor = parse_utc(self.config["watermark"]) if self.config.get("watermark", "") not in ("", "stopped") \
-                else None
-            self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config["dbid"], state,
+            floor = self.config.watermark_time
+            self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config.dbid, state,
                                    skip_schemas=self._skip_schemas(), floor=floor,
                                    holds=Holds(self.poll_interval, self.retry_max))
             self.register_catalog()
@@ -238,7 +237,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 raise MasterStateError(f"database {self.dbname!r} became a master meanwhile (another process)")
             state = self._initialise()
             if value is not None:
-                self.config["beat"] = _fmt_seconds(value)
+                self.config.beat = value
                 self._save_config()
             return len(state.tables)
         except BaseException:
@@ -300,13 +299,13 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 state.tables[n].time = c.time
             if not self.storage.local:  # visible on an object store by its commit marker
                 self.storage.publish_dir(snapshot, snapshot)
-        self.config = {
-            "snapshot": snapshot, "logs": logs, "state": STARTED, "batches": 0,
-            "beat": _fmt_seconds(self._default_beat), "write": "", "dbid": dbid,
-            "format": batchfmt.FORMAT_VERSION, "tick": -1, "watermark": "",
-            "created": utc_iso(utcnow()),
-            "not_replicated": "",
-        }
+        self.config = MasterState.of(
+            snapshot=snapshot, logs=logs, state=STARTED, batches=0,
+            beat=self._default_beat, write=None, dbid=dbid,
+            format=batchfmt.FORMAT_VERSION, tick=-1, watermark=None,
+            created=utcnow(),
+            not_replicated={},
+        )
         self._save_config()
         self._note_refused(refused)
         return state
@@ -321,21 +320,21 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 raise MasterStateError(f"capture resumes from the newest batch, and {path} is not a readable batch "
                                        f"({exc}); move it out of {self.logs} if it is not this master's, or restore "
                                        "it from a copy, then start capture again") from None
-            if (manifest.database, manifest.batch, manifest.dbid) != (self.dbname, number, self.config.get("dbid")):
+            if (manifest.database, manifest.batch, manifest.dbid) != (self.dbname, number, self.config.dbid):
                 raise MasterStateError(
                     f"capture resumes from the newest batch, and {path} holds batch {manifest.batch} of database "
                     f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
-                    f"{self.config.get('dbid')}); move that folder out of {self.logs}, then start capture again")
+                    f"{self.config.dbid}); move that folder out of {self.logs}, then start capture again")
             state = CaptureState.from_json(manifest.cursors)
             state.next_batch = number + 1
             if manifest.txns:
                 self._last_logged = self._last_published = manifest.txns[-1]
-            self.config.update({"batches": number + 1, "tick": manifest.last_txn,
-                                "write": utc_iso(manifest.txns[-1].time) if manifest.txns else self.config.get("write", "")})
+            self.config.batches, self.config.tick = number + 1, manifest.last_txn
+            self.config.write = manifest.txns[-1].time if manifest.txns else self.config.write
             self._save_config()
             return state
-        if self.config.get("snapshot"):
-            body = snap.read(self.storage, self.config["snapshot"])
+        if self.config.snapshot:
+            body = snap.read(self.storage, self.config.snapshot)
             return CaptureState({k: Cursor.from_json(v) for k, v in body["tables"].items()}, 0, 0)
         return CaptureState()
 
@@ -345,12 +344,10 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         ``snapshot`` is brought to the newest snapshot first (``wlc snapshot`` of another
         process, or the background, may have taken one); ``wlc.log`` names it then."""
         newest = snap.newest_folder(self.storage, self.path)
-        if newest and newest != self.config.get("snapshot"):
+        if newest and newest != self.config.snapshot:
             self._adopt_snapshot(newest, snap.txn_of(newest))
-        text = format_kv(self.config)
-        if text != self._saved_config:
-            self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), text)
-            self._saved_config = text
+        if self.config.to_text() != self._saved_config:
+            self._saved_config = write_master_state(self.storage, self.path, self.config)
 
     def _start_thread(self) -> None:
         if self.storage.local:
@@ -401,7 +398,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
     def _adopt_snapshot(self, path: str, txn: int) -> None:
         """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``
         (once: whichever of the background and a publication sees it first)."""
-        self.config["snapshot"] = path
+        self.config.snapshot = path
         self._note(f"snapshot at transaction {txn}: {path}")
 
     def _note(self, message: str) -> None:
@@ -422,7 +419,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
     # ------------------------------------------------------------------ public API
     @property
     def beat_seconds(self) -> float:
-        return float(self.config.get("beat", self._default_beat))
+        return self.config.beat if self.config.beat is not None else self._default_beat
 
     def beat(self, seconds: float) -> None:
         """Set the heartbeat: a batch is published ``seconds`` after its first record (0: one batch per transaction).
@@ -433,7 +430,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         value = number(seconds, "beat")
         with self._lock:
             self._check_started()
-            self.config["beat"] = _fmt_seconds(value)
+            self.config.beat = value
             self._save_config()
         if self._watch is not None:
             self._watch.wake()
@@ -457,7 +454,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._step(take_all=True)
             if self.capture.switched:  # capture's own commits (a feature switched on) are captured too
                 self._step(take_all=True)
-            tick = int(self.config.get("tick", -1))
+            tick = self.config.tick
         self.notes.warn()
         return tick
 
@@ -468,8 +465,8 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
                 return
             self._check_started()
             self._step(take_all=True)
-            self.config["state"] = STOPPED
-            self.config["watermark"] = "stopped"
+            self.config.state = STOPPED
+            self.config.watermark = WATERMARK_STOPPED
             self._save_config()
         self.close()
 
@@ -489,7 +486,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._watch = None
         if self._thread is not None and self._lockfile is not None:  # a clean stop: status shows "stopped"
             with self._lock:
-                self.config["capture_stopped"] = utc_iso(utcnow())
+                self.config.capture_stopped = utcnow()
                 self._save_config()
         self._release_lock()
 
@@ -498,10 +495,20 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         with self._lock:
             return self._last_logged.time if self._last_logged else None
 
-    def tick(self) -> int:
-        """Id of the last logged transaction (captured into a batch, published or open), -1 when none."""
+    def last_logged(self) -> int:
+        """Id of the last *logged* transaction (captured into a batch, published or open), -1 when none."""
         with self._lock:
             return self._last_logged.txn if self._last_logged else -1
+
+    def tick(self) -> int:
+        """Id of the last logged transaction (captured into a batch, published or open), -1 when none
+        (MonetDB's ``wlc.tick()``, the id of the last transaction it logged).
+
+        This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s ``tick``
+        (``self.config.tick``), the last *published* transaction, which is what replicas
+        (whose own ``tick`` is the last applied one) and status compare against.
+        """
+        return self.last_logged()
 
     def _check_started(self) -> None:
         if self._lockfile is None:
@@ -511,10 +518,4 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
 
     def __repr__(self) -> str:
-        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"
-
-
-
-
-def _fmt_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.last_logged()}>"

@@ -11,12 +11,12 @@
 """
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from typing import Callable
 
 from wlcore.errors import NotReplicatedWarning
+from wlcore.master_state import MasterState
 
 log = logging.getLogger("wlc.master")
 
@@ -33,23 +33,21 @@ class TableNotes:
 
     KEYS = ("not_replicated", "feed_notes", "held")
 
-    def __init__(self, config: Callable[[], dict[str, str]], save: Callable[[], None], note: Callable[[str], None]):
+    def __init__(self, config: Callable[[], MasterState], save: Callable[[], None], note: Callable[[str], None]):
         self._config, self.save, self.note = config, save, note
         self._unwarned: list[str] = []  # change-feed notes not yet warned about by flush()
 
     @property
-    def config(self) -> dict[str, str]:
+    def config(self) -> MasterState:
         return self._config()
 
     def get(self, key: str) -> dict[str, str]:
-        text = self.config.get(key, "")
-        return json.loads(text) if text else {}
+        return dict(getattr(self.config, key))
 
     def _put(self, key: str, value: dict[str, str]) -> bool:
-        text = json.dumps(value, sort_keys=True) if value else ""
-        if text == self.config.get(key, ""):
+        if dict(value) == getattr(self.config, key):  # an absent key reads as {}: the same text as empty
             return False
-        self.config[key] = text
+        setattr(self.config, key, dict(value))
         self.save()
         return True
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 
-from .settings import parse_kv
+from .replica_state import ReplicaState
 from .errors import MasterStateError, NotFoundError
 from .storage import Storage
 
@@ -86,7 +86,7 @@ class Dbfarm:
         """The master a replica's ``wlr.config`` names (None when it names none)."""
         path = Storage.join(self.path, replica, REPLICA_CONFIG)
         try:
-            return parse_kv(self.storage.read_text(path), path).get("master") or None
+            return ReplicaState.from_text(self.storage.read_text(path), path).master or None
         except (OSError, ValueError):
             return None
 

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .master_state import MasterState
 
 History = list[tuple[int, str]]  # (first txn, epoch id), first ascending
 
@@ -65,14 +69,14 @@ def begin(history: History, first: int, epoch: str) -> History:
     return kept + [(first, epoch)]
 
 
-def start_session(config: dict) -> str:
-    """Begin a capture session of the master whose ``wlc.config`` is ``config`` (updated in
-    place: ``epoch``, ``epochs``); its first transaction will be the published tick + 1.
-    Returns a line for the master's log."""
-    first = int(config.get("tick", -1)) + 1
+def start_session(config: "MasterState") -> str:
+    """Begin a capture session of the master whose ``wlc.config`` is ``config`` (a
+    :class:`wlcore.master_state.MasterState`, updated in place: ``epoch``, ``epochs``); its
+    first transaction will be the published tick + 1. Returns a line for the master's log."""
+    first = config.tick + 1
     epoch = new_epoch()
-    config.update({"epoch": epoch, "epochs": format(begin(parse(config.get("epochs", "")), first, epoch))})
-    return f"capture session {epoch} begins at transaction {first} (epochs {config['epochs']})"
+    config.epoch, config.epochs = epoch, format(begin(parse(config.epochs), first, epoch))
+    return f"capture session {epoch} begins at transaction {first} (epochs {config.epochs})"
 
 
 def at(history: History, txn: int) -> str | None:

@@ -19,7 +19,7 @@ import json
 from datetime import datetime, timezone
 
 from .batch import utc_iso
-from .master_state import capture_liveness
+from .master_state import MasterState, capture_liveness
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
 STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
@@ -41,7 +41,7 @@ def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <
     return state
 
 
-def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None,
+def master_status(dbname: str, cfg: MasterState, now: datetime | None = None,
                   dbfarm: str = "<dbfarm>") -> dict:
     """``wlc status`` as a dict.
 
@@ -58,7 +58,7 @@ def master_status(dbname: str, cfg: dict[str, str], now: datetime | None = None,
         (the line status prints) and ``exit`` (the command's exit code, see the module).
     """
     out: dict = {"master": dbname}
-    for key, value in cfg.items():
+    for key, value in cfg.pairs().items():
         if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
             out[key] = int(value)
         elif key in ("not_replicated", "feed_notes", "held"):
@@ -117,5 +117,5 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
 
     farm = resolve_dbfarm(dbfarm)
     Dbfarm(farm).require_master(dbname)
-    cfg = read_config(Storage.of(farm), Storage.join(farm, dbname)) or {}
+    cfg = read_config(Storage.of(farm), Storage.join(farm, dbname)) or MasterState()
     return master_status(dbname, cfg, dbfarm=farm)

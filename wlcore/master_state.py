@@ -6,14 +6,18 @@ recorded) plus ``dbid`` (the database id in every GTID), ``format`` (batch forma
 ``tick`` (last transaction id published) and ``watermark`` (every master commit at or before it
 is in a published batch), ``epoch`` (this capture session's random id), ``epochs`` (the epoch
 history, :mod:`wlcore.epochs`), ``heartbeat`` and ``capture_stopped``. Capture writes it; the
-replay side, status and shipping read it.
+replay side, status and shipping read it. :class:`MasterState` is the file as a typed object;
+:func:`read_master_state` and :func:`write_master_state` are the one reader and writer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar, Literal
 
 from .batch import parse_utc
-from .settings import parse_kv, settings
+from .settings import settings
+from .state_file import INT, JSON_DICT, SECONDS, TEXT, UTC, Codec, StateFile, utc_or
 from .storage import Storage
 
 CONFIG_FILE = "wlc.config"
@@ -21,26 +25,128 @@ LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the d
 LOG_FILE = "wlc.log"  # a line per published batch
 REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
+WATERMARK_STOPPED = "stopped"  # ``watermark`` once the master stopped logging
 
 
-def logs_of(cfg: dict[str, str], db_path: str) -> str:
+@dataclass(eq=False)
+class MasterState(StateFile):
+    """A master's ``wlc.config`` (MonetDB's keys and wlc's), typed; see the module.
+
+    Its keys are written in the order they were first set (a new master's: ``snapshot``
+    to ``not_replicated`` below), a file read and written back is the same text.
+
+    Attributes:
+        snapshot: folder of the newest snapshot ("": none yet).
+        logs: the log folder (path or URL; "": ``<db>/wlc_logs``, see :func:`logs_of`).
+        state: :data:`STARTED` (1) or :data:`STOPPED` (2), as MonetDB's.
+        batches: the next batch number to publish.
+        beat: seconds between a batch's first record and its publication (None: the default).
+        write: UTC commit time of the last published transaction (None: none yet).
+        dbid: the database id in every GTID.
+        format: the batch format version (:data:`wlcore.version.FORMAT_VERSION`).
+        tick: id of the last *published* transaction (-1: none).
+        watermark: every master commit at or before this UTC instant is in a published
+            batch; :data:`WATERMARK_STOPPED` once the master stopped; None: not known yet.
+        created: UTC instant the database became a master.
+        not_replicated, feed_notes, held: per-table notes ``{table or path: text}``
+            (:mod:`wlc.table_notes`).
+        epoch: this capture session's random id; epochs: the epoch history as text
+            (:func:`wlcore.epochs.parse` reads it; kept as text so a damaged one is reported
+            where it is used).
+        heartbeat: UTC instant capture last said it was alive; capture_stopped: UTC instant
+            capture stopped cleanly (absent while it runs).
+        database, shipped, shipped_from, relay_of: a shipped copy's or relay's (:mod:`wlcore.ship`):
+            the master's name, when it was shipped (UTC), from where, and the relaying replica.
+    """
+
+    snapshot: str = ""
+    logs: str = ""
+    state: int = STARTED
+    batches: int = 0
+    beat: float | None = None
+    write: datetime | None = None
+    dbid: str = ""
+    format: int | None = None
+    tick: int = -1
+    watermark: datetime | Literal["stopped"] | None = None
+    created: datetime | None = None
+    not_replicated: dict[str, str] = field(default_factory=dict)
+    epoch: str = ""
+    epochs: str = ""
+    heartbeat: datetime | None = None
+    capture_stopped: datetime | None = None
+    feed_notes: dict[str, str] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)
+    database: str = ""
+    shipped: datetime | None = None
+    shipped_from: str = ""
+    relay_of: str = ""
+
+    CODECS: ClassVar[dict[str, Codec]] = {
+        "snapshot": TEXT, "logs": TEXT, "state": INT, "batches": INT, "beat": SECONDS, "write": UTC,
+        "dbid": TEXT, "format": INT, "tick": INT, "watermark": utc_or(WATERMARK_STOPPED), "created": UTC,
+        "not_replicated": JSON_DICT, "epoch": TEXT, "epochs": TEXT, "heartbeat": UTC, "capture_stopped": UTC,
+        "feed_notes": JSON_DICT, "held": JSON_DICT, "database": TEXT, "shipped": UTC, "shipped_from": TEXT,
+        "relay_of": TEXT,
+    }
+
+    @property
+    def stopped(self) -> bool:
+        """True when the master stopped logging for good (``state=2``)."""
+        return self.state == STOPPED
+
+    @property
+    def watermark_time(self) -> datetime | None:
+        """The watermark as a UTC instant (None: not known yet, or the master stopped)."""
+        return None if self.watermark in (None, WATERMARK_STOPPED) else self.watermark  # type: ignore[return-value]
+
+    @property
+    def is_shipped(self) -> bool:
+        """True for a shipped copy's or relay's state (it has ``shipped``)."""
+        return bool(self.has("shipped") and self.shipped)
+
+    def copy(self) -> "MasterState":
+        """An independent copy (same keys, same order)."""
+        return MasterState.from_text(self.to_text())
+
+
+def logs_of(cfg: MasterState | None, db_path: str) -> str:
     """The log folder of the master at ``db_path`` whose wlc.config is ``cfg``: its ``logs``,
-    else ``<db>/wlc_logs``."""
-    return cfg.get("logs") or Storage.join(db_path, "wlc_logs")
+    else ``<db>/wlc_logs`` (also when ``cfg`` is None)."""
+    return (cfg.logs if cfg is not None else "") or Storage.join(db_path, "wlc_logs")
 
 
-def read_config(storage: Storage, db_path: str) -> dict[str, str] | None:
-    """A database's ``wlc.config`` as a dict, or None when it is not (and never was) a master."""
+def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
+    """A database's ``wlc.config``, or None when it is not (and never was) a master.
+
+    Args:
+        storage: the storage holding the database.
+        db_path: the database folder (path or URL).
+
+    Raises:
+        ConfigError: the file is malformed (a line without ``=``, a number that is none); the
+            message names the file and the key.
+    """
     path = Storage.join(db_path, CONFIG_FILE)
     if not storage.exists(path):
         return None
-    return parse_kv(storage.read_text(path), path)
+    return MasterState.from_text(storage.read_text(path), path)
+
+
+read_config = read_master_state  # the name the callers knew
+
+
+def write_master_state(storage: Storage, db_path: str, state: MasterState) -> str:
+    """Write ``state`` as ``<db_path>/wlc.config`` (atomically) and return the text written."""
+    text = state.to_text()
+    storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
+    return text
 
 
 STALE_AFTER = 3  # heartbeat intervals without a heartbeat: the process is taken for gone (and capture.stale_after)
 
 
-def liveness(heartbeat: str | None, interval: float, now: datetime,
+def liveness(heartbeat: datetime | str | None, interval: float, now: datetime,
              stale_after: float = 30.0) -> tuple[str, datetime | None]:
     """``("alive" | "stale" | "unknown", last heartbeat)`` from a state file's ``heartbeat``.
 
@@ -54,12 +160,12 @@ def liveness(heartbeat: str | None, interval: float, now: datetime,
     """
     if not heartbeat:
         return "unknown", None
-    last = parse_utc(heartbeat)
+    last = parse_utc(heartbeat) if isinstance(heartbeat, str) else heartbeat
     alive = (now - last).total_seconds() <= max(STALE_AFTER * interval, stale_after)
     return ("alive" if alive else "stale"), last
 
 
-def capture_liveness(cfg: dict[str, str], now: datetime) -> tuple[str, datetime | None]:
+def capture_liveness(cfg: MasterState, now: datetime) -> tuple[str, datetime | None]:
     """Capture's liveness from a master's ``wlc.config`` ``cfg`` and the instant it refers to:
 
     - ``("stopped", when)``: capture was stopped cleanly (Ctrl-C, SIGTERM, ``Master.close()``:
@@ -70,12 +176,11 @@ def capture_liveness(cfg: dict[str, str], now: datetime) -> tuple[str, datetime 
       (killed, crashed, hung) at about that instant;
     - ``("not started", None)``: capture never ran on this master.
     """
-    stopped = parse_utc(cfg["capture_stopped"]) if cfg.get("capture_stopped") else None
-    beat = parse_utc(cfg["heartbeat"]) if cfg.get("heartbeat") else None
-    if int(cfg.get("state", 1)) == STOPPED:
+    stopped, beat = cfg.capture_stopped, cfg.heartbeat
+    if cfg.stopped:
         return "stopped", stopped
     if stopped is not None and (beat is None or beat <= stopped):
         return "stopped", stopped
     cap = settings().capture
-    state, last = liveness(cfg.get("heartbeat"), cap.poll_interval, now, cap.stale_after)
+    state, last = liveness(beat, cap.poll_interval, now, cap.stale_after)
     return ("not started" if state == "unknown" else state), last

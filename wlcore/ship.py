@@ -37,27 +37,25 @@ from typing import Callable
 from . import batch as batchfmt
 from . import epochs
 from . import snapshots as snap
-from .batch import utc_iso
-from .settings import format_kv
 from .errors import BatchError, LockHeldError, WlcError
 from .faults import crash_point
-from .master_state import CONFIG_FILE, logs_of, read_config as read_master_config
+from .master_state import CONFIG_FILE, MasterState, logs_of, read_config as read_master_config, write_master_state
 from .storage import Storage, copy_file
 
 log = logging.getLogger("wlc.ship")
 
 
 
-def read_config(storage: Storage, root: str) -> dict[str, str] | None:
+def read_config(storage: Storage, root: str) -> MasterState | None:
     """The ``wlc.config`` at ``root`` (None when there is none). A shipped copy's (it has
     ``shipped``) is read relative to ``root``: its logs are ``<root>/wlc_logs`` and its
     snapshots in ``<root>/wlc_snapshot`` wherever the copy was shipped to or moved since (a
     mount seen under another path, a bucket replicated to another region)."""
     cfg = read_master_config(storage, root)
-    if cfg is not None and cfg.get("shipped"):
-        cfg["logs"] = Storage.join(root, LOGS_DIR)
-        if cfg.get("snapshot"):
-            cfg["snapshot"] = Storage.join(root, snap.SNAPSHOT_DIR, posixpath.basename(cfg["snapshot"].rstrip("/")))
+    if cfg is not None and cfg.is_shipped:
+        cfg.logs = Storage.join(root, LOGS_DIR)
+        if cfg.snapshot:
+            cfg.snapshot = Storage.join(root, snap.SNAPSHOT_DIR, posixpath.basename(cfg.snapshot.rstrip("/")))
     return cfg
 
 
@@ -115,7 +113,7 @@ def dest_root(url: str) -> str:
 
 
 def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | None = None,
-         up_to_txn: int | None = None, edit_config: Callable[[dict], dict] | None = None,
+         up_to_txn: int | None = None, edit_config: Callable[[MasterState], MasterState] | None = None,
          progress: bool = True) -> ShipReport:
     """One shipping pass from the source folder ``root`` (a master's folder, or a shipped
     copy or relay holding a ``wlc.config``) to ``to``.
@@ -168,15 +166,15 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
                         "holds them yet; the shipped wlc.config is left as it was until a later pass",
                         dbname, to, ", ".join(report.gone))
             return report
-        out = dict(mcfg)
+        out = mcfg.copy()
         dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
-        out.update({"database": dbname, "logs": Storage.join(to, LOGS_DIR),
-                    "shipped": utc_iso(datetime.now(timezone.utc)), "shipped_from": storage.url(root)})
-        configured = mcfg.get("snapshot", "")
-        out["snapshot"] = Storage.join(dsnap, _snapshot_name(root, configured)) if configured else ""
+        out.database, out.logs = dbname, Storage.join(to, LOGS_DIR)
+        out.shipped, out.shipped_from = datetime.now(timezone.utc), storage.url(root)
+        configured = mcfg.snapshot
+        out.snapshot = Storage.join(dsnap, _snapshot_name(root, configured)) if configured else ""
         if edit_config is not None:
             out = edit_config(out)
-        dst.write_atomic(Storage.join(to, CONFIG_FILE), format_kv(out))
+        write_master_state(dst, to, out)
     finally:
         lock.release()
         report.seconds = time.monotonic() - started
@@ -186,13 +184,13 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     return report
 
 
-def _pass(storage: Storage, root: str, dbname: str, mcfg: dict[str, str], dst: Storage, to: str,
+def _pass(storage: Storage, root: str, dbname: str, mcfg: MasterState, dst: Storage, to: str,
           up_to_batch: int | None, up_to_txn: int | None, report: ShipReport, progress: bool) -> None:
     """Copy what the source publishes and the destination lacks: snapshots, then batches."""
     logs, dlogs = logs_of(mcfg, root), Storage.join(to, LOGS_DIR)
     dst.makedirs(dlogs)
     # snapshots and batches listed after the config was read: they hold all it claims
-    starts = [s for s in snap.list_snapshots(storage, root, mcfg.get("snapshot", ""), logs, dbname)
+    starts = [s for s in snap.list_snapshots(storage, root, mcfg.snapshot, logs, dbname)
               if s.path and (up_to_txn is None or s.txn <= up_to_txn)]
     level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname) if up_to_batch is None or n < up_to_batch]
     compacted = [(lv, f, last, p) for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
@@ -217,24 +215,24 @@ def _pass(storage: Storage, root: str, dbname: str, mcfg: dict[str, str], dst: S
         bar.close()
 
 
-def _check_dest(dst: Storage, to: str, dbname: str, mcfg: dict[str, str]) -> None:
+def _check_dest(dst: Storage, to: str, dbname: str, mcfg: MasterState) -> None:
     cfg = read_config(dst, to)
     if cfg is None:
         if dst.exists(to) and any(n for n in dst.listdir(to) if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE)
                                   and not n.startswith(".")):
             raise ShipError(f"{to} holds other files and no shipped copy; ship to an empty folder or URL")
         return
-    if not cfg.get("shipped"):
+    if not cfg.is_shipped:
         raise ShipError(f"{to} is a master's own folder, not a shipped copy; ship to another folder or URL")
-    if (cfg.get("database"), cfg.get("dbid")) != (dbname, mcfg.get("dbid")):
-        raise ShipError(f"{to} holds the shipped logs of database {cfg.get('database')!r} (id {cfg.get('dbid')}), "
-                        f"not of {dbname!r} (id {mcfg.get('dbid')}); ship to another URL, or empty it first")
-    theirs, mine = int(cfg.get("tick", -1)), int(mcfg.get("tick", -1))
+    if (cfg.database, cfg.dbid) != (dbname, mcfg.dbid):
+        raise ShipError(f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), "
+                        f"not of {dbname!r} (id {mcfg.dbid}); ship to another URL, or empty it first")
+    theirs, mine = cfg.tick, mcfg.tick
     if mine < theirs:
         raise ShipError(f"{to} holds {dbname!r} up to transaction {theirs} but the source stands at {mine}: it was "
                         "restored from an older copy (or its logs were reset); ship to a new URL")
     try:
-        at = epochs.diverged(epochs.parse(cfg.get("epochs")), theirs, epochs.parse(mcfg.get("epochs")), mine)
+        at = epochs.diverged(epochs.parse(cfg.epochs), theirs, epochs.parse(mcfg.epochs), mine)
     except ValueError as exc:
         raise ShipError(f"the epoch history in {to}'s or the source's wlc.config is damaged ({exc}); ship to a "
                         "new URL") from None
@@ -399,8 +397,7 @@ class Shipper:
         from .settings import settings
         from .watch import FolderWatch
 
-        cfg = read_config(self.storage, self.root) or {}
-        logs = logs_of(cfg, self.root)
+        logs = logs_of(read_config(self.storage, self.root), self.root)
         polling = settings().capture.polling
         watch = FolderWatch(logs, recursive=False, polling=polling, interval=self.poll) if self.storage.local else None
         self._watch = watch

@@ -14,6 +14,7 @@ import time
 from datetime import datetime, timezone
 
 from wlcore.batch import utc_iso
+from wlcore.master_state import MasterState
 from wlcore.settings import settings
 
 from . import failure
@@ -41,7 +42,7 @@ class Follower:
         else:
             self._stop.wait(seconds)
 
-    def _wait_for(self, target: Target, until, timeout: float, mcfg: dict[str, str]) -> None:
+    def _wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
         """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it
         to be published; the wait is said at once and shown (:mod:`wlr.wait`)."""
         wait = TargetWait(target, until, timeout, lambda line: self._log(line, logging.WARNING))

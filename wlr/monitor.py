@@ -25,11 +25,12 @@ from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.capture_state import Cursor
 from wlcore.discovery import discover_tables
-from wlcore.settings import parse_kv, settings
+from wlcore.replica_state import read_replica_state as read_state_file
+from wlcore.settings import settings
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.errors import BatchError
 from wlcore.master_state import capture_liveness, liveness
-from wlcore.master_state import logs_of
+from wlcore.master_state import MasterState, logs_of
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
 from wlcore.storage import Storage
 
@@ -58,10 +59,10 @@ def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
         raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
                                 cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
                                     "or make it with: wlr replicate <dbfarm> <master> <replica>")
-    return parse_kv(storage.read_text(state_path), state_path)
+    return read_state_file(storage, path).pairs()
 
 
-def _cursors(storage: Storage, mcfg: dict[str, str], master: str, logs: str) -> dict[str, int]:
+def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:
     """Capture's position per table: ``{"schema.table": last version examined}``."""
     published = batchfmt.list_batches(storage, logs, master)
     if published:
@@ -70,13 +71,13 @@ def _cursors(storage: Storage, mcfg: dict[str, str], master: str, logs: str) -> 
         except BatchError:
             return {}
         return {k: Cursor.from_json(v).version for k, v in (state.get("tables") or {}).items()}
-    if mcfg.get("snapshot"):
-        body = snap.read(storage, mcfg["snapshot"])
+    if mcfg.snapshot:
+        body = snap.read(storage, mcfg.snapshot)
         return {k: Cursor.from_json(v).version for k, v in body["tables"].items()}
     return {}
 
 
-def uncaptured(storage: Storage, master_path: str, mcfg: dict[str, str], master: str) -> tuple[int, datetime | None]:
+def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: str) -> tuple[int, datetime | None]:
     """``(commits, oldest commit time)`` of the master's tables after capture's cursors.
 
     Commits that change no data (OPTIMIZE, VACUUM) are not transactions and not counted;
@@ -115,15 +116,15 @@ def replica_status(rep) -> dict:
     """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
     st = rep._load_or_state()
     src = rep.source
-    mcfg = src.config() or {}
+    mcfg = src.config()
     now = datetime.now(timezone.utc)
     tick = int(st.get("tick", -1))
-    mtick = int(mcfg.get("tick", -1)) if mcfg else -1
+    mtick = mcfg.tick if mcfg is not None else -1
     clock = parse_utc(st["clock"]) if st.get("clock") else None
-    mwrite = parse_utc(mcfg["write"]) if mcfg.get("write") else None
+    mwrite = mcfg.write if mcfg is not None else None
     behind = max(0, mtick - tick)
     # commits not captured yet are seen only in the master's own folder
-    pending, oldest = uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg and src.is_master else (0, None)
+    pending, oldest = uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
     logs = st.get("logs") or src.logs(mcfg)
     first = next_published_time(src.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
         if behind else None
@@ -137,10 +138,10 @@ def replica_status(rep) -> dict:
     follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now, stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
-    capture, capture_at = capture_liveness(mcfg, now) if mcfg else ("unknown", None)
+    capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
     capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {rep.master}")
     diverged = None
-    if mcfg:
+    if mcfg is not None:
         try:
             rep._check_history(st, mcfg)
         except DivergedError as exc:
@@ -185,7 +186,7 @@ def lag_history(replica: str, dbfarm: str | None = None):
     path = Storage.join(farm, replica)
     st = read_replica_state(storage, path)
     master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
-    logs = st.get("logs") or logs_of({}, master_path)
+    logs = st.get("logs") or logs_of(None, master_path)
     source = recorded_source(st)
     lstore = source.storage if source is not None else storage
     commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(lstore, logs, st["master"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from wlcore import batch as batchfmt
-from wlcore.batch import utc_iso
+from wlcore.master_state import STARTED, MasterState
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
@@ -56,22 +56,23 @@ class Relay:
         next_batch, tick = int(self.state.get("batches", 0)), int(self.state.get("tick", -1))
         src = self.source
         try:
-            mcfg = src.config() or {}
+            mcfg = src.config()
             # mid-batch (replicate(until=N)): the relay holds the batches before, not N
             nxt = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch)
             claim_tick = tick if nxt is None or not nxt.txns else min(tick, nxt.first_txn - 1)
 
-            def claim(cfg: dict) -> dict:
+            def claim(cfg: MasterState) -> MasterState:
                 """The tick, watermark and next batch of what the relay folder holds."""
                 held = self._held(next_batch - 1)
                 if held is not None:
-                    watermark = utc_iso(held.watermark)
+                    watermark = held.watermark
                 else:  # the relay holds nothing new: it claims the watermark it claimed before
-                    watermark = (read_config(Storage.of(self.relay_path), self.relay_path) or {}).get("watermark", "")
-                cfg.update({"batches": str(next_batch), "tick": str(min(claim_tick, int(cfg.get("tick", -1)))),
-                            "relay_of": self.name, "watermark": watermark})
-                if int(cfg["tick"]) < int(mcfg.get("tick", -1)):
-                    cfg["state"] = "1"  # the master may have stopped; this relay has not shipped it all yet
+                    before = read_config(Storage.of(self.relay_path), self.relay_path)
+                    watermark = before.watermark if before is not None else None
+                cfg.batches, cfg.tick = next_batch, min(claim_tick, cfg.tick)
+                cfg.relay_of, cfg.watermark = self.name, watermark
+                if cfg.tick < (mcfg.tick if mcfg is not None else -1):
+                    cfg.state = STARTED  # the master may have stopped; this relay has not shipped it all yet
                 return cfg
 
             report = ship(src.storage, src.root, self.master, self.relay_path, up_to_batch=next_batch,

@@ -19,9 +19,9 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt
 from wlcore.batch import parse_utc, utc_iso
 from wlcore.databases import Dbfarm
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, format_kv, number, parse_kv, settings
+from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.errors import ConfigError
-from wlcore.master_state import STOPPED
 from wlcore.names import state_key
 from wlcore.session import active_session
 from wlcore.storage import Storage
@@ -121,13 +121,11 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
 
     # ------------------------------------------------------------------ state file
     def _load(self) -> dict[str, str] | None:
-        path = Storage.join(self.path, CONFIG_FILE)
-        if not self.storage.exists(path):
-            return None
-        return parse_kv(self.storage.read_text(path), path)
+        st = read_replica_state(self.storage, self.path)
+        return None if st is None else st.pairs()
 
     def _save(self) -> None:
-        self.storage.write_atomic(Storage.join(self.path, CONFIG_FILE), format_kv(self.state))
+        write_replica_state(self.storage, self.path, ReplicaState.from_pairs(self.state))
 
     def _log(self, message: str, level: int = logging.INFO) -> None:
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
@@ -318,9 +316,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             self._log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
             tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
         self.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
-        wm_text = mcfg.get("watermark", "")
-        stopped = int(mcfg.get("state", 1)) == STOPPED
-        watermark = parse_utc(wm_text) if wm_text and wm_text != "stopped" else None
+        stopped, watermark = mcfg.stopped, mcfg.watermark_time
         batches, broken = list(units), None
         try:
             for b in read_batches(self.source.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
@@ -370,7 +366,7 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         if self._stop.is_set():
             return False, "stop() was called"  # the round may have ended early: the target is not known reached
         if target.kind == "txn" and not todo.reached and stopped:
-            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.get('tick')}; "
+            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
                                      f"transaction {target.txn} will never be published (the replica "
                                      f"applied everything up to {self.state.get('tick')})")
         return todo.reached, todo.waiting_for

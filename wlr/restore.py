@@ -188,7 +188,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     schema, name = split_name(as_ if as_ is not None else source)
     from wlcore.master_state import logs_of, read_config
 
-    logs = logs_of(read_config(storage, master_path) or {}, master_path).rstrip("/")
+    logs = logs_of(read_config(storage, master_path), master_path).rstrip("/")
     if schema in RESERVED or Storage.join(master_path, schema) == logs:
         raise ConfigError(f"{schema} is master {master}'s own folder, not a schema; restore under another name "
                           "(as_='schema.table')", cli=f"{schema} is master {master}'s own folder, not a schema; "
@@ -234,8 +234,8 @@ def _check_master(storage: Storage, master_path: str, master: str, farm: str) ->
     from wlcore.master_state import STOPPED, read_config
 
     Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
-    cfg = read_config(storage, master_path) or {}
-    if int(cfg.get("state", 1)) == STOPPED:
+    cfg = read_config(storage, master_path)
+    if cfg is not None and cfg.state == STOPPED:
         raise MasterStateError(f"master {master!r} stopped logging (state=2): a table restored there would not be "
                                "captured; restore into a master that captures")
 

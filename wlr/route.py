@@ -17,6 +17,7 @@ from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
+from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, TargetError
@@ -38,12 +39,12 @@ class Route:
         self._spans: dict[str, tuple[Span, object]] = {}
 
     # ------------------------------------------------------------------ snapshots
-    def starts(self, mcfg: dict[str, str], logs: str) -> list[Start]:
+    def starts(self, mcfg: MasterState, logs: str) -> list[Start]:
         """The snapshots a new replica can start from: the empty start only while level 0
         (or a compacted batch) still begins at batch 0."""
-        return snap.list_snapshots(self.storage, self.master_path, mcfg.get("snapshot", ""), logs, self.master)
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master)
 
-    def start_for(self, mcfg: dict[str, str], logs: str, target: Target, snapshot: int | None = None) -> Start:
+    def start_for(self, mcfg: MasterState, logs: str, target: Target, snapshot: int | None = None) -> Start:
         """The snapshot a new replica starts from: ``snapshot`` (its transaction) when given,
         else the newest at or before ``target``.
 
@@ -116,7 +117,7 @@ class Route:
             del self._spans[gone]
         return out
 
-    def check_path(self, logs: str, mcfg: dict[str, str], start: Start, target: Target,
+    def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target,
                    compacted: bool = True) -> None:
         """Walk a new replica's path from ``start`` to ``target`` (reading manifests only;
         ``compacted`` False: level 0 only) and refuse it, before anything is written, where
@@ -147,7 +148,7 @@ class Route:
                 return
             pos, nb = manifest.last_txn, nb + 1
 
-    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: dict[str, str], new: bool,
+    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: MasterState, new: bool,
                      target: Target) -> None:
         """Refuse a position whose next level-0 batch retention pruned.
 

@@ -14,7 +14,7 @@ from wlcore.discovery import delta_ref
 from wlcore.settings import number, settings
 from wlcore.errors import ConfigError, LockHeldError
 from wlcore.session import check_s3a
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
 from wlcore.names import split_name, state_key
 from wlcore.storage import Storage, copy_tree
 
@@ -60,7 +60,7 @@ class ReplicaSetup:
                 raise ConfigError(f"where: the predicate of {table} does not parse ({first}); "
                                   "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
 
-    def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> dict[str, str]:
+    def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
 
         ``timeout``: seconds ``replicate`` would wait for the target (default
@@ -117,7 +117,7 @@ class ReplicaSetup:
             self._check_predicates(start)
         return mcfg
 
-    def _check_selected(self, mcfg: dict[str, str], logs: str, start) -> None:
+    def _check_selected(self, mcfg: MasterState, logs: str, start) -> None:
         """Raise NotFoundError when a new selective replica names a table (or pattern) that no
         published transaction and not its start snapshot knows, naming the nearest; as
         PostgreSQL's CREATE PUBLICATION refuses a table that does not exist."""
@@ -150,32 +150,32 @@ class ReplicaSetup:
                                   f"({str(exc).splitlines()[0]}); correct it (columns: "
                                   f"{', '.join(self.spark.read.format('delta').load(uri).columns)})") from None
 
-    def published(self, mcfg: dict[str, str]) -> Published:
+    def published(self, mcfg: MasterState) -> Published:
         """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness
         (known from the master's own folder only)."""
         label = "the master" if self.source.is_master else self.source.label
         return Published.of(mcfg, datetime.now(timezone.utc), label, self.source.is_master)
 
-    def route(self, mcfg: dict[str, str]) -> Route:
+    def route(self, mcfg: MasterState) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""
-        if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.get("dbid"), self.source.root):
-            self._route = Route(self.source.storage, self.source.root, self.master, mcfg.get("dbid", ""))
+        if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.dbid, self.source.root):
+            self._route = Route(self.source.storage, self.source.root, self.master, mcfg.dbid)
         return self._route
 
-    def _check_follows(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
+    def _check_follows(self, state: dict[str, str], mcfg: MasterState) -> None:
         """Raise ReplicaStateError unless replica ``state`` follows this master, same database id."""
         if state.get("master") != self.master:
             raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
-        if state.get("dbid") != mcfg.get("dbid"):
+        if state.get("dbid") != mcfg.dbid:
             raise ReplicaStateError(
-                f"{self.source.label} has database id {mcfg.get('dbid')} but this replica follows "
+                f"{self.source.label} has database id {mcfg.dbid} but this replica follows "
                 f"{state.get('dbid')}: the master was made anew (or the source is another master's); "
                 "make a new replica")
 
-    def _check_history(self, state: dict[str, str], mcfg: dict[str, str]) -> None:
+    def _check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
         """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
         with the one this replica followed on a transaction both have."""
-        self._check_epochs(state, mcfg.get("epochs", ""), int(mcfg.get("tick", -1)), f"{self.source.label}'s wlc.config")
+        self._check_epochs(state, mcfg.epochs, mcfg.tick, f"{self.source.label}'s wlc.config")
 
     def _check_batches(self, batches) -> None:
         """Raise DivergedError when a batch read for this round was written in another
@@ -214,7 +214,7 @@ class ReplicaSetup:
                 self.state["epoch"] = epochs.at(hist, tick) or ""
                 return
 
-    def _ensure(self, mcfg: dict[str, str], target: Target) -> None:
+    def _ensure(self, mcfg: MasterState, target: Target) -> None:
         """Make the replica on first use from the newest snapshot at or before ``target``
         (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
         tables, then state ``new`` at the snapshot's transaction. A crash in between
@@ -227,7 +227,7 @@ class ReplicaSetup:
         logs = self.source.logs(mcfg)
         start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
         self.storage.makedirs(self.path)
-        state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg["dbid"],
+        state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg.dbid,
                  "source": self.source.root, "source_kind": self.source.kind,
                  **(self.selection or Selection()).to_state(),
                  "logs": logs, "batches": start.batch + 1, "tick": start.txn,
@@ -235,10 +235,10 @@ class ReplicaSetup:
                  "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
         self.state = {k: str(v) for k, v in state.items()}
         self._save()
-        hist = epochs.upto(epochs.parse(mcfg.get("epochs", "")), start.txn)
+        hist = epochs.upto(epochs.parse(mcfg.epochs), start.txn)
         if start.path:
             body = snap.read(self.source.storage, start.path)
-            hist = epochs.upto(epochs.parse(body.get("epochs") or mcfg.get("epochs", "")), start.txn)
+            hist = epochs.upto(epochs.parse(body.get("epochs") or mcfg.epochs), start.txn)
             applier = self._applier()
             sel = self.selection or Selection()
             for name in sorted(n for n in body["tables"] if sel.wants(n)):
@@ -259,7 +259,7 @@ class ReplicaSetup:
         self.state["state"] = "new"
         self._save()
 
-    def _master_config(self) -> dict[str, str]:
+    def _master_config(self) -> MasterState:
         """The source's wlc.config (the master's, or its shipped or relayed copy)."""
         mcfg = self.source.config()
         if mcfg is None:
@@ -267,12 +267,12 @@ class ReplicaSetup:
         if self.source.is_master and self.source.name != self.master:
             raise ReplicaStateError(f"{self.source.label} is not master {self.master!r}; name the master's own "
                                     "database or one of its relays as the source")
-        if mcfg.get("database") and mcfg["database"] != self.master:
-            raise ReplicaStateError(f"{self.source.label} holds the logs of master {mcfg['database']!r}, not "
+        if mcfg.database and mcfg.database != self.master:
+            raise ReplicaStateError(f"{self.source.label} holds the logs of master {mcfg.database!r}, not "
                                     f"{self.master!r}; name the right master or source")
         return mcfg
 
-    def _note_source(self, mcfg: dict[str, str]) -> str:
+    def _note_source(self, mcfg: MasterState) -> str:
         """Record in wlr.config where this round reads (a replica may switch between the
         master, shipped copies and relays of one master); returns the log folder."""
         logs = self.source.logs(mcfg)

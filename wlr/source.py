@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.errors import ConfigError, WlcError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, logs_of, read_config as read_master_config
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_config as read_master_config
 from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
@@ -52,14 +52,14 @@ class Source:
         """``master 'm'``, ``relay 'r1'`` or ``shipped copy <url>``, for messages and status."""
         return f"shipped copy {self.root}" if self.kind == "shipped" else f"{self.kind} {self.name!r}"
 
-    def config(self) -> dict[str, str] | None:
-        """The source's wlc.config as a dict, or None when it has none (yet). A shipped
+    def config(self) -> MasterState | None:
+        """The source's wlc.config, or None when it has none (yet). A shipped
         copy's or relay's names its logs and snapshots inside ``root`` (:func:`wlc.ship.read_config`)."""
         if self.is_master:
             return read_master_config(self.storage, self.root)
         return read_shipped_config(self.storage, self.root)
 
-    def logs(self, mcfg: dict[str, str]) -> str:
+    def logs(self, mcfg: MasterState | None) -> str:
         """The source's log folder (path or URL) by its wlc.config ``mcfg``."""
         return logs_of(mcfg, self.root)
 
@@ -148,6 +148,6 @@ def master_name(source: Source) -> str:
     cfg = source.config()
     if cfg is None:
         raise source.missing("<master>")
-    if not cfg.get("database"):
+    if not cfg.database:
         raise ReplicaStateError(f"{source.label} does not name its master database; ship it again with this version")
-    return cfg["database"]
+    return cfg.database

@@ -25,9 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
-from wlcore.batch import parse_utc
-from wlcore.master_state import capture_liveness
-from wlcore.master_state import STOPPED
+from wlcore.master_state import MasterState, capture_liveness
 
 from .errors import ReplicationTimeout, TargetError
 from .plan import Target
@@ -111,15 +109,12 @@ class Published:
     source: str = "the master"
 
     @classmethod
-    def of(cls, mcfg: dict[str, str], now: datetime, source: str = "the master",
+    def of(cls, mcfg: MasterState, now: datetime, source: str = "the master",
            is_master: bool = True) -> "Published":
-        """Read ``mcfg`` (a wlc.config as a dict) at UTC instant ``now``; ``is_master`` False
+        """Read ``mcfg`` (a source's wlc.config) at UTC instant ``now``; ``is_master`` False
         for a shipped copy or a relay (their heartbeat is not capture's)."""
-        wm = mcfg.get("watermark", "")
         capture, beat = capture_liveness(mcfg, now) if is_master else ("", None)
-        return cls(int(mcfg.get("tick", -1)), parse_utc(wm) if wm and wm != "stopped" else None,
-                   parse_utc(mcfg["write"]) if mcfg.get("write") else None,
-                   int(mcfg.get("state", 1)) == STOPPED, capture, beat, source)
+        return cls(mcfg.tick, mcfg.watermark_time, mcfg.write, mcfg.stopped, capture, beat, source)
 
     def capture_text(self) -> str:
         """``capture alive``, ``capture stale since <instant>``, ``capture stopped (...)``,

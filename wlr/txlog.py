@@ -19,7 +19,7 @@ from typing import Iterable
 from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord, utc_iso
 from wlcore.settings import dbfarm as resolve_dbfarm
-from wlcore.master_state import logs_of, read_config as read_master_config
+from wlcore.master_state import MasterState, logs_of, read_config as read_master_config
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
@@ -48,7 +48,7 @@ def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
     return True
 
 
-def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[Storage, str, dict[str, str]]:
+def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[Storage, str, MasterState]:
     """``(storage, database folder, wlc.config)`` of master ``master``, or of its shipped
     copy at ``logs`` (a folder or URL made by ``wlc ship``).
 
@@ -59,9 +59,9 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
         from wlcore.ship import read_config as read_shipped_config
         storage, path = Storage.of(logs), str(logs).rstrip("/")
         cfg = read_shipped_config(storage, path)
-        if cfg is None or cfg.get("database") != master:
+        if cfg is None or cfg.database != master:
             raise ReplicaStateError(f"{path} holds no shipped copy of master {master!r} (its wlc.config names "
-                                    f"{(cfg or {}).get('database')!r}); check the URL, or ship there first")
+                                    f"{cfg.database if cfg is not None else None!r}); check the URL, or ship there first")
         return storage, path, cfg
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
@@ -113,12 +113,12 @@ def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
                                 + " (write schema.table)")
 
 
-def _check_table(table: str, seen: set[str], storage: Storage, cfg: dict[str, str], master: str) -> None:
+def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState, master: str) -> None:
     """Raise NotFoundError when ``table`` is in no published transaction (``seen``) and not in
     the newest snapshot, naming the nearest tables."""
     if table.lower() in {t.lower() for t in seen}:
         return  # a published transaction names it: the snapshot need not be read
-    known = set(seen) | _snapshot_tables(storage, cfg.get("snapshot", ""))
+    known = set(seen) | _snapshot_tables(storage, cfg.snapshot)
     check_tables([table], known, f"in the published transactions of master {master!r}")
 
 
@@ -189,7 +189,7 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
 
     storage, path, cfg = _master(master, dbfarm, logs)
     return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-            for s in list_snapshots(storage, path, cfg.get("snapshot", ""), logs_of(cfg, path), master)]
+            for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), master)]
 
 
 def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from wlcore import epochs
+from wlcore.master_state import MasterState
 
 
 def test_parse_and_format_round_trip():
@@ -57,10 +58,10 @@ def test_unknown_histories_are_not_compared():
 
 
 def test_start_session_updates_the_config_of_a_master():
-    cfg = {"tick": "-1"}
+    cfg = MasterState.of(tick=-1)
     line = epochs.start_session(cfg)
-    first = cfg["epoch"]
-    assert cfg["epochs"] == f"0:{first}" and "begins at transaction 0" in line
-    cfg["tick"] = "150"
+    first = cfg.epoch
+    assert cfg.epochs == f"0:{first}" and "begins at transaction 0" in line
+    cfg.tick = 150
     epochs.start_session(cfg)
-    assert epochs.parse(cfg["epochs"]) == [(0, first), (151, cfg["epoch"])] and cfg["epoch"] != first
+    assert epochs.parse(cfg.epochs) == [(0, first), (151, cfg.epoch)] and cfg.epoch != first

@@ -4,6 +4,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from wlcore.master_state import MasterState
+from wlcore.settings import format_kv
 from wlr.errors import ReplicationTimeout, TargetError
 from wlr.plan import Target, parse_until
 from wlr.target import (Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only,
@@ -14,12 +16,12 @@ NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 ISO = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
-def master_config(tick=36, watermark=NOW - timedelta(seconds=1), heartbeat=NOW, state=1) -> dict[str, str]:
+def master_config(tick=36, watermark=NOW - timedelta(seconds=1), heartbeat=NOW, state=1) -> MasterState:
     cfg = {"tick": str(tick), "state": str(state), "write": (NOW - timedelta(seconds=30)).strftime(ISO),
            "watermark": "stopped" if state == 2 else watermark.strftime(ISO)}
     if heartbeat is not None:
         cfg["heartbeat"] = heartbeat.strftime(ISO)
-    return cfg
+    return MasterState.from_text(format_kv(cfg))
 
 
 def published(**kw) -> Published:
@@ -159,7 +161,7 @@ def test_the_wait_is_said_at_once_then_every_30_s_and_its_end_states_capture():
 
 def test_a_target_after_a_clean_stop_of_capture_is_refused_at_once():
     cfg = master_config(heartbeat=NOW - timedelta(seconds=5))
-    cfg["capture_stopped"] = (NOW - timedelta(seconds=4)).strftime(ISO)  # Ctrl-C'd after its last heartbeat
+    cfg.capture_stopped = NOW - timedelta(seconds=4)  # Ctrl-C'd after its last heartbeat
     pub = Published.of(cfg, NOW)
     assert pub.capture == "stopped" and "capture stopped at 2026-11-24T11:59:56Z" in pub.describe()
     with pytest.raises(ReplicationTimeout, match="capture is not running") as caught:

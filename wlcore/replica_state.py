@@ -1,0 +1,163 @@
+"""A replica's state file, ``<replica>/wlr.config``, as a typed object.
+
+The replay side writes it after every round: which master it follows (``master``,
+``masterfarm``, ``dbid``) through which source (``source``, ``source_kind``, the selection
+``select_tables`` / ``select_where``), where it stands (``logs``, ``batches`` the next batch,
+``tick`` the last *applied* transaction, ``clock`` its commit time, ``skipped``
+transactions), its ``state`` (``restoring``, ``new``, ``idle``, ``following``, ``failed``),
+a failure (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``), the epoch
+history (``epochs``, ``epoch``), the consistent view (``view`` and ``at.<table>``), each
+table's Delta version (``version.<table>``), ``until``, ``relay`` and ``heartbeat``.
+:func:`read_replica_state` and :func:`write_replica_state` are its one reader and writer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from .errors import ConfigError
+from .names import name_of_key, state_key
+from .settings import format_kv
+from .state_file import FLAG, INT, TEXT, UTC, Codec, StateFile
+from .storage import Storage
+
+CONFIG_FILE = "wlr.config"
+VERSION, AT = "version.", "at."  # key prefixes: a table's Delta version, and its version in the view
+
+_INT_LIST = Codec(lambda t: [int(x) for x in t.split(",") if x.strip()], lambda v: ",".join(str(x) for x in v or []))
+
+
+@dataclass(eq=False)
+class ReplicaState(StateFile):
+    """A replica's ``wlr.config``, typed; see the module. Keys keep their order; a file read
+    and written back is the same text.
+
+    Attributes:
+        tick: id of the last *applied* transaction (-1: none); clock: its commit time (UTC).
+        batches: the next level-0 batch number to read.
+        skipped: transaction ids skipped by ``wlr.skip`` (PostgreSQL's ``pg_replication_origin_advance``).
+        error_batch, error_txn: where replay failed (None: not known or no failure).
+        view: the transaction consistent reads stand at (None: not set).
+        relay: True when this replica relays what it applied.
+        versions: ``{table: Delta version}`` (``version.<table>`` keys); views: the
+            versions of the consistent view (``at.<table>``).
+        select_tables, select_where, until: kept as their text (:mod:`wlr.select` reads the
+            selection; ``until`` is the target as given).
+    """
+
+    master: str = ""
+    masterfarm: str = ""
+    dbid: str = ""
+    source: str = ""
+    source_kind: str = ""
+    select_tables: str = ""
+    select_where: str = ""
+    logs: str = ""
+    batches: int = 0
+    tick: int = -1
+    clock: datetime | None = None
+    skipped: list[int] = field(default_factory=list)
+    state: str = ""
+    error_batch: int | None = None
+    error_txn: int | None = None
+    error_table: str = ""
+    error_cause: str = ""
+    epochs: str = ""
+    epoch: str = ""
+    view: int | None = None
+    until: str = ""
+    relay: bool = False
+    heartbeat: datetime | None = None
+    versions: dict[str, int] = field(default_factory=dict)
+    views: dict[str, int] = field(default_factory=dict)
+
+    CODECS: ClassVar[dict[str, Codec]] = {
+        "master": TEXT, "masterfarm": TEXT, "dbid": TEXT, "source": TEXT, "source_kind": TEXT,
+        "select_tables": TEXT, "select_where": TEXT, "logs": TEXT, "batches": INT, "tick": INT, "clock": UTC,
+        "skipped": _INT_LIST, "state": TEXT, "error_batch": INT, "error_txn": INT, "error_table": TEXT,
+        "error_cause": TEXT, "epochs": TEXT, "epoch": TEXT, "view": INT, "until": TEXT, "relay": FLAG,
+        "heartbeat": UTC,
+    }
+
+    def _family(self, key: str) -> dict[str, int] | None:
+        if key.startswith(VERSION):
+            return self.versions
+        if key.startswith(AT):
+            return self.views
+        return None
+
+    def _text_of(self, key: str) -> str | None:
+        family = self._family(key)
+        if family is None:
+            return super()._text_of(key)
+        prefix = VERSION if family is self.versions else AT
+        value = family.get(name_of_key(prefix, key))
+        return None if value is None else str(value)
+
+    def _take(self, key: str, text: str, source: str) -> None:
+        family = self._family(key)
+        if family is None:
+            super()._take(key, text, source)
+            return
+        prefix = VERSION if family is self.versions else AT
+        try:
+            family[name_of_key(prefix, key)] = int(text)
+        except ValueError:
+            raise ConfigError(f"{source}: {key}={text!r} is not a Delta version; fix or remove the line") from None
+        self._track(key)
+
+    def set_version(self, table: str, version: int) -> None:
+        """Record ``table``'s Delta version (``version.<table>``)."""
+        self.versions[table] = int(version)
+        self._track(state_key(VERSION, table))
+
+    def drop_version(self, table: str) -> None:
+        """Forget ``table``'s version (the table was dropped)."""
+        self.versions.pop(table, None)
+        self._untrack(state_key(VERSION, table))
+
+    def set_views(self, views: dict[str, int]) -> None:
+        """Replace the consistent view's versions (``at.<table>``: the old keys go, the new
+        ones are appended in ``views``' order)."""
+        for table in list(self.views):
+            self._untrack(state_key(AT, table))
+        self.views = {}
+        for table, version in views.items():
+            self.views[table] = int(version)
+            self._track(state_key(AT, table))
+
+    def _holds(self, key: str) -> bool:
+        return self._family(key) is not None or super()._holds(key)
+
+    @classmethod
+    def from_pairs(cls, pairs: dict[str, object]) -> "ReplicaState":
+        """The state holding ``pairs`` (``key -> value`` as text, in the file's order)."""
+        return cls.from_text(format_kv(pairs), "<replica state>")
+
+    def copy(self) -> "ReplicaState":
+        """An independent copy (same keys, same order)."""
+        return ReplicaState.from_text(self.to_text())
+
+
+def read_replica_state(storage: Storage, db_path: str) -> ReplicaState | None:
+    """A database's ``wlr.config``, or None when it is not a replica.
+
+    Args:
+        storage: the storage holding the database.
+        db_path: the replica's folder (path or URL).
+
+    Raises:
+        ConfigError: the file is malformed; the message names the file and the key.
+    """
+    path = Storage.join(db_path, CONFIG_FILE)
+    if not storage.exists(path):
+        return None
+    return ReplicaState.from_text(storage.read_text(path), path)
+
+
+def write_replica_state(storage: Storage, db_path: str, state: ReplicaState) -> str:
+    """Write ``state`` as ``<db_path>/wlr.config`` (atomically) and return the text written."""
+    text = state.to_text()
+    storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
+    return text
