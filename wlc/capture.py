@@ -356,7 +356,7 @@ class Capture:
         :meth:`write_rows` has written them.
         """
         records = []
-        for i, item in enumerate(items):
+        for item in items:
             txn = self.state.next_txn
             self.state.next_txn += 1
             records.append(TxnRecord(

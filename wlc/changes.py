@@ -169,7 +169,7 @@ class Copier:
             # image, a gap before it
             reason = (f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
                       f"before capture read them ({_why(missing)})")
-            for j, it in run[:-1]:
+            for _j, it in run[:-1]:
                 it.change, it.gap = None, reason
             j, last = run[-1]
             last.change, last.gap = "image", reason
