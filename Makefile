@@ -1,6 +1,8 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
-#   make test   - create .venv if needed, run the whole test suite with the random-kill loops
+#   make check  - lint (ruff), types (mypy), import contracts (import-linter), unit tests: under 2 minutes
+#   make test   - create .venv if needed, the checks of make check, then the whole test suite with the
+#                 random-kill loops
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
@@ -16,7 +18,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
+.PHONY: demo check lint test unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
 
 venv: $(STAMP)
 
@@ -41,7 +43,7 @@ jars-s3a: $(STAMP)
 # processes they start. --dist loadfile keeps a file's tests on one worker: the conformance run
 # (a fixture per session) is built once, the install tests build one wheel.
 # jars-s3a's session resolves Delta's jars too
-test: $(STAMP) jars-s3a
+test: $(STAMP) jars-s3a lint
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 faults: $(STAMP) jars
@@ -49,6 +51,16 @@ faults: $(STAMP) jars
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# the packages' and the tests' lint (pyproject.toml: [tool.ruff]), types ([tool.mypy]) and the
+# arrows between wlcore, wlc and wlr ([tool.importlinter])
+lint: $(STAMP)
+	$(PY) -m ruff check wlc wlcore wlr tests bench demo
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+check: lint
+	$(PY) -m pytest -q -n 2 tests/unit
 
 demo: $(STAMP) jars
 	$(PY) demo/tpch_demo.py

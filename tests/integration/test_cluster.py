@@ -21,7 +21,7 @@ from wlcore.settings import parse_kv
 
 from .helpers import master_rows, rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(1800)]
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
