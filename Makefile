@@ -1,6 +1,8 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
-#   make test   - create .venv if needed, run the whole test suite with the random-kill loops
+#   make check  - lint (ruff), types (mypy), import contracts (import-linter), unit tests: under 2 minutes
+#   make test   - create .venv if needed, the checks of make check, the documentation build, then the whole
+#                 test suite with the random-kill loops
 #   make docs   - build the documentation site strictly into site/ (make test runs it first)
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
@@ -17,7 +19,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test docs unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
+.PHONY: demo check lint test docs unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
 
 venv: $(STAMP)
 
@@ -42,7 +44,7 @@ jars-s3a: $(STAMP)
 # processes they start. --dist loadfile keeps a file's tests on one worker: the conformance run
 # (a fixture per session) is built once, the install tests build one wheel.
 # jars-s3a's session resolves Delta's jars too
-test: $(STAMP) docs jars-s3a
+test: $(STAMP) jars-s3a lint docs
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 # the documentation site (mkdocs.yml): strict, so a broken link, a missing page or a docstring
@@ -55,6 +57,16 @@ faults: $(STAMP) jars
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# the packages' and the tests' lint (pyproject.toml: [tool.ruff]), types ([tool.mypy]) and the
+# arrows between wlcore, wlc and wlr ([tool.importlinter])
+lint: $(STAMP)
+	$(PY) -m ruff check wlc wlcore wlr tests bench demo
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+check: lint
+	$(PY) -m pytest -q -n 2 tests/unit
 
 demo: $(STAMP) jars
 	$(PY) demo/tpch_demo.py

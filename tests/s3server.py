@@ -32,7 +32,7 @@ def start() -> tuple[subprocess.Popen, str]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"moto server did not start on {endpoint}")
+                raise RuntimeError(f"moto server did not start on {endpoint}") from None
             time.sleep(0.1)  # polling the port with a deadline
 
 

@@ -73,7 +73,7 @@ class Capture:
     """Scans a master database and stages transaction records (no threads; the Master drives it)."""
 
     def __init__(self, spark, storage: Storage, db_path: str, dbname: str, dbid: str,
-                 state: CaptureState, skip_schemas: set[str] = frozenset(), holds: Holds | None = None,
+                 state: CaptureState, skip_schemas: frozenset[str] | set[str] = frozenset(), holds: Holds | None = None,
                  floor: datetime | None = None):
         self.spark = spark
         self.storage = storage
@@ -367,7 +367,7 @@ class Capture:
         :meth:`write_rows` has written them.
         """
         records = []
-        for i, item in enumerate(items):
+        for item in items:
             txn = self.state.next_txn
             self.state.next_txn += 1
             records.append(TxnRecord(

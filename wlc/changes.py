@@ -25,6 +25,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from wlcore.deltalog import commit_file, list_versions
 from wlcore.names import batch_folder, quote_ident
@@ -141,7 +142,7 @@ class Copier:
                     self._remove(staging, items[i])
         return out
 
-    def _write_table(self, staging: str, table: str, items: list[tuple[int, object]], out: Written) -> None:
+    def _write_table(self, staging: str, table: str, items: list[tuple[int, Any]], out: Written) -> None:
         force: str | None = None  # a gap before: the next version with data is carried by its image
         k = 0
         while k < len(items):
@@ -169,7 +170,7 @@ class Copier:
             # image, a gap before it
             reason = (f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
                       f"before capture read them ({_why(missing)})")
-            for j, it in run[:-1]:
+            for _j, it in run[:-1]:
                 it.change, it.gap = None, reason
             j, last = run[-1]
             last.change, last.gap = "image", reason

@@ -71,7 +71,7 @@ def create_schema(spark, storage: Storage, db_path: str, schema: str) -> str:
     return schema
 
 
-def register(spark, storage: Storage, db_path: str, skip: set[str] = frozenset()) -> dict[str, str]:
+def register(spark, storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
     """Register every schema folder of the database at ``db_path`` and the Delta tables in them.
 
     Schema folders whose names are not plain identifiers, and folders in ``skip`` or

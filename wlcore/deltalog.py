@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 from .storage import Storage
 
@@ -113,7 +113,7 @@ class TableMeta:
         return definition(self)
 
     def to_json(self) -> dict:
-        out = {"schema": self.schema_json, "partition_columns": list(self.partition_columns),
+        out: dict[str, Any] = {"schema": self.schema_json, "partition_columns": list(self.partition_columns),
                "configuration": self.configuration, "id": self.table_id}
         if self.clustering is not None:
             out["clustering"] = [list(p) for p in self.clustering]
@@ -277,7 +277,7 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     callers then ask Delta Kernel (:func:`wlcore.kernel.metadata_at`).
     """
     meta: TableMeta | None = None
-    clustering: tuple[tuple[str, ...], ...] | None | bool = False  # False: not found yet
+    clustering: tuple[tuple[str, ...], ...] | None | Literal[False] = False  # False: not found yet
     for v in range(version, -1, -1):
         try:
             commit = read_commit(storage, table_path, v)

@@ -14,7 +14,7 @@ def delta_ref(uri: str) -> str:
     return "delta." + quote_ident(uri)
 
 
-def discover_tables(storage: Storage, db_path: str, skip: set[str] = frozenset(),
+def discover_tables(storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset(),
                     refused: dict[str, str] | None = None) -> dict[str, str]:
     """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlcore.names`).
 

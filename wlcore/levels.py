@@ -86,7 +86,8 @@ def restore_path(tick: int, compacted: Iterable[Span], target: Target = EVERYTHI
     for s in compacted:
         if s.level > 0:
             starts.setdefault(s.first_txn, []).append(s)
-    path, pos = [], tick
+    path: list[Span] = []
+    pos = tick
     while True:
         fitting = [s for s in starts.get(pos + 1, ()) if fits(s, target) and s.last_txn > pos]
         if not fitting:
@@ -257,7 +258,7 @@ def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
     points = sorted({s.last_txn for s in fresh if s.level > 0} | {s.txn for s in kept_starts})
     ranges = sorted((s.first_txn, s.last_txn) for s in fresh if s.level == 0)
 
-    def promised(lo: int, hi: int) -> bool:
+    def promised(lo: int, hi: float) -> bool:
         """A promised point in [lo, hi)."""
         i = bisect.bisect_left(points, lo)
         if i < len(points) and points[i] < hi:
@@ -317,7 +318,7 @@ def _granularity(fresh: set[Span], earliest: Start | None) -> list[tuple[str, in
     return out
 
 
-def _any_range(ranges: list[tuple[int, int]], lo: int, hi: int) -> bool:
+def _any_range(ranges: list[tuple[int, int]], lo: int, hi: float) -> bool:
     """A range of ``ranges`` (sorted, disjoint) meeting [lo, hi)."""
     i = bisect.bisect_right(ranges, (lo, math.inf))
     for a, b in ranges[max(0, i - 1):i + 1]:

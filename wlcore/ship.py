@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import batch as batchfmt
 from . import epochs
@@ -41,6 +41,9 @@ from .errors import BatchError, LockHeldError, WlcError
 from .faults import crash_point
 from .master_state import CONFIG_FILE, MasterState, logs_of, read_config as read_master_config, write_master_state
 from .storage import Storage, copy_file
+
+if TYPE_CHECKING:
+    from .watch import FolderWatch
 
 log = logging.getLogger("wlc.ship")
 
@@ -376,7 +379,7 @@ class Shipper:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._watch = None
+        self._watch: FolderWatch | None = None
 
     def once(self, progress: bool = True) -> ShipReport:
         """One pass; returns what it shipped (also added to ``report``)."""

@@ -103,7 +103,7 @@ def definition(meta) -> dict:
 def logical_path(schema: dict, physical: list[str]) -> list[str]:
     """The logical names of the field at ``physical`` (column mapping physical names, or
     logical names already when the table has no column mapping)."""
-    out = []
+    out: list[str] = []
     fields = schema.get("fields", [])
     for part in physical:
         found = None

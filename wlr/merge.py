@@ -5,6 +5,8 @@ A mixin of :class:`wlr.apply.Applier` (it uses ``spark``, ``_tagged`` and ``sele
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
@@ -33,6 +35,8 @@ class Merges:
     """MERGE helpers of :class:`wlr.apply.Applier`."""
 
     selection = None  # wlr.select.Selection of the replica (None: every table, every row)
+    spark: Any  # the Applier's Spark session
+    _tagged: Any  # the Applier's context manager naming a Delta commit
 
     def row_filter(self, table: str):
         """The replica's row filter of ``table`` as a Column (NULL counts as false), or None."""

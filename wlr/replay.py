@@ -98,7 +98,7 @@ class Round:
         try:
             workers = max(1, min(int(parallelism), len(plan)))
             if workers == 1:
-                for table, segs in plan.items():
+                for segs in plan.values():
                     self._table(self.applier, segs)
             else:
                 with ThreadPoolExecutor(workers, thread_name_prefix="wlr-replay") as pool:

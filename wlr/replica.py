@@ -43,7 +43,7 @@ from .view import ConsistentView
 
 log = logging.getLogger("wlr.replica")
 
-from .setup import CONFIG_FILE, LOG_FILE  # noqa: F401 (wlr.replica.CONFIG_FILE is used by others)
+from .setup import CONFIG_FILE, LOG_FILE  # noqa: E402, F401 (wlr.replica.CONFIG_FILE is used by others)
 
 
 class Replica(ReplicaSetup, Follower, ConsistentView, Relay):

@@ -36,7 +36,7 @@ class Route:
 
     def __init__(self, storage: Storage, master_path: str, master: str, dbid: str):
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
-        self._spans: dict[str, tuple[Span, object]] = {}
+        self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
 
     # ------------------------------------------------------------------ snapshots
     def starts(self, mcfg: MasterState, logs: str) -> list[Start]:

@@ -144,7 +144,7 @@ class ReplicaSetup:
             schema, name = split_name(tables[table])
             uri = self.source.storage.uri(Storage.join(start.path, schema, name))
             try:
-                self.spark.read.format("delta").load(uri).filter(F.expr(pred)).schema
+                self.spark.read.format("delta").load(uri).filter(F.expr(pred)).schema  # noqa: B018 (resolving the schema analyses the predicate)
             except Exception as exc:  # noqa: BLE001 (AnalysisException: the caller's predicate)
                 raise ConfigError(f"where: the predicate of {table} does not fit the table "
                                   f"({str(exc).splitlines()[0]}); correct it (columns: "

@@ -57,7 +57,7 @@ def sync(src: str, dst: str) -> None:
             sa = os.stat(a)
             if not os.path.exists(b) or (os.stat(b).st_size, os.stat(b).st_mtime_ns) != (sa.st_size, sa.st_mtime_ns):
                 shutil.copy2(a, b)
-    for root, dirs, files in os.walk(dst, topdown=False):
+    for root, _dirs, files in os.walk(dst, topdown=False):
         rel = os.path.relpath(root, dst)
         for f in files:
             if not os.path.exists(os.path.join(src, rel, f)):

@@ -12,6 +12,7 @@ from wlcore.errors import ConfigError, MasterStateError
 
 from ..integration.helpers import master_rows, rows, sql
 from .helpers import run_python as _run_python
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -169,7 +170,6 @@ def test_table_dropped_and_made_again_between_scans(spark, dbfarm):
 def test_standalone_capturer_process(spark, dbfarm):
     """`python -m wlc capture` captures a master written by another application."""
     import signal
-    import time
 
     from wlcore.settings import parse_kv
 
@@ -181,19 +181,19 @@ def test_standalone_capturer_process(spark, dbfarm):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         cfg_path = os.path.join(dbfarm, "ext", "wlc.config")
-        deadline = time.monotonic() + 180
-        while "heartbeat=" not in open(cfg_path).read() and time.monotonic() < deadline:
+
+        def beating() -> bool:
+            if "heartbeat=" in open(cfg_path).read():
+                return True
             assert proc.poll() is None, proc.stdout.read()[-3000:]
-            time.sleep(0.2)
+            return False
+        wait_until(beating, 180, "the capture process's first heartbeat", interval=0.2)
         path = os.path.join(dbfarm, "ext", "s", "t")
         spark.sql(f"CREATE TABLE delta.`{path}` (i INT) USING delta")
         spark.sql(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
-        tick = "-1"
-        while time.monotonic() < deadline:
-            tick = parse_kv(open(cfg_path).read()).get("tick", "-1")
-            if tick == "1":
-                break
-            time.sleep(0.2)
+        wait_until(lambda: parse_kv(open(cfg_path).read()).get("tick", "-1") == "1", 180,
+                   "the capture process to publish both transactions", interval=0.2)
+        tick = parse_kv(open(cfg_path).read()).get("tick", "-1")
         assert tick == "1", "capture process did not publish both transactions"
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -211,7 +211,6 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
     """Capture cannot copy rows that are gone: it publishes the transaction saying so (it
     does not retry forever) and replay stops there with that cause until it is accepted."""
     import shutil
-    import time
     from wlc.master import Master
 
     m = Master("d", dbfarm=dbfarm, capture=False).start()
@@ -225,10 +224,13 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
     spark.sql(f"INSERT INTO delta.`{a}` VALUES (1)")
     spark.sql(f"INSERT INTO delta.`{u}` VALUES (2)")
     lost = rep.tick() + 1
-    deadline = time.monotonic() + 30
-    while m.tick() < lost + 1:  # both commits staged (they are taken once capture.settle old)
-        assert time.monotonic() < deadline, "capture did not stage the two commits"
+
+    def staged() -> bool:  # both commits staged (they are taken once capture.settle old)
+        if m.tick() >= lost + 1:
+            return True
         m._step(take_all=False)
+        return False
+    wait_until(staged, 30, "capture to stage the two commits", interval=0)
     assert int(m.config["tick"]) == lost - 1  # nothing published yet, no rows copied yet
     shutil.rmtree(a.replace("file://", ""))   # the table dropped before its rows were copied
     assert m.flush() == lost + 2              # published: the insert (rows lost), u's insert, the drop

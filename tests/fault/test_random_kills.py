@@ -23,7 +23,8 @@ from wlcore.storage import Storage
 from ..integration.helpers import master_rows, rows
 from .helpers import assert_applied_once, env_with, published
 
-pytestmark = [pytest.mark.spark, pytest.mark.random_kills]
+pytestmark = [pytest.mark.spark, pytest.mark.random_kills,
+              pytest.mark.timeout(2 * float(os.environ.get("WLC_FAULT_SECONDS", "240")) + 900)]
 
 
 def _bounds() -> tuple[int, float, random.Random]:

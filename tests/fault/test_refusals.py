@@ -2,7 +2,6 @@
 master keeps capturing, the running follower keeps following, and the error is the
 project's own, with a message that says what to do."""
 import os
-import time
 
 import pytest
 
@@ -11,6 +10,7 @@ import wlr
 
 from ..integration.helpers import rows, sql
 from .helpers import run_module, tree
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -42,9 +42,7 @@ def test_refused_master_calls_change_nothing(spark, master, dbfarm):
     # the master this process was capturing still captures (its thread, on its own)
     assert wlc.current() is master and master.running
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (1)")
-    deadline = time.monotonic() + 60
-    while int(master.config.get("tick", -1)) < 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: int(master.config.get("tick", -1)) >= 1, 60, "the capture thread to publish transaction 1")
     assert int(master.config["tick"]) == 1, "the capture thread stopped after a refused master() call"
     assert rep.replicate(follow=False).tick() == 1 and rows(rep.table("s.t")) == [(1,)]
 
@@ -78,9 +76,7 @@ def test_refused_replicate_calls_change_nothing(spark, master, dbfarm):
     # the follower goes on following
     assert wlr.current() is follower and follower.following()
     sql(spark, f"INSERT INTO delta.`{p}` VALUES (7)")
-    deadline = time.monotonic() + 60
-    while follower.tick() < 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: follower.tick() >= 1, 60, "the follower to apply transaction 1")
     assert follower.tick() == 1 and rows(follower.table("s.t")) == [(7,)]
 
 

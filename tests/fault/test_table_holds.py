@@ -14,6 +14,7 @@ import wlr
 from wlc.master import Master
 
 from tests.integration.helpers import master_rows, rows
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -24,13 +25,10 @@ def _config(path: str) -> dict:
 
 def _flush_until(m, pred, seconds: float = 30.0):
     """Flush until ``pred()`` holds (a held table is read again after its backoff)."""
-    deadline = time.monotonic() + seconds
-    while True:
+    def flushed() -> bool:
         m.flush()
-        if pred():
-            return
-        assert time.monotonic() < deadline, "capture did not read the held table again in time"
-        time.sleep(0.2)
+        return pred()
+    wait_until(flushed, seconds, "capture to read the held table again", interval=0.2)
 
 
 def _two_tables(spark, dbfarm):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import pytest
 
@@ -13,6 +12,7 @@ from wlcore import batch
 from wlcore.deltalog import list_versions
 
 from .helpers import rows
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -63,9 +63,7 @@ def test_schema_made_outside_the_master_is_warned_about(spark, master, caplog):
     caplog.set_level(logging.WARNING, logger="wlc.master")
     spark.sql("CREATE SCHEMA IF NOT EXISTS stray_schema")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "stray_schema" not in caplog.text:
-            time.sleep(0.1)
+        wait_until(lambda: "stray_schema" in caplog.text, 30, "the warning about stray_schema")
         assert "schema 'stray_schema' was made at" in caplog.text
         assert "create_schema('stray_schema')" in caplog.text
     finally:

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,9 @@ import pytest
 from wlcore.settings import parse_kv
 
 from .helpers import master_rows, rows
+from ..waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(1800)]
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -40,13 +40,12 @@ def _start(args: list[str], log: Path, env: dict) -> subprocess.Popen:
 
 
 def _wait_for(path: Path, text: str, seconds: float, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def written() -> bool:
         if path.exists() and text in path.read_text(errors="replace"):
-            return
+            return True
         assert proc.poll() is None, f"{proc.args[1]} exited:\n{path.read_text(errors='replace')[-3000:]}"
-        time.sleep(0.2)
-    raise AssertionError(f"no {text!r} within {seconds} s:\n{path.read_text(errors='replace')[-3000:]}")
+        return False
+    wait_until(written, seconds, lambda: f"{text!r}:\n{path.read_text(errors='replace')[-3000:]}", interval=0.2)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -97,18 +96,21 @@ def test_capture_and_replica_share_a_standalone_cluster(spark, dbfarm, cluster, 
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         config = Path(dbfarm, "cm", "wlc.config")
-        deadline = time.monotonic() + 240
-        while "heartbeat=" not in config.read_text() and time.monotonic() < deadline:
+
+        def published(pred) -> bool:
+            if pred(config.read_text()):
+                return True
             assert capture.poll() is None, capture.stdout.read()[-3000:]
-            time.sleep(0.2)
+            return False
+        wait_until(lambda: published(lambda text: "heartbeat=" in text), 240, "capture's first heartbeat",
+                   interval=0.2)
         t = os.path.join(dbfarm, "cm", "s", "t")
         spark.sql(f"CREATE TABLE delta.`{t}` (id INT, v STRING) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
         spark.sql(f"INSERT INTO delta.`{t}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
         spark.sql(f"UPDATE delta.`{t}` SET v = 'B' WHERE id = 2")
         spark.sql(f"DELETE FROM delta.`{t}` WHERE id = 3")
-        while time.monotonic() < deadline and parse_kv(config.read_text()).get("tick") != "3":
-            assert capture.poll() is None, capture.stdout.read()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: published(lambda text: parse_kv(text).get("tick") == "3"), 240,
+                   "capture on the cluster to publish transaction 3", interval=0.2)
         assert parse_kv(config.read_text()).get("tick") == "3", "capture on the cluster did not publish"
         # the replica is a second application on the cluster while capture runs
         rep = subprocess.run([sys.executable, "-m", "wlr", "--config", str(cfg), "replicate", dbfarm, "cm", "cr",

@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 import wlr
 
 from .helpers import rows, sql
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,16 +32,14 @@ def _lines(proc) -> tuple["queue.Queue[str]", threading.Thread]:
 
 
 def _wait_for(lines: "queue.Queue[str]", text: str, seen: list[str], seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def arrived() -> bool:
         try:
             line = lines.get(timeout=0.5)
         except queue.Empty:
-            continue
+            return False
         seen.append(line)
-        if text in line:
-            return
-    raise AssertionError(f"no line with {text!r} within {seconds} s; output:\n{''.join(seen)[-3000:]}")
+        return text in line
+    wait_until(arrived, seconds, lambda: f"a line with {text!r}; output:\n{''.join(seen)[-3000:]}", interval=0)
 
 
 def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):

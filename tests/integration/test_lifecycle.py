@@ -15,6 +15,7 @@ from wlr.errors import ReplicaStateError, TargetError
 
 from .helpers import master_rows, rows, sql
 from .test_grouped import keyed_and_unkeyed, random_mix
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -166,15 +167,16 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
 
         for i in range(9):
             write(i)
-        deadline = time.monotonic() + 120
         wlc_log = os.path.join(m.path, "wlc.log")
         # the background runs every second (5 poll intervals) and notes what it made once it is made
         noted = lambda: all(w in open(wlc_log).read() for w in ("snapshot at transaction", "compacted level-2 batch"))  # noqa: E731
         seen, since = wlc.tick(), time.monotonic()
-        while time.monotonic() < deadline:
+
+        def made() -> bool:
+            nonlocal i, seen, since
             logs = os.listdir(m.logs)
             if any("_L2_" in n for n in logs) and len(wlc.snapshots()) >= 3 and noted():
-                break
+                return True
             # a snapshot is due 4 transactions after the newest: where the background took one
             # late (a slow machine), capture is idle for 3 s and one more transaction makes the next due
             tick = wlc.tick()
@@ -184,7 +186,8 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
                 i += 1
                 write(i)
                 since = time.monotonic()
-            time.sleep(0.2)
+            return False
+        wait_until(made, 120, "a level-2 batch and three snapshots, noted in wlc.log", interval=0.2)
         assert any("_L2_" in n for n in os.listdir(m.logs)), os.listdir(m.logs)
         taken = [s.txn for s in wlc.snapshots()]
         assert len(taken) >= 3, wlc.snapshots()

@@ -47,6 +47,7 @@ def _execute(name: str, workdir: Path) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", ["quickstart", "point_in_time_recovery"])
 def test_notebook_runs(name, tmp_path, monkeypatch):
     _ensure_kernel()
@@ -67,6 +68,7 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
 
 
 @pytest.mark.spark
+@pytest.mark.timeout(1800)
 def test_shipping_notebook_runs(s3, tmp_path, monkeypatch):
     """The shipping notebook against the test's S3-compatible server (``storage.s3`` from
     the ``s3`` fixture's WLC_CONFIG): master here, logs in the bucket, replicas elsewhere."""

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 import wlc
 
 from .helpers import sql
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -39,11 +39,9 @@ def _capture_until_interrupted(args: list[str], cwd: Path, env: dict) -> tuple[i
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 240
     try:
-        while not any(line.startswith("capturing ") for line in lines) and proc.poll() is None:
-            assert time.monotonic() < deadline, f"capture did not start: {''.join(lines)[-3000:]}"
-            time.sleep(0.1)
+        wait_until(lambda: any(line.startswith("capturing ") for line in lines) or proc.poll() is not None, 240,
+                   lambda: f"capture to start: {''.join(lines)[-3000:]}")
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)

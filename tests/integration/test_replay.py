@@ -10,6 +10,7 @@ import wlc
 import wlr
 
 from .helpers import master_rows, rows, sql
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -117,9 +118,7 @@ def test_follow_mode_picks_up_new_batches(spark, master, dbfarm):
     rep = wlr.replicate("m", replica="follower", dbfarm=dbfarm)  # follows in the background
     assert rep.following()
     last = sql(spark, f"INSERT INTO delta.`{p}` VALUES (1), (2)")
-    deadline = time.monotonic() + 60
-    while rep.tick() < last and time.monotonic() < deadline:
-        time.sleep(0.1)  # a poll with a deadline, not synchronisation by sleep
+    wait_until(lambda: rep.tick() >= last, 60, f"the follower to apply transaction {last}")
     assert rep.tick() == last
     assert rows(rep.table("s.f")) == [(1,), (2,)]
     wlr.stop()

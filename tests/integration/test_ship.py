@@ -119,7 +119,7 @@ def _crash_then_resume(spark, master, dbfarm: str, dest: str, crash_at: str) -> 
     report = wlc.ship(dest)
     assert report.batches == [os.path.basename(p) for _n, p in batches]
     assert report.bytes == full - kept  # what was there intact was not copied again
-    for m, (_n, p) in zip(manifests, batches):  # published only verified, complete batches
+    for _m, (_n, p) in zip(manifests, batches):  # published only verified, complete batches
         there = Storage.join(dest, "wlc_logs", os.path.basename(p))
         assert batchfmt.verify_files(st, there, batchfmt.read_manifest(st, there)) == {}
     assert len(_published(dest)) == 1 + len(batches)

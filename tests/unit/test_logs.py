@@ -61,14 +61,14 @@ def test_a_missing_log_folder_is_a_failure_not_an_empty_log(tmp_path):
 
 
 @pytest.mark.parametrize("damage, number, message", [
-    (lambda l: os.remove(os.path.join(batch(l, 1), "manifest.json")), 1, "batch 1: .*manifest.json is missing"),
-    (lambda l: open(os.path.join(batch(l, 2), "manifest.json"), "r+b").truncate(40), 2, "batch 2: .*not JSON"),
-    (lambda l: shutil.rmtree(batch(l, 1)), 1, "batch 1 is missing .*batch 2 follows"),
-    (lambda l: (os.rename(batch(l, 1), batch(l, 9)), os.rename(batch(l, 2), batch(l, 1)),
-                os.rename(batch(l, 9), batch(l, 2))), 1, "batch 1: its folder holds the manifest of batch 2"),
-    (lambda l: shutil.copytree(batch(l, 3), batch(l, 4)), 4, "batch 4: its folder holds the manifest of batch 3"),
-    (lambda l: (shutil.rmtree(batch(l, 2)), publish(l, 2, [4])), 2, "batch 2 holds transactions 4-4 but 3 was expected"),
-    (lambda l: (shutil.rmtree(batch(l, 2)), publish(l, 2, [3, 4], dbid="other")), 2, "database id other"),
+    (lambda lg: os.remove(os.path.join(batch(lg, 1), "manifest.json")), 1, "batch 1: .*manifest.json is missing"),
+    (lambda lg: open(os.path.join(batch(lg, 2), "manifest.json"), "r+b").truncate(40), 2, "batch 2: .*not JSON"),
+    (lambda lg: shutil.rmtree(batch(lg, 1)), 1, "batch 1 is missing .*batch 2 follows"),
+    (lambda lg: (os.rename(batch(lg, 1), batch(lg, 9)), os.rename(batch(lg, 2), batch(lg, 1)),
+                os.rename(batch(lg, 9), batch(lg, 2))), 1, "batch 1: its folder holds the manifest of batch 2"),
+    (lambda lg: shutil.copytree(batch(lg, 3), batch(lg, 4)), 4, "batch 4: its folder holds the manifest of batch 3"),
+    (lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [4])), 2, "batch 2 holds transactions 4-4 but 3 was expected"),
+    (lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [3, 4], dbid="other")), 2, "database id other"),
 ])
 def test_each_batch_level_problem_names_its_batch(logs, damage, number, message):
     damage(logs)

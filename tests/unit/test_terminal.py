@@ -4,7 +4,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import wlc
 from wlcore.batch import FORMAT_VERSION
 from wlc.cli import main as wlc_main
 from wlr.cli import main as wlr_main
+from ..waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,9 +90,8 @@ def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
                  b"\tdownloading https://repo1.maven.org/maven2/a.jar ...\n",
                  b"\tdownloading https://repo1.maven.org/maven2/b.jar ...\n"]:
         os.write(pump._write, line)
-    deadline = time.monotonic() + 10
-    while "b.jar" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: "b.jar" in (log.read_text() if log.exists() else ""), 10, "the start-up log to hold b.jar",
+               interval=0.02)
     pump.started(ok)
     os.write(pump._write, b"12:00:01 ERROR SparkContext: after the start\n")
     os.close(pump._write)
