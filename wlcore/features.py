@@ -14,11 +14,11 @@ is for masters written by Spark alone.
 from __future__ import annotations
 
 from .settings import settings
-from .errors import ConfigError
+from .settings_model import FEATURE_NAMES, feature_names
 
 CHANGE_FEED = "delta.enableChangeDataFeed"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
-NAMES = {"change_feed": CHANGE_FEED, "in_commit_timestamps": IN_COMMIT_TIMESTAMPS}
+NAMES = FEATURE_NAMES  # setting name -> table property
 USER_METADATA = "wlc: switch on "  # userMetadata of capture's own property commits
 
 
@@ -30,15 +30,7 @@ def chosen(value=None) -> list[str]:
     """
     if value is None:
         return list(settings().capture.table_features)  # checked when the settings were loaded
-    raw = value
-    if raw is None or raw is False or raw == "none":
-        return []
-    if isinstance(raw, str):
-        raw = [raw]
-    if not isinstance(raw, list) or any(str(v) not in NAMES for v in raw):
-        raise ConfigError(f"capture.table_features must be a list of {', '.join(NAMES)} (or [] for none), "
-                          f"not {raw!r}")
-    return [str(v) for v in raw]
+    return feature_names(value)
 
 
 def switch_on(value=None) -> dict[str, str]:

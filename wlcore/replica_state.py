@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from .errors import ConfigError
 from .names import name_of_key, state_key
@@ -131,7 +131,7 @@ class ReplicaState(StateFile):
         return self._family(key) is not None or super()._holds(key)
 
     @classmethod
-    def from_pairs(cls, pairs: dict[str, object]) -> "ReplicaState":
+    def from_pairs(cls, pairs: Mapping[str, object]) -> "ReplicaState":
         """The state holding ``pairs`` (``key -> value`` as text, in the file's order)."""
         return cls.from_text(format_kv(pairs), "<replica state>")
 

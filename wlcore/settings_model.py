@@ -15,7 +15,7 @@ and retentions (:data:`Duration`, :data:`SnapshotInterval`, :data:`LevelInterval
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
@@ -74,10 +74,29 @@ def _s3a(value: Any) -> bool | Literal["auto"]:
     return "auto"
 
 
-def _features(value: Any) -> list[str]:
-    from .features import chosen  # features reads these settings: imported when first used
+FEATURE_NAMES = {"change_feed": "delta.enableChangeDataFeed", "in_commit_timestamps": "delta.enableInCommitTimestamps"}
+"""The table features capture may switch on (:mod:`wlcore.features`), by their setting names."""
 
-    return chosen([] if value is None else value)  # None (an empty YAML value): nothing switched on
+
+def feature_names(raw: Any) -> list[str]:
+    """``raw`` (a name, a list of names, ``none``/False/None for none) as a checked list of
+    :data:`FEATURE_NAMES` keys.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if raw is None or raw is False or raw == "none":
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or any(str(v) not in FEATURE_NAMES for v in raw):
+        raise ConfigError(f"capture.table_features must be a list of {', '.join(FEATURE_NAMES)} (or [] for none), "
+                          f"not {raw!r}")
+    return [str(v) for v in raw]
+
+
+def _features(value: Any) -> list[str]:
+    return feature_names([] if value is None else value)  # None (an empty YAML value): nothing switched on
 
 
 Seconds = Annotated[float, _seconds_from(0.0)]
@@ -213,7 +232,7 @@ def validate(data: dict, source: str) -> Settings:
         raise ConfigError(f"{source}: {_message(errors[first])}") from None
 
 
-def _message(error: dict) -> str:
+def _message(error: Mapping[str, Any]) -> str:
     loc = [str(part) for part in error["loc"]]
     dotted = ".".join(loc)
     kind = error["type"]

@@ -13,6 +13,7 @@ from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND, aligned
 from wlcore.terminal import setup as setup_terminal
 
+from .cli_replica import open_replica
 from .errors import ReplicationError, RestoreError
 
 
@@ -199,31 +200,6 @@ def _add_accept(sub) -> None:
     ac = subcommand(sub, "accept", cmd_accept, help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
-
-
-def open_replica(args: argparse.Namespace):
-    """The replica ``args.replica`` of dbfarm ``args.dbfarm`` as its ``wlr.config`` names its master
-    (``wlr status``, ``wlr accept``, ``wlr restore``).
-
-    Returns:
-        wlr.Replica: the replica, reading from the master (and master dbfarm) it follows.
-
-    Raises:
-        NotFoundError: no such dbfarm, or the database is not a replica (the replicas there are named).
-        ConfigError: a malformed dbfarm or name.
-    """
-    from .errors import ReplicaStateError
-    from .monitor import read_replica_state
-    from .replica import Replica
-    from wlcore.settings import dbfarm as resolve_dbfarm
-    from wlcore.storage import Storage
-
-    farm = resolve_dbfarm(args.dbfarm)
-    try:
-        cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
-    except ReplicaStateError as exc:  # no replica of that name: "not found", as the command lines say it
-        raise NotFoundError(str(exc), cli=exc.cli) from None
-    return Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

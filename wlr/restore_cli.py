@@ -35,7 +35,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         replica (the nearest are named). MasterStateError, TableExistsError, ConfigError: refused.
         RestoreError: a write failed (the message says what was undone).
     """
-    from .cli import open_replica
+    from .cli_replica import open_replica
 
     rep = open_replica(args)
     done = rep.restore_table(args.table, args.into, as_=args.as_, replace=args.replace, dbfarm=rep.dbfarm)

@@ -36,6 +36,9 @@ def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
     return set(proto) if isinstance(proto, (tuple, list)) else {proto}
 
 
+_FACTORY: list = []  # the function that picks an implementation (wlcore.storage.factory registers it)
+
+
 class Storage(ABC):
     """A filesystem plus helpers. ``Storage.of(path)`` picks the implementation from the path or URL.
 
@@ -71,9 +74,7 @@ class Storage(ABC):
             ValueError: fsspec knows no filesystem for the URL's protocol.
             ImportError: the protocol's fsspec implementation is not installed.
         """
-        from .factory import storage_of
-
-        return storage_of(path)
+        return _FACTORY[0](path)  # wlcore.storage.factory.storage_of, registered when the package loads
 
     @staticmethod
     def same(a: "Storage", b: "Storage") -> bool:
@@ -182,10 +183,10 @@ class Storage(ABC):
         """Where to assemble the folder ``final`` before :meth:`publish_dir` (``tag``: a
         short word naming the writer, e.g. ``ship``); a later try resumes there."""
 
-    def fsync_dir(self, path: str) -> None:
+    def fsync_dir(self, path: str) -> None:  # noqa: B027 (a default that does nothing: object stores)
         """Make the entries of folder ``path`` durable where the store needs it (errors ignored)."""
 
-    def fsync_tree(self, path: str) -> None:
+    def fsync_tree(self, path: str) -> None:  # noqa: B027 (a default that does nothing: object stores)
         """Make every file below ``path`` durable where the store needs it, before a publish."""
 
     def rm(self, path: str) -> None:
