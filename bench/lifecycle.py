@@ -3,7 +3,7 @@ and compacted levels; log size before and after prune; compaction ratios.
 
 ``make bench-lifecycle`` runs it (one SparkSession, 2 cores are enough). Two workloads:
 
-1. A MusicBrainz-style edit stream (seed 000): ``mb.editor`` (keyed), ``mb.artist`` (keyed)
+1. A MusicBrainz-style edit stream (its replication packets' example): ``mb.editor`` (keyed), ``mb.artist`` (keyed)
    and ``mb.edit`` (unkeyed, one row per edit). Each edit is four master transactions:
    the editor's ``edits_pending`` +1, the edit applied to an artist, the edit logged, the
    editor's ``edits_pending`` -1. Capture runs at a 2 s beat (``--beat``) with automatic snapshots

@@ -1,7 +1,7 @@
 """Compaction: runs of published batches merged into coarser batches (levels 1 and 2).
 
 A level-1 batch merges a run of consecutive level-0 batches (for example those of one hour),
-a level-2 batch a run of level-1 batches (one day): seed 000's hourly, daily and weekly
+a level-2 batch a run of level-1 batches (one day): MusicBrainz's hourly, daily and weekly
 packets, compacted as MusicBrainz wished they were, and Litestream's levels. For each table,
 each run of its change-feed transactions between two barriers (DDL, full images, ALTERs that
 add columns, transactions whose rows were lost) becomes one *piece*: the net change of the

@@ -1,12 +1,12 @@
-"""Change rows -> net change (Spark): seed 000's chain rules over a segment of transactions.
+"""Change rows -> net change (Spark): MusicBrainz's chain rules over a segment of transactions.
 
 A segment's change rows (the Change Data Feed rows of every transaction in it, from every
 batch) are read by Spark in one read and reduced so that each row of the replica table is
-touched once (Drizzle's reducer, seed 001):
+touched once (Drizzle's transaction reducer):
 
 * keyed tables (``wlc.key``): the last state of each key wins, in (master Delta version,
   change order), where within one version a delete or pre-image comes before an insert or
-  post-image. That is seed 000's chains: insert+update = insert, update+delete = delete,
+  post-image. That is MusicBrainz's packet chains: insert+update = insert, update+delete = delete,
   insert+delete = nothing, delete+insert = update.
 * unkeyed tables: the net signed count of each full row image (+1 insert/post-image,
   -1 delete/pre-image), so duplicate rows stay exact (deleting one of two equal rows

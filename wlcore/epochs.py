@@ -2,7 +2,7 @@
 
 A master's database id (``dbid``) names it for ever; transaction ids alone do not name its
 history. If the master is restored from a copy (or its logs are reset) and writes again,
-it hands out the same ids to different transactions: seed 003's "Ruh Roh", CouchDB's
+it hands out the same ids to different transactions: the "Ruh Roh" of CouchDB's checkpoints, CouchDB's
 reason to pair a sequence number with a random session id.
 
 So every capture session of a master is an *epoch*, a random id, and the master keeps its

@@ -4,7 +4,7 @@ Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.compact
 :mod:`wlc.prune`) and replay (``wlr``):
 
 * Level 0 is what capture publishes; a level-1 batch merges a run of consecutive level-0
-  batches, a level-2 batch a run of consecutive level-1 batches (seed 000's hourly packets
+  batches, a level-2 batch a run of consecutive level-1 batches (MusicBrainz's hourly packets
   and daily ones, Litestream's compaction levels). Runs never overlap and are aligned: every
   boundary of a coarser batch is a boundary of every finer level.
 * :func:`restore_path` plans replay as Litestream restores: from the replica's position,

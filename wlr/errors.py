@@ -16,7 +16,7 @@ class ReplicaStateError(WlcError):
 class DivergedError(ReplicaStateError):
     """The source's history is not the one this replica followed: the master was restored
     from a copy (or its logs were reset) and wrote other transactions under ids the replica
-    had already applied (seed 003's "Ruh Roh"). ``txn`` is the first id they disagree on."""
+    had already applied (the "Ruh Roh" of CouchDB's transitive checkpoints). ``txn`` is the first id they disagree on."""
 
     def __init__(self, message: str, txn: int, cli: str | None = None):
         super().__init__(message, cli=cli)

@@ -16,8 +16,8 @@ replayed alone) and at the end of the plan, which ends at the target. An ALTER t
 adds nullable columns (``TxnRecord.adds``) is no barrier: the segment's commit adds them,
 as ``ADD COLUMNS`` would, and rows before it read NULL there. Other tables'
 transactions do not cut a segment: Delta has no cross-table transactions, so replay keeps
-per-table order only. A segment lands as one Delta commit on its table (seed 000's
-packets collapsed, seed 001's reduce-then-apply).
+per-table order only. A segment lands as one Delta commit on its table (MusicBrainz's
+replication packets collapsed, Drizzle's reduce-then-apply).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Selective replication: which tables a replica carries, and which rows of them (pure).
 
 MonetDB's roadmap asks for "selective replication by partitioning the log files based on
-predicates" (seed 004). A replica may subscribe to some tables (``tables``: names or
+predicates" (its lazy logical replication manual). A replica may subscribe to some tables (``tables``: names or
 ``fnmatch`` patterns on ``schema.table``, e.g. ``"sales.*"``) and, per table, to the rows
 matching a Spark SQL predicate (``where``: ``{"sales.orders": "o_region = 'EU'"}``), as a
 PostgreSQL publication with a row filter. The predicate is applied to each row's state

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
-    """Item 1: `python -m wlc capture` on a running master is refused and touches nothing."""
+    """`python -m wlc capture` on a running master is refused and touches nothing."""
     m = Master("m", dbfarm=dbfarm, capture=False).start()
     m.beat(300)  # the batch stays open
     p = m.table_path("s.t")
@@ -45,7 +45,7 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
 
 
 def test_failed_publish_leaves_capture_where_it_was(spark, dbfarm):
-    """Item 2: beat 0, several commits in one scan, a publish that fails; ids stay gap-free."""
+    """Beat 0, several commits in one scan, a publish that fails; ids stay gap-free."""
     m = Master("m", dbfarm=dbfarm, capture=False).start()
     m.beat(0)
     p = m.table_path("s.t")
@@ -74,7 +74,7 @@ NAMES = ["it's", "da-sh", "ünïcødé", "back`tick", "do.t", "sp ace", "br{a}"]
 
 
 def test_every_table_name_delta_accepts_is_replicated(spark, dbfarm):
-    """Item 3: names that are not plain identifiers are carried; one that cannot be is refused loudly."""
+    """Table names that are not plain identifiers are carried; one that cannot be is refused loudly."""
     from wlcore.names import qualified
 
     m = Master("m", dbfarm=dbfarm, capture=False).start()

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.spark
 
 
 def test_refused_master_calls_change_nothing(spark, master, dbfarm):
-    """Items 8, 9, 10 for wlc.master()."""
+    """wlc.master() refused (logs not a folder, a replica, a second logs folder, a file): the tree
+    is as it was, the running master still captures, and a replica made before still replays it."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm).replicate(follow=False)
@@ -48,7 +49,8 @@ def test_refused_master_calls_change_nothing(spark, master, dbfarm):
 
 
 def test_refused_replicate_calls_change_nothing(spark, master, dbfarm):
-    """Items 8 and 10 for wlr.replicate()."""
+    """wlr.replicate() refused (no such master, a replica as the source, a folder not empty, a file,
+    a target of bad format): no folder or wlr.lock is made, and the running follower still follows."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     follower = wlr.replicate("m", replica="r", dbfarm=dbfarm)  # follows in the background

@@ -22,7 +22,7 @@ def _replicate_until_crash(dbfarm: str, point: str, *extra: str) -> None:
 
 
 def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
-    """Item 4: killed between a CREATE's final commit and saving wlr.config."""
+    """Replay killed between a CREATE's final commit and saving wlr.config."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")                         # 0
     sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (i > 0)")             # 1
@@ -36,7 +36,7 @@ def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
 
 
 def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, dbfarm):
-    """Item 5: the final commit of a reshaping image is its last; a crash before it loses nothing."""
+    """The final commit of a reshaping image is its last; a crash before it loses nothing."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta")                 # 0
     sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (id > 0)")            # 1
@@ -67,7 +67,7 @@ def _part_file(logs: str, txn_version: int) -> str:
 
 
 def test_a_fixed_cause_is_retried_and_the_recovery_logged(spark, master, dbfarm):
-    """Item 6: a damaged batch restored from a copy is applied by the next replicate()."""
+    """A damaged batch restored from a copy is applied by the next replicate()."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # 0
     sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # 1
@@ -94,7 +94,7 @@ def _batch(logs: str, n: int) -> str:
 
 
 def test_batch_level_failures_name_the_batch_and_accept_refuses_them(spark, master, dbfarm):
-    """Item 7: damaged or misplaced batches are reported as such; accept() skips nothing."""
+    """Damaged or misplaced batches are reported as such; accept() (MonetDB's wlr.accept) skips nothing."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
     for i in range(1, 6):
@@ -181,7 +181,7 @@ def test_a_create_killed_in_its_first_commit_is_made_again(spark, master, dbfarm
 
 
 def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, master, dbfarm):
-    """Issue 6: SIGKILL after segments land (tables in parallel), several times, then finish."""
+    """SIGKILL after segments land (tables in parallel), several times, then finish."""
     paths = {name: master.table_path(name) for name in ("s.k", "s.u", "s.w")}
     sql(spark, f"CREATE TABLE delta.`{paths['s.k']}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{paths['s.u']}` (a INT) USING delta")

@@ -1,4 +1,4 @@
-"""Collapse rules (seed 000's chains) on small change-row frames: keyed last state per key,
+"""Collapse rules (MusicBrainz's packet chains) on small change-row frames: keyed last state per key,
 unkeyed net signed count per row image, NULL keys, duplicates, order within a version."""
 import pytest
 from pyspark.sql import functions as F

@@ -1,7 +1,7 @@
 """`wlr replicate --until` says what its target means and never waits in silence: a target the
 master has not published is said at once (with what the master published and whether capture is
 alive), one that cannot come in time is refused at once, and a new replica before the master's
-first transaction is refused unless asked for (issue "The first hour", items 3 and 4).
+first transaction is refused unless asked for (`--empty`).
 
 The command lines run in subprocesses against a master captured in the test process; none of
 them needs a Spark session of its own (they refuse, wait, or make an empty replica)."""
@@ -45,7 +45,7 @@ def _two_transactions(spark, master) -> str:
 
 
 def test_a_far_future_instant_is_refused_at_once(spark, master, dbfarm, tmp_path):
-    """Item 3: `--until 2030-...` is refused before anything is written, naming what the master
+    """`--until 2030-...` is refused before anything is written, naming what the master
     published, its watermark and last commit, capture's liveness and the fixes."""
     _two_transactions(spark, master)
     started = time.monotonic()
@@ -64,7 +64,7 @@ def test_a_far_future_instant_is_refused_at_once(spark, master, dbfarm, tmp_path
 
 def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_capture(spark, master, dbfarm, tmp_path,
                                                                                    caplog):
-    """Item 3: `--until <txn not published>` prints the waiting line at once, and the timeout's
+    """`--until <txn not published>` prints the waiting line at once, and the timeout's
     message states capture's liveness instead of guessing; from Python, a warning on the
     wlr.replica logger; a target whose capture is stale is refused at once."""
     p = master.table_path("s.t")
@@ -130,7 +130,7 @@ def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_captu
 
 
 def test_a_date_before_the_first_transaction_is_refused_for_a_new_replica(spark, master, dbfarm):
-    """Item 4: `--until 2020-01-01` says it is midnight UTC, and a new replica that would hold
+    """`--until 2020-01-01` says it is midnight UTC, and a new replica that would hold
     no transaction is refused (no folder made) unless `--empty` asks for it."""
     _two_transactions(spark, master)
     proc = run_module("wlr", "replicate", dbfarm, "m", "r", "--until", "2020-01-01", timeout=120)
