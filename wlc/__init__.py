@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from wlcore.errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
 from .master import Master
@@ -17,6 +18,9 @@ from wlcore.ship import ShipError
 from wlcore.health import status
 from .table_notes import ChangeFeedWarning
 from wlcore.version import __version__
+
+if TYPE_CHECKING:
+    from wlcore.ship import ShipReport, Shipper
 
 __all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
            "snapshot", "snapshots", "compact", "prune", "ship", "status",
@@ -155,7 +159,7 @@ def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None 
     return current().prune(dry_run=dry_run, now=now, keep=keep)
 
 
-def ship(to: str, follow: bool = False):
+def ship(to: str, follow: bool = False) -> ShipReport | Shipper:
     """Copy the current master's published batches and snapshots to ``to``: another folder
     or mount, or ``s3://bucket/path`` (MonetDB's log-shipping agent; see :meth:`Master.ship`).
 
@@ -165,11 +169,12 @@ def ship(to: str, follow: bool = False):
             ``wlc.stop()`` or the master is closed.
 
     Returns:
-        wlc.ship.ShipReport (one pass) or wlc.ship.Shipper (following).
+        the pass's ShipReport (``batches``, ``snapshots``, ``bytes``, ``seconds``), or,
+        following, the Shipper (``report`` adds up, ``stop()``), both of :mod:`wlcore.ship`.
 
     Raises:
         MasterStateError: no master was started in this process.
-        wlc.ship.ShipError: the destination holds another database's copy, or a batch did
+        ShipError: the destination holds another database's copy, or a batch did
             not verify there.
     """
     return current().ship(to, follow=follow)

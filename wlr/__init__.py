@@ -9,6 +9,7 @@ several replicas use :class:`wlr.Replica` objects directly.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from wlcore.version import __version__
 from wlcore.errors import NotFoundError
@@ -20,6 +21,9 @@ from .replica import Replica
 from .monitor import lag_history
 from .txlog import transactions
 
+if TYPE_CHECKING:
+    from .source import MasterLike
+
 __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
            "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
            "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "TargetWarning", "parse_until"]
@@ -27,11 +31,13 @@ __all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "a
 _current: Replica | None = None
 
 
-def replicate(master=None, until=None, replica: str | None = None, dbfarm: str | None = None,
+def replicate(master: str | MasterLike | None = None, until: int | str | datetime | None = None,
+              replica: str | None = None, dbfarm: str | None = None,
               *, follow: bool | None = None, timeout: float | None = None,
               collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
-              logs: str | None = None, source=None, relay: bool | None = None,
-              tables=None, where=None, empty: bool = False) -> Replica:
+              logs: str | None = None, source: str | MasterLike | Replica | None = None, relay: bool | None = None,
+              tables: str | list[str] | None = None, where: dict[str, str] | None = None,
+              empty: bool = False) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:

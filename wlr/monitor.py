@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from wlcore import batch as batchfmt
 from wlcore import snapshots as snap
@@ -37,6 +38,9 @@ from wlcore.storage import Storage
 from . import failure
 from .errors import DivergedError
 from .source import recorded_source
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
 
@@ -159,7 +163,7 @@ def replica_status(rep) -> dict:
     }
 
 
-def lag_history(replica: str, dbfarm: str | None = None):
+def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
     """Lag over time of replica ``replica``, from its ``wlr.log`` and its master's published logs.
 
     Args:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from typing import Protocol
 
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.errors import ConfigError, WlcError
@@ -27,6 +28,17 @@ from .errors import ReplicaStateError
 RELAY_DIR = "wlr_relay"  # a relaying replica's shipped copy, inside its folder
 REPLICA_CONFIG = "wlr.config"
 KINDS = ("master", "shipped", "relay")
+
+
+class MasterLike(Protocol):
+    """A ``wlc.Master`` as replay sees it (``wlr`` does not import ``wlc``): its database name
+    and the dbfarm (folder or URL) holding it."""
+
+    @property
+    def dbname(self) -> str: ...
+
+    @property
+    def dbfarm(self) -> str: ...
 
 
 @dataclass

@@ -123,7 +123,8 @@ def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState,
 
 
 def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,
-                 operation: str | None = None, since=None, until=None, logs: str | None = None) -> list[dict]:
+                 operation: str | None = None, since: int | str | datetime | None = None,
+                 until: int | str | datetime | None = None, logs: str | None = None) -> list[dict]:
     """The published transactions of master ``master``, oldest first.
 
     Args:
@@ -132,8 +133,9 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
         table: only this table (``"schema.table"``, case-insensitive).
         operation: only operations starting with this text, case-insensitive (``"DROP"``
             finds ``DROP TABLE``; Delta's names otherwise: ``WRITE``, ``MERGE``, ``DELETE``...).
-        since, until: inclusive bounds, each a transaction id (int or digits) or an instant
+        since: inclusive lower bound: a transaction id (int or digits) or an instant
             (datetime, naive meaning UTC, or an ISO-8601 string), as ``replicate(until=...)``.
+        until: inclusive upper bound, of the same kinds as ``since``.
         logs: read a shipped copy of the logs at this folder or URL (``wlc ship``) instead.
 
     Returns:
