@@ -94,6 +94,7 @@ class Applier(Merges):
 
     @property
     def spark(self):
+        """The applier's SparkSession, made on first use when it was given as a factory."""
         if callable(self._spark) and not hasattr(self._spark, "sql"):
             self._spark = self._spark()
         return self._spark
@@ -106,6 +107,7 @@ class Applier(Merges):
         return out
 
     def table_path(self, name: str) -> str:
+        """The folder (path or URL) of replica table ``name`` (``schema.table``): ``<replica>/<schema>/<table>``."""
         schema, table = split_name(name)
         return Storage.join(self.replica_path, schema, table)
 
@@ -168,6 +170,7 @@ class Applier(Merges):
         return out
 
     def current_version(self, name: str) -> int:
+        """The replica table ``name``'s latest Delta version, -1 when it has no commit (no table yet)."""
         versions = list_versions(self.storage, self.table_path(name))
         return versions[-1] if versions else -1
 

@@ -32,6 +32,7 @@ class TableDDL:
 
     @property
     def spark(self):
+        """The applier's SparkSession (the one of the thread this DDL runs in)."""
         return self.applier.spark
 
     def create(self, name: str, ref: str, meta: TableMeta, part: str) -> None:

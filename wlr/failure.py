@@ -15,7 +15,12 @@ from .errors import ReplicaStateError, ReplicationError
 ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
 
 
-def as_int(text) -> int | None:
+def as_int(text: str | None) -> int | None:
+    """A stored number of ``wlr.config`` (``error_batch``, ``error_txn``): None when empty or absent.
+
+    Raises:
+        ValueError: ``text`` is not an integer (the state file was edited into something else).
+    """
     return int(text) if text not in (None, "") else None
 
 

@@ -30,6 +30,9 @@ class LogError(Exception):
 
 @dataclass
 class Batch:
+    """A published level-0 batch as replay reads it: its ``number``, folder ``path`` and
+    checked ``manifest``."""
+
     number: int
     path: str
     manifest: Manifest

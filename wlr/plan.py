@@ -71,14 +71,17 @@ class Segment:
 
     @property
     def first(self) -> int:
+        """The id of the segment's first transaction."""
         return self.txns[0].txn
 
     @property
     def last(self) -> int:
+        """The id of the segment's last transaction (its replay commit's ``txnVersion``)."""
         return self.txns[-1].txn
 
     @property
     def barrier(self) -> bool:
+        """True when the segment is one barrier transaction (:func:`is_barrier`) replayed alone."""
         return self.txns[0].barrier
 
     def __str__(self) -> str:

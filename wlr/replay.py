@@ -47,6 +47,10 @@ class Item:
 
 @dataclass
 class Failure:
+    """Where a round of replay stopped: the ``batch`` number (None when not known), the
+    transaction ``txn``, its ``table`` and the ``cause`` (the error's message), as
+    :mod:`wlr.failure` stores it in ``wlr.config``."""
+
     batch: int | None
     txn: int
     table: str

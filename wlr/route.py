@@ -26,6 +26,8 @@ from .plan import Target
 
 
 def describe(start: Start) -> str:
+    """``start`` (a snapshot, or the empty start of master mode) for messages:
+    ``transaction <txn> (<UTC time>, the snapshot <folder>)``."""
     when = utc_iso(start.time) if start.time else "the start of master mode"
     where = f"the snapshot {os.path.basename(start.path)}" if start.path else "an empty start"
     return f"transaction {start.txn} ({when}, {where})"

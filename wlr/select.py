@@ -65,6 +65,7 @@ class Selection:
 
     @property
     def everything(self) -> bool:
+        """True when the replica carries every table and every row (no selection)."""
         return not self.tables and not self.where
 
     def wants(self, table: str) -> bool:
@@ -77,6 +78,8 @@ class Selection:
         return dict(self.where).get(table.lower())
 
     def to_state(self) -> dict[str, str]:
+        """The selection as ``wlr.config`` records it: ``select_tables`` (a JSON list) and
+        ``select_where`` (a JSON object), each empty when not selected (:meth:`from_state` reads it)."""
         return {"select_tables": json.dumps(list(self.tables)) if self.tables else "",
                 "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else ""}
 
@@ -96,6 +99,7 @@ class Selection:
         return cls.of(tables, where)
 
     def describe(self) -> str:
+        """The selection for messages: ``every table, every row``, or ``tables sales.*; sales.orders WHERE ...``."""
         if self.everything:
             return "every table, every row"
         parts = [f"tables {', '.join(self.tables)}" if self.tables else "every table"]

@@ -35,10 +35,14 @@ class MasterLike(Protocol):
     and the dbfarm (folder or URL) holding it."""
 
     @property
-    def dbname(self) -> str: ...
+    def dbname(self) -> str:
+        """The master database's name."""
+        ...
 
     @property
-    def dbfarm(self) -> str: ...
+    def dbfarm(self) -> str:
+        """The folder or URL of the dbfarm holding the master."""
+        ...
 
 
 @dataclass
@@ -77,6 +81,7 @@ class Source:
 
     @property
     def is_master(self) -> bool:
+        """True when the source is the master's own folder (not a shipped copy or a relay)."""
         return self.kind == "master"
 
     def missing(self, master: str) -> WlcError:
