@@ -146,7 +146,7 @@ def snapshots() -> list:
     return current().snapshots()
 
 
-def compact(level1=None, level2=None) -> list:
+def compact(level1: float | str | None = None, level2: float | str | None = None) -> list:
     """Merge the current master's published batches into level-1/2 batches as far as due
     (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`."""
     return current().compact(level1=level1, level2=level2)
