@@ -31,9 +31,6 @@ FORMAT = "wlc-batch"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".open-"
 
-DDL_KINDS = ("create", "alter", "drop")
-CHANGE_KINDS = ("cdf", "image")
-
 # the columns of a batch's change rows besides the table's own: the master Delta version a row
 # comes from, and Delta's change type
 VERSION_COLUMN = "wlc_version"
