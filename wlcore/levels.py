@@ -53,6 +53,7 @@ class Span:
 
     @property
     def name(self) -> str:
+        """The batch as people name it: ``level-0 batch N`` or ``level-L batch F-L``."""
         if self.level == 0:
             return f"level-0 batch {self.first_batch}"
         return f"level-{self.level} batch {self.first_batch}-{self.last_batch}"
