@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .deltalog import TableMeta
 
@@ -27,7 +28,7 @@ class Cursor:
 
     def to_json(self) -> dict:
         """The cursor as a manifest's ``cursors`` holds it (optional keys only when set)."""
-        out = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
+        out: dict[str, Any] = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
         if self.time is not None:
             out["time"] = self.time.isoformat()
         if self.force:

@@ -210,7 +210,7 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     cursors = CaptureState.from_json(manifest.cursors).tables
     tables = {n: table_path(db_path, n) for n in cursors}
     versions = {n: c.version for n, c in cursors.items()}
-    metas = {n: c.meta or metadata_at(storage, tables[n], c.version) for n, c in cursors.items()}
+    metas = {n: c.meta or _meta_at(storage, tables[n], n, c.version, txn) for n, c in cursors.items()}
     record = SnapshotRecord(dbid, txn=txn, time=manifest.txns[-1].time if manifest.txns else None,
                             watermark=manifest.watermark, batch=manifest.batch, epochs=manifest.epochs)
     try:
@@ -225,6 +225,20 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     crash_point("snapshot.copied")
     storage.publish_dir(staging, final)
     return start_of(storage, final)
+
+
+def _meta_at(storage: Storage, path: str, name: str, version: int, txn: int) -> TableMeta:
+    """Table ``name``'s metadata at ``version`` from its JSON commits (the table at ``path``).
+
+    Raises:
+        MasterStateError: the commits holding it were cleaned up (only a checkpoint has it).
+    """
+    meta = metadata_at(storage, path, version)
+    if meta is None:
+        raise MasterStateError(f"the snapshot at transaction {txn} cannot read the definition of table {name} at "
+                               f"version {version}: the commits holding it were cleaned up; flush and take the "
+                               "snapshot again")
+    return meta
 
 
 def read(storage: Storage, snap_path: str) -> SnapshotRecord:

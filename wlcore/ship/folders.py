@@ -99,7 +99,7 @@ def ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, 
     """
     old_layout = snapshot_name(root, path) == snap.INITIAL and posixpath.basename(path.rstrip("/")) != snap.INITIAL
     staging = dst.staging_for(final, TAG)
-    sizes: dict[str, int] = {}
+    sizes: dict[str, int | None] = {}
     try:
         for rel in src.walk_files(path):
             if rel == snap.SNAPSHOT_MANIFEST or (old_layout and _SKIP.match(rel.split("/", 1)[0])):
