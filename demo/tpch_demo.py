@@ -357,7 +357,7 @@ def published(demo: Demo) -> Published:
         records += [(rec, manifest.created) for rec in manifest.txns]
     records.sort(key=lambda x: x[0].txn)
     snap = wlc_snapshot.read(m.storage, m.config["snapshot"])
-    return Published(records, {name: int(c["version"]) for name, c in snap["tables"].items()})
+    return Published(records, {name: c.version for name, c in snap.tables.items()})
 
 
 # ----------------------------------------------------------------------------- verification

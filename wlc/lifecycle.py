@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt
 from . import compaction
 from wlcore import snapshots as snap
-from wlcore.batch import parse_utc, utc_iso
+from wlcore.batch import utc_iso
 from wlcore.settings import Every, every, settings
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Retention, Span, Start, retain
@@ -173,8 +173,8 @@ class Lifecycle:
             return False
         if interval.unit == "transactions":
             return tick - (newest.txn if newest else -1) >= interval.amount
-        made = snap.read(self.storage, newest.path)["created"] if newest else None
-        return made is None or (now - parse_utc(made)).total_seconds() >= interval.amount
+        made = snap.read(self.storage, newest.path).created if newest else None
+        return made is None or (now - made).total_seconds() >= interval.amount
 
     # ------------------------------------------------------------------ compaction
     def compact(self, spark, every_: dict[int, Every | None] | None = None, progress=None) -> list[Span]:
@@ -211,15 +211,14 @@ class Lifecycle:
         logs = self.logs(cfg)
         if batch == 0:
             starts = [s for s in self.snapshots(cfg) if s.txn < 0 and s.path]
-            return compaction.metas_from_state(snap.read(self.storage, starts[0].path)["tables"]) if starts else {}
+            return snap.read(self.storage, starts[0].path).metas() if starts else {}
         paths = [p for n, p in batchfmt.list_batches(self.storage, logs, self.dbname, batch - 1) if n == batch - 1]
         paths += [p for _lv, _f, last, p in batchfmt.list_compacted(self.storage, logs, self.dbname) if last == batch - 1]
         paths += [s.path for s in self.snapshots(cfg) if s.batch == batch - 1 and s.path]
         for path in paths:
-            if os.path.basename(path).startswith(self.dbname):
-                cursors = batchfmt.read_manifest(self.storage, path).cursors
-            else:
-                cursors = {"tables": snap.read(self.storage, path)["tables"]}
+            if not os.path.basename(path).startswith(self.dbname):
+                return snap.read(self.storage, path).metas()
+            cursors = batchfmt.read_manifest(self.storage, path).cursors
             return compaction.metas_from_state(cursors.get("tables") or {})
         raise BatchError(f"cannot compact from batch {batch}: neither batch {batch - 1} nor a compacted batch or "
                          "snapshot ending there is left to say which tables are keyed")

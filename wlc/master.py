@@ -334,8 +334,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._save_config()
             return state
         if self.config.snapshot:
-            body = snap.read(self.storage, self.config.snapshot)
-            return CaptureState({k: Cursor.from_json(v) for k, v in body["tables"].items()}, 0, 0)
+            return CaptureState(snap.read(self.storage, self.config.snapshot).tables, 0, 0)
         return CaptureState()
 
     def _save_config(self) -> None:

@@ -145,7 +145,11 @@ def done(op: Op, meta) -> bool:
         return False
     md = here.get("metadata") or {}
     if kind == "move":
-        parent = field_at(schema, op["path"][:-1])["type"] if len(op["path"]) > 1 else {"fields": schema["fields"]}
+        parent = {"fields": schema["fields"]}
+        if len(op["path"]) > 1:
+            outer = field_at(schema, op["path"][:-1])
+            assert outer is not None  # the field at op["path"] is there, so is its parent
+            parent = outer["type"]
         names = [f["name"] for f in parent.get("fields", [])]
         i = names.index(op["path"][-1])
         return (i == 0) if not op.get("after") else (i > 0 and names[i - 1] == op["after"])

@@ -31,9 +31,6 @@ FORMAT = "wlc-batch"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".open-"
 
-DDL_KINDS = ("create", "alter", "drop")
-CHANGE_KINDS = ("cdf", "image")
-
 # the columns of a batch's change rows besides the table's own: the master Delta version a row
 # comes from, and Delta's change type
 VERSION_COLUMN = "wlc_version"
@@ -47,10 +44,16 @@ def utc_iso(ts: datetime) -> str:
 
 
 def parse_utc(text: str) -> datetime:
+    """The ISO-8601 instant ``text`` (``Z`` or an offset) as an aware UTC datetime.
+
+    Raises:
+        ValueError: ``text`` is not an ISO-8601 instant.
+    """
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
 def batch_name(dbname: str, number: int) -> str:
+    """Folder name of level-0 batch ``number`` of database ``dbname``: ``<dbname>_<number, 12 digits>``."""
     return f"{dbname}_{number:012d}"
 
 
@@ -108,6 +111,7 @@ class TxnRecord:
         return self.txn if self.first is None else self.first
 
     def to_json(self) -> dict:
+        """The record as a manifest holds it: instants as ISO-8601 UTC, empty optional keys left out."""
         out = asdict(self)
         out["time"] = utc_iso(self.time)
         out["committed"] = utc_iso(self.committed) if self.committed else None
@@ -118,6 +122,12 @@ class TxnRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> "TxnRecord":
+        """The record in ``data`` (a manifest's ``txns`` entry).
+
+        Raises:
+            KeyError, TypeError, ValueError: a field is missing or malformed (:meth:`Manifest.from_bytes`
+                turns these into :class:`BatchError`).
+        """
         data = dict(data)
         data["time"] = parse_utc(data["time"])
         if data.get("committed"):
@@ -151,12 +161,14 @@ class Manifest:
 
     @property
     def first_txn(self) -> int:
+        """The first transaction the batch covers (-1: none)."""
         if self.span is not None:
             return self.span[0]
         return self.txns[0].start if self.txns else -1
 
     @property
     def last_txn(self) -> int:
+        """The last transaction the batch covers (-1: none)."""
         if self.span is not None:
             return self.span[1]
         return self.txns[-1].txn if self.txns else -1
@@ -174,6 +186,7 @@ class Manifest:
         return compacted_name(self.database, self.level, self.batch, self.end_batch)
 
     def body(self) -> dict:
+        """The manifest as JSON without its checksum (level 0 writes no level keys)."""
         body = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
             "database": self.database, "dbid": self.dbid, "batch": self.batch,
@@ -190,12 +203,19 @@ class Manifest:
         return body
 
     def to_bytes(self) -> bytes:
+        """The text of ``manifest.json``: :meth:`body` and its SHA-256 ``checksum``, sorted keys, UTF-8."""
         body = self.body()
         body["checksum"] = _digest(body)
         return json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
+        """The manifest in ``raw`` (the bytes of ``manifest.json``); ``source`` names it in errors.
+
+        Raises:
+            BatchError: not JSON, not a wlc batch manifest, another format version, a checksum
+                mismatch, or a missing or malformed field.
+        """
         try:
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -229,6 +249,11 @@ def _digest(body: dict) -> str:
 
 
 def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
+    """``(size in bytes, SHA-256 hex digest)`` of the file ``path``, read in 1 MiB chunks.
+
+    Raises:
+        FileNotFoundError: ``path`` is not there.
+    """
     h = hashlib.sha256()
     size = 0
     with storage.fs.open(path, "rb") as fh:

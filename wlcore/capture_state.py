@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .deltalog import TableMeta
 
@@ -26,7 +27,8 @@ class Cursor:
     feed_off: bool = False
 
     def to_json(self) -> dict:
-        out = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
+        """The cursor as a manifest's ``cursors`` holds it (optional keys only when set)."""
+        out: dict[str, Any] = {"version": self.version, "meta": self.meta.to_json() if self.meta else None}
         if self.time is not None:
             out["time"] = self.time.isoformat()
         if self.force:
@@ -37,6 +39,11 @@ class Cursor:
 
     @classmethod
     def from_json(cls, data: dict) -> "Cursor":
+        """The cursor in ``data`` (a manifest's or snapshot's ``tables`` entry).
+
+        Raises:
+            KeyError, ValueError: ``version`` is missing or not an integer, or ``time`` is malformed.
+        """
         return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None,
                    datetime.fromisoformat(data["time"]) if data.get("time") else None,
                    data.get("force") or None, bool(data.get("feed_off", False)))
@@ -51,15 +58,18 @@ class CaptureState:
     next_batch: int = 0
 
     def to_json(self) -> dict:
+        """The state as a manifest's ``cursors`` holds it (tables sorted by name)."""
         return {"next_txn": self.next_txn, "next_batch": self.next_batch,
                 "tables": {k: v.to_json() for k, v in sorted(self.tables.items())}}
 
     @classmethod
     def from_json(cls, data: dict) -> "CaptureState":
+        """The state in ``data`` (a manifest's ``cursors``; missing keys: none, 0)."""
         return cls({k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
                    int(data.get("next_txn", 0)), int(data.get("next_batch", 0)))
 
     def copy(self) -> "CaptureState":
+        """A deep copy (through its JSON form)."""
         return CaptureState.from_json(self.to_json())
 
 

@@ -54,6 +54,7 @@ def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
 
 
 def data_columns(rows: DataFrame) -> list[str]:
+    """The table's own columns of the change rows ``rows`` (without the change type, version and position columns)."""
     return [c for c in rows.columns if c not in (CHANGE_TYPE, VERSION, POS)]
 
 

@@ -51,6 +51,7 @@ class TableMeta:
 
     @classmethod
     def from_action(cls, action: dict[str, Any], clustering: tuple[tuple[str, ...], ...] | None = None) -> "TableMeta":
+        """The metadata of a Delta ``metaData`` action (``clustering``: the clustering domain's columns, read apart)."""
         return cls(
             schema_json=action.get("schemaString") or '{"type":"struct","fields":[]}',
             partition_columns=tuple(action.get("partitionColumns") or ()),
@@ -74,10 +75,12 @@ class TableMeta:
 
     @property
     def schema(self) -> dict:
+        """The Delta schema as a dict (the parsed ``schemaString``)."""
         return json.loads(self.schema_json)
 
     @property
     def columns(self) -> list[str]:
+        """The top-level column names, in order."""
         return [f["name"] for f in self.schema.get("fields", [])]
 
     @property
@@ -88,6 +91,7 @@ class TableMeta:
 
     @property
     def constraints(self) -> dict[str, str]:
+        """The CHECK constraints: ``{name: expression}`` from the ``delta.constraints.*`` properties."""
         return {k[len("delta.constraints."):]: v for k, v in self.properties.items()
                 if k.startswith("delta.constraints.")}
 
@@ -99,10 +103,12 @@ class TableMeta:
 
     @property
     def change_feed(self) -> bool:
+        """True when the table's change data feed is on (``delta.enableChangeDataFeed``)."""
         return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
     @property
     def in_commit_timestamps(self) -> bool:
+        """True when the table records In-Commit Timestamps (``delta.enableInCommitTimestamps``)."""
         return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
 
     def shape(self) -> dict:
@@ -113,6 +119,7 @@ class TableMeta:
         return definition(self)
 
     def to_json(self) -> dict:
+        """The metadata as capture cursors hold it (clustering and comment only when set)."""
         out: dict[str, Any] = {"schema": self.schema_json, "partition_columns": list(self.partition_columns),
                "configuration": self.configuration, "id": self.table_id}
         if self.clustering is not None:
@@ -123,6 +130,11 @@ class TableMeta:
 
     @classmethod
     def from_json(cls, data: dict) -> "TableMeta":
+        """The metadata in ``data`` (:meth:`to_json`'s form).
+
+        Raises:
+            KeyError: ``schema`` is missing.
+        """
         clustering = data.get("clustering")
         return cls(data["schema"], tuple(data.get("partition_columns") or ()),
                    dict(data.get("configuration") or {}), data.get("id", ""),
@@ -159,14 +171,17 @@ class Commit:
 
     @property
     def clustering_changed(self) -> bool:
+        """True when the commit sets or removes the liquid clustering domain."""
         return CLUSTERING_DOMAIN in self.domains
 
 
 def log_path(table_path: str) -> str:
+    """The ``_delta_log`` folder of the table at ``table_path``."""
     return Storage.join(table_path, LOG_DIR)
 
 
 def is_delta_table(storage: Storage, table_path: str) -> bool:
+    """True when ``table_path`` holds a ``_delta_log`` folder."""
     return storage.isdir(log_path(table_path))
 
 
@@ -181,6 +196,7 @@ def list_versions(storage: Storage, table_path: str) -> list[int]:
 
 
 def commit_file(table_path: str, version: int) -> str:
+    """The JSON commit file of ``version`` of the table at ``table_path`` (20-digit name)."""
     return Storage.join(log_path(table_path), f"{version:020d}.json")
 
 

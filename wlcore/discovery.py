@@ -47,6 +47,11 @@ def discover_tables(storage: Storage, db_path: str, skip: frozenset[str] | set[s
 
 
 def table_path(db_path: str, name: str) -> str:
+    """The folder of the table ``name`` (``schema.table``) in the database folder ``db_path``.
+
+    Raises:
+        ConfigError: ``name`` is not ``schema.table``.
+    """
     schema, table = split_name(name)
     return Storage.join(db_path, schema, table)
 

@@ -58,6 +58,7 @@ def parse(text: str | None) -> History:
 
 
 def format(history: History) -> str:  # noqa: A001 (the module's own name for the inverse of parse)
+    """The history as text, ``first:epoch`` entries joined by commas (the inverse of :func:`parse`)."""
     return ",".join(f"{first}:{epoch}" for first, epoch in history)
 
 

@@ -47,16 +47,6 @@ class NotReplicatedWarning(UserWarning):
     """A Delta table of the master cannot be replicated; the message names it and says why."""
 
 
-class TableReadError(WlcError):
-    """Capture could not read the change rows of one master table (a corrupt file, a
-    permission error); ``table`` names it and ``cause`` says why. Capture retries."""
-
-    def __init__(self, table: str, cause: str):
-        super().__init__(f"capture could not read table {table}: {cause}; it retries (fix the table's files or "
-                         "their permissions)")
-        self.table, self.cause = table, cause
-
-
 class LockHeldError(WlcError):
     """Another process holds the lock (a file lock on local and mounted folders, a lease on an
     object store) and the caller would not wait, or waited ``timeout`` seconds in vain.

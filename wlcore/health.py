@@ -31,10 +31,12 @@ def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <
     or ``stale since ...`` (its last heartbeat); ``start`` is the command that starts capture,
     named when it never ran."""
     if state == "stale":
+        assert when is not None  # capture_liveness gives the last heartbeat with "stale" and "alive"
         return f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"
     if state == "stopped":
         return f"stopped at {utc_iso(when)}" if when else "stopped"
     if state == "alive":
+        assert when is not None
         return f"alive (heartbeat {utc_iso(when)})"
     if state == "not started":
         return f"not started (start it with: {start})"

@@ -52,7 +52,21 @@ class Span:
                    manifest.txns[0].time if manifest.txns else None)
 
     @property
+    def placed_at(self) -> datetime:
+        """The instant that places the batch in a time window (compaction's windows): the
+        commit time of its last transaction, else its watermark.
+
+        Raises:
+            ValueError: the span has neither (it was not made from a manifest).
+        """
+        when = self.last_time or self.watermark
+        if when is None:
+            raise ValueError(f"{self.name} has neither a commit time nor a watermark")
+        return when
+
+    @property
     def name(self) -> str:
+        """The batch as people name it: ``level-0 batch N`` or ``level-L batch F-L``."""
         if self.level == 0:
             return f"level-0 batch {self.first_batch}"
         return f"level-{self.level} batch {self.first_batch}-{self.last_batch}"
@@ -154,15 +168,15 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
         return runs
     seconds = every.amount
     for s in chain:
-        when = s.last_time or s.watermark
+        when = s.placed_at
         w = window_of(when, seconds)
-        if runs and window_of(runs[-1][-1].last_time or runs[-1][-1].watermark, seconds) == w:
+        if runs and window_of(runs[-1][-1].placed_at, seconds) == w:
             runs[-1].append(s)
         else:
             runs.append([s])
     closed = []
     for run in runs:
-        end = window_end(window_of(run[-1].last_time or run[-1].watermark, seconds), seconds)
+        end = window_end(window_of(run[-1].placed_at, seconds), seconds)
         if end > closed_before:
             break
         closed.append(run)
@@ -188,9 +202,9 @@ def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_
         return (f"level {level}: no {below} since the last level-{level} batch; due at the end of the {every} "
                 "window of the next one")
     first = todo[0]
-    w = window_of(first.last_time or first.watermark, every.amount)
+    w = window_of(first.placed_at, every.amount)
     end = window_end(w, every.amount)
-    inside = [s for s in todo if window_of(s.last_time or s.watermark, every.amount) == w]
+    inside = [s for s in todo if window_of(s.placed_at, every.amount) == w]
     names = f"{inside[0].first_batch}" + (f"-{inside[-1].last_batch}" if inside[-1].last_batch != inside[0].first_batch
                                            else "")
     return (f"level {level}: due once the master's watermark passes {end.isoformat().replace('+00:00', 'Z')} (the "

@@ -18,13 +18,15 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any
 
 from .batch import Manifest, parse_utc, utc_iso
 from .capture_state import CaptureState, Cursor
 from .discovery import delta_ref, table_path
 from .deltalog import TableMeta, metadata_at
-from .errors import MasterStateError
+from .errors import MasterStateError, WlcError
 from .faults import crash_point
 from .tabledef import create_sql, exact_session
 from .levels import Start
@@ -35,6 +37,82 @@ SNAPSHOT_MANIFEST = "snapshot.json"
 SNAPSHOT_DIR = "wlc_snapshot"
 INITIAL = "initial"  # the folder of the snapshot taken when master mode began (T = -1)
 _STAGING = ".open-"
+
+
+class SnapshotRecordError(WlcError, ValueError):
+    """A snapshot's ``snapshot.json`` is not valid JSON or lacks what every writer puts in
+    it (``dbid``, ``tables`` with each table's cursor): the snapshot is damaged."""
+
+
+@dataclass
+class SnapshotRecord:
+    """A snapshot's ``snapshot.json``, typed: what the snapshot holds and where it stands.
+
+    :meth:`from_json` and :meth:`to_json` are its one reader and writer (:func:`read`,
+    :func:`write`); the JSON is written with one-space indents and sorted keys, as always.
+
+    Attributes:
+        dbid: the master's database id.
+        created: UTC instant the snapshot was taken (None: not recorded).
+        tables: each table's capture cursor at the snapshot (its master version and metadata).
+        txn: T, the last transaction the snapshot holds (-1: the initial snapshot).
+        time: UTC commit time of transaction T (None: the initial snapshot).
+        watermark: the master's watermark at T (None: the initial snapshot).
+        batch: the last level-0 batch the snapshot holds (-1: none).
+        epochs: the master's epoch history at T as text (:mod:`wlcore.epochs`); None when not
+            recorded (the initial snapshot: the key is not written).
+        extra: keys no field knows (a newer version's), written back as read.
+    """
+
+    dbid: str
+    created: datetime | None = None
+    tables: dict[str, Cursor] = field(default_factory=dict)
+    txn: int = -1
+    time: datetime | None = None
+    watermark: datetime | None = None
+    batch: int = -1
+    epochs: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def metas(self) -> dict[str, TableMeta]:
+        """``{table: TableMeta}`` of the tables whose cursor records their metadata."""
+        return {n: c.meta for n, c in self.tables.items() if c.meta is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``snapshot.json`` holds it (instants as ISO-8601 UTC with ``Z``)."""
+        body: dict[str, Any] = {**self.extra, "dbid": self.dbid,
+                                "created": utc_iso(self.created) if self.created else None,
+                                "txn": self.txn, "time": utc_iso(self.time) if self.time else None,
+                                "watermark": utc_iso(self.watermark) if self.watermark else None,
+                                "batch": self.batch, "tables": {k: v.to_json() for k, v in self.tables.items()}}
+        if self.epochs is not None:
+            body["epochs"] = self.epochs
+        return body
+
+    def to_text(self) -> str:
+        """The text of ``snapshot.json``: :meth:`to_json` with one-space indents, keys sorted."""
+        return json.dumps(self.to_json(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any], source: str = "snapshot.json") -> "SnapshotRecord":
+        """The record in ``body`` (an older one without ``txn``, ``time``, ``watermark`` or
+        ``batch`` is the initial snapshot's: -1, None, None, -1).
+
+        Raises:
+            SnapshotRecordError: ``dbid`` or ``tables`` is missing, or a value is malformed;
+                ``source`` names the file in the message.
+        """
+        known = {"dbid", "created", "txn", "time", "watermark", "batch", "epochs", "tables"}
+        try:
+            return cls(str(body["dbid"]), parse_utc(body["created"]) if body.get("created") else None,
+                       {k: Cursor.from_json(v) for k, v in body["tables"].items()}, int(body.get("txn", -1)),
+                       parse_utc(body["time"]) if body.get("time") else None,
+                       parse_utc(body["watermark"]) if body.get("watermark") else None,
+                       int(body.get("batch", -1)), body.get("epochs"),
+                       {k: v for k, v in body.items() if k not in known})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SnapshotRecordError(f"{source} is damaged ({type(exc).__name__}: {exc}); the snapshot cannot be "
+                                      "used: delete its folder and take a new snapshot (wlc snapshot)") from None
 
 
 def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
@@ -65,12 +143,26 @@ def txn_of(folder: str) -> int:
 
 def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str, str],
          versions: dict[str, int], metas: dict[str, TableMeta], dbid: str,
-         record: dict | None = None) -> dict[str, Cursor]:
+         record: SnapshotRecord | None = None) -> dict[str, Cursor]:
     """Copy every table at ``versions[name]`` into ``snap_path`` and write ``snapshot.json`` last.
 
-    ``record``: what the manifest records besides the tables (``txn``, ``time``,
-    ``watermark``, ``batch``); default the initial snapshot's (T = -1). Returns the capture
-    cursors the logs start from. Cost: one Spark read and write of each table (O(data)).
+    Args:
+        spark: the Spark session writing the copies (:func:`copy_session`).
+        storage: the master's filesystem.
+        db_path: the master's folder.
+        snap_path: the snapshot's folder (emptied first).
+        tables: ``{table: its folder}`` of the tables to copy.
+        versions: ``{table: Delta version}`` each is copied at.
+        metas: ``{table: TableMeta}``, each table's definition at that version.
+        dbid: the master's database id.
+        record: what the manifest records besides the tables, ``dbid`` and ``created``
+            (``txn``, ``time``, ``watermark``, ``batch``, ``epochs``); default the initial
+            snapshot's (T = -1).
+
+    Returns:
+        dict[str, Cursor]: the capture cursors the logs start from.
+
+    Cost: one Spark read and write of each table (O(data)).
     """
     from tqdm.auto import tqdm
 
@@ -88,10 +180,8 @@ def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str
         df = spark.read.format("delta").option("versionAsOf", versions[name]).load(storage.uri(path))
         df.select(*[quote_ident(c) for c in meta.columns]).write.format("delta").mode("append").save(dst)
         cursors[name] = Cursor(versions[name], meta)
-    body = {"dbid": dbid, "created": utc_iso(datetime.now(timezone.utc)),
-            "txn": -1, "time": None, "watermark": None, "batch": -1, **(record or {}),
-            "tables": {k: v.to_json() for k, v in cursors.items()}}
-    storage.write_atomic(Storage.join(snap_path, SNAPSHOT_MANIFEST), json.dumps(body, indent=1, sort_keys=True))
+    write(storage, snap_path, replace(record or SnapshotRecord(dbid), dbid=dbid,
+                                      created=datetime.now(timezone.utc), tables=cursors))
     return cursors
 
 
@@ -120,9 +210,9 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     cursors = CaptureState.from_json(manifest.cursors).tables
     tables = {n: table_path(db_path, n) for n in cursors}
     versions = {n: c.version for n, c in cursors.items()}
-    metas = {n: c.meta or metadata_at(storage, tables[n], c.version) for n, c in cursors.items()}
-    record = {"txn": txn, "time": utc_iso(manifest.txns[-1].time) if manifest.txns else None,
-              "watermark": utc_iso(manifest.watermark), "batch": manifest.batch, "epochs": manifest.epochs}
+    metas = {n: c.meta or _meta_at(storage, tables[n], n, c.version, txn) for n, c in cursors.items()}
+    record = SnapshotRecord(dbid, txn=txn, time=manifest.txns[-1].time if manifest.txns else None,
+                            watermark=manifest.watermark, batch=manifest.batch, epochs=manifest.epochs)
     try:
         take(spark, storage, db_path, staging, tables, versions, metas, dbid, record)
     except Exception as exc:
@@ -137,19 +227,49 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     return start_of(storage, final)
 
 
-def read(storage: Storage, snap_path: str) -> dict:
-    """The snapshot manifest: ``{"dbid", "created", "txn", "time", "watermark", "batch",
-    "tables": {name: cursor json}}`` (an older manifest without ``txn`` is the initial one)."""
-    body = json.loads(storage.read_text(Storage.join(snap_path, SNAPSHOT_MANIFEST)))
-    for key, value in (("txn", -1), ("time", None), ("watermark", None), ("batch", -1)):
-        body.setdefault(key, value)
-    return body
+def _meta_at(storage: Storage, path: str, name: str, version: int, txn: int) -> TableMeta:
+    """Table ``name``'s metadata at ``version`` from its JSON commits (the table at ``path``).
+
+    Raises:
+        MasterStateError: the commits holding it were cleaned up (only a checkpoint has it).
+    """
+    meta = metadata_at(storage, path, version)
+    if meta is None:
+        raise MasterStateError(f"the snapshot at transaction {txn} cannot read the definition of table {name} at "
+                               f"version {version}: the commits holding it were cleaned up; flush and take the "
+                               "snapshot again")
+    return meta
+
+
+def read(storage: Storage, snap_path: str) -> SnapshotRecord:
+    """The record (``snapshot.json``) of the snapshot folder ``snap_path``.
+
+    Raises:
+        FileNotFoundError: the folder holds no ``snapshot.json``.
+        SnapshotRecordError: it is not valid JSON or is damaged.
+    """
+    path = Storage.join(snap_path, SNAPSHOT_MANIFEST)
+    try:
+        body = json.loads(storage.read_text(path))
+    except ValueError as exc:
+        raise SnapshotRecordError(f"{path} is not valid JSON ({exc}); the snapshot cannot be used: delete its "
+                                  "folder and take a new snapshot (wlc snapshot)") from None
+    return SnapshotRecord.from_json(body, path)
+
+
+def write(storage: Storage, snap_path: str, record: SnapshotRecord) -> None:
+    """Write ``record`` as the ``snapshot.json`` of the folder ``snap_path`` (atomically)."""
+    storage.write_atomic(Storage.join(snap_path, SNAPSHOT_MANIFEST), record.to_text())
 
 
 def start_of(storage: Storage, snap_path: str) -> Start:
-    """The snapshot at ``snap_path`` as a :class:`wlcore.levels.Start`."""
-    body = read(storage, snap_path)
-    return Start(int(body["txn"]), parse_utc(body["time"]) if body["time"] else None, int(body["batch"]), snap_path)
+    """The snapshot at ``snap_path`` as a :class:`wlcore.levels.Start`.
+
+    Raises:
+        FileNotFoundError, SnapshotRecordError: as :func:`read`.
+    """
+    record = read(storage, snap_path)
+    return Start(record.txn, record.time, record.batch, snap_path)
 
 
 def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: str | None = None,

@@ -183,6 +183,7 @@ def column_sql(field: dict, replica: bool = True) -> str:
 
 
 def has_defaults(schema: dict) -> bool:
+    """True when a column of the Delta ``schema`` (a dict) has a default value."""
     return any((f.get("metadata") or {}).get(DEFAULT) is not None for f in schema.get("fields", []))
 
 

@@ -40,10 +40,17 @@ class Target:
     txn: int | None = None
     time: datetime | None = None
 
+    def __post_init__(self) -> None:
+        """Raises TargetError when the kind lacks its bound (a ``"txn"`` target without
+        ``txn``, a ``"time"`` one without ``time``)."""
+        if (self.kind == TXN and self.txn is None) or (self.kind == TIME and self.time is None):
+            raise TargetError(f"a {self.kind!r} target needs its {self.kind}; build targets with parse_until")
+
     def __str__(self) -> str:
         if self.kind == TXN:
             return f"transaction {self.txn}"
         if self.kind == TIME:
+            assert self.time is not None  # __post_init__
             return self.time.isoformat()
         return "everything published"
 
@@ -55,8 +62,10 @@ class Target:
         transaction (an empty start): a time that is not known proves nothing.
         """
         if self.kind == TXN:
+            assert self.txn is not None  # __post_init__
             return txn <= self.txn
         if self.kind == TIME:
+            assert self.time is not None  # __post_init__
             return txn < 0 if time is None else time <= self.time
         return True
 
@@ -67,8 +76,10 @@ class Target:
         if last_txn is None:
             return False
         if self.kind == TXN:
+            assert self.txn is not None  # __post_init__
             return last_txn >= self.txn
         if self.kind == TIME:
+            assert self.time is not None  # __post_init__
             return watermark is not None and watermark >= self.time
         return False
 

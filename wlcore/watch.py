@@ -79,9 +79,11 @@ class FolderWatch:
         return hit
 
     def wake(self) -> None:
+        """Wake the waiter now, as a change would (a stop request)."""
         self.changed.set()
 
     def close(self) -> None:
+        """Stop watching (waits up to 5 s for the observer thread); safe to call twice."""
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)

@@ -76,8 +76,7 @@ def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dic
             return {}
         return {k: Cursor.from_json(v).version for k, v in (state.get("tables") or {}).items()}
     if mcfg.snapshot:
-        body = snap.read(storage, mcfg.snapshot)
-        return {k: Cursor.from_json(v).version for k, v in body["tables"].items()}
+        return {k: c.version for k, c in snap.read(storage, mcfg.snapshot).tables.items()}
     return {}
 
 

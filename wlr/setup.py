@@ -137,7 +137,7 @@ class ReplicaSetup:
             return
         from pyspark.sql import functions as F
 
-        tables = {n.lower(): n for n in snap.read(self.source.storage, start.path)["tables"]}
+        tables = {n.lower(): n for n in snap.read(self.source.storage, start.path).tables}
         for table, pred in self.selection.where:
             if table not in tables:
                 continue  # created later: checked when it is applied
@@ -238,10 +238,10 @@ class ReplicaSetup:
         hist = epochs.upto(epochs.parse(mcfg.epochs), start.txn)
         if start.path:
             body = snap.read(self.source.storage, start.path)
-            hist = epochs.upto(epochs.parse(body.get("epochs") or mcfg.epochs), start.txn)
+            hist = epochs.upto(epochs.parse(body.epochs or mcfg.epochs), start.txn)
             applier = self._applier()
             sel = self.selection or Selection()
-            for name in sorted(n for n in body["tables"] if sel.wants(n)):
+            for name in sorted(n for n in body.tables if sel.wants(n)):
                 schema, table = split_name(name)
                 dst = Storage.join(self.path, schema, table)
                 self.storage.rm(dst)
@@ -251,7 +251,7 @@ class ReplicaSetup:
                     self.spark.sql(f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)")
                 self.state[state_key("version.", name)] = str(applier.current_version(name))
             self._log(f"started from the snapshot of {self.master} at transaction {start.txn} "
-                      f"({len(body['tables'])} tables, {start.path}, {self.source.label})")
+                      f"({len(body.tables)} tables, {start.path}, {self.source.label})")
         else:
             self._log(f"started empty from master {self.master} ({self.source.label})")
         self.state.update({"epochs": epochs.format(hist), "epoch": epochs.at(hist, start.txn) or ""})

@@ -82,7 +82,7 @@ def _snapshot_tables(storage: Storage, snapshot: str) -> set[str]:
     if not snapshot:
         return set()
     try:
-        return set(snap.read(storage, snapshot)["tables"])
+        return set(snap.read(storage, snapshot).tables)
     except (OSError, ValueError, KeyError):
         return set()
 

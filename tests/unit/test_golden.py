@@ -3,6 +3,7 @@ a level-0 batch, a level-1 batch, a snapshot and both state files stay readable 
 today's code, with the content they had. No Spark: the files are read as replay and status read them."""
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timezone
 
@@ -54,14 +55,21 @@ def test_a_snapshot_record_and_its_table():
     store = Storage.of(DATA)
     path = os.path.join(DATA, "snapshot")
     record = snap.read(store, path)
-    assert (record["txn"], record["batch"], record["dbid"], record["epochs"]) == (3, 3, DBID, EPOCHS)
-    assert record["tables"]["s.t"]["version"] == 3
+    assert (record.txn, record.batch, record.dbid, record.epochs) == (3, 3, DBID, EPOCHS)
+    assert record.tables["s.t"].version == 3
     start = snap.start_of(store, path)
     assert (start.txn, start.batch) == (3, 3)
     table = os.path.join(path, "s", "t")
     assert list_versions(store, table) == [0, 1]
     meta = metadata_at(store, table, 1)
     assert meta.columns == ["id", "v"] and meta.configuration["wlc.key"] == "id"
+
+
+def test_a_snapshot_record_is_written_back_as_it_was_read():
+    path = os.path.join(DATA, "snapshot", snap.SNAPSHOT_MANIFEST)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert snap.SnapshotRecord.from_json(json.loads(text)).to_text() == text
 
 
 def test_the_masters_state_file():

@@ -21,24 +21,29 @@ class LocalStorage(Storage):
     local = True
 
     def same_filesystem(self, other: Storage) -> bool:
+        """True for another :class:`LocalStorage` (every local path is one filesystem)."""
         return isinstance(other, LocalStorage)
 
     def uri(self, path: str) -> str:
+        """``file://`` and the absolute path (a URL is returned as it is)."""
         if "://" in path:
             return path
         return "file://" + os.path.abspath(path)
 
     def url(self, path: str) -> str:
+        """The path itself: a local path is its own URL."""
         return path
 
     # queries ------------------------------------------------------------------------
     def listdir(self, path: str) -> list[str]:
+        """``os.listdir``, sorted; ``[]`` for a missing folder or a file."""
         try:
             return sorted(os.listdir(path))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def subdirs(self, path: str) -> list[str]:
+        """``os.scandir``'s folders, sorted; ``[]`` for a missing folder or a file."""
         try:
             with os.scandir(path) as it:
                 return sorted(e.name for e in it if e.is_dir())
@@ -50,9 +55,11 @@ class LocalStorage(Storage):
         return [n for n in self.listdir(path) if not n.startswith(".")]
 
     def is_published(self, path: str) -> bool:
+        """The folder exists: a local folder is published by the rename that made it."""
         return os.path.exists(path)
 
     def walk_files(self, path: str) -> Iterable[str]:
+        """Every file below ``path`` relative to it, sorted (hidden files too)."""
         out = []
         for root, _dirs, files in self.fs.walk(path):
             for name in files:
@@ -60,6 +67,7 @@ class LocalStorage(Storage):
         return sorted(out)
 
     def mtime_ms(self, path: str) -> int | None:
+        """``os.stat``'s modification time in milliseconds (never None here)."""
         return os.stat(path).st_mtime_ns // 1_000_000
 
     # writes -------------------------------------------------------------------------
@@ -80,6 +88,7 @@ class LocalStorage(Storage):
         self.fsync_dir(parent)
 
     def rename(self, src: str, dst: str) -> None:
+        """``os.rename`` (atomic on one filesystem), then the target folder fsynced."""
         if os.path.exists(dst):
             raise FileExistsError(dst)
         os.rename(src, dst)
@@ -91,6 +100,7 @@ class LocalStorage(Storage):
         self.rename(staging, final)
 
     def unpublish(self, path: str) -> None:
+        """Removes the folder (it was published by its existence)."""
         self.rm(path)
 
     def staging_for(self, final: str, tag: str) -> str:
@@ -99,6 +109,7 @@ class LocalStorage(Storage):
         return posixpath.join(parent, f".{tag}-{name}")
 
     def fsync_dir(self, path: str) -> None:
+        """fsync the folder ``path`` (its entries made durable); a failure is ignored (some filesystems refuse)."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -111,6 +122,7 @@ class LocalStorage(Storage):
             os.close(fd)
 
     def fsync_tree(self, path: str) -> None:
+        """fsync every file and folder below ``path``."""
         for root, _dirs, files in os.walk(path):
             for name in files:
                 fd = os.open(os.path.join(root, name), os.O_RDONLY)
@@ -121,18 +133,22 @@ class LocalStorage(Storage):
             self.fsync_dir(root)
 
     def copy_tree(self, src: str, dst: str) -> None:
+        """``shutil.copytree`` (the target must not exist)."""
         shutil.copytree(src, dst)
 
     # copies between stores ----------------------------------------------------------
     def copy_file_to(self, path: str, dst: Storage, dst_path: str) -> int:
+        """Hands the copy to ``dst`` (:meth:`put_local_file`): it knows how to take a local file."""
         return dst.put_local_file(path, dst_path)
 
     def put_local_file(self, local_path: str, path: str) -> int:
+        """``shutil.copyfile`` into place, parent folders created."""
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         shutil.copyfile(local_path, path)
         return os.path.getsize(path)
 
     def get_remote_file(self, src: Storage, src_path: str, path: str) -> int:
+        """Downloads by ``src``'s fsspec ``get_file``, parent folders created."""
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         src.fs.get_file(src_path, path)
         return os.path.getsize(path)

@@ -22,23 +22,27 @@ class RemoteStorage(Storage):
         return sorted(protocols(self.fs))[0]
 
     def uri(self, path: str) -> str:
+        """The path with the filesystem's protocol (``<proto>://path``) when it has none."""
         if "://" not in path:
             return f"{self._proto()}://{path.lstrip('/')}"
         return path
 
     def url(self, path: str) -> str:
+        """As :meth:`uri`: the path with the filesystem's protocol when it has none."""
         if "://" in path:
             return path
         return f"{self._proto()}://{path.lstrip('/')}"
 
     # queries ------------------------------------------------------------------------
     def listdir(self, path: str) -> list[str]:
+        """fsspec ``ls``'s base names, sorted; ``[]`` for a missing folder."""
         try:
             return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
         except FileNotFoundError:
             return []
 
     def subdirs(self, path: str) -> list[str]:
+        """fsspec ``ls`` entries of type ``directory``, sorted; ``[]`` for a missing folder."""
         try:
             return sorted(posixpath.basename(i["name"].rstrip("/"))
                           for i in self.fs.ls(path, detail=True) if i["type"] == "directory")
@@ -53,9 +57,11 @@ class RemoteStorage(Storage):
         return [n for n in names if not n.startswith(".") and not n.endswith(MARKER) and n + MARKER in have]
 
     def is_published(self, path: str) -> bool:
+        """The commit marker ``<path>.committed`` exists."""
         return self.fs.exists(path.rstrip("/") + MARKER)
 
     def walk_files(self, path: str) -> Iterable[str]:
+        """fsspec ``walk`` below ``path``, names relative to it without the protocol, sorted."""
         out = []
         base = self.fs._strip_protocol(path).rstrip("/")
         for root, _dirs, files in self.fs.walk(path):
@@ -64,6 +70,7 @@ class RemoteStorage(Storage):
         return sorted(out)
 
     def mtime_ms(self, path: str) -> int | None:
+        """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``); None when the store gives none."""
         info = self.fs.info(path)
         stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
         if stamp is None:
@@ -85,6 +92,7 @@ class RemoteStorage(Storage):
         self.fs.mv(tmp, path)
 
     def rename(self, src: str, dst: str) -> None:
+        """fsspec ``mv`` (a copy then a delete on most stores: not atomic)."""
         if self.fs.exists(dst):
             raise FileExistsError(dst)
         self.fs.mv(src, dst, recursive=True)
@@ -110,17 +118,21 @@ class RemoteStorage(Storage):
         return final
 
     def copy_tree(self, src: str, dst: str) -> None:
+        """fsspec ``copy``, recursive, within this filesystem."""
         self.fs.copy(src, dst, recursive=True)
 
     # copies between stores ----------------------------------------------------------
     def copy_file_to(self, path: str, dst: Storage, dst_path: str) -> int:
+        """Hands the copy to ``dst`` (:meth:`get_remote_file`): it streams from this store."""
         return dst.get_remote_file(self, path, dst_path)
 
     def put_local_file(self, local_path: str, path: str) -> int:
+        """fsspec ``put_file``; returns the local file's size."""
         self.fs.put_file(local_path, path)
         return os.path.getsize(local_path)
 
     def get_remote_file(self, src: Storage, src_path: str, path: str) -> int:
+        """Streams from ``src`` into this store in 4 MiB chunks; returns the written object's size."""
         with src.fs.open(src_path, "rb") as r, self.fs.open(path, "wb") as w:
             shutil.copyfileobj(r, w, 1 << 22)
         return int(self.fs.size(path))

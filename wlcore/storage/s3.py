@@ -22,9 +22,11 @@ class S3Storage(ObjectStorage):
     s3 = True
 
     def uri(self, path: str) -> str:
+        """``s3a://bucket/key``: the URL Spark's S3A filesystem reads."""
         return "s3a://" + (path.split("://", 1)[1] if "://" in path else path.lstrip("/"))
 
     def url(self, path: str) -> str:
+        """``s3://bucket/key`` (a path without a scheme gets ``s3://``)."""
         if "://" in path:
             return path
         return f"s3://{path.lstrip('/')}"
