@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
-from wlcore.batch import utc_iso
+from wlcore.batch import parse_utc, utc_iso
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
 from wlcore.watch import FolderWatch
@@ -23,10 +23,10 @@ from . import failure
 from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
 from .lock import ReplicaLock
-from .plan import Target
+from .plan import Target, check_not_passed
 from .rounds import RoundResult
 from .source import Source
-from .target import Published, ahead, check_capture
+from .target import Published, ahead, check_capture, meaning
 from .wait import TargetWait
 from .watch import batch_watch
 
@@ -74,6 +74,40 @@ class Follower:
             self.watch.wait(seconds)
         else:
             self.stop_event.wait(seconds)
+
+    def run_to(self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool) -> None:
+        """Replay up to ``target`` under the replica's lock (:meth:`wait_for`), record the
+        outcome (``until``, ``state``), then follow in the background when ``follow`` and the
+        target is everything published.
+
+        Args:
+            target: the parsed target; until: the target as the caller gave it (in messages).
+            timeout: seconds to wait for the target to be published; mcfg: the source's
+                wlc.config as validated; follow: keep following afterwards.
+
+        Raises:
+            TargetError: the target is passed already; as :meth:`wait_for` otherwise.
+        """
+        self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
+        book = self.book
+        with self.mutex:
+            self.lock.acquire()
+            try:
+                state = book.reload()
+                if state:
+                    clock = parse_utc(state["clock"]) if state.get("clock") else None
+                    check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
+                self.wait_for(target, until, timeout, mcfg)
+                book.state["until"] = "" if until is None else str(until)
+                failed = bool(book.state.get("error_cause"))
+                follow = follow and target.kind == "all" and not self.stop_event.is_set()
+                book.state["state"] = "failed" if failed else ("following" if follow else "idle")
+                book.save()
+            finally:
+                if not follow:
+                    self.lock.release()
+        if follow:
+            self.start()
 
     def wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
         """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it

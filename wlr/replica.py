@@ -14,11 +14,10 @@ import warnings
 from datetime import datetime
 from typing import Any
 
-from wlcore.batch import parse_utc, utc_iso
+from wlcore.batch import parse_utc
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError
 from wlcore.master_state import MasterState
-from wlcore.names import state_key
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.storage import Storage
@@ -26,19 +25,18 @@ from wlcore.storage import Storage
 from . import failure, monitor
 from .apply import Applier, replay_session
 from .book import LOG_FILE, StateBook
-from .errors import DivergedError, ReplicaStateError, ReplicationError, TargetWarning
+from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .lock import ReplicaLock
-from .logs import manifest_of
 from .options import ReplayOptions
-from .plan import Target, check_not_passed, parse_until
+from .plan import Target, parse_until
 from .relay import Relay
 from .rounds import Replay, RoundResult
 from .route import Route
 from .select import Selection
 from .setup import CONFIG_FILE, ReplicaSetup
 from .source import Source, master_name, master_source, named_source, recorded_source, shipped_source
-from .target import Published, date_note, meaning
+from .target import Published, date_note
 from .view import ConsistentView
 
 __all__ = ["CONFIG_FILE", "LOG_FILE", "Replica"]  # wlr.replica.CONFIG_FILE is used by others
@@ -119,9 +117,9 @@ class Replica:
         self._setup = ReplicaSetup(self._book, self._file_lock, source, self.master, self.master_dbfarm,
                                    self.dbfarm, self._options, self.default_timeout, lambda: self.spark,
                                    self._applier, self._view)
-        self._replay = Replay(self._book, self._setup, self._view, self._options, source, self._applier,
-                              lambda: self._setup.selection, self._stop)
         self._relay = Relay(self._book, source, self.master)
+        self._replay = Replay(self._book, self._setup, self._view, self._relay, self._options, source,
+                              self._applier, lambda: self._setup.selection, self._stop)
         self._follower = Follower(self._book, self._file_lock, self._lock, self._stop, self._step,
                                   self._setup.published, source, self.beat_seconds,
                                   f"wlc capture {self.master_dbfarm} {self.master}")
@@ -132,18 +130,10 @@ class Replica:
         """The replica's ``wlr.config`` values as replay last read or set them (``key -> text``)."""
         return self._book.state
 
-    @state.setter
-    def state(self, value: dict[str, str]) -> None:
-        self._book.state = value
-
     @property
     def last_error(self) -> ReplicationError | None:
         """The failure replay raised last in this process (None: none, or resolved since)."""
         return self._book.last_error
-
-    @last_error.setter
-    def last_error(self, value: ReplicationError | None) -> None:
-        self._book.last_error = value
 
     @property
     def collapse(self) -> bool:
@@ -177,10 +167,6 @@ class Replica:
         """Tables applied at once (``replica.parallelism``)."""
         return self._options.parallelism
 
-    @parallelism.setter
-    def parallelism(self, value: int) -> None:
-        self._options.parallelism = value
-
     @property
     def selection(self) -> Selection | None:
         """The tables (and rows) this replica carries; None until set up."""
@@ -191,12 +177,6 @@ class Replica:
 
     def _load_or_state(self) -> dict[str, str]:
         return self._book.current()
-
-    def _save(self) -> None:
-        self._book.save()
-
-    def _log(self, message: str, level: int = 20) -> None:
-        self._book.log(message, level)
 
     def _check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
         self._setup.check_history(state, mcfg)
@@ -411,44 +391,11 @@ class Replica:
             warnings.warn(note, TargetWarning, stacklevel=3)
         self.stop()
         self._options.relay_wanted = relay
-        self._stop.clear()  # a stop() from now on ends this call after the segments being applied
-        with self._lock:
-            self._file_lock.acquire()
-            try:
-                state = self._book.reload()
-                if state:
-                    check_not_passed(target, int(state.get("tick", -1)), self.clock(),
-                                     named=meaning(until, target))
-                self._follower.wait_for(target, until, timeout, mcfg)
-                self.state["until"] = "" if until is None else str(until)
-                failed = bool(self.state.get("error_cause"))
-                follow = follow and target.kind == "all" and not self._stop.is_set()
-                self.state["state"] = "failed" if failed else ("following" if follow else "idle")
-                self._save()
-            finally:
-                if not follow:
-                    self._file_lock.release()
-        if follow:
-            self._follower.start()
+        self._follower.run_to(target, until, timeout, mcfg, follow)
         return self
 
     def _step(self, target: Target, progress: bool = True) -> RoundResult:
-        """Apply what the plan allows now: rounds until the target is reached or no compacted
-        batch takes over from level 0; then relay. Returns the last round's result."""
-        diverged = False
-        mcfg: MasterState | None = None
-        try:
-            while True:
-                mcfg = self._setup.master_config()  # read once a round
-                result = self._replay.run(target, mcfg, progress)
-                if result.reached or result.handoff is None or self._stop.is_set():
-                    return result
-        except DivergedError:
-            diverged = True  # nothing more is relayed from a source on another history
-            raise
-        finally:
-            if not diverged:
-                self._relay.ship(mcfg)
+        return self._replay.steps(target, progress)
 
     def accept(self) -> int:
         """Skip exactly the failed transaction (as PostgreSQL's ALTER SUBSCRIPTION ... SKIP).
@@ -468,22 +415,10 @@ class Replica:
                 self._file_lock.release()
 
     def _accept(self) -> int:
-        state = self._book.reload()
-        txn, batch = failure.skippable(state, self.name)
-        manifest = manifest_of(self.source.storage, state.get("logs"), self.master, batch)
-        rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
-        skipped = [x for x in state.get("skipped", "").split(",") if x] + [str(txn)]
-        failure.clear(state)
-        state.update({"tick": str(txn), "skipped": ",".join(skipped)})
-        if rec is not None:
-            state["clock"] = utc_iso(rec.time)
-            key = state_key("version.", rec.table)
-            if key in state:
-                state[key] = str(self._applier().current_version(rec.table))
-        if manifest is None or (manifest.txns and txn >= manifest.last_txn):
-            state["batches"] = str((batch if batch is not None else int(state.get("batches", 0))) + 1)
-        self._save()
-        self._log(f"accepted: skipped transaction {txn}")
+        txn = failure.skip(self._book.reload(), self.name, self.source.storage, self.master,
+                           lambda table: self._applier().current_version(table))
+        self._book.save()
+        self._book.log(f"accepted: skipped transaction {txn}")
         return txn
 
     def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False,

@@ -21,10 +21,11 @@ from wlcore.names import state_key
 from . import failure, monitor
 from .apply import Applier
 from .book import StateBook
-from .errors import ReplicationError, ReplicationTimeout
+from .errors import DivergedError, ReplicationError, ReplicationTimeout
 from .logs import LogError, reaches, read_batches
 from .options import ReplayOptions
 from .plan import Target, TxnRef, consistent_tick, is_barrier, plan
+from .relay import Relay
 from .replay import Failure, Item, Round
 from .select import Selection
 from .setup import ReplicaSetup
@@ -73,6 +74,7 @@ class Replay:
         book: the replica's state and log.
         setup: the replica's set-up (first copy, checks of the source, its route).
         view: the replica's consistent view (moved with the tick).
+        relay: the replica's relay (ships what was applied after the rounds).
         options: how replay runs.
         source: returns where the replica reads now.
         applier: returns the replica's applier.
@@ -80,12 +82,13 @@ class Replay:
         stop: when set, a round ends after the segments being applied.
     """
 
-    def __init__(self, book: StateBook, setup: ReplicaSetup, view: ConsistentView, options: ReplayOptions,
-                 source: Callable[[], Source], applier: Callable[[], Applier],
+    def __init__(self, book: StateBook, setup: ReplicaSetup, view: ConsistentView, relay: Relay,
+                 options: ReplayOptions, source: Callable[[], Source], applier: Callable[[], Applier],
                  selection: Callable[[], Selection | None], stop: threading.Event) -> None:
         self.book = book
         self.setup = setup
         self.view = view
+        self.relay = relay
         self.options = options
         self._source = source
         self._applier = applier
@@ -96,6 +99,32 @@ class Replay:
     def state(self) -> dict[str, str]:
         """The replica's state in memory."""
         return self.book.state
+
+    def steps(self, target: Target, progress: bool = True) -> RoundResult:
+        """Apply what the plan allows now: rounds until ``target`` is reached or no compacted
+        batch takes over from level 0 (the source's wlc.config read once a round); then relay.
+
+        Returns:
+            the last round's result.
+
+        Raises:
+            as :meth:`run`; the source's wlc.config missing or another master's
+            (:meth:`wlr.setup.ReplicaSetup.master_config`).
+        """
+        diverged = False
+        mcfg: MasterState | None = None
+        try:
+            while True:
+                mcfg = self.setup.master_config()
+                result = self.run(target, mcfg, progress)
+                if result.reached or result.handoff is None or self.stop.is_set():
+                    return result
+        except DivergedError:
+            diverged = True  # nothing more is relayed from a source on another history
+            raise
+        finally:
+            if not diverged:
+                self.relay.ship(mcfg)
 
     def run(self, target: Target, mcfg: MasterState, progress: bool) -> RoundResult:
         """One round toward ``target`` with the source's wlc.config ``mcfg`` (read for it).
