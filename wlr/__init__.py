@@ -131,21 +131,22 @@ def replicate(master: str | MasterLike | None = None, until: int | str | datetim
     global _current
     rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)
     rep.ask_selection(tables, where)
+    target = parse_until(until)  # parsed once; ``until`` as given names it in messages
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         if (logs is not None or source is not None) and rep.source.root != _current.source.root:
-            rep.validate(until, timeout=timeout, empty=empty)
+            rep._validate(target, until, timeout, empty)
             _current.stop()
             _current.source = rep.source
         rep = _current
     else:
         rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
         # refused here: the current follower goes on, nothing is written
-        rep.validate(until, timeout=timeout, empty=empty)
+        rep._validate(target, until, timeout, empty)
         if _current is not None:
             _current.stop()
     _current = rep
-    return rep.replicate(until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
-                         compacted=compacted, relay=relay, tables=tables, where=where, empty=empty)
+    return rep._replicate(target, until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
+                          compacted=compacted, relay=relay, tables=tables, where=where, empty=empty)
 
 
 def current() -> Replica:

@@ -10,7 +10,14 @@ transaction (``error_txn`` empty) and cannot be skipped: the logs must be repair
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from wlcore.batch import utc_iso
+from wlcore.names import state_key
+from wlcore.storage import Storage
+
 from .errors import ReplicaStateError, ReplicationError
+from .logs import manifest_of
 
 ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
 
@@ -93,6 +100,37 @@ def skippable(state: dict[str, str], name: str) -> tuple[int, int | None]:
     if txn != int(state.get("tick", -1)) + 1:
         raise ReplicaStateError(f"the failure is not tied to the next transaction: {state['error_cause']}")
     return txn, batch
+
+
+def skip(state: dict[str, str], name: str, logs_storage: Storage, master: str,
+         current_version: Callable[[str], int]) -> int:
+    """Skip the failed transaction in ``state`` (the caller saves it): it counts as handled.
+
+    Args:
+        state: the replica's wlr.config values; name: the replica's name (in messages).
+        logs_storage: the storage of the logs the failed batch is in; master: the master's name.
+        current_version: a table's Delta version on the replica now (``"schema.table"``).
+
+    Returns:
+        the id of the skipped transaction (PostgreSQL's ``ALTER SUBSCRIPTION ... SKIP``).
+
+    Raises:
+        ReplicaStateError: as :func:`skippable`.
+    """
+    txn, batch = skippable(state, name)
+    manifest = manifest_of(logs_storage, state.get("logs"), master, batch)
+    rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
+    skipped = [x for x in state.get("skipped", "").split(",") if x] + [str(txn)]
+    clear(state)
+    state.update({"tick": str(txn), "skipped": ",".join(skipped)})
+    if rec is not None:
+        state["clock"] = utc_iso(rec.time)
+        key = state_key("version.", rec.table)
+        if key in state:
+            state[key] = str(current_version(rec.table))
+    if manifest is None or (manifest.txns and txn >= manifest.last_txn):
+        state["batches"] = str((batch if batch is not None else int(state.get("batches", 0))) + 1)
+    return txn
 
 
 def first_line(exc: Exception) -> str:

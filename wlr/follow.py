@@ -3,8 +3,8 @@ thread applies what capture publishes, woken by the log folder's watcher or once
 until :meth:`Follower.stop`; and the wait of ``replicate(until=...)`` for a target not yet
 published (:mod:`wlr.wait`).
 
-A mixin of :class:`wlr.replica.Replica`: it uses the replica's lock, state, ``_step``,
-``_log``, ``published`` and ``_release``.
+A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state, its
+lock, the round to run (``step``) and what the source has published (``published``).
 """
 from __future__ import annotations
 
@@ -12,15 +12,21 @@ import logging
 import threading
 import time
 from datetime import datetime, timezone
+from typing import Callable
 
-from wlcore.batch import utc_iso
+from wlcore.batch import parse_utc, utc_iso
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
+from wlcore.watch import FolderWatch
 
 from . import failure
+from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
-from .plan import Target
-from .target import ahead, check_capture
+from .lock import ReplicaLock
+from .plan import Target, check_not_passed
+from .rounds import RoundResult
+from .source import Source
+from .target import Published, ahead, check_capture, meaning
 from .wait import TargetWait
 from .watch import batch_watch
 
@@ -28,91 +34,163 @@ log = logging.getLogger("wlr.replica")
 
 
 class Follower:
-    """Follow mode and the wait between rounds; mixed into :class:`wlr.replica.Replica`."""
+    """Follow mode and the wait between rounds of :class:`wlr.replica.Replica`.
+
+    Args:
+        book: the replica's state and log.
+        lock: the replica's ``wlr.lock`` (released when following ends).
+        mutex: held while a round runs (a re-entrant lock shared with the replica's calls).
+        stop: set by :meth:`stop`; rounds end after the segments being applied.
+        step: runs rounds toward a target (``step(target, progress)``).
+        published: what a source's wlc.config says is published (:class:`wlr.target.Published`).
+        source: returns where the replica reads now.
+        beat_seconds: the refresh rate of follow mode, in seconds.
+        capture_command: the command that starts capture (in messages).
+    """
+
+    def __init__(self, book: StateBook, lock: ReplicaLock, mutex: threading.RLock, stop: threading.Event,
+                 step: Callable[[Target, bool], RoundResult], published: Callable[[MasterState], Published],
+                 source: Callable[[], Source], beat_seconds: float, capture_command: str) -> None:
+        self.book = book
+        self.lock = lock
+        self.mutex = mutex
+        self.stop_event = stop
+        self._step = step
+        self._published = published
+        self._source = source
+        self.beat_seconds = beat_seconds
+        self.capture_command = capture_command
+        self.thread: threading.Thread | None = None
+        self.watch: FolderWatch | None = None
 
     def _wait(self, seconds: float) -> None:
-        logs = self.state.get("logs")
-        if self._watch is not None and self._watch.path != logs:  # the source changed
-            self._watch.close()
-            self._watch = None
-        if self._watch is None and logs and self.source.storage.local:
-            self._watch = batch_watch(logs, settings().capture.polling, self.beat_seconds)
-        if self._watch is not None:
-            self._watch.wait(seconds)
+        logs = self.book.state.get("logs")
+        if self.watch is not None and self.watch.path != logs:  # the source changed
+            self.watch.close()
+            self.watch = None
+        if self.watch is None and logs and self._source().storage.local:
+            self.watch = batch_watch(logs, settings().capture.polling, self.beat_seconds)
+        if self.watch is not None:
+            self.watch.wait(seconds)
         else:
-            self._stop.wait(seconds)
+            self.stop_event.wait(seconds)
 
-    def _wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
+    def run_to(self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool) -> None:
+        """Replay up to ``target`` under the replica's lock (:meth:`wait_for`), record the
+        outcome (``until``, ``state``), then follow in the background when ``follow`` and the
+        target is everything published.
+
+        Args:
+            target: the parsed target; until: the target as the caller gave it (in messages).
+            timeout: seconds to wait for the target to be published; mcfg: the source's
+                wlc.config as validated; follow: keep following afterwards.
+
+        Raises:
+            TargetError: the target is passed already; as :meth:`wait_for` otherwise.
+        """
+        self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
+        book = self.book
+        with self.mutex:
+            self.lock.acquire()
+            try:
+                state = book.reload()
+                if state:
+                    clock = parse_utc(state["clock"]) if state.get("clock") else None
+                    check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
+                self.wait_for(target, until, timeout, mcfg)
+                book.state["until"] = "" if until is None else str(until)
+                failed = bool(book.state.get("error_cause"))
+                follow = follow and target.kind == "all" and not self.stop_event.is_set()
+                book.state["state"] = "failed" if failed else ("following" if follow else "idle")
+                book.save()
+            finally:
+                if not follow:
+                    self.lock.release()
+        if follow:
+            self.start()
+
+    def wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
         """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it
-        to be published; the wait is said at once and shown (:mod:`wlr.wait`)."""
-        wait = TargetWait(target, until, timeout, lambda line: self._log(line, logging.WARNING))
-        capture_command = f"wlc capture {self.master_dbfarm} {self.master}"
+        to be published; the wait is said at once and shown (:mod:`wlr.wait`).
+
+        Args:
+            target: the parsed target; until: the target as the caller gave it (in messages).
+            timeout: seconds to wait for the target to be published.
+            mcfg: the source's wlc.config as read before the first round.
+
+        Raises:
+            ReplicationTimeout: the target was not published in time, or cannot be (capture
+                stopped or went stale); ReplicationError, DivergedError: from the rounds.
+        """
+        wait = TargetWait(target, until, timeout, lambda line: self.book.log(line, logging.WARNING))
         try:
-            pub = self.published(mcfg)
+            pub = self._published(mcfg)
             if ahead(target, pub):
                 wait.update(pub)  # said at once, before the published part is applied
             deadline = time.monotonic() + timeout
             while True:
-                reached, _waiting = self._step(target)
-                if reached or self._stop.is_set():
+                result = self._step(target, True)
+                if result.reached or self.stop_event.is_set():
                     return
-                pub = self.published(self._master_config())  # as it is now, after the round
-                check_capture(target, until, pub, capture_command)  # capture went away: it will not come
+                pub = self._published(result.master)  # as the round read it
+                check_capture(target, until, pub, self.capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:
-                    tick = self.tick()
+                    tick = int(self.book.current().get("tick", -1))
                     raise ReplicationTimeout(wait.timed_out(pub, tick), cli=wait.timed_out(pub, tick, cli=True))
                 self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
         finally:
             wait.close()
 
-    def _start_follow(self) -> None:
-        self._thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.name}", daemon=True)
-        self._thread.start()
+    def start(self) -> None:
+        """Follow in a background thread until :meth:`stop`."""
+        self.thread = threading.Thread(target=self._follow, name=f"wlr-follow-{self.book.name}", daemon=True)
+        self.thread.start()
 
     def _follow(self) -> None:
-        while not self._stop.is_set():
+        book = self.book
+        while not self.stop_event.is_set():
             try:
-                with self._lock:
-                    if self._stop.is_set():
+                with self.mutex:
+                    if self.stop_event.is_set():
                         break
-                    self._step(Target("all"), progress=False)  # no bar from a background thread
-                    self.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
-                    self._save()
+                    self._step(Target("all"), False)  # no bar from a background thread
+                    book.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
+                    book.save()
             except ReplicationError:
                 return  # kept in wlr.config; the next replicate() raises it
             except DivergedError as exc:  # kept too: the next replicate() checks again and raises it
-                with self._lock:
-                    self.last_error = failure.record(self.state, None, None, None, str(exc))
-                    self._save()
-                    self._log(f"FAILED {exc}")
+                with self.mutex:
+                    book.last_error = failure.record(book.state, None, None, None, str(exc))
+                    book.save()
+                    book.log(f"FAILED {exc}")
                 return
             except Exception:
-                log.exception("follow mode of %s failed; retrying", self.name)
+                log.exception("follow mode of %s failed; retrying", book.name)
             self._wait(self.beat_seconds)
 
     def following(self) -> bool:
         """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self.thread is not None and self.thread.is_alive()
 
     def stop(self) -> None:
         """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=120)
-        self._thread = None
-        with self._lock:
-            if self.state.get("state") == "following":
-                self.state["state"] = "idle"
-                self._save()
-            self._release()
+        self.stop_event.set()
+        if self.watch is not None:
+            self.watch.wake()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=120)
+        self.thread = None
+        with self.mutex:
+            if self.book.state.get("state") == "following":
+                self.book.state["state"] = "idle"
+                self.book.save()
+            self.lock.release()
 
     def close(self) -> None:
         """Stop following and release the replica's lock and watcher."""
         self.stop()
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-        self._release()
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
+        self.lock.release()

@@ -13,6 +13,8 @@ from wlcore import collapse
 from wlcore.canonical import all_same, canon
 from wlcore.names import quote_ident
 
+from .select import Selection
+
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
 
@@ -34,7 +36,7 @@ def _image_key(df: DataFrame, cols: list[str]):
 class Merges:
     """MERGE helpers of :class:`wlr.apply.Applier`."""
 
-    selection = None  # wlr.select.Selection of the replica (None: every table, every row)
+    selection: Selection | None = None  # wlr.select.Selection of the replica (None: every table, every row)
     spark: Any  # the Applier's Spark session
     _tagged: Any  # the Applier's context manager naming a Delta commit
 

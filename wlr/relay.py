@@ -14,25 +14,39 @@ Cost: a listing of both log folders and the copy of each new batch, once per rou
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from wlcore import batch as batchfmt
 from wlcore.master_state import STARTED, MasterState
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
+from .book import StateBook
 from .logs import manifest_of
-from .source import RELAY_DIR
+from .source import RELAY_DIR, Source
 
 log = logging.getLogger("wlr.relay")
 
 
 class Relay:
-    """Relaying of :class:`wlr.replica.Replica` (a mixin: it uses ``state``, ``source``,
-    ``path``, ``master`` and ``_log``)."""
+    """Relaying of :class:`wlr.replica.Replica`.
+
+    Args:
+        book: the replica's state (``relay``, ``source``, ``batches``, ``tick``) and log.
+        source: returns where the replica reads now (:mod:`wlr.source`).
+        master: the master's name.
+    """
+
+    def __init__(self, book: StateBook, source: Callable[[], Source], master: str) -> None:
+        self.book = book
+        self._source = source
+        self.master = master
+        self.name = book.name
 
     @property
     def relay_path(self) -> str:
-        return Storage.join(self.path, RELAY_DIR)
+        """The relay folder, ``<replica>/wlr_relay``."""
+        return Storage.join(self.book.path, RELAY_DIR)
 
     def _held(self, number: int):
         """The manifest in the relay folder of the batch that ends at level-0 batch ``number``
@@ -46,17 +60,23 @@ class Relay:
 
     @property
     def relaying(self) -> bool:
-        return self.state.get("relay") == "1"
+        """True when this replica relays what it applied (``relay=1`` in wlr.config)."""
+        return self.book.state.get("relay") == "1"
 
-    def _relay(self) -> None:
+    def ship(self, read: MasterState | None) -> None:
         """Ship what this replica has wholly applied to its relay folder. A failure to ship
-        is logged, never a failure of replay (the next round ships again)."""
-        if not self.relaying or not self.state.get("source"):
+        is logged, never a failure of replay (the next round ships again).
+
+        Args:
+            read: the source's wlc.config as the round read it (None: not read; read now).
+        """
+        state = self.book.state
+        if not self.relaying or not state.get("source"):
             return
-        next_batch, tick = int(self.state.get("batches", 0)), int(self.state.get("tick", -1))
-        src = self.source
+        next_batch, tick = int(state.get("batches", 0)), int(state.get("tick", -1))
+        src = self._source()
         try:
-            mcfg = src.config()
+            mcfg = read if read is not None else src.config()
             # mid-batch (replicate(until=N)): the relay holds the batches before, not N
             nxt = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch)
             claim_tick = tick if nxt is None or not nxt.txns else min(tick, nxt.first_txn - 1)
@@ -78,9 +98,9 @@ class Relay:
             report = ship(src.storage, src.root, self.master, self.relay_path, up_to_batch=next_batch,
                           up_to_txn=tick, edit_config=claim, progress=False)
         except Exception as exc:  # noqa: BLE001 (a relay's copy never stops replay)
-            self._log(f"relay: shipping to {self.relay_path} failed ({type(exc).__name__}: {exc}); "
+            self.book.log(f"relay: shipping to {self.relay_path} failed ({type(exc).__name__}: {exc}); "
                       "the next round ships again")
             return
         if report.batches or report.snapshots:
-            self._log(f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
+            self.book.log(f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
                       f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})")

@@ -9,44 +9,40 @@ to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per ev
 """
 from __future__ import annotations
 
-import logging
-import os
-import sys
 import threading
 import warnings
-from datetime import datetime, timezone
+from datetime import datetime
+from typing import Any
 
-from wlcore import batch as batchfmt
-from wlcore.batch import parse_utc, utc_iso
+from wlcore.batch import parse_utc
 from wlcore.databases import Dbfarm
-from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.errors import ConfigError
-from wlcore.names import state_key
+from wlcore.master_state import MasterState
 from wlcore.session import active_session
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.storage import Storage
-from wlcore.watch import FolderWatch
 
 from . import failure, monitor
 from .apply import Applier, replay_session
-from .errors import DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout, TargetWarning
-from .logs import LogError, manifest_of, reaches, read_batches
-from .plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan
-from .replay import Failure, Item, Round
-from .route import Route
+from .book import LOG_FILE, StateBook
+from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
+from .lock import ReplicaLock
+from .options import ReplayOptions
+from .plan import Target, parse_until
 from .relay import Relay
+from .rounds import Replay, RoundResult
+from .route import Route
+from .select import Selection
+from .setup import CONFIG_FILE, ReplicaSetup
 from .source import Source, master_name, master_source, named_source, recorded_source, shipped_source
-from .setup import ReplicaSetup
-from .target import date_note, meaning
+from .target import Published, date_note
 from .view import ConsistentView
 
-log = logging.getLogger("wlr.replica")
-
-from .setup import CONFIG_FILE, LOG_FILE  # noqa: E402, F401 (wlr.replica.CONFIG_FILE is used by others)
+__all__ = ["CONFIG_FILE", "LOG_FILE", "Replica"]  # wlr.replica.CONFIG_FILE is used by others
 
 
-class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
+class Replica:
     """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
 
     Args:
@@ -75,64 +71,115 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         if hasattr(master, "dbname"):
             master_dbfarm = master_dbfarm or master.dbfarm
             master = master.dbname
-        self.dbfarm = resolve_dbfarm(dbfarm)
+        self.dbfarm: str = resolve_dbfarm(dbfarm)
         Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
-        self.master_dbfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
+        self.master_dbfarm: str = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
         chosen = (named_source(source, self.master_dbfarm) if source is not None
                   else shipped_source(logs) if logs is not None else None)
         if master is None:
             if chosen is None:
                 raise ConfigError("name the master to replicate (or a source= or logs= that names it)")
             master = master_name(chosen)
-        self.master = check_name(master, "master database")
-        self.name = check_name(replica or f"{master}_replica", "replica database")
+        self.master: str = check_name(master, "master database")
+        self.name: str = check_name(replica or f"{master}_replica", "replica database")
         if self.name == self.master and self.dbfarm == self.master_dbfarm:
             raise ReplicaStateError(f"a database cannot replicate itself ({self.name!r}); name another replica")
-        self.storage = Storage.of(self.dbfarm)
-        self.path = Storage.join(self.dbfarm, self.name)
-        self.master_path = Storage.join(self.master_dbfarm, self.master)
+        self.storage: Storage = Storage.of(self.dbfarm)
+        self.path: str = Storage.join(self.dbfarm, self.name)
+        self.master_path: str = Storage.join(self.master_dbfarm, self.master)
         cfg = settings().replica
-        self.beat_seconds = cfg.beat
-        self.default_timeout = cfg.timeout
-        self.default_follow = cfg.follow
-        self.default_collapse = cfg.collapse
-        self.parallelism = cfg.parallelism
-        self.collapse = self.default_collapse
-        self.compacted = True  # replay through compacted batches where they fit (replicate(compacted=...))
-        self.start_snapshot: int | None = None  # replicate(snapshot=...): the snapshot a new replica starts from
-        self._level0_until = -2  # a compacted batch failed: its range is replayed from level 0 up to here
-        self._route: Route | None = None
-        self._state_lock = threading.RLock()  # wlr.config values written by replay's worker threads
-        self._spark = spark
-        self._session = None
-        self._lock = threading.RLock()
+        self.beat_seconds: float = cfg.beat
+        self.default_timeout: float = cfg.timeout
+        self.default_follow: bool = cfg.follow
+        self.default_collapse: bool = cfg.collapse
+        self._options = ReplayOptions(collapse=self.default_collapse, parallelism=cfg.parallelism)
+        self._spark: Any = spark
+        self._session: Any = None
+        self._applier_obj: Applier | None = None
+        self._lock = threading.RLock()  # held while a round runs (follow thread and calls)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._watch: FolderWatch | None = None
-        self._lockfile = None
-        self.last_error: ReplicationError | None = None
-        self.state: dict[str, str] = self._load() or {}
+        self._book = StateBook(self.storage, self.path, self.name)
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = cfg.logs
         self.source: Source = (chosen or recorded_source(self.state)
                                or (shipped_source(default_logs) if default_logs and not self.state else None)
                                or master_source(self.master_dbfarm, self.master))
+        self._build()
 
-    # ------------------------------------------------------------------ state file
+    def _build(self) -> None:
+        """Make the collaborators, each with what it uses."""
+        def source() -> Source:
+            return self.source
+
+        self._file_lock = ReplicaLock(self.storage, self.path)
+        self._view = ConsistentView(self._book, lambda: self._spark, self._applier)
+        self._setup = ReplicaSetup(self._book, self._file_lock, source, self.master, self.master_dbfarm,
+                                   self.dbfarm, self._options, self.default_timeout, lambda: self.spark,
+                                   self._applier, self._view)
+        self._relay = Relay(self._book, source, self.master)
+        self._replay = Replay(self._book, self._setup, self._view, self._relay, self._options, source,
+                              self._applier, lambda: self._setup.selection, self._stop)
+        self._follower = Follower(self._book, self._file_lock, self._lock, self._stop, self._step,
+                                  self._setup.published, source, self.beat_seconds,
+                                  f"wlc capture {self.master_dbfarm} {self.master}")
+
+    # ------------------------------------------------------------------ options and state
+    @property
+    def state(self) -> dict[str, str]:
+        """The replica's ``wlr.config`` values as replay last read or set them (``key -> text``)."""
+        return self._book.state
+
+    @property
+    def last_error(self) -> ReplicationError | None:
+        """The failure replay raised last in this process (None: none, or resolved since)."""
+        return self._book.last_error
+
+    @property
+    def collapse(self) -> bool:
+        """Each table's run of DML lands as one commit a segment (``replicate(collapse=...)``)."""
+        return self._options.collapse
+
+    @collapse.setter
+    def collapse(self, value: bool) -> None:
+        self._options.collapse = value
+
+    @property
+    def compacted(self) -> bool:
+        """Replay through compacted batches where they fit (``replicate(compacted=...)``)."""
+        return self._options.compacted
+
+    @compacted.setter
+    def compacted(self, value: bool) -> None:
+        self._options.compacted = value
+
+    @property
+    def start_snapshot(self) -> int | None:
+        """The snapshot a new replica starts from (``replicate(snapshot=...)``; None: the newest fitting)."""
+        return self._options.start_snapshot
+
+    @start_snapshot.setter
+    def start_snapshot(self, value: int | None) -> None:
+        self._options.start_snapshot = value
+
+    @property
+    def parallelism(self) -> int:
+        """Tables applied at once (``replica.parallelism``)."""
+        return self._options.parallelism
+
+    @property
+    def selection(self) -> Selection | None:
+        """The tables (and rows) this replica carries; None until set up."""
+        return self._setup.selection
+
     def _load(self) -> dict[str, str] | None:
-        st = read_replica_state(self.storage, self.path)
-        return None if st is None else st.pairs()
+        return self._book.load()
 
-    def _save(self) -> None:
-        write_replica_state(self.storage, self.path, ReplicaState.from_pairs(self.state))
+    def _load_or_state(self) -> dict[str, str]:
+        return self._book.current()
 
-    def _log(self, message: str, level: int = logging.INFO) -> None:
-        line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
-        log.log(level, "%s: %s", self.name, message)
-        if self.storage.local:
-            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
-                fh.write(line)
+    def _check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
+        self._setup.check_history(state, mcfg)
 
     @property
     def spark(self):
@@ -141,22 +188,27 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
             self._session = replay_session(self._spark or active_session())
         return self._session
 
+    def _applier(self) -> Applier:
+        if self._applier_obj is None or self._applier_obj.dbid != self.state["dbid"]:
+            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"],
+                                        self.source.storage)
+        self._applier_obj.logs_storage = self.source.storage
+        self._applier_obj.selection = self.selection
+        return self._applier_obj
+
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
         """Id of the last transaction handled (applied, or skipped by accept()); -1 when none."""
-        return int(self._load_or_state().get("tick", -1))
+        return int(self._book.current().get("tick", -1))
 
     def clock(self) -> datetime | None:
         """Commit time (UTC) on the master of the last transaction handled; None when none."""
-        text = self._load_or_state().get("clock")
+        text = self._book.current().get("clock")
         return parse_utc(text) if text else None
 
     def beat(self) -> int:
         """Refresh rate of follow mode, in seconds (MonetDB's ``wlr.beat()``)."""
         return int(round(self.beat_seconds))
-
-    def _load_or_state(self) -> dict[str, str]:
-        return self._load() or self.state
 
     def status(self) -> dict:
         """State for people: master, tick, clock, lag, liveness and error (:mod:`wlr.monitor`).
@@ -176,18 +228,87 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         """
         return monitor.replica_status(self)
 
-    def _applier(self) -> Applier:
-        if getattr(self, "_applier_obj", None) is None or self._applier_obj.dbid != self.state["dbid"]:
-            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"],
-                                        self.source.storage)
-        self._applier_obj.logs_storage = self.source.storage
-        self._applier_obj.selection = self.selection
-        return self._applier_obj
+    # ------------------------------------------------------------------ set-up (wlr.setup)
+    def ask_selection(self, tables=None, where=None) -> None:
+        """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
+        for a new replica ``replica.tables``/``replica.where`` in config)."""
+        self._setup.ask_selection(tables, where)
+
+    def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
+        """Check, without writing anything, that ``replicate(until)`` may start; returns the
+        master's wlc.config. See :meth:`wlr.setup.ReplicaSetup.validate` for the checks and errors.
+
+        Raises:
+            TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
+                as :meth:`wlr.setup.ReplicaSetup.validate` says.
+        """
+        return self._validate(parse_until(until), until, timeout, empty)
+
+    def _validate(self, target: Target, until, timeout: float | None, empty: bool) -> MasterState:
+        return self._setup.validate(target, until, timeout=timeout, empty=empty)
+
+    def published(self, mcfg: MasterState) -> Published:
+        """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness."""
+        return self._setup.published(mcfg)
+
+    def route(self, mcfg: MasterState) -> Route:
+        """The master's snapshots and compacted batches as this replica reads them."""
+        return self._setup.route(mcfg)
+
+    # ------------------------------------------------------------------ reads (wlr.view)
+    def path_of(self, table: str) -> str:
+        """Folder (URI) of replica table ``"schema.table"``."""
+        return self._view.path_of(table)
+
+    def table(self, table: str):
+        """The replica table ``"schema.table"`` as a DataFrame as of the last consistent tick
+        (:meth:`wlr.view.ConsistentView.table`).
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at that tick.
+        """
+        return self._view.table(table)
+
+    def tables(self) -> dict:
+        """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
+        return self._view.tables()
+
+    def versions(self) -> dict[str, int]:
+        """``{"schema.table": Delta version}`` of every replica table at the last consistent tick."""
+        return self._view.versions()
+
+    def view_tick(self) -> int:
+        """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
+        return self._view.view_tick()
+
+    # ------------------------------------------------------------------ relaying (wlr.relay)
+    @property
+    def relay_path(self) -> str:
+        """The relay folder, ``<replica>/wlr_relay``."""
+        return self._relay.relay_path
+
+    @property
+    def relaying(self) -> bool:
+        """True when this replica relays what it applied."""
+        return self._relay.relaying
+
+    # ------------------------------------------------------------------ follow mode (wlr.follow)
+    def following(self) -> bool:
+        """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
+        return self._follower.following()
+
+    def stop(self) -> None:
+        """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
+        self._follower.stop()
+
+    def close(self) -> None:
+        """Stop following and release the replica's lock and watcher."""
+        self._follower.close()
 
     # ------------------------------------------------------------------ replay
     def raise_if_failed(self) -> None:
         """Raise the stored ReplicationError when replay stopped at a failure not yet resolved."""
-        err = failure.stored(self._load_or_state())
+        err = failure.stored(self._book.current())
         if err is not None:
             raise err
 
@@ -250,217 +371,31 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
                 the one this replica followed (a master restored from a copy).
             ConfigError: a ``tables`` pattern or ``where`` predicate is malformed.
         """
-        target = parse_until(until)
+        return self._replicate(parse_until(until), until, follow=follow, timeout=timeout, collapse=collapse,
+                               snapshot=snapshot, compacted=compacted, relay=relay, tables=tables,
+                               where=where, empty=empty)
+
+    def _replicate(self, target: Target, until, follow: bool | None = None, timeout: float | None = None,
+                   collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
+                   relay: bool | None = None, tables=None, where=None, empty: bool = False) -> "Replica":
+        """:meth:`replicate` with ``until`` parsed once as ``target`` (``until`` names it in messages)."""
         self.start_snapshot = snapshot
         self.compacted = bool(compacted)
         self.ask_selection(tables, where)
         follow = self.default_follow if follow is None else bool(follow)
         self.collapse = self.default_collapse if collapse is None else bool(collapse)
         timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
-        mcfg = self.validate(until, timeout=timeout, empty=empty)
+        mcfg = self._validate(target, until, timeout, empty)
         note = date_note(until, target)
         if note:
-            warnings.warn(note, TargetWarning, stacklevel=2)
+            warnings.warn(note, TargetWarning, stacklevel=3)
         self.stop()
-        self._relay_wanted = relay
-        self._stop.clear()  # a stop() from now on ends this call after the segments being applied
-        with self._lock:
-            self._acquire()
-            try:
-                self.state = self._load() or {}
-                if self.state:
-                    check_not_passed(target, int(self.state.get("tick", -1)), self.clock(),
-                                     named=meaning(until, target))
-                self._wait_for(target, until, timeout, mcfg)
-                self.state["until"] = "" if until is None else str(until)
-                failed = bool(self.state.get("error_cause"))
-                follow = follow and target.kind == "all" and not self._stop.is_set()
-                self.state["state"] = "failed" if failed else ("following" if follow else "idle")
-                self._save()
-            finally:
-                if not follow:
-                    self._release()
-        if follow:
-            self._start_follow()
+        self._options.relay_wanted = relay
+        self._follower.run_to(target, until, timeout, mcfg, follow)
         return self
 
-    def _step(self, target: Target, progress: bool = True) -> tuple[bool, str]:
-        """Apply what the plan allows now. Returns (target reached, what it waits for)."""
-        diverged = False
-        try:
-            while True:
-                self._handoff = False
-                reached, waiting = self._step_once(target, progress)
-                if reached or self._handoff is False or self._stop.is_set():
-                    return reached, waiting
-        except DivergedError:
-            diverged = True  # nothing more is relayed from a source on another history
-            raise
-        finally:
-            if not diverged:
-                self._relay()
-
-    def _step_once(self, target: Target, progress: bool) -> tuple[bool, str]:
-        """One round; ``_handoff`` set: level 0 stopped where a compacted batch takes over."""
-        mcfg = self._master_config()
-        self._ensure(mcfg, target)
-        if getattr(self, "_relay_wanted", None) is not None:
-            self.state["relay"] = "1" if self._relay_wanted else ""
-            self._relay_wanted = None
-        self._check_history(self.state, mcfg)
-        logs = self._note_source(mcfg)
-        next_batch = int(self.state.get("batches", 0))
-        tick = int(self.state.get("tick", -1))
-        units = self._units(mcfg, logs, tick, next_batch, target)
-        if units:  # level 0 continues after them
-            self._log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
-            tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
-        self.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
-        stopped, watermark = mcfg.stopped, mcfg.watermark_time
-        batches, broken = list(units), None
-        try:
-            for b in read_batches(self.source.storage, logs, self.master, self.state["dbid"], next_batch, tick, target):
-                batches.append(b)
-                if watermark is None or b.manifest.watermark > watermark:
-                    watermark = b.manifest.watermark
-        except LogError as exc:
-            if exc.batch > next_batch and self._compacted_from(logs, exc.batch):
-                self._handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
-            else:
-                broken = exc  # the intact batches before it are applied first
-        # the last batch read; every batch there is, when reading did not stop at the target
-        read_up_to = batches[-1].number if batches else next_batch - 1
-        if not (batches and reaches(batches[-1].manifest, target)):
-            read_up_to = sys.maxsize
-        if self._handoff is not False:
-            read_up_to = self._handoff - 1
-        self._note_recovery(read_up_to if broken is None else broken.batch - 1)  # a batch's failure
-        unit_refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds),
-                            b.manifest.first_txn, t.committed) for b in units for t in b.manifest.txns]
-        refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
-                for b in batches[len(units):] for t in b.manifest.txns if t.txn > tick]
-        todo = plan(tick, refs, target, watermark, stopped)
-        if self._handoff is not False and not (batches and reaches(batches[-1].manifest, target)):
-            todo.reached = False  # the batches after the hand-off are not read yet
-        todo.apply = unit_refs + todo.apply
-        self._check_batches(batches)  # read after the config was: a batch of another history is never applied
-        failed = self._round(todo.apply, batches, *self._items(batches, {r.txn for r in todo.apply}), progress)
-        self._advance(batches)
-        self._note_history(batches)
-        self._save()
-        if int(self.state.get("tick", -1)) > tick:  # wlr.lag_history() reads these lines
-            self._log(f"{monitor.TICK_LINE} {self.state['tick']} (committed {self.state.get('clock', '')})")
-        self._note_recovery(-1)  # a transaction's failure, passed now
-        if failed is not None and any(r.txn == failed.txn for r in unit_refs):
-            unit = next(b for b in units if b.manifest.first_txn <= failed.txn <= b.manifest.last_txn)
-            self._level0_until = unit.manifest.last_txn
-            self._log(f"compacted batch {os.path.basename(unit.path)} failed on {failed.table} ({failed.cause}); "
-                      f"replaying transactions up to {unit.manifest.last_txn} from level 0")
-            return False, "level-0 replay of a compacted batch's range"
-        if failed is not None:
-            self._fail(failed.batch, failed.txn, failed.table, failed.cause)
-        # reading stops at the batch that reaches the target, so a broken batch was needed,
-        # unless the replica already stood at a target transaction
-        if broken is not None and not (target.kind == "txn" and tick >= target.txn):
-            self._fail(broken.batch, None, None, broken.cause)
-        if self._stop.is_set():
-            return False, "stop() was called"  # the round may have ended early: the target is not known reached
-        if target.kind == "txn" and not todo.reached and stopped:
-            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
-                                     f"transaction {target.txn} will never be published (the replica "
-                                     f"applied everything up to {self.state.get('tick')})")
-        return todo.reached, todo.waiting_for
-
-    def _compacted_from(self, logs: str, number: int) -> bool:
-        """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
-        if not (self.collapse and self.compacted) or int(self.state.get("tick", -1)) < self._level0_until:
-            return False
-        return any(first == number for _lv, first, _l, _p in batchfmt.list_compacted(self.source.storage, logs, self.master))
-
-    def _units(self, mcfg, logs: str, tick: int, next_batch: int, target: Target) -> list:
-        """The compacted batches to apply first (none with ``collapse=False`` or
-        ``compacted=False``, or inside a range that failed compacted)."""
-        if not (self.collapse and self.compacted) or tick < self._level0_until:
-            return []
-        try:
-            return self.route(mcfg).units(logs, tick, next_batch, target)
-        except LogError as exc:  # level 0 holds everything a compacted batch does
-            self._log(f"not using compacted batches: {exc.cause}")
-            return []
-
-    def _note_recovery(self, read_up_to: int) -> None:
-        """Clear a stored failure once replay got past it (a later retry succeeded)."""
-        line = failure.clear_if_passed(self.state, read_up_to)
-        if line:
-            self._save()
-            self.last_error = None
-            self._log(line)
-
-    def _items(self, batches, wanted: set[int]) -> tuple[dict[int, Item], dict[int, str]]:
-        """``({txn: Item}, {txn: cause})`` of the wanted transactions, files verified; the
-        causes are the transactions that cannot be applied as published."""
-        items, bad = {}, {}
-        for b in batches:
-            records = [t for t in b.manifest.txns if t.txn in wanted
-                       and (self.selection is None or self.selection.wants(t.table))]
-            if not records:
-                continue
-            problems = batchfmt.verify_files(self.source.storage, b.path, b.manifest, [r.rows for r in records if r.rows])
-            for rec in records:
-                items[rec.txn] = Item(b.number, b.path, rec)
-                found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
-                if found:
-                    bad[rec.txn] = "checksum verification failed: " + "; ".join(
-                        f"{f}: {p}" for f, p in sorted(found.items())[:3])
-                elif rec.lost:
-                    bad[rec.txn] = f"its change rows were not captured: {rec.lost}"
-        return items, bad
-
-    def _advance(self, batches) -> None:
-        """Move ``batches`` (the next batch to read) past every batch whose transactions are all handled."""
-        tick = int(self.state["tick"])
-        for b in batches:
-            if tick < b.manifest.last_txn:
-                break
-            self.state["batches"] = str(b.number + 1)
-
-    def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str],
-               progress: bool = True) -> Failure | None:
-        """Apply ``todo`` by segments, tables in parallel; tick, clock, the next batch and the
-        read view follow the consistent point after every segment (the caller saves at the end)."""
-        if not todo:
-            return None
-        tick0 = int(self.state.get("tick", -1))
-        times = {r.txn: r.time for r in todo}
-
-        def progressed(done: dict[str, int]) -> None:
-            reached = consistent_tick(tick0, todo, done)
-            if reached > int(self.state["tick"]):
-                self.state["tick"], self.state["clock"] = str(reached), utc_iso(times[reached])
-                self._advance(batches)
-                self._set_view(reached, done)  # saved with the tick: readers see both move together
-            self._save()
-
-        rnd = Round(self._applier(), self.state, self._state_lock, items, bad, progressed, self._log, self._stop)
-        sel = self.selection
-        skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
-        if skipped:  # tables this replica does not carry: handled without being applied
-            rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})
-            for t in skipped:  # a drop or create there must not leave a stale table entry
-                self.state.pop(state_key("version.", t), None)
-        failed = rnd.run([r for r in todo if r.table not in skipped], collapse=self.collapse,
-                         parallelism=self.parallelism, progress=progress)
-        if skipped:
-            with self._state_lock:
-                progressed(dict(rnd.done))
-        return failed
-
-    def _fail(self, batch: int | None, txn: int | None, table: str | None, cause: str):
-        err = failure.record(self.state, batch, txn, table, cause)
-        self._save()
-        self.last_error = err
-        self._log(f"FAILED {err}")
-        raise err
+    def _step(self, target: Target, progress: bool = True) -> RoundResult:
+        return self._replay.steps(target, progress)
 
     def accept(self) -> int:
         """Skip exactly the failed transaction (as PostgreSQL's ALTER SUBSCRIPTION ... SKIP).
@@ -473,29 +408,17 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         """
         self.stop()
         with self._lock:
-            self._acquire()
+            self._file_lock.acquire()
             try:
                 return self._accept()
             finally:
-                self._release()
+                self._file_lock.release()
 
     def _accept(self) -> int:
-        self.state = self._load() or {}
-        txn, batch = failure.skippable(self.state, self.name)
-        manifest = manifest_of(self.source.storage, self.state.get("logs"), self.master, batch)
-        rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
-        skipped = [x for x in self.state.get("skipped", "").split(",") if x] + [str(txn)]
-        failure.clear(self.state)
-        self.state.update({"tick": str(txn), "skipped": ",".join(skipped)})
-        if rec is not None:
-            self.state["clock"] = utc_iso(rec.time)
-            key = state_key("version.", rec.table)
-            if key in self.state:
-                self.state[key] = str(self._applier().current_version(rec.table))
-        if manifest is None or (manifest.txns and txn >= manifest.last_txn):
-            self.state["batches"] = str((batch if batch is not None else int(self.state.get("batches", 0))) + 1)
-        self._save()
-        self._log(f"accepted: skipped transaction {txn}")
+        txn = failure.skip(self._book.reload(), self.name, self.source.storage, self.master,
+                           lambda table: self._applier().current_version(table))
+        self._book.save()
+        self._book.log(f"accepted: skipped transaction {txn}")
         return txn
 
     def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False,
@@ -516,11 +439,6 @@ class Replica(ReplicaSetup, Follower, ConsistentView, Relay):
         """
         from .restore import restore_table
         return restore_table(self, table, into, as_=as_, replace=replace, dbfarm=dbfarm)
-
-    def _release(self) -> None:
-        if self._lockfile is not None:
-            self._lockfile.release()
-            self._lockfile = None
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"

@@ -1,41 +1,90 @@
 """Making a replica: the checks before anything is written, the start from a snapshot, the locks.
 
-A mixin of :class:`wlr.replica.Replica` (it uses the replica's ``storage``, ``path``,
-``master``, ``state`` and state file).
+A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state
+(:class:`wlr.book.StateBook`), its lock, its source, its options and its consistent view.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any, Callable
 
 from wlcore import epochs
 from wlcore import snapshots as snap
 from wlcore.batch import parse_utc, utc_iso
 from wlcore.discovery import delta_ref
 from wlcore.settings import number, settings
-from wlcore.errors import ConfigError, LockHeldError
+from wlcore.errors import ConfigError
 from wlcore.session import check_s3a
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
 from wlcore.names import split_name, state_key
 from wlcore.storage import Storage, copy_tree
 
 from . import failure
+from .apply import Applier
+from .book import LOG_FILE, StateBook
 from .errors import DivergedError, ReplicaStateError, ReplicationError
 from .logs import LogError
-from .plan import Target, check_not_passed, parse_until
+from .lock import ReplicaLock
+from .options import ReplayOptions
+from .plan import Target, check_not_passed
 from .route import Route
 from .select import Selection, check_same
+from .source import Source
+from .view import ConsistentView
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
 CONFIG_FILE = "wlr.config"
-LOG_FILE = "wlr.log"
 
 
 class ReplicaSetup:
-    """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config, locks."""
+    """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config.
 
-    # ------------------------------------------------------------------ set-up
-    _asked: Selection | None = None
-    selection: Selection | None = None
+    Args:
+        book: the replica's state and log.
+        lock: the replica's ``wlr.lock`` (probed by :meth:`validate`).
+        source: returns where the replica reads now (:mod:`wlr.source`).
+        master: the master's name; master_dbfarm: its dbfarm; dbfarm: the replica's.
+        options: how replay runs (:class:`wlr.options.ReplayOptions`).
+        default_timeout: seconds ``replicate`` waits for a target (``replica.timeout``).
+        spark: returns the replay session; applier: returns the replica's applier.
+        view: the replica's consistent view (set when a replica is made).
+    """
+
+    def __init__(self, book: StateBook, lock: ReplicaLock, source: Callable[[], Source], master: str,
+                 master_dbfarm: str, dbfarm: str, options: ReplayOptions, default_timeout: float,
+                 spark: Callable[[], Any], applier: Callable[[], Applier], view: ConsistentView) -> None:
+        self.book = book
+        self.lock = lock
+        self._source = source
+        self.master = master
+        self.master_dbfarm = master_dbfarm
+        self.dbfarm = dbfarm
+        self.options = options
+        self.default_timeout = default_timeout
+        self._spark = spark
+        self._applier = applier
+        self.view = view
+        self.storage: Storage = book.storage
+        self.path = book.path
+        self.name = book.name
+        self.selection: Selection | None = None
+        self._asked: Selection | None = None
+        self._route: Route | None = None
+
+    @property
+    def source(self) -> Source:
+        """Where the replica reads now."""
+        return self._source()
+
+    @property
+    def state(self) -> dict[str, str]:
+        """The replica's state in memory (:attr:`wlr.book.StateBook.state`)."""
+        return self.book.state
+
+    @property
+    def spark(self) -> Any:
+        """The replay session."""
+        return self._spark()
 
     def ask_selection(self, tables=None, where=None) -> None:
         """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
@@ -43,6 +92,8 @@ class ReplicaSetup:
         self._asked = None if tables is None and where is None else Selection.of(tables, where)
 
     def _choose_selection(self, state: dict[str, str]) -> None:
+        """Settle the selection: the recorded one (a different one asked is refused), or
+        for a new replica the one asked or configured, its predicates parsed now."""
         if state and state.get("state") != "restoring":
             recorded = Selection.from_state(state)
             if self._asked is not None:
@@ -60,10 +111,11 @@ class ReplicaSetup:
                 raise ConfigError(f"where: the predicate of {table} does not parse ({first}); "
                                   "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
 
-    def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
+    def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
 
-        ``timeout``: seconds ``replicate`` would wait for the target (default
+        ``target``: ``until`` parsed (:func:`wlcore.target.parse_until`; ``until`` names it in
+        messages); ``timeout``: seconds ``replicate`` would wait for the target (default
         ``replica.timeout``); ``empty``: a new replica may hold no transaction (see
         :mod:`wlr.target` for the checks on the target).
 
@@ -79,20 +131,19 @@ class ReplicaSetup:
                 replica of another master or of an earlier incarnation, or a non-empty folder.
             ConfigError: the replica folder is a file.
         """
-        target = parse_until(until)
         for url in (self.source.root, self.dbfarm):  # Spark must reach S3 before anything is written
             if url.startswith(("s3://", "s3a://")):
                 check_s3a(self.spark, url)
-        mcfg = self._master_config()
+        mcfg = self.master_config()
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")
-        self._probe_lock()
+        self.lock.probe()
         if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
             raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
-        state = self._load()
+        state = self.book.load()
         if state:
             self._check_follows(state, mcfg)
-            self._check_history(state, mcfg)
+            self.check_history(state, mcfg)
             clock = parse_utc(state["clock"]) if state.get("clock") else None
             check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
@@ -105,12 +156,12 @@ class ReplicaSetup:
         self._choose_selection(state or {})
         if not state or state.get("state") == "restoring":
             logs = self.source.logs(mcfg)
-            start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
+            start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
             if not state and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
                 check_not_empty(target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path),
                                 empty, self.master)
             try:
-                self.route(mcfg).check_path(logs, mcfg, start, target, self.compacted and self.collapse)
+                self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
                 raise ReplicationError(exc.batch, None, None, exc.cause) from None
             self._check_selected(mcfg, logs, start)
@@ -172,12 +223,12 @@ class ReplicaSetup:
                 f"{state.get('dbid')}: the master was made anew (or the source is another master's); "
                 "make a new replica")
 
-    def _check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
+    def check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
         """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
         with the one this replica followed on a transaction both have."""
         self._check_epochs(state, mcfg.epochs, mcfg.tick, f"{self.source.label}'s wlc.config")
 
-    def _check_batches(self, batches) -> None:
+    def check_batches(self, batches) -> None:
         """Raise DivergedError when a batch read for this round was written in another
         history than the replica followed (the config read before it may be older)."""
         for b in batches:
@@ -185,6 +236,8 @@ class ReplicaSetup:
                 self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
 
     def _check_epochs(self, state: dict[str, str], their_text: str, their_tick: int, where: str) -> None:
+        """Raise DivergedError when ``their_text`` (an epoch history up to ``their_tick``, read
+        from ``where``) disagrees with the one in ``state`` on a transaction both have."""
         try:
             mine, theirs = epochs.parse(state.get("epochs", "")), epochs.parse(their_text)
         except ValueError as exc:
@@ -204,7 +257,7 @@ class ReplicaSetup:
             cli=f"{cause}; make a new replica (wlr replicate <dbfarm> {self.master} <new name>) or read from a "
                 "source that kept this history (--source)")
 
-    def _note_history(self, batches) -> None:
+    def note_history(self, batches) -> None:
         """Keep the epoch history of the batch holding the replica's tick (its manifest's)."""
         tick = int(self.state.get("tick", -1))
         for b in reversed(batches):
@@ -214,7 +267,7 @@ class ReplicaSetup:
                 self.state["epoch"] = epochs.at(hist, tick) or ""
                 return
 
-    def _ensure(self, mcfg: MasterState, target: Target) -> None:
+    def ensure(self, mcfg: MasterState, target: Target) -> None:
         """Make the replica on first use from the newest snapshot at or before ``target``
         (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
         tables, then state ``new`` at the snapshot's transaction. A crash in between
@@ -225,7 +278,7 @@ class ReplicaSetup:
                 self.selection = Selection.from_state(self.state)
             return
         logs = self.source.logs(mcfg)
-        start = self.route(mcfg).start_for(mcfg, logs, target, self.start_snapshot)
+        start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
         self.storage.makedirs(self.path)
         state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg.dbid,
                  "source": self.source.root, "source_kind": self.source.kind,
@@ -233,8 +286,8 @@ class ReplicaSetup:
                  "logs": logs, "batches": start.batch + 1, "tick": start.txn,
                  "clock": utc_iso(start.time) if start.time else "", "skipped": "",
                  "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
-        self.state = {k: str(v) for k, v in state.items()}
-        self._save()
+        self.book.state = {k: str(v) for k, v in state.items()}
+        self.book.save()
         hist = epochs.upto(epochs.parse(mcfg.epochs), start.txn)
         if start.path:
             body = snap.read(self.source.storage, start.path)
@@ -250,16 +303,16 @@ class ReplicaSetup:
                 if keep is not None:  # selective replication: the rows outside the filter go
                     self.spark.sql(f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)")
                 self.state[state_key("version.", name)] = str(applier.current_version(name))
-            self._log(f"started from the snapshot of {self.master} at transaction {start.txn} "
-                      f"({len(body.tables)} tables, {start.path}, {self.source.label})")
+            self.book.log(f"started from the snapshot of {self.master} at transaction {start.txn} "
+                          f"({len(body.tables)} tables, {start.path}, {self.source.label})")
         else:
-            self._log(f"started empty from master {self.master} ({self.source.label})")
+            self.book.log(f"started empty from master {self.master} ({self.source.label})")
         self.state.update({"epochs": epochs.format(hist), "epoch": epochs.at(hist, start.txn) or ""})
-        self._set_view(-1, {})
+        self.view.set_view(-1, {})
         self.state["state"] = "new"
-        self._save()
+        self.book.save()
 
-    def _master_config(self) -> MasterState:
+    def master_config(self) -> MasterState:
         """The source's wlc.config (the master's, or its shipped or relayed copy)."""
         mcfg = self.source.config()
         if mcfg is None:
@@ -272,34 +325,15 @@ class ReplicaSetup:
                                     f"{self.master!r}; name the right master or source")
         return mcfg
 
-    def _note_source(self, mcfg: MasterState) -> str:
+    def note_source(self, mcfg: MasterState) -> str:
         """Record in wlr.config where this round reads (a replica may switch between the
         master, shipped copies and relays of one master); returns the log folder."""
         logs = self.source.logs(mcfg)
         now = {"source": self.source.root, "source_kind": self.source.kind, "logs": logs}
         if any(self.state.get(k) != v for k, v in now.items()):
             if self.state.get("source") and self.state.get("source") != self.source.root:
-                self._log(f"now reading from {self.source.label} (was {self.state.get('source')}), "
+                self.book.log(f"now reading from {self.source.label} (was {self.state.get('source')}), "
                           f"from transaction {int(self.state.get('tick', -1)) + 1}")
             self.state.update(now)
-            self._save()
+            self.book.save()
         return logs
-
-    def _probe_lock(self) -> None:
-        """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""
-        path = Storage.join(self.path, "wlr.lock")
-        if self._lockfile is not None or not self.storage.exists(path):
-            return
-        self._take(path).release()
-
-    def _acquire(self) -> None:
-        if self._lockfile is not None:
-            return
-        self._lockfile = self._take(Storage.join(self.path, "wlr.lock"))
-
-    def _take(self, path: str):
-        try:
-            return self.storage.lock(path, blocking=False, what=f"replay into {self.path}")
-        except LockHeldError:
-            raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
-

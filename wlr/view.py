@@ -2,16 +2,33 @@
 the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``)."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from wlcore.names import name_of_key, split_name, state_key
 from wlcore.session import active_session
 from wlcore.storage import Storage
 
+from .apply import Applier
+from .book import StateBook
 from .errors import ReplicaStateError
 
 
 class ConsistentView:
-    """The read side of :class:`wlr.Replica` (a mixin: it uses the replica's ``storage``,
-    ``path``, ``name``, ``state`` and its state file)."""
+    """The read side of :class:`wlr.Replica`: its tables as of the last consistent tick.
+
+    Args:
+        book: the replica's state (``view``, ``at.<table>`` and ``version.<table>``).
+        spark: returns the SparkSession reads go through (None: the active one).
+        applier: returns the replica's applier (Delta versions of its tables).
+    """
+
+    def __init__(self, book: StateBook, spark: Callable[[], Any], applier: Callable[[], Applier]) -> None:
+        self.book = book
+        self.storage = book.storage
+        self.path = book.path
+        self.name = book.name
+        self._spark = spark
+        self._applier = applier
 
     def path_of(self, table: str) -> str:
         """Folder (URI) of replica table ``"schema.table"``."""
@@ -32,8 +49,8 @@ class ConsistentView:
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
         """
-        st = self._load_or_state()
-        reader = (self._spark or active_session()).read.format("delta")
+        st = self.book.current()
+        reader = (self._spark() or active_session()).read.format("delta")
         if "view" in st:
             key = state_key("at.", table)
             if key not in st:
@@ -50,14 +67,14 @@ class ConsistentView:
     def versions(self) -> dict[str, int]:
         """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
         (:meth:`view_tick`); read them with ``versionAsOf``."""
-        return {name_of_key("at.", k): int(v) for k, v in self._load_or_state().items() if k.startswith("at.")}
+        return {name_of_key("at.", k): int(v) for k, v in self.book.current().items() if k.startswith("at.")}
 
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
-        st = self._load_or_state()
+        st = self.book.current()
         return int(st.get("view", st.get("tick", -1)))
 
-    def _set_view(self, tick: int, done: dict[str, int]) -> None:
+    def set_view(self, tick: int, done: dict[str, int]) -> None:
         """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
 
         A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
@@ -66,8 +83,9 @@ class ConsistentView:
         ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
         """
         applier = self._applier()
+        state = self.book.state
         view = {}
-        for key, value in self.state.items():
+        for key, value in state.items():
             if not key.startswith("version."):
                 continue
             name = name_of_key("version.", key)
@@ -76,7 +94,7 @@ class ConsistentView:
                 return
             if at >= 0:
                 view[state_key("at.", name)] = str(at)
-        for key in [k for k in self.state if k.startswith("at.")]:
-            del self.state[key]
-        self.state.update(view)
-        self.state["view"] = str(tick)  # the caller saves
+        for key in [k for k in state if k.startswith("at.")]:
+            del state[key]
+        state.update(view)
+        state["view"] = str(tick)  # the caller saves

@@ -200,22 +200,21 @@ def test_a_store_ignoring_conditional_writes_is_refused(s3, monkeypatch):
 
 def test_the_replica_lock_refuses_a_second_replayer_and_its_probe_changes_nothing(tmp_path):
     from wlr.errors import ReplicaStateError
-    from wlr.setup import ReplicaSetup
+    from wlr.lock import ReplicaLock
 
-    class Setup(ReplicaSetup):  # the replica's lock, without a replica around it
-        def __init__(self, path):
-            self.path, self.storage, self._lockfile = path, Storage.of(path), None
+    def Setup(path):  # the replica's lock, without a replica around it
+        return ReplicaLock(Storage.of(path), path)
 
     db = str(tmp_path / "r")
-    Setup(db)._probe_lock()  # no wlr.lock: nothing made
+    Setup(db).probe()  # no wlr.lock: nothing made
     assert not (tmp_path / "r").exists()
     first = Setup(db)
-    first._acquire()
+    first.acquire()
     stamp = (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns
     with pytest.raises(ReplicaStateError, match="another process is replaying into .*; stop it first"):
-        Setup(db)._probe_lock()
+        Setup(db).probe()
     with pytest.raises(ReplicaStateError, match="another process is replaying into"):
-        Setup(db)._acquire()
-    first._lockfile.release()
-    Setup(db)._probe_lock()
+        Setup(db).acquire()
+    first.release()
+    Setup(db).probe()
     assert (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns == stamp

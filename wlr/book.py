@@ -1,0 +1,71 @@
+"""A replica's state in memory and on disk: ``wlr.config`` (:mod:`wlcore.replica_state`) and
+the event log ``wlr.log`` beside it; shared by the replica's set-up, replay rounds, follower,
+relay and consistent view."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+
+from wlcore.batch import utc_iso
+from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
+from wlcore.storage import Storage
+
+from .errors import ReplicationError
+
+LOG_FILE = "wlr.log"
+log = logging.getLogger("wlr.replica")
+
+
+class StateBook:
+    """The replica's ``wlr.config`` values as replay last read or set them, their file and its log.
+
+    Args:
+        storage: the storage holding the replica (its dbfarm's).
+        path: the replica's folder (path or URL).
+        name: the replica's name (in log lines).
+
+    Attributes:
+        state: the values in memory, ``key -> text`` (the caller saves with :meth:`save`).
+        lock: held while replay's worker threads write ``state`` (a re-entrant lock).
+        last_error: the failure replay raised last in this process (None: none, or resolved).
+    """
+
+    def __init__(self, storage: Storage, path: str, name: str) -> None:
+        self.storage = storage
+        self.path = path
+        self.name = name
+        self.lock = threading.RLock()
+        self.last_error: ReplicationError | None = None
+        self.state: dict[str, str] = self.load() or {}
+
+    def load(self) -> dict[str, str] | None:
+        """The file's values, or None when the folder is not a replica (yet).
+
+        Raises:
+            ConfigError: the file is malformed (the message names the key).
+        """
+        st = read_replica_state(self.storage, self.path)
+        return None if st is None else st.pairs()
+
+    def reload(self) -> dict[str, str]:
+        """Read the file again into :attr:`state` (empty when there is none) and return it."""
+        self.state = self.load() or {}
+        return self.state
+
+    def current(self) -> dict[str, str]:
+        """The file's values, or the ones in memory when there is no file."""
+        return self.load() or self.state
+
+    def save(self) -> None:
+        """Write :attr:`state` to ``wlr.config`` (atomically)."""
+        write_replica_state(self.storage, self.path, ReplicaState.from_pairs(self.state))
+
+    def log(self, message: str, level: int = logging.INFO) -> None:
+        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (local folders)."""
+        line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
+        log.log(level, "%s: %s", self.name, message)
+        if self.storage.local:
+            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
+                fh.write(line)
