@@ -86,10 +86,10 @@ def test_wheel_has_defaults_commands_and_types(installed):
     assert out.returncode == 0 and out.stdout.startswith("wlc "), out.stderr
     files = subprocess.run([str(venv / "bin" / "python"), "-c",
                             "import importlib.resources as r; "
-                            "print(*(r.files(p).joinpath('py.typed').is_file() for p in ('wlc', 'wlr')), "
-                            "r.files('wlc').joinpath('defaults', 'wlc.yaml').is_file())"],
+                            "print(*(r.files(p).joinpath('py.typed').is_file() for p in ('wlc', 'wlr', 'wlcore')), "
+                            "r.files('wlcore').joinpath('defaults', 'wlc.yaml').is_file())"],
                            cwd=run, env=env, capture_output=True, text=True, timeout=120)
-    assert files.stdout.split() == ["True", "True", "True"], files.stderr
+    assert files.stdout.split() == ["True", "True", "True", "True"], files.stderr
 
 
 @pytest.mark.spark
