@@ -91,6 +91,11 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ state
     def config(self) -> MasterState:
+        """The master's ``wlc.config``, read now.
+
+        Raises:
+            MasterStateError: the database is not a master (the message names what it is).
+        """
         from wlcore.master_state import read_config
         cfg = read_config(self.storage, self.path)
         if cfg is None:
@@ -100,6 +105,7 @@ class Lifecycle:
         return cfg
 
     def logs(self, cfg: MasterState | None = None) -> str:
+        """The master's log folder (as ``cfg``, else ``wlc.config`` read now, names it)."""
         from wlcore.master_state import logs_of
         return logs_of(cfg or self.config(), self.path)
 

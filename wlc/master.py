@@ -1,23 +1,17 @@
 """Master mode: a database whose committed changes are captured (MonetDB's ``wlc.master()``).
 
-A :class:`Master` owns its parts, each built with what it needs: the record of ``wlc.config``
-and ``wlc.log`` (:mod:`wlc.master_record`, which describes the file's keys), the set-up and
-capture lock (:mod:`wlc.master_setup`), capture reading the Delta logs (:mod:`wlc.capture`),
-the publisher holding the open batch (:mod:`wlc.publisher`), the capture thread
-(:mod:`wlc.capture_thread`), the life cycle of snapshots, compaction and retention
-(:mod:`wlc.master_lifecycle`), the session catalog (:mod:`wlc.master_catalog`) and the
-shippers (:mod:`wlc.shipping`).
+A :class:`Master` owns its parts, each built with what it needs: ``wlc.config`` and ``wlc.log``
+(:mod:`wlc.master_record`), set-up and capture lock (:mod:`wlc.master_setup`), capture reading the
+Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the capture thread
+(:mod:`wlc.capture_thread`), snapshots, compaction and retention (:mod:`wlc.master_lifecycle`),
+the session catalog (:mod:`wlc.master_catalog`) and the shippers (:mod:`wlc.shipping`).
 """
 from __future__ import annotations
 
-import logging
 import threading
-import warnings
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from wlcore import batch as batchfmt
-from wlcore import epochs
 from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.levels import Span, Start
@@ -28,32 +22,17 @@ from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settin
 from wlcore.ship import ShipReport, Shipper
 from wlcore.storage import Storage
 
-from .capture import Capture, utcnow
+from .capture import Capture
 from .capture_thread import CaptureThread
 from .holds import Holds
 from .lifecycle import Lifecycle, PruneReport
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle, MasterLifecycle
-from .master_record import MasterRecord
+from .master_record import MasterRecord, utcnow
 from .master_setup import MasterSetup
-from .publisher import CaptureTiming, Publisher
+from .publisher import CaptureTiming, Publisher, TimingField
 from .shipping import MasterShipping
 from .table_notes import TableNotes
-
-log = logging.getLogger("wlc.master")
-
-
-class _Timing:
-    """A :class:`Master` attribute that is a field of its :class:`CaptureTiming` (``master.settle``...)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, master: "Master", owner: type | None = None) -> Any:
-        return getattr(master.timing, self.name)
-
-    def __set__(self, master: "Master", value: Any) -> None:
-        setattr(master.timing, self.name, value)
 
 
 class Master:
@@ -74,11 +53,11 @@ class Master:
         ConfigError: a malformed name or dbfarm. NotFoundError: the dbfarm does not exist.
     """
 
-    settle = _Timing()  # seconds a commit must be old before capture takes it (capture.settle)
-    polling = _Timing()  # poll the folder instead of waiting for filesystem events (capture.polling)
-    poll_interval = _Timing()  # seconds between scans of an idle master (capture.poll_interval)
-    stage_within = _Timing()  # seconds staged change rows may wait (capture.stage_within)
-    retry_max = _Timing()  # seconds, the longest wait between two reads of a held table (capture.retry_max)
+    settle = TimingField()  # seconds a commit must be old before capture takes it (capture.settle)
+    polling = TimingField()  # poll the folder instead of waiting for filesystem events (capture.polling)
+    poll_interval = TimingField()  # seconds between scans of an idle master (capture.poll_interval)
+    stage_within = TimingField()  # seconds staged change rows may wait (capture.stage_within)
+    retry_max = TimingField()  # seconds, the longest wait between two reads of a held table (capture.retry_max)
 
     def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None,
                  capture: bool = True):
@@ -118,6 +97,7 @@ class Master:
 
     @config.setter
     def config(self, value: MasterState) -> None:
+        """Hold ``value`` as ``wlc.config`` (written by the next save)."""
         self.record.config = value
 
     @property
@@ -173,21 +153,9 @@ class Master:
         created = not self.storage.exists(self.path)
         self.setup.take_lock()
         try:
-            existing = read_config(self.storage, self.path)  # again, now that the lock is ours
-            if existing is not None:
-                self.config = existing
-                self.validate()
-                warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
-                              "(capture resumes where it stopped)", stacklevel=3)
-                state, last = self.setup.restore()
-            else:
-                state, last = self.setup.initialise(), None
-            self.record.note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
-            self.record.save()
-            batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
-            floor = self.config.watermark_time
+            state, last = self.setup.begin()
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config.dbid, state,
-                                   skip_schemas=self.setup.skip_schemas(), floor=floor,
+                                   skip_schemas=self.setup.skip_schemas(), floor=self.config.watermark_time,
                                    holds=Holds(self.poll_interval, self.retry_max))
             self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
             self.register_catalog()
@@ -201,10 +169,9 @@ class Master:
         return self
 
     def create(self, beat: float | None = None) -> int:
-        """Put the database in master mode without capturing: ``wlc master`` on the command
-        line, MonetDB's ``CALL wlc.master()``. A deliberate step, done once; :meth:`start`
-        (``wlc capture``) then captures. Spark starts only when the database holds tables
-        (they are copied into the first snapshot).
+        """Put the database in master mode without capturing: ``wlc master`` on the command line,
+        MonetDB's ``CALL wlc.master()``. A deliberate step, done once; :meth:`start` (``wlc capture``)
+        then captures. Spark starts only when the database holds tables (copied into the first snapshot).
 
         Args:
             beat: the heartbeat in seconds to record (default ``master.beat`` of config).
@@ -213,11 +180,9 @@ class Master:
             int: the number of tables in the first snapshot (0: replicas start empty).
 
         Raises:
-            NotFoundError: the dbfarm does not exist.
-            MasterStateError: the database is already a master or a replica, or another
-                process holds its capture lock.
-            ConfigError: ``logs`` or ``beat`` is malformed, or the database folder is a file.
-        """
+            NotFoundError: the dbfarm does not exist. ConfigError: ``logs`` or ``beat`` is malformed,
+                or the database folder is a file. MasterStateError: the database is already a master
+                or a replica, or another process holds its capture lock."""
         return self.setup.create(beat)
 
     @property
@@ -238,8 +203,7 @@ class Master:
 
         Raises:
             ConfigError: ``logs`` is empty, or the database or log folder is a file.
-            MasterStateError: the database is a replica, or a stopped master, or logs elsewhere.
-        """
+            MasterStateError: the database is a replica, or a stopped master, or logs elsewhere."""
         return self.setup.validate()
 
     def _step(self, take_all: bool) -> bool:
@@ -284,7 +248,7 @@ class Master:
         with self._lock:
             self._check_started()
             self._step(take_all=True)
-            if self.capture is not None and self.capture.switched:  # capture's own commits (a feature switched on) are captured too
+            if self.capture is not None and self.capture.switched:  # capture's own commits (switching a feature on)
                 self._step(take_all=True)
             tick = self.config.tick
         self.notes.warn()
@@ -330,28 +294,23 @@ class Master:
 
     def tick(self) -> int:
         """Id of the last logged transaction (captured into a batch, published or open), -1 when none
-        (MonetDB's ``wlc.tick()``, the id of the last transaction it logged).
-
-        This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s ``tick``
-        (``self.config.tick``), the last *published* transaction, which is what replicas
-        (whose own ``tick`` is the last applied one) and status compare against.
+        (MonetDB's ``wlc.tick()``). This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s
+        ``tick`` (``self.config.tick``), the last *published* one, which replicas and status compare against.
         """
         return self.last_logged()
 
     # ------------------------------------------------------------------ life cycle, catalog, shipping
     def snapshot(self) -> Start:
-        """Flush, then take a snapshot at the last published transaction T while capture
-        goes on (``wlc_snapshot/<T>/``: each table copied at its Delta version holding
-        exactly the transactions <= T, so it survives VACUUM of the master).
+        """Flush, then snapshot the last published transaction T while capture goes on
+        (``wlc_snapshot/<T>/``: each table copied at its Delta version holding exactly the
+        transactions <= T, so it survives VACUUM of the master). Cost: one Spark copy of every table.
 
-        Returns the snapshot (``txn`` T, ``time`` its commit time, ``path``); the newest
-        one when nothing was published since it. New replicas start from the newest
-        snapshot at or before their target. Cost: one Spark copy of every table (O(data)).
+        Returns the snapshot (``txn`` T, ``time`` its commit time, ``path``); the newest one
+        when nothing was published since. New replicas start from the newest at or before their target.
 
         Raises:
-            MasterStateError: the master is stopped or not capturing here; a table is no
-                longer readable at its version.
-        """
+            MasterStateError: the master is stopped or not capturing here; a table is no longer
+                readable at its version."""
         self.flush()
         return self.cycle.snapshot()
 
@@ -367,77 +326,62 @@ class Master:
         """Merge published batches into level-1 and level-2 batches, as many as are due.
 
         Args:
-            level1, level2: override ``master.compact.level1``/``level2``: a duration
-                (seconds, ``"1h"``, ``"1d"``: the batches of each UTC-aligned window, once
-                it is over) or ``"<n> batches"`` (each complete run of n batches below).
+            level1, level2: override ``master.compact.level1``/``level2``: a duration (seconds, ``"1h"``,
+                ``"1d"``: the batches of each UTC-aligned window, once it is over) or ``"<n> batches"``.
 
-        Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``).
-        The level-0 batches stay until :meth:`prune` deletes them.
+        Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``); the
+        level-0 batches stay until :meth:`prune` deletes them.
 
         Raises:
-            ConfigError: a malformed interval. BatchError: an input batch is damaged.
-        """
+            ConfigError: a malformed interval. BatchError: an input batch is damaged."""
         return self.cycle.compact(level1, level2)
 
     def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
-        """Delete the batches and snapshots ``master.retention`` no longer promises: never
-        one a kept snapshot's path to a promised recovery point uses.
+        """Delete the batches and snapshots ``master.retention`` no longer promises: never one a
+        kept snapshot's path to a promised recovery point uses.
 
         Args:
-            dry_run: only report what would be deleted.
-            now: the instant retention counts back from (UTC); default now.
-            keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1":
-                "30d", "level2": "365d", "snapshots": "365d"}`` (durations as in config;
-                a key left out or ``"off"``: forever).
+            dry_run: only report what would be deleted. now: the instant (UTC) retention counts back from.
+            keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1": "30d", "level2":
+                "365d", "snapshots": "365d"}`` (durations as in config; left out or ``"off"``: forever).
+
+        Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()``: the earliest
+        reachable transaction and instant, the granularity by age).
 
         Raises:
-            ConfigError: a malformed retention.
-
-        Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()`` with the
-        earliest reachable transaction and instant and the granularity by age).
-        """
+            ConfigError: a malformed retention."""
         return self.cycle.prune(dry_run=dry_run, now=now, keep=keep)
 
     def create_schema(self, schema: str) -> str:
-        """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
-
-        Tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's layout
-        and ``DROP TABLE`` removes their folder (which capture records as a drop).
+        """Register SQL schema ``schema`` at ``<db>/<schema>`` in the session catalog (``CREATE TABLE
+        <schema>.<t>`` then lives in the master's layout; ``DROP TABLE`` removes its folder, a drop).
         Returns the schema name.
 
         Raises:
-            ConfigError: ``schema`` is not a plain identifier, or this session's catalog
-                has a schema of that name elsewhere.
-        """
+            ConfigError: not a plain identifier, or the catalog has a schema of that name elsewhere."""
         return self.catalog.create_schema(schema)
 
     def register_catalog(self) -> dict[str, str]:
-        """Register every schema folder of the database, and the Delta tables in them, in
-        this process's session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and
-        :func:`wlc.attach` call it. Call it again to see schemas and tables other
-        processes made since. Returns ``{schema folder: reason}`` for folders left out.
-        """
+        """Register every schema folder of the database, and its Delta tables, in this process's
+        session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and :func:`wlc.attach` call it,
+        again to see what other processes made since. Returns ``{schema folder: reason}`` left out."""
         return self.catalog.register()
 
     def ship(self, to: str, follow: bool = False) -> ShipReport | Shipper:
         """Copy this master's published batches and snapshots to ``to`` (see :mod:`wlcore.ship`).
 
         Args:
-            to: destination folder or URL: another local folder or mount, or
-                ``s3://bucket/path`` (endpoint and keys from ``storage.s3`` in config).
-                Replicas then read it with ``wlr.replicate(master, logs=to)``.
-            follow: False: one pass, after a flush when this process captures. True: one
-                pass now, then keep shipping in a background thread whenever a batch is
-                published, until :meth:`ship_stop` or :meth:`close`.
+            to: another local folder or mount, or ``s3://bucket/path`` (endpoint and keys from
+                ``storage.s3`` in config); replicas read it with ``wlr.replicate(master, logs=to)``.
+            follow: False: one pass, after a flush when this process captures. True: one pass now,
+                then keep shipping whenever a batch is published, until :meth:`ship_stop` or :meth:`close`.
 
         Returns:
-            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or,
-            following, the :class:`Shipper` (``report`` adds up, ``stop()``).
+            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or, following,
+            the :class:`Shipper` (``report`` adds up, ``stop()``).
 
         Raises:
-            ShipError: the destination holds another database's copy, or a batch did not
-                verify there (nothing unverified is published; ship again).
-        """
+            ShipError: the destination holds another database's copy, or a batch did not verify there."""
         return self.shipping.ship(to, follow, flush=self.flush if self.running else None)
 
     def ship_stop(self, to: str | None = None) -> None:

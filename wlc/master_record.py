@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import datetime, timezone
 
 from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
 from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
 from wlcore.storage import Storage
 
-from .capture import utcnow
-
 log = logging.getLogger("wlc.master")
+
+
+def utcnow() -> datetime:
+    """The current instant in UTC (every instant the master records is one)."""
+    return datetime.now(timezone.utc)
 
 
 class MasterRecord:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from typing import Any, Callable
 
 from wlcore import batch as batchfmt
+from wlcore import epochs
 from wlcore import snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
@@ -21,8 +23,8 @@ from wlcore.master_state import LOCK_FILE, REPLICA_CONFIG_FILE, STARTED, MasterS
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 
-from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
-from .master_record import MasterRecord
+from .capture import Capture, CaptureState, Cursor, discover_tables
+from .master_record import MasterRecord, utcnow
 from .table_notes import TableNotes
 
 
@@ -158,6 +160,30 @@ class MasterSetup:
             raise ConfigError(f"logs={self.logs_arg!r} is a file, not a folder; pass a folder for the logs",
                               cli=f"--logs {self.logs_arg!r} is a file, not a folder; give a folder for the logs")
         return existing
+
+    def begin(self) -> tuple[CaptureState, TxnRecord | None]:
+        """Under the capture lock: resume the master (warning that nothing changed) or make it,
+        start a capture session (:func:`wlcore.epochs.start_session`), clear stale staging.
+
+        Returns:
+            ``(where capture starts, the last transaction published or None)``.
+
+        Raises:
+            MasterStateError, ConfigError: as :meth:`validate`, :meth:`restore`.
+        """
+        existing = read_config(self.storage, self.path)  # again, now that the lock is ours
+        if existing is not None:
+            self.record.config = existing
+            self.validate()
+            warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
+                          "(capture resumes where it stopped)", stacklevel=4)  # the caller of wlc.master() or Master.start()
+            state, last = self.restore()
+        else:
+            state, last = self.initialise(), None
+        self.record.note(epochs.start_session(self.record.config))  # a restored copy writes in an epoch of its own
+        self.record.save()
+        batchfmt.clear_staging(self.storage, self.record.logs, self.dbname)  # ours alone: we hold the lock
+        return state, last
 
     def skip_schemas(self) -> set[str]:
         """The folders of the database that are not schemas: the log folder when it sits inside the database."""

@@ -13,16 +13,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord, utc_iso
 from wlcore.capture_state import Planned
 from wlcore.settings import settings
-from .capture import Capture, Cursor, settle_limit, utcnow
+from .capture import Capture, Cursor
 from wlcore.errors import BatchError
 from .holds import place_in_order
-from .master_record import MasterRecord
+from .master_record import MasterRecord, utcnow
 from .table_notes import TableNotes
 from wlcore.names import batch_folder
 from wlcore.storage import Storage
@@ -31,6 +32,11 @@ from wlcore.faults import crash_point
 log = logging.getLogger("wlc.master")
 
 _EPS = timedelta(microseconds=1)
+
+
+def settle_limit(now: datetime, settle: float) -> datetime:
+    """The newest commit time capture takes at ``now``: ``settle`` seconds before it (``capture.settle``)."""
+    return now - timedelta(seconds=settle)
 
 
 @dataclass
@@ -61,6 +67,20 @@ class CaptureTiming:
         """
         cfg = settings().capture
         return cls(cfg.settle, cfg.polling, cfg.poll_interval, cfg.stage_within, cfg.retry_max)
+
+
+class TimingField:
+    """An attribute of an object with a ``timing`` (:class:`CaptureTiming`) that reads and writes
+    the field of that name (``master.stage_within = 3600`` sets ``master.timing.stage_within``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, host: Any, owner: type | None = None) -> Any:
+        return self if host is None else getattr(host.timing, self.name)
+
+    def __set__(self, host: Any, value: Any) -> None:
+        setattr(host.timing, self.name, value)
 
 
 class Publisher:
