@@ -26,8 +26,7 @@ open batch's staging folder: no row passes through Python.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
-
+from datetime import datetime, timedelta
 
 from wlcore import alter as alterops
 from wlcore.batch import TxnRecord
@@ -393,10 +392,3 @@ class Capture:
                 if name in self._seen_sig:
                     self._first_sig[name] = self._seen_sig[name]
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def settle_limit(now: datetime, settle: float) -> datetime:
-    return now - timedelta(seconds=settle)

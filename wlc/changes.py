@@ -103,6 +103,8 @@ class Copier:
 
     @property
     def spark(self):
+        """The Spark session change rows are read with: a session of its own (made on first use)
+        whose change-feed reads take each version's own schema and skip Delta's retention check."""
         if self._session is None:
             session = self._base.newSession()
             # read a version's changes with its own schema: time travel picks the schema
@@ -117,6 +119,7 @@ class Copier:
         return self._session
 
     def table_path(self, name: str) -> str:
+        """The folder of master table ``"schema.table"``."""
         from wlcore.names import split_name
         schema, table = split_name(name)
         return Storage.join(self.db_path, schema, table)

@@ -27,7 +27,7 @@ from wlcore import batch as batchfmt
 from . import compaction
 from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
-from wlcore.settings import Every, every, settings
+from wlcore.settings import Every, settings
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Retention, Span, Start, retain
 from wlcore.master_state import MasterState
@@ -91,6 +91,11 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ state
     def config(self) -> MasterState:
+        """The master's ``wlc.config``, read now.
+
+        Raises:
+            MasterStateError: the database is not a master (the message names what it is).
+        """
         from wlcore.master_state import read_config
         cfg = read_config(self.storage, self.path)
         if cfg is None:
@@ -100,6 +105,7 @@ class Lifecycle:
         return cfg
 
     def logs(self, cfg: MasterState | None = None) -> str:
+        """The master's log folder (as ``cfg``, else ``wlc.config`` read now, names it)."""
         from wlcore.master_state import logs_of
         return logs_of(cfg or self.config(), self.path)
 
@@ -260,145 +266,3 @@ class Lifecycle:
         self.storage.rename(path, aside)
         self.storage.rm(aside)
         self._spans.pop(path, None)
-
-
-class AutoLifecycle:
-    """The background runs of a capturing master, checked every ``period`` seconds: snapshots
-    every ``master.snapshot_interval``, compaction when ``master.compact.auto`` is on, and
-    pruning after each run that compacted something, when a retention is set.
-    Failures are logged and retried at the next check; capture goes on meanwhile."""
-
-    def __init__(self, master, period: float):
-        self.master, self.period = master, period
-        self.cfg = lifecycle_settings()
-        self.cycle = Lifecycle(master.storage, master.path, master.dbname)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    @property
-    def wanted(self) -> bool:
-        return self.cfg["snapshot_interval"] is not None or self.cfg["auto"]
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"wlc-lifecycle-{self.master.dbname}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            try:
-                self.run_once()
-                self.error = None
-            except Exception as exc:  # retried at the next check
-                self.error = exc
-                log.exception("life cycle of %s failed; retrying", self.master.dbname)
-
-    def run_once(self) -> None:
-        m = self.master
-        now = datetime.now(timezone.utc)
-        tick = m.config.tick
-        if self.cycle.snapshot_due(self.cfg["snapshot_interval"], tick, now):
-            start = self.cycle.snapshot(m.spark)
-            m.note_snapshot(start)
-        if self.cfg["auto"]:
-            made = self.cycle.compact(m.spark, self.cfg["every"])
-            for span in made:
-                m._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
-            # retention is applied after a compaction run made something (what it deletes is
-            # mostly what compaction covered); O(batches) a run
-            if made and any(v is not None for v in self.cfg["retention"].values()):
-                report = self.cycle.prune()
-                if report.deleted:
-                    m._note(f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"
-                            + (" ..." if len(report.deleted) > 5 else ""))
-
-
-class MasterLifecycle:
-    """The life-cycle calls of :class:`wlc.Master` (a mixin: the master has ``storage``,
-    ``path``, ``dbname``, ``config``, ``spark``, ``_lock`` and ``flush``)."""
-
-    @property
-    def lifecycle(self) -> Lifecycle:
-        if getattr(self, "_lifecycle", None) is None:
-            self._lifecycle = Lifecycle(self.storage, self.path, self.dbname)
-        return self._lifecycle
-
-    def snapshot(self) -> Start:
-        """Flush, then take a snapshot at the last published transaction T while capture
-        goes on (``wlc_snapshot/<T>/``: each table copied at its Delta version holding
-        exactly the transactions <= T, so it survives VACUUM of the master).
-
-        Returns the snapshot (``txn`` T, ``time`` its commit time, ``path``); the newest
-        one when nothing was published since it. New replicas start from the newest
-        snapshot at or before their target. Cost: one Spark copy of every table (O(data)).
-
-        Raises:
-            MasterStateError: the master is stopped or not capturing here; a table is no
-                longer readable at its version.
-        """
-        self.flush()
-        start = self.lifecycle.snapshot(self.spark)
-        self.note_snapshot(start)
-        return start
-
-    def note_snapshot(self, start: Start) -> None:
-        """Name the newest snapshot in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
-        with self._lock:
-            if self.config.snapshot != start.path:
-                self._adopt_snapshot(start.path, start.txn)
-                self._save_config()
-
-    def snapshots(self) -> list[Start]:
-        """Every snapshot of this master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""
-        return self.lifecycle.snapshots(self.config)
-
-    def compact(self, level1=None, level2=None) -> list[Span]:
-        """Merge published batches into level-1 and level-2 batches, as many as are due.
-
-        Args:
-            level1, level2: override ``master.compact.level1``/``level2``: a duration
-                (seconds, ``"1h"``, ``"1d"``: the batches of each UTC-aligned window, once
-                it is over) or ``"<n> batches"`` (each complete run of n batches below).
-
-        Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``).
-        The level-0 batches stay until :meth:`prune` deletes them.
-
-        Raises:
-            ConfigError: a malformed interval. BatchError: an input batch is damaged.
-        """
-        cfg = lifecycle_settings()["every"]
-        chosen = {1: every(level1, "level1", ("batches",)) if level1 is not None else cfg[1],
-                  2: every(level2, "level2", ("batches",)) if level2 is not None else cfg[2]}
-        made = self.lifecycle.compact(self.spark, chosen)
-        for span in made:
-            self._note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
-        return made
-
-    def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
-        """Delete the batches and snapshots ``master.retention`` no longer promises: never
-        one a kept snapshot's path to a promised recovery point uses.
-
-        Args:
-            dry_run: only report what would be deleted.
-            now: the instant retention counts back from (UTC); default now.
-            keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1":
-                "30d", "level2": "365d", "snapshots": "365d"}`` (durations as in config;
-                a key left out or ``"off"``: forever).
-
-        Raises:
-            ConfigError: a malformed retention.
-
-        Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()`` with the
-        earliest reachable transaction and instant and the granularity by age).
-        """
-        if keep is not None:
-            keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
-        report = self.lifecycle.prune(dry_run=dry_run, now=now, keep=keep)
-        if report.deleted and not dry_run:
-            self._note(f"pruned {len(report.deleted)} folders")
-        return report

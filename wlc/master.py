@@ -1,106 +1,124 @@
-"""Master mode: ``wlc.config``, the capture thread, the heartbeat and the module-level state.
+"""Master mode: a database whose committed changes are captured (MonetDB's ``wlc.master()``).
 
-The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``logs``,
-``state`` 1 started / 2 stopped, ``batches`` next batch number, ``beat`` seconds,
-``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
-GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
-``watermark`` (every master commit at or before it is in a published batch), ``epoch``
-(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlcore.epochs`).
+A :class:`Master` owns its parts, each built with what it needs: ``wlc.config`` and ``wlc.log``
+(:mod:`wlc.master_record`), set-up and capture lock (:mod:`wlc.master_setup`), capture reading the
+Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the capture thread
+(:mod:`wlc.capture_thread`), snapshots, compaction and retention (:mod:`wlc.master_lifecycle`),
+the session catalog (:mod:`wlc.master_catalog`) and the shippers (:mod:`wlc.shipping`).
 """
 from __future__ import annotations
 
-import logging
-import os
 import threading
-import uuid
-import warnings
 from datetime import datetime
+from typing import Any, Literal, cast
 
-from wlcore import batch as batchfmt
-from wlcore import epochs
-from .master_catalog import MasterCatalog
-from wlcore import snapshots as snap
-from wlcore.batch import TxnRecord, utc_iso
-from .capture import Capture, CaptureState, Cursor, discover_tables, utcnow
 from wlcore.databases import Dbfarm
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
-from .heartbeat import Heartbeat
-from .holds import Holds
-from .table_notes import TableNotes
-from .lifecycle import AutoLifecycle, MasterLifecycle
+from wlcore.errors import MasterStateError
+from wlcore.levels import Span, Start
+from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_config
 from wlcore.names import split_name
 from wlcore.session import active_session
-from .shipping import MasterShipping
-from wlcore.master_state import (CONFIG_FILE, LOCK_FILE, LOG_FILE, REPLICA_CONFIG_FILE, STARTED, STOPPED,
-                                 WATERMARK_STOPPED, MasterState, logs_of, read_config, write_master_state)
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
+from wlcore.ship import ShipReport, Shipper
 from wlcore.storage import Storage
-from wlcore.watch import FolderWatch
 
-log = logging.getLogger("wlc.master")
+from .capture import Capture
+from .capture_thread import CaptureThread
+from .holds import Holds
+from .lifecycle import Lifecycle, PruneReport
+from .master_catalog import MasterCatalog
+from .master_lifecycle import AutoLifecycle, MasterLifecycle
+from .master_record import MasterRecord, utcnow
+from .master_setup import MasterSetup
+from .publisher import CaptureTiming, Publisher, TimingField
+from .shipping import MasterShipping
+from .table_notes import TableNotes
 
-class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
+
+class Master:
     """A database in master mode and the capture that feeds its logs.
 
     Create it with :func:`wlc.master` (or ``Master(...).start()``). A program may hold
     several. Capture runs in a daemon thread woken by filesystem events (or polling) and
     publishes the open batch ``beat`` seconds after its first record.
+
+    Args:
+        dbname: database name (a plain identifier; the folder ``<dbfarm>/<dbname>``).
+        dbfarm: folder holding the databases; default ``$WLC_DBFARM`` or ``dbfarm`` in config.
+        logs: folder for the published batches; default ``<dbfarm>/<dbname>/wlc_logs``.
+        spark: the Spark session (default: the active one, made when first needed).
+        capture: False: :meth:`start` does not start the capture thread.
+
+    Raises:
+        ConfigError: a malformed name or dbfarm. NotFoundError: the dbfarm does not exist.
     """
 
-    def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark=None,
+    settle = TimingField()  # seconds a commit must be old before capture takes it (capture.settle)
+    polling = TimingField()  # poll the folder instead of waiting for filesystem events (capture.polling)
+    poll_interval = TimingField()  # seconds between scans of an idle master (capture.poll_interval)
+    stage_within = TimingField()  # seconds staged change rows may wait (capture.stage_within)
+    retry_max = TimingField()  # seconds, the longest wait between two reads of a held table (capture.retry_max)
+
+    def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None,
                  capture: bool = True):
         self.dbname = check_name(dbname, "database")
         self.dbfarm = resolve_dbfarm(dbfarm)
         self.storage = Storage.of(self.dbfarm)
         self.path = Storage.join(self.dbfarm, self.dbname)
         Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused: it is never made by accident
-        self._logs_arg = logs
         self._spark = spark
         self._want_capture = capture
-        cfg = settings()
-        self.settle = cfg.capture.settle
-        self.polling = cfg.capture.polling
-        self.poll_interval = cfg.capture.poll_interval
-        self.stage_within = cfg.capture.stage_within
-        self.retry_max = cfg.capture.retry_max
-        self._default_beat = cfg.master.beat
+        self.timing = CaptureTiming.from_settings()
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._watch: FolderWatch | None = None
-        self._lockfile = None
-        self.capture: Capture | None = None
-        self.config = MasterState()
-        self._pending: list[TxnRecord] = []
-        self._staging: str | None = None
-        self._unwritten: list[tuple] = []  # (record, planned) staged without their change rows yet
-        self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
-        self._open_since: float | None = None
-        self._last_logged: TxnRecord | None = None
-        self._last_published: TxnRecord | None = None
-        self._opening: dict[str, Cursor | None] = {}  # {table: its cursor before the open batch}
-        self._error: BaseException | None = None
-        self._saved_config = ""  # the text of wlc.config as this object last wrote it
-        self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
-        self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
-        self._warehouse: str | None = None
-        self._schemas_checked = float("-inf")  # time.monotonic() of that look
-        self.notes = TableNotes(lambda: self.config, self._save_config, self._note)
+        self._thread: CaptureThread | None = None  # the capture thread, from start() on
+        self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
+        self.notes = TableNotes(lambda: self.record.config, self.record.save, self.record.note)
+        self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, lambda: self.spark)
+        self.catalog = MasterCatalog(lambda: self.spark, self.storage, self.path, self.dbname,
+                                     self.setup.skip_schemas, lambda: self.timing.poll_interval)
+        self.cycle = MasterLifecycle(self.record, lambda: self.spark, self._lock)
+        self.shipping = MasterShipping(self.storage, self.path, self.dbname)
+        self.capture: Capture | None = None  # from start() on
+        self.publisher: Publisher | None = None  # from start() on
+        self._auto: AutoLifecycle | None = None  # the background life cycle, when the settings ask for one
 
     # ------------------------------------------------------------------ properties
     @property
-    def spark(self):
+    def spark(self) -> Any:
+        """The Spark session (the one given, else the active one, made when first needed)."""
         if self._spark is None:
             self._spark = active_session()
         return self._spark
 
     @property
+    def config(self) -> MasterState:
+        """``wlc.config`` as this object holds it (:class:`wlcore.master_state.MasterState`)."""
+        return self.record.config
+
+    @config.setter
+    def config(self, value: MasterState) -> None:
+        """Hold ``value`` as ``wlc.config`` (written by the next save)."""
+        self.record.config = value
+
+    @property
     def logs(self) -> str:
-        return logs_of(self.config, self.path)
+        """The log folder of the published batches (``logs`` in ``wlc.config``)."""
+        return self.record.logs
 
     @property
     def state(self) -> int:
+        """``state`` of ``wlc.config``: 1 started, 2 stopped (MonetDB's)."""
         return self.config.state
+
+    @property
+    def beat_seconds(self) -> float:
+        """The beat in seconds: ``beat`` of ``wlc.config``, else ``master.beat`` of config."""
+        return self.record.beat_seconds
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The :class:`wlc.lifecycle.Lifecycle` of this master's folders."""
+        return self.cycle.lifecycle
 
     def table_path(self, name: str) -> str:
         """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
@@ -115,57 +133,11 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             MasterStateError: the database is not a master (call :func:`wlc.master` first)
                 or it stopped logging (its new writes would not be captured).
         """
-        existing = read_config(self.storage, self.path)
-        if existing is None:
-            Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
-        self.config = existing
-        if self.state != STARTED:
-            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
-                                   "not captured any more; take a new snapshot with wlc.master() on a new database",
-                                   cli=f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
-                                       "not captured any more; take a new snapshot with: wlc capture "
-                                       f"{self.dbfarm} <new database>")
+        self.setup.attach()
         self.register_catalog()
         return self
 
     # ------------------------------------------------------------------ life cycle
-    def validate(self) -> MasterState | None:
-        """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
-
-        Raises:
-            ConfigError: ``logs`` is empty, or the database or log folder is a file.
-            MasterStateError: the database is a replica, or a stopped master, or logs elsewhere.
-        """
-        if self._logs_arg is not None and not str(self._logs_arg).strip():
-            raise ConfigError("logs='' is not a folder: pass a folder path for the logs, or leave logs out "
-                              "to log into <dbfarm>/<dbname>/wlc_logs",
-                              cli="--logs '' is not a folder: give a folder for the logs, or leave --logs out "
-                                  "to log into <dbfarm>/<dbname>/wlc_logs")
-        if self.storage.exists(self.path) and not self.storage.isdir(self.path):
-            raise ConfigError(f"{self.path} is a file, not a database folder; choose another database name")
-        if self.storage.exists(Storage.join(self.path, REPLICA_CONFIG_FILE)):
-            raise MasterStateError(
-                f"database {self.dbname!r} is a replica (it has {REPLICA_CONFIG_FILE}); a replica cannot become a "
-                "master: write to its master, or make a new database for a new master")
-        existing = read_config(self.storage, self.path)
-        if existing is not None:
-            if existing.stopped:
-                msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
-                       "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then ")
-                raise MasterStateError(msg + "call master() again",
-                                       cli=msg + f"run wlc master {self.dbfarm} {self.dbname} again")
-            logs = logs_of(existing, self.path)
-            if self._logs_arg is not None and os.path.abspath(str(self._logs_arg)) != os.path.abspath(logs):
-                raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self._logs_arg}; "
-                                       "call master() without logs=",
-                                       cli=f"database {self.dbname!r} already logs to {logs}, not "
-                                           f"{self._logs_arg}; run wlc capture without --logs")
-        elif self._logs_arg is not None and self.storage.exists(str(self._logs_arg)) \
-                and not self.storage.isdir(str(self._logs_arg)):
-            raise ConfigError(f"logs={self._logs_arg!r} is a file, not a folder; pass a folder for the logs",
-                              cli=f"--logs {self._logs_arg!r} is a file, not a folder; give a folder for the logs")
-        return existing
-
     def start(self) -> "Master":
         """Put the database in master mode (or resume capture of one already there).
 
@@ -179,39 +151,27 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         """
         self.validate()
         created = not self.storage.exists(self.path)
-        self._take_lock()
+        self.setup.take_lock()
         try:
-            existing = read_config(self.storage, self.path)  # again, now that the lock is ours
-            if existing is not None:
-                self.config = existing
-                self.validate()
-                warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
-                              "(capture resumes where it stopped)", stacklevel=3)
-                state = self._restore_state()
-            else:
-                state = self._initialise()
-            self._note(epochs.start_session(self.config))  # a restored copy writes in an epoch of its own
-            self._save_config()
-            batchfmt.clear_staging(self.storage, self.logs, self.dbname)  # ours alone: we hold the lock
-            floor = self.config.watermark_time
+            state, last = self.setup.begin()
             self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config.dbid, state,
-                                   skip_schemas=self._skip_schemas(), floor=floor,
+                                   skip_schemas=self.setup.skip_schemas(), floor=self.config.watermark_time,
                                    holds=Holds(self.poll_interval, self.retry_max))
+            self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
             self.register_catalog()
             if self._want_capture:
-                self._start_thread()
+                self._start_thread(self.publisher)
         except BaseException:
-            self._release_lock()
+            self.setup.release_lock()
             if created and read_config(self.storage, self.path) is None:
                 self.storage.rm(self.path)  # nothing of a refused new master stays behind
             raise
         return self
 
     def create(self, beat: float | None = None) -> int:
-        """Put the database in master mode without capturing: ``wlc master`` on the command
-        line, MonetDB's ``CALL wlc.master()``. A deliberate step, done once; :meth:`start`
-        (``wlc capture``) then captures. Spark starts only when the database holds tables
-        (they are copied into the first snapshot).
+        """Put the database in master mode without capturing: ``wlc master`` on the command line,
+        MonetDB's ``CALL wlc.master()``. A deliberate step, done once; :meth:`start` (``wlc capture``)
+        then captures. Spark starts only when the database holds tables (copied into the first snapshot).
 
         Args:
             beat: the heartbeat in seconds to record (default ``master.beat`` of config).
@@ -220,206 +180,43 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             int: the number of tables in the first snapshot (0: replicas start empty).
 
         Raises:
-            NotFoundError: the dbfarm does not exist.
-            MasterStateError: the database is already a master or a replica, or another
-                process holds its capture lock.
-            ConfigError: ``logs`` or ``beat`` is malformed, or the database folder is a file.
-        """
-        value = number(beat, "beat") if beat is not None else None
-        if self.validate() is not None:
-            raise MasterStateError(f"database {self.dbname!r} is already a master; capture it with wlc.master("
-                                   f"{self.dbname!r})", cli=f"database {self.dbname!r} is already a master; capture "
-                                                            f"it with: wlc capture {self.dbfarm} {self.dbname}")
-        created = not self.storage.exists(self.path)
-        self._take_lock()
-        try:
-            if read_config(self.storage, self.path) is not None:  # made by another process meanwhile
-                raise MasterStateError(f"database {self.dbname!r} became a master meanwhile (another process)")
-            state = self._initialise()
-            if value is not None:
-                self.config.beat = value
-                self._save_config()
-            return len(state.tables)
-        except BaseException:
-            if created and read_config(self.storage, self.path) is None:
-                self.storage.rm(self.path)  # nothing of a refused new master stays behind
-            raise
-        finally:
-            self._release_lock()
-
-    def _take_lock(self) -> None:
-        """Hold ``<db>/wlc.lock`` (:meth:`Storage.lock`) for as long as this process captures the database.
-
-        Raises:
-            MasterStateError: another process holds it; nothing was changed.
-            LockUnsupportedError: the storage can hold no lock.
-        """
-        lock_path = Storage.join(self.path, LOCK_FILE)
-        try:
-            self._lockfile = self.storage.lock(lock_path, blocking=False, what=f"capture of {self.path}")
-        except LockHeldError:
-            raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
-                                   "stop it or use that process") from None
-
-    def _release_lock(self) -> None:
-        if self._lockfile is not None:
-            self._lockfile.release()
-            self._lockfile = None
+            NotFoundError: the dbfarm does not exist. ConfigError: ``logs`` or ``beat`` is malformed,
+                or the database folder is a file. MasterStateError: the database is already a master
+                or a replica, or another process holds its capture lock."""
+        return self.setup.create(beat)
 
     @property
     def running(self) -> bool:
         """True from start() until close(): this object holds the capture lock (or its thread runs)."""
-        return self._lockfile is not None or (self._thread is not None and self._thread.is_alive())
+        return self.setup.lockfile is not None or (self._thread is not None and self._thread.alive)
 
-    def _skip_schemas(self) -> set[str]:
-        logs = os.path.abspath(self.logs)
-        parent = os.path.dirname(logs)
-        return {os.path.basename(logs)} if os.path.abspath(self.path) == parent else set()
-
-    def _initialise(self) -> CaptureState:
-        logs = str(self._logs_arg) if self._logs_arg is not None else Storage.join(self.path, "wlc_logs")
-        if "://" not in logs:
-            logs = os.path.abspath(logs)
-        self.storage.makedirs(logs)
-        dbid = uuid.uuid4().hex
-        refused: dict[str, str] = {}
-        tables = discover_tables(self.storage, self.path, {os.path.basename(logs)}, refused)
-        snapshot = ""
-        state = CaptureState()
-        if tables:
-            snapshot = snap.folder_of(self.path, -1)
-            capture = Capture(self.spark, self.storage, self.path, self.dbname, dbid, state)
-            # what capture switches on is on before the snapshot: its versions need no image later
-            capture.enable_capture_properties({n: capture.start_cursor(p) for n, p in tables.items()})
-            starts = {n: capture.start_cursor(p) for n, p in tables.items()}
-            versions = {n: c.version for n, c in starts.items()}
-            metas = {n: c.meta for n, c in starts.items()}
-            state.tables = snap.take(snap.copy_session(self.spark), self.storage, self.path, snapshot, tables, versions, metas, dbid)
-            for n, c in starts.items():
-                state.tables[n].time = c.time
-            if not self.storage.local:  # visible on an object store by its commit marker
-                self.storage.publish_dir(snapshot, snapshot)
-        self.config = MasterState.of(
-            snapshot=snapshot, logs=logs, state=STARTED, batches=0,
-            beat=self._default_beat, write=None, dbid=dbid,
-            format=batchfmt.FORMAT_VERSION, tick=-1, watermark=None,
-            created=utcnow(),
-            not_replicated={},
-        )
-        self._save_config()
-        self._note_refused(refused)
-        return state
-
-    def _restore_state(self) -> CaptureState:
-        published = batchfmt.list_batches(self.storage, self.logs, self.dbname)
-        if published:
-            number, path = published[-1]
-            try:
-                manifest = batchfmt.read_manifest(self.storage, path)
-            except BatchError as exc:
-                raise MasterStateError(f"capture resumes from the newest batch, and {path} is not a readable batch "
-                                       f"({exc}); move it out of {self.logs} if it is not this master's, or restore "
-                                       "it from a copy, then start capture again") from None
-            if (manifest.database, manifest.batch, manifest.dbid) != (self.dbname, number, self.config.dbid):
-                raise MasterStateError(
-                    f"capture resumes from the newest batch, and {path} holds batch {manifest.batch} of database "
-                    f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
-                    f"{self.config.dbid}); move that folder out of {self.logs}, then start capture again")
-            state = CaptureState.from_json(manifest.cursors)
-            state.next_batch = number + 1
-            if manifest.txns:
-                self._last_logged = self._last_published = manifest.txns[-1]
-            self.config.batches, self.config.tick = number + 1, manifest.last_txn
-            self.config.write = manifest.txns[-1].time if manifest.txns else self.config.write
-            self._save_config()
-            return state
-        if self.config.snapshot:
-            return CaptureState(snap.read(self.storage, self.config.snapshot).tables, 0, 0)
-        return CaptureState()
-
-    def _save_config(self) -> None:
-        """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten).
-
-        ``snapshot`` is brought to the newest snapshot first (``wlc snapshot`` of another
-        process, or the background, may have taken one); ``wlc.log`` names it then."""
-        newest = snap.newest_folder(self.storage, self.path)
-        if newest and newest != self.config.snapshot:
-            self._adopt_snapshot(newest, snap.txn_of(newest))
-        if self.config.to_text() != self._saved_config:
-            self._saved_config = write_master_state(self.storage, self.path, self.config)
-
-    def _start_thread(self) -> None:
-        if self.storage.local:
-            self._watch = FolderWatch(self.path, recursive=True, polling=self.polling,
-                                      interval=self.poll_interval, accept=self._relevant_event)
-        self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.dbname}", daemon=True)
+    def _start_thread(self, publisher: Publisher) -> None:
+        self._thread = CaptureThread(publisher, self.catalog, self.record, self.timing, self._lock)
         self._thread.start()
-        auto = AutoLifecycle(self, max(5 * self.poll_interval, 1.0))
+        auto = AutoLifecycle(self.cycle, max(5 * self.poll_interval, 1.0))
         if auto.wanted:
             self._auto = auto
             auto.start()
 
-    def _relevant_event(self, path: str) -> bool:
-        """A commit, or a schema or table folder made or removed; never capture's own files."""
-        if "_delta_log" in path:
-            return True
-        if path.count(os.sep) > self.path.count(os.sep) + 2:
-            return False  # data files: their commit wakes us
-        name = os.path.basename(path)
-        return not (os.path.dirname(path) == self.path.rstrip(os.sep)
-                    and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}.")))
+    def validate(self) -> MasterState | None:
+        """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            timeout = self.poll_interval
-            try:
-                with self._lock:
-                    if self.state != STARTED:
-                        return
-                    deferred = self._step(take_all=False)
-                    due = self._due_in()
-                    self._heartbeat()
-                self._check_schemas()
-                if deferred:
-                    timeout = min(timeout, self.settle)
-                if due is not None:
-                    timeout = min(timeout, max(due, 0.0))
-                self._error = None
-            except Exception as exc:  # keep capturing; the next scan retries from the same cursors
-                self._error = exc
-                log.exception("capture of %s failed; retrying", self.dbname)
-                timeout = max(timeout, 1.0)
-            if self._watch is not None:
-                self._watch.wait(timeout)
-            else:
-                self._stop.wait(timeout)
+        Raises:
+            ConfigError: ``logs`` is empty, or the database or log folder is a file.
+            MasterStateError: the database is a replica, or a stopped master, or logs elsewhere."""
+        return self.setup.validate()
 
-    def _adopt_snapshot(self, path: str, txn: int) -> None:
-        """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``
-        (once: whichever of the background and a publication sees it first)."""
-        self.config.snapshot = path
-        self._note(f"snapshot at transaction {txn}: {path}")
-
-    def _note(self, message: str) -> None:
-        """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""
-        log.info("%s: %s", self.dbname, message)
-        if self.storage.local:
-            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
-                fh.write(f"{utc_iso(utcnow())} {message}\n")
-
-    def _note_refused(self, refused: dict[str, str]) -> None:
-        """Keep the Delta tables capture cannot carry in wlc.config (``not_replicated``) and the log."""
-        self.notes.refused(refused)
+    def _step(self, take_all: bool) -> bool:
+        """One scan of the publisher (:meth:`Publisher.step`); True when commits were left for a later scan."""
+        if self.publisher is None:
+            raise MasterStateError(f"this wlc.Master of {self.dbname!r} never started capturing: call wlc.master()")
+        return self.publisher.step(take_all)
 
     def not_replicated(self) -> dict[str, str]:
         """Delta tables in the database that capture cannot carry: ``{path: reason}`` (empty: none)."""
         return self.notes.get("not_replicated")
 
     # ------------------------------------------------------------------ public API
-    @property
-    def beat_seconds(self) -> float:
-        return self.config.beat if self.config.beat is not None else self._default_beat
-
     def beat(self, seconds: float) -> None:
         """Set the heartbeat: a batch is published ``seconds`` after its first record (0: one batch per transaction).
 
@@ -430,9 +227,9 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         with self._lock:
             self._check_started()
             self.config.beat = value
-            self._save_config()
-        if self._watch is not None:
-            self._watch.wake()
+            self.record.save()
+        if self._thread is not None:
+            self._thread.wake()
 
     def flush(self) -> int:
         """Capture every commit made before this call and publish the open batch now.
@@ -451,7 +248,7 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
         with self._lock:
             self._check_started()
             self._step(take_all=True)
-            if self.capture.switched:  # capture's own commits (a feature switched on) are captured too
+            if self.capture is not None and self.capture.switched:  # capture's own commits (switching a feature on)
                 self._step(take_all=True)
             tick = self.config.tick
         self.notes.warn()
@@ -465,52 +262,134 @@ class Master(Heartbeat, MasterLifecycle, MasterCatalog, MasterShipping):
             self._check_started()
             self._step(take_all=True)
             self.config.state = STOPPED
-            self.config.watermark = WATERMARK_STOPPED
-            self._save_config()
+            self.config.watermark = cast(Literal["stopped"], WATERMARK_STOPPED)  # the constant is typed str
+            self.record.save()
         self.close()
 
     def close(self) -> None:
         """Stop this process's capture thread and shippers (the database stays in master mode)."""
         self.ship_stop()
-        if getattr(self, "_auto", None) is not None:
+        if self._auto is not None:
             self._auto.stop()
             self._auto = None
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()  # its current scan ends first: the lock must outlive it
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
-        if self._thread is not None and self._lockfile is not None:  # a clean stop: status shows "stopped"
+        if self._thread is not None:
+            self._thread.stop()
+        if self._thread is not None and self.setup.lockfile is not None:  # a clean stop: status shows "stopped"
             with self._lock:
                 self.config.capture_stopped = utcnow()
-                self._save_config()
-        self._release_lock()
+                self.record.save()
+        self.setup.release_lock()
 
     def clock(self) -> datetime | None:
         """Commit time (UTC) of the last logged transaction, or None when none was logged."""
         with self._lock:
-            return self._last_logged.time if self._last_logged else None
+            last = self.publisher.last_logged if self.publisher is not None else None
+            return last.time if last else None
 
     def last_logged(self) -> int:
         """Id of the last *logged* transaction (captured into a batch, published or open), -1 when none."""
         with self._lock:
-            return self._last_logged.txn if self._last_logged else -1
+            last = self.publisher.last_logged if self.publisher is not None else None
+            return last.txn if last else -1
 
     def tick(self) -> int:
         """Id of the last logged transaction (captured into a batch, published or open), -1 when none
-        (MonetDB's ``wlc.tick()``, the id of the last transaction it logged).
-
-        This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s ``tick``
-        (``self.config.tick``), the last *published* transaction, which is what replicas
-        (whose own ``tick`` is the last applied one) and status compare against.
+        (MonetDB's ``wlc.tick()``). This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s
+        ``tick`` (``self.config.tick``), the last *published* one, which replicas and status compare against.
         """
         return self.last_logged()
 
+    # ------------------------------------------------------------------ life cycle, catalog, shipping
+    def snapshot(self) -> Start:
+        """Flush, then snapshot the last published transaction T while capture goes on
+        (``wlc_snapshot/<T>/``: each table copied at its Delta version holding exactly the
+        transactions <= T, so it survives VACUUM of the master). Cost: one Spark copy of every table.
+
+        Returns the snapshot (``txn`` T, ``time`` its commit time, ``path``); the newest one
+        when nothing was published since. New replicas start from the newest at or before their target.
+
+        Raises:
+            MasterStateError: the master is stopped or not capturing here; a table is no longer
+                readable at its version."""
+        self.flush()
+        return self.cycle.snapshot()
+
+    def note_snapshot(self, start: Start) -> None:
+        """Name the newest snapshot ``start`` in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
+        self.cycle.note_snapshot(start)
+
+    def snapshots(self) -> list[Start]:
+        """Every snapshot of this master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""
+        return self.cycle.snapshots()
+
+    def compact(self, level1: Any = None, level2: Any = None) -> list[Span]:
+        """Merge published batches into level-1 and level-2 batches, as many as are due.
+
+        Args:
+            level1, level2: override ``master.compact.level1``/``level2``: a duration (seconds, ``"1h"``,
+                ``"1d"``: the batches of each UTC-aligned window, once it is over) or ``"<n> batches"``.
+
+        Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``); the
+        level-0 batches stay until :meth:`prune` deletes them.
+
+        Raises:
+            ConfigError: a malformed interval. BatchError: an input batch is damaged."""
+        return self.cycle.compact(level1, level2)
+
+    def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
+        """Delete the batches and snapshots ``master.retention`` no longer promises: never one a
+        kept snapshot's path to a promised recovery point uses.
+
+        Args:
+            dry_run: only report what would be deleted. now: the instant (UTC) retention counts back from.
+            keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1": "30d", "level2":
+                "365d", "snapshots": "365d"}`` (durations as in config; left out or ``"off"``: forever).
+
+        Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()``: the earliest
+        reachable transaction and instant, the granularity by age).
+
+        Raises:
+            ConfigError: a malformed retention."""
+        return self.cycle.prune(dry_run=dry_run, now=now, keep=keep)
+
+    def create_schema(self, schema: str) -> str:
+        """Register SQL schema ``schema`` at ``<db>/<schema>`` in the session catalog (``CREATE TABLE
+        <schema>.<t>`` then lives in the master's layout; ``DROP TABLE`` removes its folder, a drop).
+        Returns the schema name.
+
+        Raises:
+            ConfigError: not a plain identifier, or the catalog has a schema of that name elsewhere."""
+        return self.catalog.create_schema(schema)
+
+    def register_catalog(self) -> dict[str, str]:
+        """Register every schema folder of the database, and its Delta tables, in this process's
+        session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and :func:`wlc.attach` call it,
+        again to see what other processes made since. Returns ``{schema folder: reason}`` left out."""
+        return self.catalog.register()
+
+    def ship(self, to: str, follow: bool = False) -> ShipReport | Shipper:
+        """Copy this master's published batches and snapshots to ``to`` (see :mod:`wlcore.ship`).
+
+        Args:
+            to: another local folder or mount, or ``s3://bucket/path`` (endpoint and keys from
+                ``storage.s3`` in config); replicas read it with ``wlr.replicate(master, logs=to)``.
+            follow: False: one pass, after a flush when this process captures. True: one pass now,
+                then keep shipping whenever a batch is published, until :meth:`ship_stop` or :meth:`close`.
+
+        Returns:
+            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or, following,
+            the :class:`Shipper` (``report`` adds up, ``stop()``).
+
+        Raises:
+            ShipError: the destination holds another database's copy, or a batch did not verify there."""
+        return self.shipping.ship(to, follow, flush=self.flush if self.running else None)
+
+    def ship_stop(self, to: str | None = None) -> None:
+        """Stop following shippers: the one to ``to``, or all."""
+        self.shipping.stop(to)
+
     def _check_started(self) -> None:
-        if self._lockfile is None:
+        if self.setup.lockfile is None:
             raise MasterStateError(f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
                                    "call wlc.master() again")
         if self.state != STARTED:

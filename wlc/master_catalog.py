@@ -5,15 +5,38 @@ import logging
 import os
 import time
 import warnings
+from typing import Any, Callable
 
 from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_schemas
+from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.catalog")
 
 
 class MasterCatalog:
-    """The catalog calls of :class:`wlc.Master` (a mixin: the master has ``spark``,
-    ``storage``, ``path``, ``dbname``, ``poll_interval`` and ``_skip_schemas``)."""
+    """The catalog calls of one :class:`wlc.Master`: its schema folders in the Spark session catalog.
+
+    Args:
+        spark: returns the Spark session (called when a catalog call needs it: Spark starts late).
+        storage: the storage of the dbfarm.
+        path: the database folder.
+        dbname: the database name (in warnings).
+        skip_schemas: returns the folders of the database that are not schemas (the log folder
+            when it sits inside the database).
+        check_every: returns the seconds between two looks at Spark's warehouse folder (at least 1).
+    """
+
+    def __init__(self, spark: Callable[[], Any], storage: Storage, path: str, dbname: str,
+                 skip_schemas: Callable[[], set[str]], check_every: Callable[[], float]):
+        self._spark = spark
+        self.storage = storage
+        self.path = path
+        self.dbname = dbname
+        self._skip_schemas = skip_schemas
+        self._check_every = check_every
+        self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
+        self._warehouse: str | None = None
+        self._schemas_checked = float("-inf")  # time.monotonic() of that look
 
     def create_schema(self, schema: str) -> str:
         """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
@@ -26,23 +49,24 @@ class MasterCatalog:
             ConfigError: ``schema`` is not a plain identifier, or this session's catalog
                 has a schema of that name elsewhere.
         """
-        return create_schema(self.spark, self.storage, self.path, schema)
+        return create_schema(self._spark(), self.storage, self.path, schema)
 
-    def register_catalog(self) -> dict[str, str]:
+    def register(self) -> dict[str, str]:
         """Register every schema folder of the database, and the Delta tables in them, in
         this process's session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and
         :func:`wlc.attach` call it. Call it again to see schemas and tables other
         processes made since. Returns ``{schema folder: reason}`` for folders left out.
         """
-        left_out = register(self.spark, self.storage, self.path, self._skip_schemas())
-        self._warehouse = warehouse_folder(self.spark)
+        spark = self._spark()
+        left_out = register(spark, self.storage, self.path, self._skip_schemas())
+        self._warehouse = warehouse_folder(spark)
         self._known_schemas = warehouse_schemas(self._warehouse)
         return left_out
 
-    def _check_schemas(self) -> None:
+    def check_schemas(self) -> None:
         """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
         ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
-        if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self.poll_interval, 1.0):
+        if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0):
             return
         self._schemas_checked = time.monotonic()
         found = warehouse_schemas(self._warehouse)
@@ -54,4 +78,3 @@ class MasterCatalog:
             log.warning(text)
             warnings.warn(text, stacklevel=2)
         self._known_schemas |= found
-

@@ -1,46 +1,56 @@
 """Shipping of a master: ``Master.ship()`` and ``ship_stop()`` over :mod:`wlcore.ship`."""
 from __future__ import annotations
 
-from wlcore.ship import Shipper, dest_root
+from typing import Callable
+
+from wlcore.ship import ShipReport, Shipper, dest_root
+from wlcore.storage import Storage
 
 
 class MasterShipping:
-    """The shipping calls of :class:`wlc.Master` (a mixin: the master has ``storage``,
-    ``path``, ``dbname``, ``running`` and ``flush``)."""
+    """The shippers of one :class:`wlc.Master` (MonetDB's log-shipping agent): one pass, or
+    following shippers kept by destination until :meth:`stop`.
 
-    def ship(self, to: str, follow: bool = False):
-        """Copy this master's published batches and snapshots to ``to`` (see :mod:`wlcore.ship`).
+    Args:
+        storage: the storage of the dbfarm.
+        path: the database folder.
+        dbname: the database name.
+    """
+
+    def __init__(self, storage: Storage, path: str, dbname: str):
+        self.storage = storage
+        self.path = path
+        self.dbname = dbname
+        self._shippers: dict[str, Shipper] = {}  # {destination root: its following shipper}
+
+    def ship(self, to: str, follow: bool = False, flush: Callable[[], object] | None = None) -> ShipReport | Shipper:
+        """Copy the master's published batches and snapshots to ``to`` (see :meth:`wlc.Master.ship`).
 
         Args:
-            to: destination folder or URL: another local folder or mount, or
-                ``s3://bucket/path`` (endpoint and keys from ``storage.s3`` in config).
-                Replicas then read it with ``wlr.replicate(master, logs=to)``.
-            follow: False: one pass, after a flush when this process captures. True: one
-                pass now, then keep shipping in a background thread whenever a batch is
-                published, until :meth:`ship_stop` or :meth:`close`.
+            to: destination folder or URL (another folder or mount, or ``s3://bucket/path``).
+            follow: False: one pass; True: one pass now, then keep shipping in a background
+                thread whenever a batch is published, until :meth:`stop`.
+            flush: called first (the capturing master's flush), or None.
 
         Returns:
-            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or,
-            following, the :class:`Shipper` (``report`` adds up, ``stop()``).
+            ShipReport (one pass), or, following, the :class:`Shipper`.
 
         Raises:
             ShipError: the destination holds another database's copy, or a batch did not
                 verify there (nothing unverified is published; ship again).
         """
-        if getattr(self, "running", False):
-            self.flush()
+        if flush is not None:
+            flush()
         shipper = Shipper(self.storage, self.path, self.dbname, to)
         report = shipper.once()
         if not follow:
             return report
-        shippers = self.__dict__.setdefault("_shippers", {})
-        if shipper.to in shippers:
-            shippers.pop(shipper.to).stop()
-        shippers[shipper.to] = shipper.follow()
+        if shipper.to in self._shippers:
+            self._shippers.pop(shipper.to).stop()
+        self._shippers[shipper.to] = shipper.follow()
         return shipper
 
-    def ship_stop(self, to: str | None = None) -> None:
-        """Stop following shippers: the one to ``to``, or all."""
-        shippers = self.__dict__.get("_shippers", {})
-        for url in [u for u in shippers if to is None or u == dest_root(to)]:
-            shippers.pop(url).stop()
+    def stop(self, to: str | None = None) -> None:
+        """Stop following shippers: the one to ``to``, or all (None)."""
+        for url in [u for u in self._shippers if to is None or u == dest_root(to)]:
+            self._shippers.pop(url).stop()

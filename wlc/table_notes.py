@@ -39,9 +39,11 @@ class TableNotes:
 
     @property
     def config(self) -> MasterState:
+        """The master's ``wlc.config`` as its master holds it now."""
         return self._config()
 
     def get(self, key: str) -> dict[str, str]:
+        """A copy of the notes under ``key`` (one of :attr:`KEYS`), ``{}`` when none."""
         return dict(getattr(self.config, key))
 
     def _put(self, key: str, value: dict[str, str]) -> bool:

@@ -1,24 +1,30 @@
-"""The heartbeat: committed transactions staged into the open batch, published when its beat is over.
+"""The publisher: committed transactions staged into the open batch, published when its beat is over.
 
 MonetDB's ``wlc.beat``: a batch is published ``beat`` seconds after its first record (0: one
 batch per transaction), or at once by ``flush()``. Staging a commit reads only its commit
 file; the change rows of all staged transactions of a table are copied from the change feed
 together (one read per table and version range), when the batch is published or when the
-oldest waited ``capture.stage_within`` seconds. :class:`Heartbeat` is the part of
-:class:`wlc.Master` that does this; the master holds the state it uses (``capture``,
-``config``, the staged records) and calls :meth:`Heartbeat._step` at every scan.
+oldest waited ``capture.stage_within`` seconds. :class:`Publisher` holds the open batch of a
+:class:`wlc.Master`; the master calls :meth:`Publisher.step` at every scan. The same writes of
+``wlc.config`` carry the master's heartbeat (the instant capture last said it was alive).
 """
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, utc_iso
-from .capture import Cursor, settle_limit, utcnow
+from wlcore.batch import Manifest, TxnRecord, utc_iso
+from wlcore.capture_state import Planned
+from wlcore.settings import settings
+from .capture import Capture, Cursor
 from wlcore.errors import BatchError
 from .holds import place_in_order
+from .master_record import MasterRecord, utcnow
+from .table_notes import TableNotes
 from wlcore.names import batch_folder
 from wlcore.storage import Storage
 from wlcore.faults import crash_point
@@ -28,10 +34,86 @@ log = logging.getLogger("wlc.master")
 _EPS = timedelta(microseconds=1)
 
 
-class Heartbeat:
-    """Staging and publishing of a :class:`wlc.Master` (a mixin: the master has the state)."""
+def settle_limit(now: datetime, settle: float) -> datetime:
+    """The newest commit time capture takes at ``now``: ``settle`` seconds before it (``capture.settle``)."""
+    return now - timedelta(seconds=settle)
 
-    def _step(self, take_all: bool) -> bool:
+
+@dataclass
+class CaptureTiming:
+    """Capture's timing (the ``capture`` section of the settings), shared by a master's parts;
+    a :class:`wlc.Master` may change it (``master.stage_within = 3600``).
+
+    Attributes:
+        settle: seconds a commit must be old before capture takes it.
+        polling: True: poll the folder instead of waiting for filesystem events.
+        poll_interval: seconds between scans of an idle master (and between heartbeats).
+        stage_within: seconds staged change rows may wait before they are copied into the open batch.
+        retry_max: seconds, the longest wait between two reads of a held table.
+    """
+
+    settle: float
+    polling: bool
+    poll_interval: float
+    stage_within: float
+    retry_max: float
+
+    @classmethod
+    def from_settings(cls) -> "CaptureTiming":
+        """The timing of the ``capture`` section of the settings (:func:`wlcore.settings.settings`).
+
+        Raises:
+            ConfigError: the settings are malformed.
+        """
+        cfg = settings().capture
+        return cls(cfg.settle, cfg.polling, cfg.poll_interval, cfg.stage_within, cfg.retry_max)
+
+
+class TimingField:
+    """An attribute of an object with a ``timing`` (:class:`CaptureTiming`) that reads and writes
+    the field of that name (``master.stage_within = 3600`` sets ``master.timing.stage_within``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, host: Any, owner: type | None = None) -> Any:
+        return self if host is None else getattr(host.timing, self.name)
+
+    def __set__(self, host: Any, value: Any) -> None:
+        setattr(host.timing, self.name, value)
+
+
+class Publisher:
+    """The open batch of one master: staging of what capture finds, publishing when its beat is over.
+
+    Args:
+        capture: the master's capture (its cursors, holds and change-row copier).
+        record: the master's ``wlc.config`` and ``wlc.log``.
+        notes: the master's per-table notes (``not_replicated``, ``feed_notes``, ``held``).
+        timing: capture's timing (settle, poll interval, stage_within; seconds).
+        last: the last published transaction when capture resumes (None: none yet).
+    """
+
+    def __init__(self, capture: Capture, record: MasterRecord, notes: TableNotes, timing: CaptureTiming,
+                 last: TxnRecord | None = None):
+        self.capture = capture
+        self.record = record
+        self.notes = notes
+        self.timing = timing
+        self.storage = record.storage
+        self.dbname = record.dbname
+        self.last_logged: TxnRecord | None = last  # captured into a batch, published or open
+        self.last_published: TxnRecord | None = last
+        self._pending: list[TxnRecord] = []
+        self._staging: str | None = None
+        self._unwritten: list[tuple[TxnRecord, Planned]] = []  # staged without their change rows yet
+        self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
+        self._open_since: float | None = None
+        self._opening: dict[str, Cursor | None] = {}  # {table: its cursor before the open batch}
+        self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
+
+
+    def step(self, take_all: bool) -> bool:
         """One scan: stage new transactions, publish when the beat says so.
 
         A publish that fails leaves capture exactly where it was: the staged transactions
@@ -39,13 +121,13 @@ class Heartbeat:
         Returns True when commits were seen but left for a later scan (too recent).
         """
         now = utcnow()
-        limit = None if take_all else settle_limit(now, self.settle)
-        watermark = settle_limit(now, self.settle)
+        limit = None if take_all else settle_limit(now, self.timing.settle)
+        watermark = settle_limit(now, self.timing.settle)
         cap = self.capture
         items, cursors = cap.plan(limit, now)
-        self._note_refused(cap.refused)
-        place_in_order(items, self._last_logged.time if self._last_logged else None)  # wlc.holds
-        if self.beat_seconds == 0:
+        self.notes.refused(cap.refused)
+        place_in_order(items, self.last_logged.time if self.last_logged else None)  # wlc.holds
+        if self.record.beat_seconds == 0:
             if self._pending:  # left by a failed publish, or staged under an earlier beat
                 self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
             for k, item in enumerate(items):
@@ -72,7 +154,7 @@ class Heartbeat:
         self.notes.held(cap.holds.status())
         return cap.deferred
 
-    def _stage(self, items: list, cursors: dict) -> None:
+    def _stage(self, items: list[Planned], cursors: dict[str, Cursor | None]) -> None:
         """Give ``items`` ids and records in the open batch and move the cursors.
 
         Reading the commit files is all a commit costs here: the change rows are copied
@@ -84,7 +166,7 @@ class Heartbeat:
         """
         cap = self.capture
         if self._staging is None:
-            self._staging = batchfmt.open_staging(self.storage, self.logs, self.dbname, cap.state.next_batch)
+            self._staging = batchfmt.open_staging(self.storage, self.record.logs, self.dbname, cap.state.next_batch)
             self._open_since = time.monotonic()
         for item in items:  # where each table's cursor goes back to, should its rows not be readable
             if item.table not in self._opening:
@@ -95,7 +177,7 @@ class Heartbeat:
             self._unwritten_since = time.monotonic()
         self._unwritten.extend(zip(records, items))
         self._pending.extend(records)
-        self._last_logged = self._pending[-1]
+        self.last_logged = self._pending[-1]
         cap.advance(cursors)
 
     def _write_rows(self) -> None:
@@ -143,19 +225,19 @@ class Heartbeat:
                 self.storage.rm(Storage.join(self._staging, sub, batch_folder(table)))
         self._pending = [r for r in self._pending if r.table not in unreadable]
         for i, rec in enumerate(self._pending):
-            rec.txn, rec.gtid = first + i, f"{self.config.dbid}:{first + i}"
+            rec.txn, rec.gtid = first + i, f"{self.record.config.dbid}:{first + i}"
         cap.state.next_txn = first + len(self._pending)
-        self._last_logged = self._pending[-1] if self._pending else self._last_published
+        self.last_logged = self._pending[-1] if self._pending else self.last_published
 
     def _publish_at(self) -> float:
         """``time.monotonic()`` at which the open batch is published (its beat is over)."""
-        return self._open_since + self.beat_seconds
+        return self._open_since + self.record.beat_seconds
 
     def _write_at(self) -> float:
         """``time.monotonic()`` at which the staged change rows are written (the oldest waited ``stage_within``)."""
-        return self._unwritten_since + self.stage_within
+        return self._unwritten_since + self.timing.stage_within
 
-    def _due_in(self) -> float | None:
+    def due_in(self) -> float | None:
         """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
         if not self._pending or self._open_since is None:
             return None
@@ -177,50 +259,50 @@ class Heartbeat:
             self._note_watermark(watermark)
             return
         number_ = cap.state.next_batch
-        manifest = Manifest(database=self.dbname, dbid=self.config.dbid, batch=number_,
-                            watermark=watermark, txns=list(self._pending), epochs=self.config.epochs)
+        manifest = Manifest(database=self.dbname, dbid=self.record.config.dbid, batch=number_,
+                            watermark=watermark, txns=list(self._pending), epochs=self.record.config.epochs)
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state.to_json()
         try:
-            batchfmt.publish(self.storage, self.logs, self._staging, manifest)
+            batchfmt.publish(self.storage, self.record.logs, self._staging, manifest)
         except FileExistsError:
             raise BatchError(
                 f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
-                f"already exists in {self.logs} (another capturer, or a copied folder?). Transactions "
+                f"already exists in {self.record.logs} (another capturer, or a copied folder?). Transactions "
                 f"{manifest.first_txn}..{manifest.last_txn} stay staged and are published with the same ids once "
                 "that name is free; move the foreign folder out of the log folder") from None
         crash_point("capture.published")
         # published: these records must never be published again, whatever happens below
         cap.state.next_batch += 1
-        self._last_logged = self._last_published = self._pending[-1]
+        self.last_logged = self.last_published = self._pending[-1]
         self._pending, self._staging, self._open_since, self._opening = [], None, None, {}
-        self.config.batches, self.config.tick = cap.state.next_batch, manifest.last_txn
-        self.config.write, self.config.watermark = self._last_logged.time, watermark
-        self._save_config()
-        self._note(f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
+        self.record.config.batches, self.record.config.tick = cap.state.next_batch, manifest.last_txn
+        self.record.config.write, self.record.config.watermark = self.last_logged.time, watermark
+        self.record.save()
+        self.record.note(f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
                    f"({len(manifest.txns)}), watermark {utc_iso(watermark)}")
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless
         ``force``; the same write carries the heartbeat."""
-        old = self.config.watermark_time
+        old = self.record.config.watermark_time
         if old and (old >= watermark
-                    or (not force and time.monotonic() - self._watermark_saved < self.poll_interval)):
+                    or (not force and time.monotonic() - self._watermark_saved < self.timing.poll_interval)):
             return
-        self.config.watermark = watermark
+        self.record.config.watermark = watermark
         self._write_heartbeat()
 
-    def _heartbeat(self) -> None:
+    def heartbeat(self) -> None:
         """Write the heartbeat into ``wlc.config`` when the last one is a poll interval old
         (an idle master's watermark writes carry it already)."""
-        if time.monotonic() - self._watermark_saved < self.poll_interval:
+        if time.monotonic() - self._watermark_saved < self.timing.poll_interval:
             return
         self._write_heartbeat()
 
     def _write_heartbeat(self) -> None:
         """Save ``wlc.config`` with a fresh heartbeat (and whatever else changed in it)."""
-        self.config.heartbeat = utcnow()
-        self.config.drop("capture_stopped")
-        self._save_config()
+        self.record.config.heartbeat = utcnow()
+        self.record.config.drop("capture_stopped")
+        self.record.save()
         self._watermark_saved = time.monotonic()

@@ -1,0 +1,109 @@
+"""The thread that captures a master: a scan at each wake-up, woken by filesystem events (or polling).
+
+Each scan stages what capture finds and publishes the open batch when its beat is over
+(:class:`wlc.publisher.Publisher`), writes the heartbeat, and warns about schemas made
+outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged
+and retried from the same cursors, as PostgreSQL's apply worker retries.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
+from wlcore.watch import FolderWatch
+
+from .master_catalog import MasterCatalog
+from .master_record import MasterRecord
+from .publisher import CaptureTiming, Publisher
+
+log = logging.getLogger("wlc.master")
+
+
+class CaptureThread:
+    """The capture thread of one master (a daemon), from :meth:`start` until :meth:`stop`.
+
+    Args:
+        publisher: the master's open batch (stages and publishes).
+        catalog: the master's catalog calls (warns about schemas made outside the master).
+        record: the master's ``wlc.config`` (the thread ends once its ``state`` is not started).
+        timing: capture's timing (settle, polling, poll interval; seconds).
+        lock: the master's lock, held during each scan.
+    """
+
+    def __init__(self, publisher: Publisher, catalog: MasterCatalog, record: MasterRecord, timing: CaptureTiming,
+                 lock: threading.RLock):
+        self.publisher = publisher
+        self.catalog = catalog
+        self.record = record
+        self.timing = timing
+        self.lock = lock
+        self.path = record.path
+        self._stop = threading.Event()
+        self._watch: FolderWatch | None = None
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None  # what the last scan raised (None: it went well)
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Watch the database folder (local storage) and start the thread."""
+        if self.record.storage.local:
+            self._watch = FolderWatch(self.path, recursive=True, polling=self.timing.polling,
+                                      interval=self.timing.poll_interval, accept=self.relevant_event)
+        self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Scan now rather than at the end of the current wait."""
+        if self._watch is not None:
+            self._watch.wake()
+
+    def stop(self) -> None:
+        """End the thread (its current scan ends first) and stop watching."""
+        self._stop.set()
+        self.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()  # its current scan ends first: the capture lock must outlive it
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+
+    def relevant_event(self, path: str) -> bool:
+        """True for a commit, or a schema or table folder made or removed; never capture's own files."""
+        if "_delta_log" in path:
+            return True
+        if path.count(os.sep) > self.path.count(os.sep) + 2:
+            return False  # data files: their commit wakes us
+        name = os.path.basename(path)
+        return not (os.path.dirname(path) == self.path.rstrip(os.sep)
+                    and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}.")))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            timeout = self.timing.poll_interval
+            try:
+                with self.lock:
+                    if self.record.config.state != STARTED:
+                        return
+                    deferred = self.publisher.step(take_all=False)
+                    due = self.publisher.due_in()
+                    self.publisher.heartbeat()
+                self.catalog.check_schemas()
+                if deferred:
+                    timeout = min(timeout, self.timing.settle)
+                if due is not None:
+                    timeout = min(timeout, max(due, 0.0))
+                self.error = None
+            except Exception as exc:  # keep capturing; the next scan retries from the same cursors
+                self.error = exc
+                log.exception("capture of %s failed; retrying", self.record.dbname)
+                timeout = max(timeout, 1.0)
+            if self._watch is not None:
+                self._watch.wait(timeout)
+            else:
+                self._stop.wait(timeout)

@@ -1,0 +1,85 @@
+"""The master's record of itself: ``<db>/wlc.config`` as this process holds it, and ``<db>/wlc.log``.
+
+The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``logs``,
+``state`` 1 started / 2 stopped, ``batches`` next batch number, ``beat`` seconds,
+``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
+GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
+``watermark`` (every master commit at or before it is in a published batch), ``epoch``
+(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlcore.epochs`);
+:mod:`wlcore.master_state` reads and writes it.
+
+One object per :class:`wlc.Master`, shared by its collaborators (the publisher, the table
+notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and calls
+:meth:`MasterRecord.save`, which rewrites the file only when its text changed, as MonetDB's
+``wlc.config`` is rewritten by the master that owns it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+
+from wlcore import snapshots as snap
+from wlcore.batch import utc_iso
+from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
+from wlcore.storage import Storage
+
+log = logging.getLogger("wlc.master")
+
+
+def utcnow() -> datetime:
+    """The current instant in UTC (every instant the master records is one)."""
+    return datetime.now(timezone.utc)
+
+
+class MasterRecord:
+    """``wlc.config`` (:class:`wlcore.master_state.MasterState`) and ``wlc.log`` of the master at ``path``.
+
+    Args:
+        storage: the storage of the dbfarm.
+        path: the database folder.
+        dbname: the database name (in log lines).
+        default_beat: seconds, the beat used while ``wlc.config`` has none (``master.beat`` of config).
+    """
+
+    def __init__(self, storage: Storage, path: str, dbname: str, default_beat: float):
+        self.storage = storage
+        self.path = path
+        self.dbname = dbname
+        self.default_beat = default_beat
+        self.config = MasterState()
+        self._saved = ""  # the text of wlc.config as this object last wrote it
+
+    @property
+    def logs(self) -> str:
+        """The log folder ``wlc.config`` names (``<db>/wlc_logs`` by default)."""
+        return logs_of(self.config, self.path)
+
+    @property
+    def beat_seconds(self) -> float:
+        """The beat in seconds: ``wlc.config``'s ``beat``, else ``master.beat`` of config."""
+        return self.config.beat if self.config.beat is not None else self.default_beat
+
+    def save(self) -> None:
+        """Write ``wlc.config`` when its text changed (an unchanged file is not rewritten).
+
+        ``snapshot`` is brought to the newest snapshot first (``wlc snapshot`` of another
+        process, or the background, may have taken one); ``wlc.log`` names it then."""
+        newest = snap.newest_folder(self.storage, self.path)
+        if newest and newest != self.config.snapshot:
+            self.adopt_snapshot(newest, snap.txn_of(newest))
+        if self.config.to_text() != self._saved:
+            self._saved = write_master_state(self.storage, self.path, self.config)
+
+    def adopt_snapshot(self, path: str, txn: int) -> None:
+        """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``
+        (once: whichever of the background and a publication sees it first)."""
+        self.config.snapshot = path
+        self.note(f"snapshot at transaction {txn}: {path}")
+
+    def note(self, message: str) -> None:
+        """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""
+        log.info("%s: %s", self.dbname, message)
+        if self.storage.local:
+            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
+                fh.write(f"{utc_iso(utcnow())} {message}\n")
