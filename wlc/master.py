@@ -322,12 +322,13 @@ class Master:
         """Every snapshot of this master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""
         return self.cycle.snapshots()
 
-    def compact(self, level1: Any = None, level2: Any = None) -> list[Span]:
+    def compact(self, level1: float | str | None = None, level2: float | str | None = None) -> list[Span]:
         """Merge published batches into level-1 and level-2 batches, as many as are due.
 
         Args:
-            level1, level2: override ``master.compact.level1``/``level2``: a duration (seconds, ``"1h"``,
-                ``"1d"``: the batches of each UTC-aligned window, once it is over) or ``"<n> batches"``.
+            level1: override ``master.compact.level1``: a duration (seconds, ``"1h"``, ``"1d"``:
+                the batches of each UTC-aligned window, once it is over) or ``"<n> batches"``.
+            level2: override ``master.compact.level2``, of the same kinds as ``level1``.
 
         Returns the batches made (spans: ``level``, ``first_txn``, ``last_txn``, ``path``); the
         level-0 batches stay until :meth:`prune` deletes them.

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
 from .jvm_output import quiet_start
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def spark_session(**conf: Any):
+
+def spark_session(**conf: Any) -> SparkSession:
     """Return a SparkSession with Delta Lake configured; reuse the active one when there is one.
 
     Args:
@@ -18,7 +21,7 @@ def spark_session(**conf: Any):
             are accepted as shorthands for ``spark.master`` and ``spark.app.name``.
 
     Returns:
-        pyspark.sql.SparkSession: the active session if one exists (``conf`` is then applied
+        the active session if one exists (``conf`` is then applied
         to its runtime SQL settings where Spark allows), else a new one.
 
     The Delta jars are resolved by ``delta.configure_spark_with_delta_pip`` (Maven Central,

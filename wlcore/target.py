@@ -87,7 +87,7 @@ class Target:
 EVERYTHING = Target(ALL)
 
 
-def parse_until(until) -> Target:
+def parse_until(until: Target | int | str | datetime | None) -> Target:
     """Turn ``until`` into a :class:`Target`.
 
     Args:

@@ -2,7 +2,9 @@
 (:meth:`wlcore.storage.Storage.lock`)."""
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
+
 
 from wlcore.errors import LockHeldError
 from wlcore.storage import Storage
@@ -46,6 +48,15 @@ class ReplicaLock:
         if self.held is not None:
             self.held.release()
             self.held = None
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the lock for the ``with`` block (:meth:`acquire`, then :meth:`release`)."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
 
     def _take(self, path: str) -> Any:
         try:

@@ -15,11 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from wlcore.batch import parse_utc
-from wlcore.databases import Dbfarm
-from wlcore.errors import ConfigError
 from wlcore.master_state import MasterState
 from wlcore.session import active_session
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
+from wlcore.settings import number, settings
 from wlcore.storage import Storage
 
 from . import failure, monitor
@@ -28,14 +26,14 @@ from .book import LOG_FILE, StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .lock import ReplicaLock
-from .options import ReplayOptions
+from .options import OptionField, ReplayOptions
 from .plan import Target, parse_until
 from .relay import Relay
 from .rounds import Replay, RoundResult
 from .route import Route
 from .select import Selection
 from .setup import CONFIG_FILE, ReplicaSetup
-from .source import Source, master_name, master_source, named_source, recorded_source, shipped_source
+from .source import MasterLike, Source, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
 from .view import ConsistentView
 
@@ -46,7 +44,7 @@ class Replica:
     """A replica of master ``master``, kept in ``<dbfarm>/<replica>``.
 
     Args:
-        master: master database name (or a ``wlc.Master``); may be left out when ``source``
+        master (str | MasterLike | None): master database name (or a ``wlc.Master``); may be left out when ``source``
             or ``logs`` names it.
         replica: replica database name; default ``<master>_replica``.
         dbfarm: folder holding the replica; default from config. The master (and a named
@@ -55,9 +53,9 @@ class Replica:
             (``s3://bucket/path``, made by ``wlc ship``) instead of the master's folder.
         source: read from this master or relaying replica (a name in the dbfarm, a
             ``wlc.Master`` or a ``wlr.Replica``): the master's batches with their original
-            GTIDs, so a replica may switch between the master and its relays.
-        Without ``logs`` and ``source``, a replica reads where it read last (``source`` in
-        wlr.config), else ``replica.logs`` in config, else the master's folder.
+            GTIDs, so a replica may switch between the master and its relays. Without ``logs``
+            and ``source``, a replica reads where it read last (``source`` in wlr.config), else
+            ``replica.logs`` in config, else the master's folder.
 
     Raises:
         ConfigError: a name is malformed; both ``logs`` and ``source``; no master named.
@@ -65,25 +63,14 @@ class Replica:
     """
 
     def __init__(self, master=None, replica: str | None = None, dbfarm: str | None = None,
-                 master_dbfarm: str | None = None, spark=None, logs: str | None = None, source=None):
-        if logs is not None and source is not None:
-            raise ConfigError("give logs= (a shipped copy) or source= (a master or relaying replica), not both")
-        if hasattr(master, "dbname"):
-            master_dbfarm = master_dbfarm or master.dbfarm
-            master = master.dbname
-        self.dbfarm: str = resolve_dbfarm(dbfarm)
-        Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
-        self.master_dbfarm: str = resolve_dbfarm(master_dbfarm) if master_dbfarm else self.dbfarm
-        chosen = (named_source(source, self.master_dbfarm) if source is not None
-                  else shipped_source(logs) if logs is not None else None)
-        if master is None:
-            if chosen is None:
-                raise ConfigError("name the master to replicate (or a source= or logs= that names it)")
-            master = master_name(chosen)
-        self.master: str = check_name(master, "master database")
-        self.name: str = check_name(replica or f"{master}_replica", "replica database")
-        if self.name == self.master and self.dbfarm == self.master_dbfarm:
-            raise ReplicaStateError(f"a database cannot replicate itself ({self.name!r}); name another replica")
+                 master_dbfarm: str | None = None, spark=None, logs: str | None = None,
+                 source: str | MasterLike | Replica | None = None):
+        names = resolve(master, replica, dbfarm, master_dbfarm, logs, source)
+        self.dbfarm: str = names.dbfarm
+        self.master_dbfarm: str = names.master_dbfarm
+        self.master: str = names.master
+        self.name: str = names.replica
+        chosen = names.source
         self.storage: Storage = Storage.of(self.dbfarm)
         self.path: str = Storage.join(self.dbfarm, self.name)
         self.master_path: str = Storage.join(self.master_dbfarm, self.master)
@@ -135,32 +122,10 @@ class Replica:
         """The failure replay raised last in this process (None: none, or resolved since)."""
         return self._book.last_error
 
-    @property
-    def collapse(self) -> bool:
-        """Each table's run of DML lands as one commit a segment (``replicate(collapse=...)``)."""
-        return self._options.collapse
-
-    @collapse.setter
-    def collapse(self, value: bool) -> None:
-        self._options.collapse = value
-
-    @property
-    def compacted(self) -> bool:
-        """Replay through compacted batches where they fit (``replicate(compacted=...)``)."""
-        return self._options.compacted
-
-    @compacted.setter
-    def compacted(self, value: bool) -> None:
-        self._options.compacted = value
-
-    @property
-    def start_snapshot(self) -> int | None:
-        """The snapshot a new replica starts from (``replicate(snapshot=...)``; None: the newest fitting)."""
-        return self._options.start_snapshot
-
-    @start_snapshot.setter
-    def start_snapshot(self, value: int | None) -> None:
-        self._options.start_snapshot = value
+    collapse = OptionField("Each table's run of DML lands as one commit a segment (``replicate(collapse=...)``).")
+    compacted = OptionField("Replay through compacted batches where they fit (``replicate(compacted=...)``).")
+    start_snapshot = OptionField("The snapshot a new replica starts from (``replicate(snapshot=...)``; "
+                                 "None: the newest fitting).")
 
     @property
     def parallelism(self) -> int:
@@ -281,7 +246,6 @@ class Replica:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
         return self._view.view_tick()
 
-    # ------------------------------------------------------------------ relaying (wlr.relay)
     @property
     def relay_path(self) -> str:
         """The relay folder, ``<replica>/wlr_relay``."""
@@ -292,7 +256,6 @@ class Replica:
         """True when this replica relays what it applied."""
         return self._relay.relaying
 
-    # ------------------------------------------------------------------ follow mode (wlr.follow)
     def following(self) -> bool:
         """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
         return self._follower.following()
@@ -312,9 +275,10 @@ class Replica:
         if err is not None:
             raise err
 
-    def replicate(self, until=None, follow: bool | None = None, timeout: float | None = None,
-                  collapse: bool | None = None, snapshot: int | None = None,
-                  compacted: bool = True, relay: bool | None = None, tables=None, where=None,
+    def replicate(self, until: int | str | datetime | None = None, follow: bool | None = None,
+                  timeout: float | None = None, collapse: bool | None = None, snapshot: int | None = None,
+                  compacted: bool = True, relay: bool | None = None, tables: str | list[str] | None = None,
+                  where: dict[str, str] | None = None,
                   empty: bool = False) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
@@ -379,8 +343,7 @@ class Replica:
                    collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
                    relay: bool | None = None, tables=None, where=None, empty: bool = False) -> "Replica":
         """:meth:`replicate` with ``until`` parsed once as ``target`` (``until`` names it in messages)."""
-        self.start_snapshot = snapshot
-        self.compacted = bool(compacted)
+        self.start_snapshot, self.compacted = snapshot, bool(compacted)
         self.ask_selection(tables, where)
         follow = self.default_follow if follow is None else bool(follow)
         self.collapse = self.default_collapse if collapse is None else bool(collapse)
@@ -407,19 +370,12 @@ class Replica:
                 tied to one transaction (e.g. a gap in the logs).
         """
         self.stop()
-        with self._lock:
-            self._file_lock.acquire()
-            try:
-                return self._accept()
-            finally:
-                self._file_lock.release()
-
-    def _accept(self) -> int:
-        txn = failure.skip(self._book.reload(), self.name, self.source.storage, self.master,
-                           lambda table: self._applier().current_version(table))
-        self._book.save()
-        self._book.log(f"accepted: skipped transaction {txn}")
-        return txn
+        with self._lock, self._file_lock.holding():
+            txn = failure.skip(self._book.reload(), self.name, self.source.storage, self.master,
+                               lambda table: self._applier().current_version(table))
+            self._book.save()
+            self._book.log(f"accepted: skipped transaction {txn}")
+            return txn
 
     def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False,
                       dbfarm: str | None = None):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_config as read_master_config
 from wlcore.ship import read_config as read_shipped_config
@@ -168,3 +169,45 @@ def master_name(source: Source) -> str:
     if not cfg.database:
         raise ReplicaStateError(f"{source.label} does not name its master database; ship it again with this version")
     return cfg.database
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a :class:`wlr.Replica`'s arguments name: its dbfarm, its master's dbfarm, the master,
+    the replica and the source chosen by ``source=``/``logs=`` (None: none chosen)."""
+
+    dbfarm: str
+    master_dbfarm: str
+    master: str
+    replica: str
+    source: Source | None
+
+
+def resolve(master, replica: str | None, dbfarm: str | None, master_dbfarm: str | None, logs: str | None,
+            source) -> Names:
+    """Resolve and check a replica's names (see :class:`wlr.Replica` for the arguments).
+
+    Raises:
+        ConfigError: a malformed name; both ``logs`` and ``source``; no master named.
+        NotFoundError: the dbfarm does not exist (never made by accident).
+        ReplicaStateError: the replica would replicate itself.
+    """
+    if logs is not None and source is not None:
+        raise ConfigError("give logs= (a shipped copy) or source= (a master or relaying replica), not both")
+    if hasattr(master, "dbname"):
+        master_dbfarm = master_dbfarm or master.dbfarm
+        master = master.dbname
+    farm = resolve_dbfarm(dbfarm)
+    Dbfarm(farm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
+    mfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else farm
+    chosen = (named_source(source, mfarm) if source is not None
+              else shipped_source(logs) if logs is not None else None)
+    if master is None:
+        if chosen is None:
+            raise ConfigError("name the master to replicate (or a source= or logs= that names it)")
+        master = master_name(chosen)
+    master = check_name(master, "master database")
+    name = check_name(replica or f"{master}_replica", "replica database")
+    if name == master and farm == mfarm:
+        raise ReplicaStateError(f"a database cannot replicate itself ({name!r}); name another replica")
+    return Names(farm, mfarm, master, name, chosen)
