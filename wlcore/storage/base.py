@@ -19,6 +19,7 @@ method says otherwise, a store that cannot be reached raises ``OSError``.
 from __future__ import annotations
 
 import posixpath
+import uuid
 from abc import ABC, abstractmethod
 from typing import Iterable
 
@@ -157,6 +158,14 @@ class Storage(ABC):
     def makedirs(self, path: str) -> None:
         """Create the folder ``path`` and its parents (nothing when it exists)."""
         self.fs.makedirs(path, exist_ok=True)
+
+    def _aside(self, path: str, data: bytes | str) -> tuple[str, str, bytes]:
+        """For a write of ``data`` (text as UTF-8) over ``path``: its folder (made), a hidden
+        name beside it to write first, and the bytes."""
+        parent = posixpath.dirname(path)
+        self.makedirs(parent)
+        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        return parent, tmp, data.encode("utf-8") if isinstance(data, str) else data
 
     @abstractmethod
     def write_atomic(self, path: str, data: bytes | str) -> None:

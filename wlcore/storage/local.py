@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import uuid
 from typing import Iterable
 
 from filelock import FileLock, Timeout
@@ -73,11 +72,7 @@ class LocalStorage(Storage):
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
         """Write aside, fsync, rename over ``path``, fsync the folder (Litestream's way)."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        parent = posixpath.dirname(path)
-        self.makedirs(parent)
-        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        parent, tmp, data = self._aside(path, data)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, data)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import uuid
 from typing import Iterable
 
 from ..errors import LockUnsupportedError
@@ -82,11 +81,7 @@ class RemoteStorage(Storage):
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
         """Write a hidden file aside, then move it over ``path``."""
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        parent = posixpath.dirname(path)
-        self.makedirs(parent)
-        tmp = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+        parent, tmp, data = self._aside(path, data)
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
         self.fs.mv(tmp, path)
