@@ -190,7 +190,7 @@ def cmd_master(args: argparse.Namespace) -> int:
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from .master import Master
     from wlcore.batch import utc_iso
-    from wlcore.master_state import MasterState, read_config
+    from wlcore.master_state import MasterState, read_master_state
     from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
@@ -200,7 +200,7 @@ def cmd_master(args: argparse.Namespace) -> int:
     if kind == REPLICA:
         dbs.require_master(args.dbname)  # a replica never becomes a master: the error names what it is
     if kind == MASTER:
-        cfg = read_config(dbs.storage, Storage.join(farm, args.dbname)) or MasterState()
+        cfg = read_master_state(dbs.storage, Storage.join(farm, args.dbname)) or MasterState()
         created, tick = utc_iso(cfg.created) if cfg.created else "-", cfg.tick if cfg.has("tick") else "-"
         print(f"{args.dbname} is already a master (since {created}, last published transaction "
               f"{tick}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")

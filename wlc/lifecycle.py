@@ -96,8 +96,8 @@ class Lifecycle:
         Raises:
             MasterStateError: the database is not a master (the message names what it is).
         """
-        from wlcore.master_state import read_config
-        cfg = read_config(self.storage, self.path)
+        from wlcore.master_state import read_master_state
+        cfg = read_master_state(self.storage, self.path)
         if cfg is None:
             from wlcore.databases import Dbfarm
             Dbfarm(os.path.dirname(self.path)).require_master(self.dbname)  # names what it is instead

@@ -15,7 +15,7 @@ from typing import Any, Literal, cast
 from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.levels import Span, Start
-from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_config
+from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
@@ -163,7 +163,7 @@ class Master:
                 self._start_thread(self.publisher)
         except BaseException:
             self.setup.release_lock()
-            if created and read_config(self.storage, self.path) is None:
+            if created and read_master_state(self.storage, self.path) is None:
                 self.storage.rm(self.path)  # nothing of a refused new master stays behind
             raise
         return self

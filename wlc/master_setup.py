@@ -19,7 +19,7 @@ from wlcore import snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
-from wlcore.master_state import LOCK_FILE, REPLICA_CONFIG_FILE, STARTED, MasterState, logs_of, read_config
+from wlcore.master_state import LOCK_FILE, REPLICA_CONFIG_FILE, STARTED, MasterState, logs_of, read_master_state
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 
@@ -57,7 +57,7 @@ class MasterSetup:
         Raises:
             MasterStateError: the database is not a master, or it stopped logging.
         """
-        existing = read_config(self.storage, self.path)
+        existing = read_master_state(self.storage, self.path)
         if existing is None:
             Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
         self.record.config = existing
@@ -110,7 +110,7 @@ class MasterSetup:
         created = not self.storage.exists(self.path)
         self.take_lock()
         try:
-            if read_config(self.storage, self.path) is not None:  # made by another process meanwhile
+            if read_master_state(self.storage, self.path) is not None:  # made by another process meanwhile
                 raise MasterStateError(f"database {self.dbname!r} became a master meanwhile (another process)")
             state = self.initialise()
             if value is not None:
@@ -118,7 +118,7 @@ class MasterSetup:
                 self.record.save()
             return len(state.tables)
         except BaseException:
-            if created and read_config(self.storage, self.path) is None:
+            if created and read_master_state(self.storage, self.path) is None:
                 self.storage.rm(self.path)  # nothing of a refused new master stays behind
             raise
         finally:
@@ -142,7 +142,7 @@ class MasterSetup:
             raise MasterStateError(
                 f"database {self.dbname!r} is a replica (it has {REPLICA_CONFIG_FILE}); a replica cannot become a "
                 "master: write to its master, or make a new database for a new master")
-        existing = read_config(self.storage, self.path)
+        existing = read_master_state(self.storage, self.path)
         if existing is not None:
             if existing.stopped:
                 msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
@@ -171,7 +171,7 @@ class MasterSetup:
         Raises:
             MasterStateError, ConfigError: as :meth:`validate`, :meth:`restore`.
         """
-        existing = read_config(self.storage, self.path)  # again, now that the lock is ours
+        existing = read_master_state(self.storage, self.path)  # again, now that the lock is ours
         if existing is not None:
             self.record.config = existing
             self.validate()

@@ -49,7 +49,7 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None,
 
     Args:
         dbname: the master database's name.
-        cfg: its ``wlc.config`` (:func:`wlcore.master_state.read_config`).
+        cfg: its ``wlc.config`` (:func:`wlcore.master_state.read_master_state`).
         now: the UTC instant liveness is judged at (default now).
         dbfarm: the dbfarm folder, for the command a message names.
 
@@ -114,10 +114,10 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     """
     from .settings import dbfarm as resolve_dbfarm
     from .databases import Dbfarm
-    from .master_state import read_config
+    from .master_state import read_master_state
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)
     Dbfarm(farm).require_master(dbname)
-    cfg = read_config(Storage.of(farm), Storage.join(farm, dbname)) or MasterState()
+    cfg = read_master_state(Storage.of(farm), Storage.join(farm, dbname)) or MasterState()
     return master_status(dbname, cfg, dbfarm=farm)

@@ -133,9 +133,6 @@ def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
     return MasterState.from_text(storage.read_text(path), path)
 
 
-read_config = read_master_state  # the name the callers knew
-
-
 def write_master_state(storage: Storage, db_path: str, state: MasterState) -> str:
     """Write ``state`` as ``<db_path>/wlc.config`` (atomically) and return the text written."""
     text = state.to_text()

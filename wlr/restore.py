@@ -186,9 +186,9 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     master_path = Storage.join(resolve_dbfarm(farm), master)
     _check_master(storage, master_path, master, resolve_dbfarm(farm))
     schema, name = split_name(as_ if as_ is not None else source)
-    from wlcore.master_state import logs_of, read_config
+    from wlcore.master_state import logs_of, read_master_state
 
-    logs = logs_of(read_config(storage, master_path), master_path).rstrip("/")
+    logs = logs_of(read_master_state(storage, master_path), master_path).rstrip("/")
     if schema in RESERVED or Storage.join(master_path, schema) == logs:
         raise ConfigError(f"{schema} is master {master}'s own folder, not a schema; restore under another name "
                           "(as_='schema.table')", cli=f"{schema} is master {master}'s own folder, not a schema; "
@@ -231,10 +231,10 @@ def _source(replica, state: dict[str, str], table: str) -> tuple[str, int, int]:
 
 def _check_master(storage: Storage, master_path: str, master: str, farm: str) -> None:
     from wlcore.databases import Dbfarm
-    from wlcore.master_state import STOPPED, read_config
+    from wlcore.master_state import STOPPED, read_master_state
 
     Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
-    cfg = read_config(storage, master_path)
+    cfg = read_master_state(storage, master_path)
     if cfg is not None and cfg.state == STOPPED:
         raise MasterStateError(f"master {master!r} stopped logging (state=2): a table restored there would not be "
                                "captured; restore into a master that captures")

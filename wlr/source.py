@@ -20,7 +20,7 @@ from typing import Protocol
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_config as read_master_config
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_master_state as read_master_config
 from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
@@ -71,7 +71,7 @@ class Source:
 
     def config(self) -> MasterState | None:
         """The source's wlc.config, or None when it has none (yet). A shipped
-        copy's or relay's names its logs and snapshots inside ``root`` (:func:`wlc.ship.read_config`)."""
+        copy's or relay's names its logs and snapshots inside ``root`` (:func:`wlcore.ship.read_config`)."""
         if self.is_master:
             return read_master_config(self.storage, self.root)
         return read_shipped_config(self.storage, self.root)

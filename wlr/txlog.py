@@ -19,7 +19,7 @@ from typing import Iterable
 from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord, utc_iso
 from wlcore.settings import dbfarm as resolve_dbfarm
-from wlcore.master_state import MasterState, logs_of, read_config as read_master_config
+from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError

@@ -11,7 +11,7 @@ from wlcore import batch as batchfmt
 from wlcore import snapshots as snap
 from wlcore.deltalog import list_versions, metadata_at
 from wlcore.levels import Span
-from wlcore.master_state import capture_liveness, read_config
+from wlcore.master_state import capture_liveness, read_master_state
 from wlcore.storage import Storage
 from wlr.monitor import read_replica_state
 
@@ -74,7 +74,7 @@ def test_a_snapshot_record_is_written_back_as_it_was_read():
 
 def test_the_masters_state_file():
     store = Storage.of(DATA)
-    cfg = read_config(store, os.path.join(DATA, "master"))
+    cfg = read_master_state(store, os.path.join(DATA, "master"))
     assert (cfg["tick"], cfg["batches"], cfg["format"], cfg["state"], cfg["beat"]) == ("3", "4", "1", "2", "0")
     assert (cfg["dbid"], cfg["epochs"], cfg["watermark"]) == (DBID, EPOCHS, "stopped")
     state, when = capture_liveness(cfg, datetime(2030, 1, 1, tzinfo=timezone.utc))

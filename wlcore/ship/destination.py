@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .. import epochs
 from .. import snapshots as snap
 from ..errors import LockHeldError, WlcError
-from ..master_state import MasterState, read_config as read_master_config
+from ..master_state import MasterState, read_master_state as read_master_config
 from ..storage import HeldLock, Storage
 
 LOGS_DIR = "wlc_logs"
