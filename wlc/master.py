@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.levels import Span, Start
+from wlcore.fields import FieldOf
 from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
 from wlcore.names import split_name
 from wlcore.session import active_session
@@ -30,7 +31,7 @@ from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle, MasterLifecycle
 from .master_record import MasterRecord, utcnow
 from .master_setup import MasterSetup
-from .publisher import CaptureTiming, Publisher, TimingField
+from .publisher import CaptureTiming, Publisher
 from .shipping import MasterShipping
 from .table_notes import TableNotes
 
@@ -53,11 +54,11 @@ class Master:
         ConfigError: a malformed name or dbfarm. NotFoundError: the dbfarm does not exist.
     """
 
-    settle = TimingField()  # seconds a commit must be old before capture takes it (capture.settle)
-    polling = TimingField()  # poll the folder instead of waiting for filesystem events (capture.polling)
-    poll_interval = TimingField()  # seconds between scans of an idle master (capture.poll_interval)
-    stage_within = TimingField()  # seconds staged change rows may wait (capture.stage_within)
-    retry_max = TimingField()  # seconds, the longest wait between two reads of a held table (capture.retry_max)
+    settle = FieldOf("timing")  # seconds a commit must be old before capture takes it (capture.settle)
+    polling = FieldOf("timing")  # poll the folder instead of waiting for filesystem events (capture.polling)
+    poll_interval = FieldOf("timing")  # seconds between scans of an idle master (capture.poll_interval)
+    stage_within = FieldOf("timing")  # seconds staged change rows may wait (capture.stage_within)
+    retry_max = FieldOf("timing")  # seconds, the longest wait between two reads of a held table (capture.retry_max)
 
     def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None,
                  capture: bool = True):
@@ -262,7 +263,7 @@ class Master:
             self._check_started()
             self._step(take_all=True)
             self.config.state = STOPPED
-            self.config.watermark = cast(Literal["stopped"], WATERMARK_STOPPED)  # the constant is typed str
+            self.config.watermark = WATERMARK_STOPPED
             self.record.save()
         self.close()
 
@@ -378,8 +379,7 @@ class Master:
                 then keep shipping whenever a batch is published, until :meth:`ship_stop` or :meth:`close`.
 
         Returns:
-            ShipReport (one pass: ``batches``, ``snapshots``, ``bytes``, ``seconds``), or, following,
-            the :class:`Shipper` (``report`` adds up, ``stop()``).
+            ShipReport (one pass: batches, snapshots, bytes, seconds), or, following, the Shipper (report, stop()).
 
         Raises:
             ShipError: the destination holds another database's copy, or a batch did not verify there."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
@@ -67,20 +66,6 @@ class CaptureTiming:
         """
         cfg = settings().capture
         return cls(cfg.settle, cfg.polling, cfg.poll_interval, cfg.stage_within, cfg.retry_max)
-
-
-class TimingField:
-    """An attribute of an object with a ``timing`` (:class:`CaptureTiming`) that reads and writes
-    the field of that name (``master.stage_within = 3600`` sets ``master.timing.stage_within``)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, host: Any, owner: type | None = None) -> Any:
-        return self if host is None else getattr(host.timing, self.name)
-
-    def __set__(self, host: Any, value: Any) -> None:
-        setattr(host.timing, self.name, value)
 
 
 class Publisher:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from .batch import parse_utc
 from .settings import settings
@@ -25,7 +25,7 @@ LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the d
 LOG_FILE = "wlc.log"  # a line per published batch
 REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
-WATERMARK_STOPPED = "stopped"  # ``watermark`` once the master stopped logging
+WATERMARK_STOPPED: Final = "stopped"  # ``watermark`` once the master stopped logging
 
 
 @dataclass(eq=False)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass
@@ -32,25 +31,3 @@ class ReplayOptions:
     def use_compacted(self) -> bool:
         """True when replay may use compacted batches (``collapse`` and ``compacted``)."""
         return self.collapse and self.compacted
-
-
-class OptionField:
-    """An attribute of a :class:`wlr.Replica` that reads and writes the :class:`ReplayOptions`
-    field of the same name (``rep.collapse = False`` sets ``rep._options.collapse``).
-
-    Args:
-        doc: the attribute's docstring.
-    """
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, host: Any, owner: type | None = None) -> Any:
-        return self if host is None else getattr(host._options, self.name)
-
-    def __set__(self, host: Any, value: Any) -> None:
-        setattr(host._options, self.name, value)
-

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from wlcore.batch import parse_utc
+from wlcore.fields import FieldOf
 from wlcore.master_state import MasterState
 from wlcore.session import active_session
 from wlcore.settings import number, settings
@@ -26,7 +27,7 @@ from .book import LOG_FILE, StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .lock import ReplicaLock
-from .options import OptionField, ReplayOptions
+from .options import ReplayOptions
 from .plan import Target, parse_until
 from .relay import Relay
 from .rounds import Replay, RoundResult
@@ -122,10 +123,9 @@ class Replica:
         """The failure replay raised last in this process (None: none, or resolved since)."""
         return self._book.last_error
 
-    collapse = OptionField("Each table's run of DML lands as one commit a segment (``replicate(collapse=...)``).")
-    compacted = OptionField("Replay through compacted batches where they fit (``replicate(compacted=...)``).")
-    start_snapshot = OptionField("The snapshot a new replica starts from (``replicate(snapshot=...)``; "
-                                 "None: the newest fitting).")
+    collapse = FieldOf("_options", "Each table's run of DML lands as one commit a segment (replicate(collapse=)).")
+    compacted = FieldOf("_options", "Replay through compacted batches where they fit (replicate(compacted=)).")
+    start_snapshot = FieldOf("_options", "Snapshot a new replica starts from (replicate(snapshot=)); None: newest fit.")
 
     @property
     def parallelism(self) -> int:
