@@ -39,22 +39,6 @@ LOCK_FILE = "wlc.lifecycle.lock"
 _PRUNED = ".pruned-"
 
 
-def lifecycle_settings() -> dict:
-    """``{"snapshot_interval": Every|None, "auto": bool, "every": {1: Every|None, 2: ...},
-    "retention": {"level0": Every|None, ...}}`` from the ``master`` section of the settings.
-
-    Raises:
-        ConfigError: a value is malformed (the message names the key).
-    """
-    cfg = settings().master
-    return {
-        "snapshot_interval": cfg.snapshot_interval,
-        "auto": cfg.compact.auto,
-        "every": {1: cfg.compact.level1, 2: cfg.compact.level2},
-        "retention": {k: getattr(cfg.retention, k) for k in ("level0", "level1", "level2", "snapshots")},
-    }
-
-
 @dataclass
 class PruneReport:
     """What :meth:`Lifecycle.prune` deleted (or would delete, ``dry_run``) and what stays reachable."""
@@ -208,7 +192,7 @@ class Lifecycle:
         """``(wlc.config, the levels' intervals (config's, overridden by every_; off ones left out),
         the watermark windows are closed before: the master's, or now when it has none)``."""
         cfg = self.config()
-        every = {**lifecycle_settings()["every"], **(every_ or {})}
+        every = {**settings().master.compact.by_level(), **(every_ or {})}
         watermark = cfg.watermark_time or datetime.now(timezone.utc)
         return cfg, {k: v for k, v in every.items() if v is not None}, watermark
 
@@ -240,7 +224,7 @@ class Lifecycle:
             keep: retention per level and for snapshots; default ``master.retention``.
         """
         cfg = self.config()
-        keep = keep if keep is not None else lifecycle_settings()["retention"]
+        keep = keep if keep is not None else settings().master.retention.by_name()
         now = now or datetime.now(timezone.utc)
         logs = self.logs(cfg)
         with self.locked():

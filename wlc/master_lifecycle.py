@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from wlcore.levels import Span, Start
-from wlcore.settings import Every, every
-from .lifecycle import Lifecycle, PruneReport, lifecycle_settings
+from wlcore.settings import Every, every, settings
+from .lifecycle import Lifecycle, PruneReport
 from .master_record import MasterRecord
 
 log = logging.getLogger("wlc.lifecycle")
@@ -64,7 +64,7 @@ class MasterLifecycle:
         Raises:
             ConfigError: a malformed interval. BatchError: an input batch is damaged.
         """
-        cfg = lifecycle_settings()["every"]
+        cfg = settings().master.compact.by_level()
         chosen = {1: every(level1, "level1", ("batches",)) if level1 is not None else cfg[1],
                   2: every(level2, "level2", ("batches",)) if level2 is not None else cfg[2]}
         made = self.lifecycle.compact(self.spark(), chosen)
@@ -103,7 +103,7 @@ class AutoLifecycle:
 
     def __init__(self, master: MasterLifecycle, period: float):
         self.master, self.period = master, period
-        self.cfg = lifecycle_settings()
+        self.cfg = settings().master
         self.cycle = master.lifecycle
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -112,7 +112,7 @@ class AutoLifecycle:
     @property
     def wanted(self) -> bool:
         """True when the settings ask for a background run (a snapshot interval, or automatic compaction)."""
-        return self.cfg["snapshot_interval"] is not None or self.cfg["auto"]
+        return self.cfg.snapshot_interval is not None or self.cfg.compact.auto
 
     def start(self) -> None:
         """Start the background thread (a daemon)."""
@@ -144,15 +144,15 @@ class AutoLifecycle:
         m = self.master
         now = datetime.now(timezone.utc)
         tick = m.record.config.tick
-        if self.cycle.snapshot_due(self.cfg["snapshot_interval"], tick, now):
+        if self.cycle.snapshot_due(self.cfg.snapshot_interval, tick, now):
             start = self.cycle.snapshot(m.spark())
             m.note_snapshot(start)
-        if self.cfg["auto"]:
-            made = self.cycle.compact(m.spark(), self.cfg["every"])
+        if self.cfg.compact.auto:
+            made = self.cycle.compact(m.spark(), self.cfg.compact.by_level())
             m.note_compacted(made)
             # retention is applied after a compaction run made something (what it deletes is
             # mostly what compaction covered); O(batches) a run
-            if made and any(v is not None for v in self.cfg["retention"].values()):
+            if made and any(v is not None for v in self.cfg.retention.by_name().values()):
                 report = self.cycle.prune()
                 if report.deleted:
                     m.record.note(f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"

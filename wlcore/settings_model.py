@@ -126,6 +126,10 @@ class Compact(_Section):
     level1: LevelInterval
     level2: LevelInterval
 
+    def by_level(self) -> dict[int, Every | None]:
+        """The window of each compacted level: ``{1: level1, 2: level2}`` (None: off)."""
+        return {1: self.level1, 2: self.level2}
+
 
 class Retention(_Section):
     """``master.retention``: how long each level is kept by ``wlc.prune()`` (None: forever)."""
@@ -134,6 +138,11 @@ class Retention(_Section):
     level1: Duration
     level2: Duration
     snapshots: Duration
+
+    def by_name(self) -> dict[str, Every | None]:
+        """``{"level0": ..., "level1": ..., "level2": ..., "snapshots": ...}``, as
+        :func:`wlcore.levels.retain` takes it."""
+        return {"level0": self.level0, "level1": self.level1, "level2": self.level2, "snapshots": self.snapshots}
 
 
 class MasterSettings(_Section):
