@@ -134,7 +134,7 @@ class Route:
         firsts = {first for _lv, first, _l, _p in compacted_batches if compacted}
         last = max(list(level0) + [last for *_x, last, _p in compacted_batches] + [-1])
         pos, nb = start.txn, start.batch + 1
-        while nb <= last and not (target.kind == "txn" and pos >= target.txn):
+        while nb <= last and not target.reached_by(pos, None):  # by id alone: no watermark
             units = self.units(logs, pos, nb, target) if nb in firsts else []
             if units:
                 pos, nb = units[-1].manifest.last_txn, units[-1].number + 1
