@@ -1,12 +1,7 @@
 """The master's record of itself: ``<db>/wlc.config`` as this process holds it, and ``<db>/wlc.log``.
 
-The master's state file ``<db>/wlc.config`` has MonetDB's keys (``snapshot``, ``logs``,
-``state`` 1 started / 2 stopped, ``batches`` next batch number, ``beat`` seconds,
-``write`` time of the last transaction recorded) plus ``dbid`` (the database id in every
-GTID), ``format`` (batch format version), ``tick`` (last transaction id published) and
-``watermark`` (every master commit at or before it is in a published batch), ``epoch``
-(this capture session's random id) and ``epochs`` (the epoch history, :mod:`wlcore.epochs`);
-:mod:`wlcore.master_state` reads and writes it.
+The file's keys (MonetDB's, plus the database id, the batch format, ``tick``, the watermark and
+the epochs) and its one reader and writer are in :mod:`wlcore.master_state`.
 
 One object per :class:`wlc.Master`, shared by its collaborators (the publisher, the table
 notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and calls
