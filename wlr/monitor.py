@@ -132,6 +132,7 @@ def replica_status(rep) -> dict:
     first = next_published_time(src.storage, logs, rep.master, st.batches, tick) \
         if behind else None
     times = [t for t in (first, oldest) if t is not None]
+    lag_s: float | None
     if behind + pending == 0:
         lag_s = 0.0
     else:

@@ -231,7 +231,7 @@ class Replay:
         # reading stops at the batch that reaches the target, so a broken batch was needed,
         # unless the replica already stood at a target transaction
         broken = read.broken
-        if broken is not None and not (target.kind == "txn" and read.tick >= target.txn):
+        if broken is not None and not (target.kind == "txn" and target.txn is not None and read.tick >= target.txn):
             self.fail(broken.batch, None, None, broken.cause)
         return None
 

@@ -101,7 +101,9 @@ class ReplicaSetup:
             return
         cfg = settings().replica
         self.selection = self._asked or Selection.of(cfg.tables or None, cfg.where or None)
-        parser = self.spark._jsparkSession.sessionState().sqlParser() if self.selection.where else None
+        if not self.selection.where:
+            return
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
         for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
             try:
                 parser.parseExpression(pred)
