@@ -127,6 +127,30 @@ class ReplicaState(StateFile):
             self.views[table] = int(version)
             self._track(state_key(AT, table))
 
+    def set_error(self, batch: int | None, txn: int | None, table: str, cause: str) -> None:
+        """Record a failure: ``error_batch``, ``error_txn``, ``error_table``, ``error_cause``, set
+        in this order (a key not in the file yet is appended). None and ``""`` leave a key empty;
+        all four empty: no failure."""
+        self.error_batch = batch
+        self.error_txn = txn
+        self.error_table = table
+        self.error_cause = cause
+
+    @property
+    def empty(self) -> bool:
+        """True when the file holds no key: the folder is not a replica (yet)."""
+        return not self.keys()
+
+    @property
+    def view_tick(self) -> int:
+        """The transaction consistent reads stand at: ``view``, else ``tick`` (-1: none)."""
+        return self.view if self.view is not None else self.tick
+
+    def read_versions(self) -> dict[str, int]:
+        """``{table: Delta version}`` consistent reads use: the view's (``at.<table>``) when a
+        view is recorded, else each table's last version (``version.<table>``)."""
+        return dict(self.views if self.has("view") else self.versions)
+
     def _holds(self, key: str) -> bool:
         return self._family(key) is not None or super()._holds(key)
 

@@ -27,7 +27,8 @@ class StateBook:
         name: the replica's name (in log lines).
 
     Attributes:
-        state: the values in memory, ``key -> text`` (the caller saves with :meth:`save`).
+        state: the values in memory, typed (:class:`wlcore.replica_state.ReplicaState`; empty
+            when the folder is not a replica yet); the caller saves with :meth:`save`.
         lock: held while replay's worker threads write ``state`` (a re-entrant lock).
         last_error: the failure replay raised last in this process (None: none, or resolved).
     """
@@ -38,29 +39,29 @@ class StateBook:
         self.name = name
         self.lock = threading.RLock()
         self.last_error: ReplicationError | None = None
-        self.state: dict[str, str] = self.load() or {}
+        self.state: ReplicaState = self.load() or ReplicaState()
 
-    def load(self) -> dict[str, str] | None:
-        """The file's values, or None when the folder is not a replica (yet).
+    def load(self) -> ReplicaState | None:
+        """The file's values, or None when the folder is not a replica (yet): no ``wlr.config``.
 
         Raises:
             ConfigError: the file is malformed (the message names the key).
         """
-        st = read_replica_state(self.storage, self.path)
-        return None if st is None else st.pairs()
+        return read_replica_state(self.storage, self.path)
 
-    def reload(self) -> dict[str, str]:
+    def reload(self) -> ReplicaState:
         """Read the file again into :attr:`state` (empty when there is none) and return it."""
-        self.state = self.load() or {}
+        self.state = self.load() or ReplicaState()
         return self.state
 
-    def current(self) -> dict[str, str]:
-        """The file's values, or the ones in memory when there is no file."""
-        return self.load() or self.state
+    def current(self) -> ReplicaState:
+        """The file's values, or the ones in memory when there is no file (or it holds no key)."""
+        st = self.load()
+        return st if st is not None and not st.empty else self.state
 
     def save(self) -> None:
         """Write :attr:`state` to ``wlr.config`` (atomically)."""
-        write_replica_state(self.storage, self.path, ReplicaState.from_pairs(self.state))
+        write_replica_state(self.storage, self.path, self.state)
 
     def log(self, message: str, level: int = logging.INFO) -> None:
         """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (local folders)."""

@@ -28,4 +28,4 @@ def open_replica(args: argparse.Namespace):
         cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
     except ReplicaStateError as exc:  # no replica of that name: "not found", as the command lines say it
         raise NotFoundError(str(exc), cli=exc.cli) from None
-    return Replica(cfg["master"], replica=args.replica, dbfarm=farm, master_dbfarm=cfg.get("masterfarm") or None)
+    return Replica(cfg.master, replica=args.replica, dbfarm=farm, master_dbfarm=cfg.masterfarm or None)

@@ -12,40 +12,34 @@ from __future__ import annotations
 
 from typing import Callable
 
-from wlcore.batch import utc_iso
-from wlcore.names import state_key
+from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, ReplicationError
 from .logs import manifest_of
 
-ERROR_KEYS = ("error_batch", "error_txn", "error_table", "error_cause")
 
-
-def as_int(text: str | None) -> int | None:
-    """A stored number of ``wlr.config`` (``error_batch``, ``error_txn``): None when empty or absent.
-
-    Raises:
-        ValueError: ``text`` is not an integer (the state file was edited into something else).
-    """
-    return int(text) if text not in (None, "") else None
-
-
-def stored(state: dict[str, str]) -> ReplicationError | None:
+def stored(state: ReplicaState) -> ReplicationError | None:
     """The failure kept in ``state``, or None."""
-    if not state.get("error_cause"):
+    if not state.error_cause:
         return None
-    return ReplicationError(as_int(state.get("error_batch")), as_int(state.get("error_txn")),
-                            state.get("error_table") or None, state["error_cause"])
+    return ReplicationError(state.error_batch, state.error_txn, state.error_table or None, state.error_cause)
 
 
-def record(state: dict[str, str], batch: int | None, txn: int | None, table: str | None,
+def described(state: ReplicaState) -> dict[str, str] | None:
+    """The failure kept in ``state`` as ``wlr status`` shows it: ``batch``, ``txn``, ``table``
+    and ``cause``, each as its ``wlr.config`` text, those that are set; None when none is."""
+    values = {"batch": state.error_batch, "txn": state.error_txn, "table": state.error_table,
+              "cause": state.error_cause}
+    return {k: str(v) for k, v in values.items() if v is not None and v != ""} or None
+
+
+def record(state: ReplicaState, batch: int | None, txn: int | None, table: str | None,
            cause: str) -> ReplicationError:
     """Put the failure into ``state`` (the caller saves it) and return the error to raise."""
     cause, table = _one_line(cause), _one_line(table or "")  # wlr.config holds one line a key
-    state.update({"error_batch": "" if batch is None else str(batch),
-                  "error_txn": "" if txn is None else str(txn),
-                  "error_table": table, "error_cause": cause, "state": "failed"})
+    state.set_error(batch, txn, table, cause)
+    state.state = "failed"
     return ReplicationError(batch, txn, table or None, cause)
 
 
@@ -53,56 +47,56 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def clear_if_passed(state: dict[str, str], read_up_to: int) -> str | None:
+def clear_if_passed(state: ReplicaState, read_up_to: int) -> str | None:
     """Clear a stored failure that replay has now got past; returns the log line, or None.
 
     A transaction's failure is passed once ``tick`` reaches it; a batch's failure once
     replay read that batch (``read_up_to``: the highest batch number read without error).
     """
-    if not state.get("error_cause"):
+    if not state.error_cause:
         return None
-    txn, batch = as_int(state.get("error_txn")), as_int(state.get("error_batch"))
+    txn, batch = state.error_txn, state.error_batch
     if txn is not None:
-        passed = int(state.get("tick", -1)) >= txn
+        passed = state.tick >= txn
     else:
         passed = batch is None or read_up_to >= batch
     if not passed:
         return None
-    cause = state["error_cause"]
+    cause = state.error_cause
     clear(state)
     where = f"transaction {txn}" if txn is not None else f"batch {batch}"
     return f"RECOVERED at {where}: replay passed it on retry (the failure was: {cause})"
 
 
-def clear(state: dict[str, str]) -> None:
+def clear(state: ReplicaState) -> None:
     """Forget the stored failure (it was passed or skipped); the replica is idle again."""
-    state.update({k: "" for k in ERROR_KEYS})
-    state["state"] = "idle"
+    state.set_error(None, None, "", "")
+    state.state = "idle"
 
 
-def skippable(state: dict[str, str], name: str) -> tuple[int, int | None]:
+def skippable(state: ReplicaState, name: str) -> tuple[int, int | None]:
     """The (txn, batch) that ``accept()`` may skip.
 
     Raises:
         ReplicaStateError: no failure is stored; the failure is in the logs (a batch), not
             in one transaction; or it is not the next transaction to apply.
     """
-    if not state.get("error_cause"):
+    if not state.error_cause:
         raise ReplicaStateError(f"replica {name!r} has no failed transaction to accept")
-    txn, batch = as_int(state.get("error_txn")), as_int(state.get("error_batch"))
+    txn, batch = state.error_txn, state.error_batch
     if txn is None:
-        msg = (f"the failure is in batch {batch} of the logs, not in one transaction ({state['error_cause']}); "
+        msg = (f"the failure is in batch {batch} of the logs, not in one transaction ({state.error_cause}); "
                "{accept} skips only a transaction that failed to apply, and skipping an intact one would not "
-               f"repair the logs. Restore the batch in {state.get('logs')} from a copy (or move a foreign "
+               f"repair the logs. Restore the batch in {state.logs} from a copy (or move a foreign "
                "folder out), then {replicate} again")
         raise ReplicaStateError(msg.format(accept="accept()", replicate="call replicate()"),
                                 cli=msg.format(accept="wlr accept", replicate="run wlr replicate"))
-    if txn != int(state.get("tick", -1)) + 1:
-        raise ReplicaStateError(f"the failure is not tied to the next transaction: {state['error_cause']}")
+    if txn != state.tick + 1:
+        raise ReplicaStateError(f"the failure is not tied to the next transaction: {state.error_cause}")
     return txn, batch
 
 
-def skip(state: dict[str, str], name: str, logs_storage: Storage, master: str,
+def skip(state: ReplicaState, name: str, logs_storage: Storage, master: str,
          current_version: Callable[[str], int]) -> int:
     """Skip the failed transaction in ``state`` (the caller saves it): it counts as handled.
 
@@ -118,18 +112,17 @@ def skip(state: dict[str, str], name: str, logs_storage: Storage, master: str,
         ReplicaStateError: as :func:`skippable`.
     """
     txn, batch = skippable(state, name)
-    manifest = manifest_of(logs_storage, state.get("logs"), master, batch)
+    manifest = manifest_of(logs_storage, state.logs, master, batch)
     rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
-    skipped = [x for x in state.get("skipped", "").split(",") if x] + [str(txn)]
     clear(state)
-    state.update({"tick": str(txn), "skipped": ",".join(skipped)})
+    state.tick = txn
+    state.skipped = [*state.skipped, txn]
     if rec is not None:
-        state["clock"] = utc_iso(rec.time)
-        key = state_key("version.", rec.table)
-        if key in state:
-            state[key] = str(current_version(rec.table))
+        state.clock = rec.time
+        if rec.table in state.versions:
+            state.set_version(rec.table, current_version(rec.table))
     if manifest is None or (manifest.txns and txn >= manifest.last_txn):
-        state["batches"] = str((batch if batch is not None else int(state.get("batches", 0))) + 1)
+        state.batches = (batch if batch is not None else state.batches) + 1
     return txn
 
 

@@ -14,7 +14,6 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
-from wlcore.batch import parse_utc, utc_iso
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
 from wlcore.watch import FolderWatch
@@ -64,7 +63,7 @@ class Follower:
         self.watch: FolderWatch | None = None
 
     def _wait(self, seconds: float) -> None:
-        logs = self.book.state.get("logs")
+        logs = self.book.state.logs
         if self.watch is not None and self.watch.path != logs:  # the source changed
             self.watch.close()
             self.watch = None
@@ -94,14 +93,13 @@ class Follower:
             self.lock.acquire()
             try:
                 state = book.reload()
-                if state:
-                    clock = parse_utc(state["clock"]) if state.get("clock") else None
-                    check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
+                if not state.empty:
+                    check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
                 self.wait_for(target, until, timeout, mcfg)
-                book.state["until"] = "" if until is None else str(until)
-                failed = bool(book.state.get("error_cause"))
+                book.state.until = "" if until is None else str(until)
+                failed = bool(book.state.error_cause)
                 follow = follow and target.kind == "all" and not self.stop_event.is_set()
-                book.state["state"] = "failed" if failed else ("following" if follow else "idle")
+                book.state.state = "failed" if failed else ("following" if follow else "idle")
                 book.save()
             finally:
                 if not follow:
@@ -136,7 +134,7 @@ class Follower:
                 check_capture(target, until, pub, self.capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:
-                    tick = int(self.book.current().get("tick", -1))
+                    tick = self.book.current().tick
                     raise ReplicationTimeout(wait.timed_out(pub, tick), cli=wait.timed_out(pub, tick, cli=True))
                 self._wait(min(self.beat_seconds, 0.5, max(0.0, deadline - time.monotonic())))
         finally:
@@ -155,7 +153,7 @@ class Follower:
                     if self.stop_event.is_set():
                         break
                     self._step(Target("all"), False)  # no bar from a background thread
-                    book.state["heartbeat"] = utc_iso(datetime.now(timezone.utc))  # alive: wlr status
+                    book.state.heartbeat = datetime.now(timezone.utc)  # alive: wlr status
                     book.save()
             except ReplicationError:
                 return  # kept in wlr.config; the next replicate() raises it
@@ -182,8 +180,8 @@ class Follower:
             self.thread.join(timeout=120)
         self.thread = None
         with self.mutex:
-            if self.book.state.get("state") == "following":
-                self.book.state["state"] = "idle"
+            if self.book.state.state == "following":
+                self.book.state.state = "idle"
                 self.book.save()
             self.lock.release()
 

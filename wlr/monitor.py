@@ -26,7 +26,7 @@ from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.capture_state import Cursor
 from wlcore.discovery import discover_tables
-from wlcore.replica_state import read_replica_state as read_state_file
+from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.errors import BatchError
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
 
-def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
+def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     """The ``wlr.config`` of the replica database at ``path``.
 
     Raises:
@@ -56,14 +56,14 @@ def read_replica_state(storage: Storage, path: str) -> dict[str, str]:
 
     from .errors import ReplicaStateError
 
-    state_path = Storage.join(path, "wlr.config")
-    if not storage.exists(state_path):
+    state = read_state_file(storage, path)
+    if state is None:
         farm, name = posixpath.split(path.rstrip("/"))
         Dbfarm(farm).require_replica(name, ReplicaStateError)  # says what it is instead
         raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
                                 cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
                                     "or make it with: wlr replicate <dbfarm> <master> <replica>")
-    return read_state_file(storage, path).pairs()
+    return state
 
 
 def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:
@@ -121,24 +121,25 @@ def replica_status(rep) -> dict:
     src = rep.source
     mcfg = src.config()
     now = datetime.now(timezone.utc)
-    tick = int(st.get("tick", -1))
+    tick = st.tick
     mtick = mcfg.tick if mcfg is not None else -1
-    clock = parse_utc(st["clock"]) if st.get("clock") else None
+    clock = st.clock
     mwrite = mcfg.write if mcfg is not None else None
     behind = max(0, mtick - tick)
     # commits not captured yet are seen only in the master's own folder
     pending, oldest = uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
-    logs = st.get("logs") or src.logs(mcfg)
-    first = next_published_time(src.storage, logs, rep.master, int(st.get("batches", 0)), tick) \
+    logs = st.logs or src.logs(mcfg)
+    first = next_published_time(src.storage, logs, rep.master, st.batches, tick) \
         if behind else None
     times = [t for t in (first, oldest) if t is not None]
+    lag_s: float | None
     if behind + pending == 0:
         lag_s = 0.0
     else:
         lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
-    state = st.get("state", "new")
+    state = st.state if st.has("state") else "new"
     stale_after = settings().replica.stale_after
-    follower, beat_at = liveness(st.get("heartbeat"), rep.beat_seconds, now, stale_after)
+    follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
@@ -149,7 +150,7 @@ def replica_status(rep) -> dict:
             rep._check_history(st, mcfg)
         except DivergedError as exc:
             diverged = str(exc)
-    error = {k[6:]: st[k] for k in failure.ERROR_KEYS if st.get(k)} or None
+    error = failure.described(st)
     code = (EXIT_DIVERGED if diverged else EXIT_FAILED if error else
             EXIT_STALE if "stale" in (state, capture) else EXIT_OK)
     return {
@@ -157,7 +158,7 @@ def replica_status(rep) -> dict:
         "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
         "unpublished": pending, "lag_transactions": behind + pending, "lag_seconds": lag_s,
         "capture": capture, "capture_heartbeat": capture_at, "capture_text": capture_line, "heartbeat": beat_at,
-        "skipped": [int(x) for x in st.get("skipped", "").split(",") if x],
+        "skipped": list(st.skipped),
         "error": error, "diverged": diverged, "exit": code,
     }
 
@@ -188,11 +189,11 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
     storage = Storage.of(farm)
     path = Storage.join(farm, replica)
     st = read_replica_state(storage, path)
-    master_path = Storage.join(st.get("masterfarm") or farm, st["master"])
-    logs = st.get("logs") or logs_of(None, master_path)
+    master_path = Storage.join(st.masterfarm or farm, st.master)
+    logs = st.logs or logs_of(None, master_path)
     source = recorded_source(st)
     lstore = source.storage if source is not None else storage
-    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(lstore, logs, st["master"])
+    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(lstore, logs, st.master)
                      for rec in batchfmt.read_manifest(lstore, p).txns)
     ticks = []  # (time, replica tick)
     log_path = Storage.join(path, "wlr.log")

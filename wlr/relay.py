@@ -61,7 +61,7 @@ class Relay:
     @property
     def relaying(self) -> bool:
         """True when this replica relays what it applied (``relay=1`` in wlr.config)."""
-        return self.book.state.get("relay") == "1"
+        return self.book.state.relay
 
     def ship(self, read: MasterState | None) -> None:
         """Ship what this replica has wholly applied to its relay folder. A failure to ship
@@ -71,9 +71,9 @@ class Relay:
             read: the source's wlc.config as the round read it (None: not read; read now).
         """
         state = self.book.state
-        if not self.relaying or not state.get("source"):
+        if not self.relaying or not state.source:
             return
-        next_batch, tick = int(state.get("batches", 0)), int(state.get("tick", -1))
+        next_batch, tick = state.batches, state.tick
         src = self._source()
         try:
             mcfg = read if read is not None else src.config()

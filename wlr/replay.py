@@ -25,7 +25,7 @@ from typing import Callable
 from wlcore.batch import TxnRecord
 from wlcore.errors import ConfigError
 from wlcore.faults import crash_point
-from wlcore.names import state_key
+from wlcore.replica_state import ReplicaState
 
 from . import failure
 from .apply import ApplyError, Applier
@@ -62,8 +62,8 @@ class Round:
 
     Args:
         applier: applies to the replica's tables (forked per worker thread).
-        state: the replica's ``wlr.config`` values; ``version.<table>`` keys are updated
-            (under ``lock``) after every applied unit.
+        state: the replica's ``wlr.config`` values; each table's Delta version
+            (``version.<table>``) is updated (under ``lock``) after every applied unit.
         items: ``{txn: Item}`` of every transaction in ``todo``.
         bad: ``{txn: cause}`` for transactions that cannot be applied as published (change
             files that failed verification, change rows capture could not copy).
@@ -73,7 +73,7 @@ class Round:
             early; what landed is recorded, the rest is applied by a later round).
     """
 
-    def __init__(self, applier: Applier, state: dict[str, str], lock: threading.RLock,
+    def __init__(self, applier: Applier, state: ReplicaState, lock: threading.RLock,
                  items: dict[int, Item], bad: dict[int, str],
                  on_progress: Callable[[dict[str, int]], None], note: Callable[[str], None],
                  stop: threading.Event | None = None):
@@ -189,14 +189,13 @@ class Round:
         """
         if applier.current_version(rec.table) < 0:  # a CREATE killed in its first commit leaves an empty log
             return -1
-        key = state_key("version.", rec.table)
         with self.lock:
-            known = self.state.get(key)
+            known = self.state.versions.get(rec.table)
         if known is None and not applier.created_by_replay(rec.table):
             if rec.ddl == "create":
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
-        foreign = applier.foreign_writes(rec.table, int(known) if known is not None else -1)
+        foreign = applier.foreign_writes(rec.table, known if known is not None else -1)
         if foreign:
             raise ApplyError(f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
                              "replica tables are read-only (undo those writes, or restore the table)")
@@ -207,11 +206,10 @@ class Round:
         last = items[-1].rec
         version = applier.current_version(last.table)
         with self.lock:
-            key = state_key("version.", last.table)
             if last.ddl == "drop":
-                self.state.pop(key, None)
+                self.state.drop_version(last.table)
             else:
-                self.state[key] = str(version)
+                self.state.set_version(last.table, version)
             self.done[last.table] = last.txn
             self.on_progress(self.done)
             if self.bar is not None:

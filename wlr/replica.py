@@ -1,11 +1,9 @@
 """A replica database: its state (``wlr.config``) and replay of published batches (follow mode: :mod:`wlr.follow`).
 
-``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines: ``master``, ``masterfarm``,
-``dbid`` (the master's database id), ``logs``, ``batches`` (next batch to read), ``tick``
-(last transaction handled), ``clock`` (its commit time), ``skipped`` (accepted ids),
-``state``, the error (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``) and
-``version.<schema.table>`` (the replica table's Delta version after replay's last commit,
-to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
+``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines, typed by
+:class:`wlcore.replica_state.ReplicaState`: the master followed, the next batch to read, ``tick``
+(last transaction handled), the failure, and each table's Delta version after replay's last
+commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
 """
 from __future__ import annotations
 
@@ -14,9 +12,9 @@ import warnings
 from datetime import datetime
 from typing import Any
 
-from wlcore.batch import parse_utc
 from wlcore.fields import FieldOf
 from wlcore.master_state import MasterState
+from wlcore.replica_state import ReplicaState
 from wlcore.session import active_session
 from wlcore.settings import number, settings
 from wlcore.storage import Storage
@@ -91,7 +89,7 @@ class Replica:
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = cfg.logs
         self.source: Source = (chosen or recorded_source(self.state)
-                               or (shipped_source(default_logs) if default_logs and not self.state else None)
+                               or (shipped_source(default_logs) if default_logs and self.state.empty else None)
                                or master_source(self.master_dbfarm, self.master))
         self._build()
 
@@ -114,8 +112,10 @@ class Replica:
 
     # ------------------------------------------------------------------ options and state
     @property
-    def state(self) -> dict[str, str]:
-        """The replica's ``wlr.config`` values as replay last read or set them (``key -> text``)."""
+    def state(self) -> ReplicaState:
+        """The replica's ``wlr.config`` as replay last read or set it, typed
+        (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty
+        before the replica is made). ``state["key"]`` reads a key's text as the file holds it."""
         return self._book.state
 
     @property
@@ -137,13 +137,13 @@ class Replica:
         """The tables (and rows) this replica carries; None until set up."""
         return self._setup.selection
 
-    def _load(self) -> dict[str, str] | None:
+    def _load(self) -> ReplicaState | None:
         return self._book.load()
 
-    def _load_or_state(self) -> dict[str, str]:
+    def _load_or_state(self) -> ReplicaState:
         return self._book.current()
 
-    def _check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
+    def _check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
         self._setup.check_history(state, mcfg)
 
     @property
@@ -154,8 +154,8 @@ class Replica:
         return self._session
 
     def _applier(self) -> Applier:
-        if self._applier_obj is None or self._applier_obj.dbid != self.state["dbid"]:
-            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state["dbid"],
+        if self._applier_obj is None or self._applier_obj.dbid != self.state.dbid:
+            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state.dbid,
                                         self.source.storage)
         self._applier_obj.logs_storage = self.source.storage
         self._applier_obj.selection = self.selection
@@ -164,12 +164,11 @@ class Replica:
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
         """Id of the last transaction handled (applied, or skipped by accept()); -1 when none."""
-        return int(self._book.current().get("tick", -1))
+        return self._book.current().tick
 
     def clock(self) -> datetime | None:
         """Commit time (UTC) on the master of the last transaction handled; None when none."""
-        text = self._book.current().get("clock")
-        return parse_utc(text) if text else None
+        return self._book.current().clock
 
     def beat(self) -> int:
         """Refresh rate of follow mode, in seconds (MonetDB's ``wlr.beat()``)."""

@@ -34,7 +34,8 @@ from wlcore.databases import did_you_mean, nearest
 from wlcore.discovery import RESERVED
 from wlcore.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
-from wlcore.names import name_of_key, qualified, quote_ident, split_name
+from wlcore.names import qualified, quote_ident, split_name
+from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 from wlcore.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
 
@@ -211,12 +212,11 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     return _Plan(source, uri, version, tick, meta, master, master_path, storage, target, path, existing, notes)
 
 
-def _source(replica, state: dict[str, str], table: str) -> tuple[str, int, int]:
+def _source(replica, state: ReplicaState, table: str) -> tuple[str, int, int]:
     """``(name on the replica, Delta version, tick)`` of ``table`` at the replica's consistent tick."""
     split_name(table)
-    prefix = "at." if "view" in state else "version."
-    versions = {name_of_key(prefix, k): int(v) for k, v in state.items() if k.startswith(prefix)}
-    tick = int(state.get("view", state.get("tick", -1)))
+    versions = state.read_versions()
+    tick = state.view_tick
     if table in versions:
         return table, versions[table], tick
     same = [n for n in versions if split_name(n) == split_name(table)]

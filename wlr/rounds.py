@@ -16,7 +16,7 @@ from typing import Any, Callable
 from wlcore import batch as batchfmt
 from wlcore.batch import utc_iso
 from wlcore.master_state import MasterState
-from wlcore.names import state_key
+from wlcore.replica_state import ReplicaState
 
 from . import failure, monitor
 from .apply import Applier
@@ -96,7 +96,7 @@ class Replay:
         self.stop = stop
 
     @property
-    def state(self) -> dict[str, str]:
+    def state(self) -> ReplicaState:
         """The replica's state in memory."""
         return self.book.state
 
@@ -149,24 +149,24 @@ class Replay:
         if target.kind == "txn" and not todo.reached and mcfg.stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
                                      f"transaction {target.txn} will never be published (the replica "
-                                     f"applied everything up to {self.state.get('tick')})")
+                                     f"applied everything up to {self.state.tick})")
         return RoundResult(todo.reached, todo.waiting_for, mcfg, read.handoff, self._tick())
 
     def _tick(self) -> int:
-        return int(self.state.get("tick", -1))
+        return self.state.tick
 
     def _prepare(self, mcfg: MasterState, target: Target) -> str:
         """Make the replica on first use, record a relay switch and the source; returns the log folder."""
         self.setup.ensure(mcfg, target)
         if self.options.relay_wanted is not None:
-            self.state["relay"] = "1" if self.options.relay_wanted else ""
+            self.state.relay = bool(self.options.relay_wanted)
             self.options.relay_wanted = None
         self.setup.check_history(self.state, mcfg)
         return self.setup.note_source(mcfg)
 
     def _read(self, mcfg: MasterState, logs: str, target: Target) -> _Read:
         """Read the compacted batches that fit, then level 0 up to the batch reaching ``target``."""
-        next_batch, tick = int(self.state.get("batches", 0)), self._tick()
+        next_batch, tick = self.state.batches, self._tick()
         units = self._units(mcfg, logs, tick, next_batch, target)
         if units:  # level 0 continues after them
             self.book.log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
@@ -174,7 +174,7 @@ class Replay:
         self.setup.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
         try:
-            for b in read_batches(self._source().storage, logs, self.setup.master, self.state["dbid"],
+            for b in read_batches(self._source().storage, logs, self.setup.master, self.state.dbid,
                                   next_batch, tick, target):
                 read.batches.append(b)
                 if read.watermark is None or b.manifest.watermark > read.watermark:
@@ -213,7 +213,8 @@ class Replay:
         self.setup.note_history(batches)
         self.book.save()
         if self._tick() > tick:  # wlr.lag_history() reads these lines
-            self.book.log(f"{monitor.TICK_LINE} {self.state['tick']} (committed {self.state.get('clock', '')})")
+            clock = self.state.clock
+            self.book.log(f"{monitor.TICK_LINE} {self.state.tick} (committed {utc_iso(clock) if clock else ''})")
         self._note_recovery(-1)  # a transaction's failure, passed now
 
     def _after_failure(self, failed: Failure | None, read: _Read, target: Target) -> str | None:
@@ -283,11 +284,11 @@ class Replay:
 
     def _advance(self, batches) -> None:
         """Move ``batches`` (the next batch to read) past every batch whose transactions are all handled."""
-        tick = int(self.state["tick"])
+        tick = self.state.tick
         for b in batches:
             if tick < b.manifest.last_txn:
                 break
-            self.state["batches"] = str(b.number + 1)
+            self.state.batches = b.number + 1
 
     def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str],
                progress: bool = True) -> Failure | None:
@@ -300,8 +301,8 @@ class Replay:
 
         def progressed(done: dict[str, int]) -> None:
             reached = consistent_tick(tick0, todo, done)
-            if reached > int(self.state["tick"]):
-                self.state["tick"], self.state["clock"] = str(reached), utc_iso(times[reached])
+            if reached > self.state.tick:
+                self.state.tick, self.state.clock = reached, times[reached]
                 self._advance(batches)
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
             self.book.save()
@@ -312,7 +313,7 @@ class Replay:
         if skipped:  # tables this replica does not carry: handled without being applied
             rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})
             for t in skipped:  # a drop or create there must not leave a stale table entry
-                self.state.pop(state_key("version.", t), None)
+                self.state.drop_version(t)
         failed = rnd.run([r for r in todo if r.table not in skipped], collapse=self.options.collapse,
                          parallelism=self.options.parallelism, progress=progress)
         if skipped:

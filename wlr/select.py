@@ -19,9 +19,11 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from .errors import ReplicaStateError
 from wlcore.errors import ConfigError
+from wlcore.replica_state import ReplicaState
 
 _PATTERN = re.compile(r"^[^\s.]+\.[^\s.]+$")
 
@@ -84,15 +86,22 @@ class Selection:
                 "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else ""}
 
     @classmethod
-    def from_state(cls, state: dict[str, str]) -> "Selection":
+    def from_state(cls, state: ReplicaState | Mapping[str, str]) -> "Selection":
         """The selection a replica's ``wlr.config`` records (none recorded: everything).
+
+        Args:
+            state: the replica's state, or the pairs :meth:`to_state` made.
 
         Raises:
             ConfigError: the recorded values were edited into something malformed.
         """
+        if isinstance(state, ReplicaState):
+            tables_text, where_text = state.select_tables, state.select_where
+        else:
+            tables_text, where_text = state.get("select_tables", ""), state.get("select_where", "")
         try:
-            tables = json.loads(state["select_tables"]) if state.get("select_tables") else []
-            where = json.loads(state["select_where"]) if state.get("select_where") else {}
+            tables = json.loads(tables_text) if tables_text else []
+            where = json.loads(where_text) if where_text else {}
         except json.JSONDecodeError as exc:
             raise ConfigError(f"the replica's recorded selection (select_tables, select_where in wlr.config) is "
                               f"damaged ({exc}); make a new replica") from None

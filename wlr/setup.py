@@ -10,16 +10,15 @@ from typing import Any, Callable
 
 from wlcore import epochs
 from wlcore import snapshots as snap
-from wlcore.batch import parse_utc, utc_iso
 from wlcore.discovery import delta_ref
 from wlcore.settings import number, settings
 from wlcore.errors import ConfigError
 from wlcore.session import check_s3a
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
-from wlcore.names import split_name, state_key
+from wlcore.names import split_name
+from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage, copy_tree
 
-from . import failure
 from .apply import Applier
 from .book import LOG_FILE, StateBook
 from .errors import DivergedError, ReplicaStateError, ReplicationError
@@ -77,7 +76,7 @@ class ReplicaSetup:
         return self._source()
 
     @property
-    def state(self) -> dict[str, str]:
+    def state(self) -> ReplicaState:
         """The replica's state in memory (:attr:`wlr.book.StateBook.state`)."""
         return self.book.state
 
@@ -91,10 +90,10 @@ class ReplicaSetup:
         for a new replica ``replica.tables``/``replica.where`` in config)."""
         self._asked = None if tables is None and where is None else Selection.of(tables, where)
 
-    def _choose_selection(self, state: dict[str, str]) -> None:
+    def _choose_selection(self, state: ReplicaState | None) -> None:
         """Settle the selection: the recorded one (a different one asked is refused), or
-        for a new replica the one asked or configured, its predicates parsed now."""
-        if state and state.get("state") != "restoring":
+        for a new replica (``state`` None) the one asked or configured, its predicates parsed now."""
+        if state is not None and state.state != "restoring":
             recorded = Selection.from_state(state)
             if self._asked is not None:
                 check_same(recorded, self._asked, self.name)
@@ -102,7 +101,9 @@ class ReplicaSetup:
             return
         cfg = settings().replica
         self.selection = self._asked or Selection.of(cfg.tables or None, cfg.where or None)
-        parser = self.spark._jsparkSession.sessionState().sqlParser() if self.selection.where else None
+        if not self.selection.where:
+            return
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
         for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
             try:
                 parser.parseExpression(pred)
@@ -141,11 +142,12 @@ class ReplicaSetup:
         if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
             raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
         state = self.book.load()
-        if state:
+        if state is not None and state.empty:
+            state = None  # a wlr.config without a key: not a replica yet
+        if state is not None:
             self._check_follows(state, mcfg)
             self.check_history(state, mcfg)
-            clock = parse_utc(state["clock"]) if state.get("clock") else None
-            check_not_passed(target, int(state.get("tick", -1)), clock, named=meaning(until, target))
+            check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
         elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
@@ -153,11 +155,11 @@ class ReplicaSetup:
         check_in_time(target, until, pub, datetime.now(timezone.utc),
                       self.default_timeout if timeout is None else number(timeout, "timeout"),
                       settings().capture.settle)
-        self._choose_selection(state or {})
-        if not state or state.get("state") == "restoring":
+        self._choose_selection(state)
+        if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
-            if not state and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
+            if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
                 check_not_empty(target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path),
                                 empty, self.master)
             try:
@@ -213,17 +215,17 @@ class ReplicaSetup:
             self._route = Route(self.source.storage, self.source.root, self.master, mcfg.dbid)
         return self._route
 
-    def _check_follows(self, state: dict[str, str], mcfg: MasterState) -> None:
+    def _check_follows(self, state: ReplicaState, mcfg: MasterState) -> None:
         """Raise ReplicaStateError unless replica ``state`` follows this master, same database id."""
-        if state.get("master") != self.master:
-            raise ReplicaStateError(f"{self.path} is a replica of {state.get('master')!r}, not {self.master!r}")
-        if state.get("dbid") != mcfg.dbid:
+        if state.master != self.master:
+            raise ReplicaStateError(f"{self.path} is a replica of {state.master!r}, not {self.master!r}")
+        if state.dbid != mcfg.dbid:
             raise ReplicaStateError(
                 f"{self.source.label} has database id {mcfg.dbid} but this replica follows "
-                f"{state.get('dbid')}: the master was made anew (or the source is another master's); "
+                f"{state.dbid}: the master was made anew (or the source is another master's); "
                 "make a new replica")
 
-    def check_history(self, state: dict[str, str], mcfg: MasterState) -> None:
+    def check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
         """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
         with the one this replica followed on a transaction both have."""
         self._check_epochs(state, mcfg.epochs, mcfg.tick, f"{self.source.label}'s wlc.config")
@@ -235,15 +237,15 @@ class ReplicaSetup:
             if b.manifest.epochs:
                 self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
 
-    def _check_epochs(self, state: dict[str, str], their_text: str, their_tick: int, where: str) -> None:
+    def _check_epochs(self, state: ReplicaState, their_text: str, their_tick: int, where: str) -> None:
         """Raise DivergedError when ``their_text`` (an epoch history up to ``their_tick``, read
         from ``where``) disagrees with the one in ``state`` on a transaction both have."""
         try:
-            mine, theirs = epochs.parse(state.get("epochs", "")), epochs.parse(their_text)
+            mine, theirs = epochs.parse(state.epochs), epochs.parse(their_text)
         except ValueError as exc:
             raise ReplicaStateError(f"the epoch history in {where} or in {self.path}'s wlr.config is damaged "
                                     f"({exc}); make a new replica") from None
-        tick = int(state.get("tick", -1))
+        tick = state.tick
         at = epochs.diverged(mine, tick, theirs, their_tick)
         if at is None:
             return
@@ -259,12 +261,12 @@ class ReplicaSetup:
 
     def note_history(self, batches) -> None:
         """Keep the epoch history of the batch holding the replica's tick (its manifest's)."""
-        tick = int(self.state.get("tick", -1))
+        tick = self.state.tick
         for b in reversed(batches):
             if b.manifest.epochs and b.manifest.first_txn <= tick:
                 hist = epochs.upto(epochs.parse(b.manifest.epochs), tick)
-                self.state["epochs"] = epochs.format(hist)
-                self.state["epoch"] = epochs.at(hist, tick) or ""
+                self.state.epochs = epochs.format(hist)
+                self.state.epoch = epochs.at(hist, tick) or ""
                 return
 
     def ensure(self, mcfg: MasterState, target: Target) -> None:
@@ -272,7 +274,7 @@ class ReplicaSetup:
         (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
         tables, then state ``new`` at the snapshot's transaction. A crash in between
         restarts the copy. A replica that exists is never reset by a newer snapshot."""
-        if self.state and self.state.get("state") != "restoring":
+        if not self.state.empty and self.state.state != "restoring":
             self._check_follows(self.state, mcfg)
             if self.selection is None:
                 self.selection = Selection.from_state(self.state)
@@ -280,13 +282,13 @@ class ReplicaSetup:
         logs = self.source.logs(mcfg)
         start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
         self.storage.makedirs(self.path)
-        state = {"master": self.master, "masterfarm": self.master_dbfarm, "dbid": mcfg.dbid,
-                 "source": self.source.root, "source_kind": self.source.kind,
-                 **(self.selection or Selection()).to_state(),
-                 "logs": logs, "batches": start.batch + 1, "tick": start.txn,
-                 "clock": utc_iso(start.time) if start.time else "", "skipped": "",
-                 "state": "restoring", **{k: "" for k in failure.ERROR_KEYS}}
-        self.book.state = {k: str(v) for k, v in state.items()}
+        state = ReplicaState.of(master=self.master, masterfarm=self.master_dbfarm, dbid=mcfg.dbid,
+                                source=self.source.root, source_kind=self.source.kind,
+                                **(self.selection or Selection()).to_state(),
+                                logs=logs, batches=start.batch + 1, tick=start.txn, clock=start.time or None,
+                                skipped=[], state="restoring")
+        state.set_error(None, None, "", "")
+        self.book.state = state
         self.book.save()
         hist = epochs.upto(epochs.parse(mcfg.epochs), start.txn)
         if start.path:
@@ -302,14 +304,15 @@ class ReplicaSetup:
                 keep = sel.predicate(name)
                 if keep is not None:  # selective replication: the rows outside the filter go
                     self.spark.sql(f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)")
-                self.state[state_key("version.", name)] = str(applier.current_version(name))
+                self.state.set_version(name, applier.current_version(name))
             self.book.log(f"started from the snapshot of {self.master} at transaction {start.txn} "
                           f"({len(body.tables)} tables, {start.path}, {self.source.label})")
         else:
             self.book.log(f"started empty from master {self.master} ({self.source.label})")
-        self.state.update({"epochs": epochs.format(hist), "epoch": epochs.at(hist, start.txn) or ""})
+        self.state.epochs = epochs.format(hist)
+        self.state.epoch = epochs.at(hist, start.txn) or ""
         self.view.set_view(-1, {})
-        self.state["state"] = "new"
+        self.state.state = "new"
         self.book.save()
 
     def master_config(self) -> MasterState:
@@ -329,11 +332,11 @@ class ReplicaSetup:
         """Record in wlr.config where this round reads (a replica may switch between the
         master, shipped copies and relays of one master); returns the log folder."""
         logs = self.source.logs(mcfg)
-        now = {"source": self.source.root, "source_kind": self.source.kind, "logs": logs}
-        if any(self.state.get(k) != v for k, v in now.items()):
-            if self.state.get("source") and self.state.get("source") != self.source.root:
-                self.book.log(f"now reading from {self.source.label} (was {self.state.get('source')}), "
-                          f"from transaction {int(self.state.get('tick', -1)) + 1}")
-            self.state.update(now)
+        state = self.state
+        if (state.source, state.source_kind, state.logs) != (self.source.root, self.source.kind, logs):
+            if state.source and state.source != self.source.root:
+                self.book.log(f"now reading from {self.source.label} (was {state.source}), "
+                          f"from transaction {state.tick + 1}")
+            state.source, state.source_kind, state.logs = self.source.root, self.source.kind, logs
             self.book.save()
         return logs

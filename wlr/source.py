@@ -21,6 +21,7 @@ from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_master_state as read_master_config
+from wlcore.replica_state import ReplicaState
 from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
@@ -146,9 +147,9 @@ def named_source(name, dbfarm: str | None) -> Source:
                             "or a replica that relays")
 
 
-def recorded_source(state: dict[str, str]) -> Source | None:
+def recorded_source(state: ReplicaState) -> Source | None:
     """The source a replica's ``wlr.config`` records (None for one made before sources)."""
-    root, kind = state.get("source", ""), state.get("source_kind", "")
+    root, kind = state.source, state.source_kind
     if not root or kind not in KINDS:
         return None
     return Source(Storage.of(root), root, kind)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from wlcore.names import name_of_key, split_name, state_key
+from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.storage import Storage
 
@@ -51,13 +51,12 @@ class ConsistentView:
         """
         st = self.book.current()
         reader = (self._spark() or active_session()).read.format("delta")
-        if "view" in st:
-            key = state_key("at.", table)
-            if key not in st:
+        if st.has("view"):
+            if table not in st.views:
                 from wlcore.databases import did_you_mean
-                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st['view']}"
+                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st.view}"
                                         + did_you_mean(table, sorted(self.versions()), "tables"))
-            reader = reader.option("versionAsOf", int(st[key]))
+            reader = reader.option("versionAsOf", st.views[table])
         return reader.load(self.path_of(table))
 
     def tables(self) -> dict:
@@ -67,12 +66,11 @@ class ConsistentView:
     def versions(self) -> dict[str, int]:
         """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
         (:meth:`view_tick`); read them with ``versionAsOf``."""
-        return {name_of_key("at.", k): int(v) for k, v in self.book.current().items() if k.startswith("at.")}
+        return dict(self.book.current().views)
 
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
-        st = self.book.current()
-        return int(st.get("view", st.get("tick", -1)))
+        return self.book.current().view_tick
 
     def set_view(self, tick: int, done: dict[str, int]) -> None:
         """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
@@ -85,16 +83,11 @@ class ConsistentView:
         applier = self._applier()
         state = self.book.state
         view = {}
-        for key, value in state.items():
-            if not key.startswith("version."):
-                continue
-            name = name_of_key("version.", key)
-            at = int(value) if done.get(name, -1) <= tick else applier.version_at(name, tick)
+        for name, version in list(state.versions.items()):
+            at = version if done.get(name, -1) <= tick else applier.version_at(name, tick)
             if at is None:
                 return
             if at >= 0:
-                view[state_key("at.", name)] = str(at)
-        for key in [k for k in state if k.startswith("at.")]:
-            del state[key]
-        state.update(view)
-        state["view"] = str(tick)  # the caller saves
+                view[name] = at
+        state.set_views(view)
+        state.view = tick  # the caller saves

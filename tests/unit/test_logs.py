@@ -7,6 +7,7 @@ import pytest
 
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord
+from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 from wlr import failure
 from wlr.errors import ReplicaStateError
@@ -92,7 +93,7 @@ def test_manifest_of(logs):
 
 
 def test_failure_records_retries_and_skips():
-    state = {"tick": "4", "logs": "/l"}
+    state = ReplicaState.of(tick=4, logs="/l")
     err = failure.record(state, 5, None, None, "batch 5: manifest.json is missing")
     assert err.txn is None and str(err).startswith("replication stopped at batch 5")
     assert failure.stored(state).batch == 5
@@ -106,7 +107,7 @@ def test_failure_records_retries_and_skips():
     assert state["error_cause"] == "checksum mismatch"
     assert failure.skippable(state, "r") == (5, 5)
     assert failure.clear_if_passed(state, read_up_to=99) is None  # tick 4 has not passed txn 5
-    state["tick"] = "5"
+    state.tick = 5
     assert "RECOVERED at transaction 5" in failure.clear_if_passed(state, read_up_to=5)
     with pytest.raises(ReplicaStateError, match="no failed transaction"):
         failure.skippable(state, "r")

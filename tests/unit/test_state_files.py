@@ -228,3 +228,24 @@ def test_the_text_of_a_key_reads_as_from_the_file():
     with pytest.raises(KeyError):
         cfg["held"]
     assert ReplicaState.from_text(REPLICA_TEXT)["version.s.a"] == "4"
+
+
+def test_replays_typed_writes_give_the_text_the_dict_based_writer_gave():
+    """The order replay sets the keys in (wlr.setup's first copy, a round, the end of a call,
+    a later round) lists them as REPLICA_TEXT does, written by replay before the typed state."""
+    farm = "/farm/test_point_in_time_is_a_consis0/dbfarm"
+    st = ReplicaState.of(master="m", masterfarm=farm, dbid="eed78245c0274f57a7a4bc6505df89b5", source=farm + "/m",
+                         source_kind="master", select_tables="", select_where="", logs=farm + "/m/wlc_logs",
+                         batches=0, tick=-1, clock=None, skipped=[], state="restoring")
+    st.set_error(None, None, "", "")
+    st.epochs, st.epoch = "0:54c8c4ed20cb9806", "54c8c4ed20cb9806"
+    st.set_views({})
+    st.view, st.state = -1, "new"
+    st.set_version("s.b", 3)
+    st.set_version("s.a", 4)
+    st.tick, st.clock, st.batches = 6, datetime(2026, 11, 25, 5, 12, 16, 394000, tzinfo=timezone.utc), 7
+    st.set_views({"s.b": 3, "s.a": 4})
+    st.view = 6
+    st.until, st.state = "", "idle"  # the end of the first replicate()
+    st.set_views({"s.b": 3, "s.a": 4})  # a later round moves the view again
+    assert st.to_text() == REPLICA_TEXT
