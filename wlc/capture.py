@@ -26,6 +26,7 @@ open batch's staging folder: no row passes through Python.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from wlcore import alter as alterops
@@ -237,8 +238,11 @@ class Capture:
                 item.cursor = new_cursor
                 planned.append(item)
         mine = [p for p in planned if p.table == name and p.version is not None]
-        for here, after in zip(mine, mine[1:] + [None]):  # the versions after each with the same rows
-            here.stable = after.version - 1 if after is not None else new_cursor.version
+        if mine:  # each keeps the same rows up to the version before the next one
+            assert new_cursor is not None  # an item is planned with the cursor after it
+            stable = [p.version - 1 for p in mine[1:] if p.version is not None] + [new_cursor.version]
+            for here, last in zip(mine, stable):
+                here.stable = last
         return new_cursor
 
     def _hole(self, name: str, path: str, cur: Cursor | None,
@@ -310,20 +314,21 @@ class Capture:
             change = "image"
         if ddl is None and change is None:
             return None, current
-        adds = tuple(added_columns(meta, new_meta)) if ddl == "alter" and change != "image" else ()
+        alters = ddl == "alter" and new_meta is not None and change != "image"
+        adds = tuple(added_columns(meta, new_meta)) if alters and new_meta is not None else ()
         return Planned(name, commit.timestamp, commit.version, commit.operation, ddl, change,
                        current, commit.user, adds, ops if change != "image" else None), current
 
-    def start_cursor(self, path: str) -> Cursor:
+    def start_cursor(self, path: str) -> tuple[Cursor, TableMeta]:
         """A cursor at the table's newest version (its metadata and commit time): where
-        capture starts in a table that a snapshot copies."""
+        capture starts in a table that a snapshot copies; and the definition at that version."""
         version = list_versions(self.storage, path)[-1]
         meta = metadata_at(self.storage, path, version) or self.meta_at(path, version)
         try:
             time = read_commit(self.storage, path, version, file_time=True).timestamp
         except (FileNotFoundError, ValueError):
             time = None
-        return Cursor(version, meta, time)
+        return Cursor(version, meta, time), meta
 
     def meta_at(self, path: str, version: int) -> TableMeta:
         """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when
@@ -377,7 +382,7 @@ class Capture:
             ))
         return records
 
-    def advance(self, cursors: dict[str, Cursor | None]) -> None:
+    def advance(self, cursors: Mapping[str, Cursor | None]) -> None:
         """Move the cursors of the tables whose transactions are staged (a table whose
         transactions this scan took back keeps its own)."""
         for name, cur in cursors.items():

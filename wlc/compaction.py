@@ -187,7 +187,7 @@ def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnReco
            meta: TableMeta | None) -> TxnRecord:
     """The net change of one table's run of change-feed transactions ``items`` as one record."""
     first, last = items[0][1], items[-1][1]
-    with_rows = [(p, r) for p, r in items if r.rows and any(r.counts.values())]
+    with_rows = [(p, r, rows) for p, r in items if (rows := r.rows) and any(r.counts.values())]
     rel = f"rows/{batch_folder(last.table)}/{first.start}-{last.txn}"
     out = TxnRecord(txn=last.txn, gtid=last.gtid, time=last.time, table=last.table, version=last.version,
                     operation=last.operation if len(items) == 1 and first.first is None
@@ -197,17 +197,18 @@ def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnReco
         return out
     out.rows = rel
     if len(with_rows) == 1:  # one transaction's (or one piece's) rows: already net, copied as files
-        p, r = with_rows[0]
-        src = Storage.join(p, r.rows)
+        p, r, rows_path = with_rows[0]
+        src = Storage.join(p, rows_path)
         dst = Storage.join(staging, rel)
-        if r.rows.rsplit("/", 1)[-1].startswith(f"{VERSION_COLUMN}="):
-            dst = Storage.join(dst, r.rows.rsplit("/", 1)[-1])
+        if rows_path.rsplit("/", 1)[-1].startswith(f"{VERSION_COLUMN}="):
+            dst = Storage.join(dst, rows_path.rsplit("/", 1)[-1])
         storage.copy_tree(src, dst)
         out.counts = dict(r.counts)
         return out
     from pyspark.sql import Observation, functions as F
 
-    rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, r.rows)) for p, r in with_rows])
+    rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, rows_path)) for p, _r, rows_path in with_rows])
+    assert last.version is not None  # a change-feed record names the master version it read
     keys = [k for k in (meta.key_columns if meta else []) if k in rows.columns]
     net = (collapse.compact_by_key(rows, keys, last.version) if keys
            else collapse.compact_by_image(rows, last.version))

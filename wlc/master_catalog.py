@@ -66,7 +66,7 @@ class MasterCatalog:
     def check_schemas(self) -> None:
         """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
         ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
-        if self._known_schemas is None or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0):
+        if self._known_schemas is None or self._warehouse is None or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0):
             return
         self._schemas_checked = time.monotonic()
         found = warehouse_schemas(self._warehouse)

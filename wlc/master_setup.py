@@ -57,9 +57,11 @@ class MasterSetup:
         Raises:
             MasterStateError: the database is not a master, or it stopped logging.
         """
+        Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
         existing = read_master_state(self.storage, self.path)
-        if existing is None:
-            Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
+        if existing is None:  # its wlc.config went away since
+            raise MasterStateError(f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being "
+                                   "attached; check the folder")
         self.record.config = existing
         if existing.state != STARTED:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
@@ -211,13 +213,13 @@ class MasterSetup:
             snapshot = snap.folder_of(self.path, -1)
             capture = Capture(self.spark(), self.storage, self.path, self.dbname, dbid, state)
             # what capture switches on is on before the snapshot: its versions need no image later
-            capture.enable_capture_properties({n: capture.start_cursor(p) for n, p in tables.items()})
+            capture.enable_capture_properties({n: capture.start_cursor(p)[0] for n, p in tables.items()})
             starts = {n: capture.start_cursor(p) for n, p in tables.items()}
-            versions = {n: c.version for n, c in starts.items()}
-            metas = {n: c.meta for n, c in starts.items()}
+            versions = {n: c.version for n, (c, _meta) in starts.items()}
+            metas = {n: meta for n, (_c, meta) in starts.items()}
             state.tables = snap.take(snap.copy_session(self.spark()), self.storage, self.path, snapshot, tables,
                                      versions, metas, dbid)
-            for n, c in starts.items():
+            for n, (c, _meta) in starts.items():
                 state.tables[n].time = c.time
             if not self.storage.local:  # visible on an object store by its commit marker
                 self.storage.publish_dir(snapshot, snapshot)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
@@ -68,6 +69,22 @@ class CaptureTiming:
         return cls(cfg.settle, cfg.polling, cfg.poll_interval, cfg.stage_within, cfg.retry_max)
 
 
+@dataclass
+class OpenBatch:
+    """The batch being filled.
+
+    Attributes:
+        staging: its staging folder in the log folder (published by renaming it).
+        opened: ``time.monotonic()`` when its first transaction was staged (its beat counts from then).
+        opening: ``{table: its cursor before this batch}`` (None: a table new in it), where a
+            table's cursor goes back to should its change rows not be readable.
+    """
+
+    staging: str
+    opened: float
+    opening: dict[str, Cursor | None] = field(default_factory=dict)
+
+
 class Publisher:
     """The open batch of one master: staging of what capture finds, publishing when its beat is over.
 
@@ -90,11 +107,9 @@ class Publisher:
         self.last_logged: TxnRecord | None = last  # captured into a batch, published or open
         self.last_published: TxnRecord | None = last
         self._pending: list[TxnRecord] = []
-        self._staging: str | None = None
         self._unwritten: list[tuple[TxnRecord, Planned]] = []  # staged without their change rows yet
         self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
-        self._open_since: float | None = None
-        self._opening: dict[str, Cursor | None] = {}  # {table: its cursor before the open batch}
+        self._open: OpenBatch | None = None
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
 
 
@@ -139,7 +154,7 @@ class Publisher:
         self.notes.held(cap.holds.status())
         return cap.deferred
 
-    def _stage(self, items: list[Planned], cursors: dict[str, Cursor | None]) -> None:
+    def _stage(self, items: list[Planned], cursors: Mapping[str, Cursor | None]) -> None:
         """Give ``items`` ids and records in the open batch and move the cursors.
 
         Reading the commit files is all a commit costs here: the change rows are copied
@@ -150,13 +165,14 @@ class Publisher:
         the last published batch.
         """
         cap = self.capture
-        if self._staging is None:
-            self._staging = batchfmt.open_staging(self.storage, self.record.logs, self.dbname, cap.state.next_batch)
-            self._open_since = time.monotonic()
+        if self._open is None:
+            staging = batchfmt.open_staging(self.storage, self.record.logs, self.dbname, cap.state.next_batch)
+            self._open = OpenBatch(staging, time.monotonic())
+        opening = self._open.opening
         for item in items:  # where each table's cursor goes back to, should its rows not be readable
-            if item.table not in self._opening:
+            if item.table not in opening:
                 old = cap.state.tables.get(item.table)
-                self._opening[item.table] = None if old is None else Cursor.from_json(old.to_json())
+                opening[item.table] = None if old is None else Cursor.from_json(old.to_json())
         records = cap.to_records(items)
         if self._unwritten_since is None:
             self._unwritten_since = time.monotonic()
@@ -171,9 +187,9 @@ class Publisher:
         On failure nothing is lost: the transactions keep their ids and the next call writes
         them again (a version's rows are replaced, never appended twice).
         """
-        if not self._unwritten:
+        if not self._unwritten or self._open is None:
             return
-        written = self.capture.write_rows(self._staging, [item for _rec, item in self._unwritten])
+        written = self.capture.write_rows(self._open.staging, [item for _rec, item in self._unwritten])
         for i, (rec, item) in enumerate(self._unwritten):
             rec.rows, rec.counts, rec.lost = written.rows.get(i), written.counts.get(i, {}), written.lost.get(i)
             rec.change, rec.gap = item.change, item.gap
@@ -185,10 +201,10 @@ class Publisher:
             self.capture.holds.release(table, "rows")  # held for its rows: they are written now
         self._unwritten, self._unwritten_since = [], None
         if written.unreadable:
-            self._take_back(written.unreadable)
+            self._take_back(self._open, written.unreadable)
         crash_point("capture.staged")
 
-    def _take_back(self, unreadable: dict[str, str]) -> None:
+    def _take_back(self, open_batch: OpenBatch, unreadable: dict[str, str]) -> None:
         """Take the open batch's transactions of tables whose rows cannot be read out of it
         (:mod:`wlc.holds`): their cursors go back, the tables are held and read again with
         backoff, the other transactions keep their order with ids closed up. Nothing of the
@@ -201,13 +217,13 @@ class Publisher:
             bound = min((r.committed or r.time) for r in mine) if mine else None
             cap.holds.hold(table, f"its rows cannot be read: {cause}", bound, now, kind="rows")
             cap.taken_back.add(table)  # logged and noted by TableNotes.held at the end of the scan
-            opening = self._opening.pop(table, None)
+            opening = open_batch.opening.pop(table, None)
             if opening is None:
                 cap.state.tables.pop(table, None)
             else:
                 cap.state.tables[table] = opening
             for sub in ("rows", "images"):
-                self.storage.rm(Storage.join(self._staging, sub, batch_folder(table)))
+                self.storage.rm(Storage.join(open_batch.staging, sub, batch_folder(table)))
         self._pending = [r for r in self._pending if r.table not in unreadable]
         for i, rec in enumerate(self._pending):
             rec.txn, rec.gtid = first + i, f"{self.record.config.dbid}:{first + i}"
@@ -215,16 +231,19 @@ class Publisher:
         self.last_logged = self._pending[-1] if self._pending else self.last_published
 
     def _publish_at(self) -> float:
-        """``time.monotonic()`` at which the open batch is published (its beat is over)."""
-        return self._open_since + self.record.beat_seconds
+        """``time.monotonic()`` at which the open batch is published (its beat is over); never when none is open."""
+        return float("inf") if self._open is None else self._open.opened + self.record.beat_seconds
 
     def _write_at(self) -> float:
-        """``time.monotonic()`` at which the staged change rows are written (the oldest waited ``stage_within``)."""
+        """``time.monotonic()`` at which the staged change rows are written (the oldest waited
+        ``stage_within``); never when none waits."""
+        if self._unwritten_since is None:
+            return float("inf")
         return self._unwritten_since + self.timing.stage_within
 
     def due_in(self) -> float | None:
         """Seconds until the open batch is due (published, or its staged rows written); None: nothing open."""
-        if not self._pending or self._open_since is None:
+        if not self._pending or self._open is None:
             return None
         due = self._publish_at() if not self._unwritten else min(self._publish_at(), self._write_at())
         return max(0.0, due - time.monotonic())
@@ -238,9 +257,10 @@ class Publisher:
         cap = self.capture
         self._write_rows()
         watermark = cap.holds.watermark(watermark)  # never past a held table's first unread commit
-        if not self._pending:  # every staged transaction was taken back: its table is held
-            self.storage.rm(self._staging)
-            self._staging, self._open_since, self._opening = None, None, {}
+        if not self._pending or self._open is None:  # every staged transaction was taken back: its table is held
+            if self._open is not None:
+                self.storage.rm(self._open.staging)
+            self._open = None
             self._note_watermark(watermark)
             return
         number_ = cap.state.next_batch
@@ -250,7 +270,7 @@ class Publisher:
         state.next_batch += 1
         manifest.cursors = state.to_json()
         try:
-            batchfmt.publish(self.storage, self.record.logs, self._staging, manifest)
+            batchfmt.publish(self.storage, self.record.logs, self._open.staging, manifest)
         except FileExistsError:
             raise BatchError(
                 f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
@@ -261,7 +281,7 @@ class Publisher:
         # published: these records must never be published again, whatever happens below
         cap.state.next_batch += 1
         self.last_logged = self.last_published = self._pending[-1]
-        self._pending, self._staging, self._open_since, self._opening = [], None, None, {}
+        self._pending, self._open = [], None
         self.record.config.batches, self.record.config.tick = cap.state.next_batch, manifest.last_txn
         self.record.config.write, self.record.config.watermark = self.last_logged.time, watermark
         self.record.save()

@@ -46,6 +46,37 @@ class Target:
         if (self.kind == TXN and self.txn is None) or (self.kind == TIME and self.time is None):
             raise TargetError(f"a {self.kind!r} target needs its {self.kind}; build targets with parse_until")
 
+    @property
+    def upto_txn(self) -> int:
+        """The bound of a ``"txn"`` target: the last transaction id it includes (-1: before the first).
+
+        Raises:
+            TargetError: the target is not a ``"txn"`` one.
+        """
+        if self.kind != TXN or self.txn is None:
+            raise TargetError(f"a {self.kind!r} target has no transaction id; check target.kind first")
+        return self.txn
+
+    @property
+    def upto_time(self) -> datetime:
+        """The bound of a ``"time"`` target: the last UTC commit instant it includes.
+
+        Raises:
+            TargetError: the target is not a ``"time"`` one.
+        """
+        if self.kind != TIME or self.time is None:
+            raise TargetError(f"a {self.kind!r} target has no instant; check target.kind first")
+        return self.time
+
+    def precedes(self, txn: int, time: datetime) -> bool:
+        """True when the point ``txn`` committed at ``time`` (UTC) comes before the bound, exclusive:
+        the rule of a lower bound such as ``wlr log --since``. Never for ``"all"``."""
+        if self.kind == TXN:
+            return txn < self.upto_txn
+        if self.kind == TIME:
+            return time < self.upto_time
+        return False
+
     def __str__(self) -> str:
         if self.kind == TXN:
             return f"transaction {self.txn}"

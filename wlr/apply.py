@@ -30,7 +30,8 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 
 from wlcore import collapse
 from .ddl import TableDDL
-from .merge import ApplyError, Merges
+from .merge import ApplyError, Merger
+from .select import Selection
 from .plan import span_text
 
 log = logging.getLogger("wlr.apply")
@@ -63,6 +64,30 @@ def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
     return None if span is None else (span[1], span[2])
 
 
+def definition(rec: TxnRecord) -> TableMeta:
+    """The table definition a create, alter or image record carries.
+
+    Raises:
+        ApplyError: the record carries none (its batch was written wrong or damaged).
+    """
+    if not rec.meta:
+        raise ApplyError(f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
+                         "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()")
+    return TableMeta.from_json(rec.meta)
+
+
+def rows_of(rec: TxnRecord) -> str:
+    """The folder, inside its batch, of the change rows or image a record carries.
+
+    Raises:
+        ApplyError: the record has none (its batch was written wrong or damaged).
+    """
+    if not rec.rows:
+        raise ApplyError(f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
+                         "damaged; restore the batch, or skip the transaction with wlr.accept()")
+    return rec.rows
+
+
 def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
     markers), so threads applying different tables never see each other's settings."""
@@ -75,7 +100,7 @@ def replay_session(base):
     return session
 
 
-class Applier(Merges):
+class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
     ``spark`` is a SparkSession or a function returning one, called at the first Spark use
@@ -90,7 +115,9 @@ class Applier(Merges):
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
         self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+        self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
         self.ddl = TableDDL(self)
+        self.merger = Merger(lambda: self.spark, self.tagged)
 
     @property
     def spark(self):
@@ -194,7 +221,7 @@ class Applier(Merges):
 
     # ------------------------------------------------------------------ applying
     @contextmanager
-    def _tagged(self, text: str, version: int | None = None):
+    def tagged(self, text: str, version: int | None = None):
         """Commits made inside carry the replay tag ``text``; with ``version``, also Delta's
         idempotent marker (SQL commands; DataFrame writes pass it as options)."""
         conf = self.spark.conf
@@ -209,6 +236,11 @@ class Applier(Merges):
             if version is not None:
                 conf.unset("spark.databricks.delta.write.txnAppId")
                 conf.unset("spark.databricks.delta.write.txnVersion")
+
+    def row_filter(self, table: str):
+        """The replica's row filter of ``table`` (:mod:`wlr.select`) as a Column (NULL counts as false), or None."""
+        pred = self.selection.predicate(table) if self.selection is not None else None
+        return None if pred is None else F.coalesce(F.expr(pred), F.lit(False))
 
     def part(self, rec: TxnRecord) -> str:
         """The tag of a part commit of ``rec`` (every commit of a transaction but its last)."""
@@ -225,31 +257,30 @@ class Applier(Merges):
             if is_delta_table(self.storage, path):
                 self.storage.rm(path)
             return
-        meta = TableMeta.from_json(rec.meta) if rec.meta else None
         if rec.ddl == "create":
             if exists and self.last_final_txn(rec.table) < 0 and not self.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             if not exists and self.storage.exists(path):
                 self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
-            self.ddl.create(rec.table, delta_ref(uri), meta, self.part(rec))
+            self.ddl.create(rec.table, delta_ref(uri), definition(rec), self.part(rec))
         elif not exists:
             raise ApplyError(f"table {rec.table} does not exist on the replica")
         elif rec.ddl == "alter" and rec.change != "image":
-            self.ddl.alter(rec.table, delta_ref(uri), meta, rec.ops, self.part(rec))
+            self.ddl.alter(rec.table, delta_ref(uri), definition(rec), rec.ops, self.part(rec))
         if rec.change == "cdf":
             self.apply_segment([(batch_path, rec)])
             return
         if rec.change == "image":
-            rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(batch_path, rec.rows)))
+            rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(batch_path, rows_of(rec))))
             keep = self.row_filter(rec.table)
-            self._replace(rec, uri, rows if keep is None else rows.filter(keep), meta)
+            self._replace(rec, uri, rows if keep is None else rows.filter(keep), definition(rec))
             return
         # DDL only: one tagged commit records the transaction
         self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     def _mark_final(self, text: str, txn: int, uri: str) -> None:
         """The final commit (tag ``text``) when the last step was not one: a property commit."""
-        with self._tagged(text):
+        with self.tagged(text):
             self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{txn}')")
 
     def created_by_replay(self, name: str) -> bool:
@@ -270,7 +301,7 @@ class Applier(Merges):
 
         def write_rows(df: DataFrame, final: bool) -> None:
             out = df.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
-            with self._tagged(tag(self.dbid, rec.txn, part=not final)):
+            with self.tagged(tag(self.dbid, rec.txn, part=not final)):
                 (out.write.format("delta").mode("overwrite")
                     .option("txnAppId", self.app_id).option("txnVersion", rec.txn).save(uri))
 
@@ -298,20 +329,20 @@ class Applier(Merges):
             raise ApplyError(f"table {name} does not exist on the replica")
         text = tag(self.dbid, last.txn, first=first.start)
         alters = [r for _, r in items if r.ddl == "alter"]
-        shape = TableMeta.from_json(alters[-1].meta) if alters else None
+        shape = definition(alters[-1]) if alters else None
         meta = self.current_meta(name)
         evolve = shape is not None and bool(set(shape.columns) - set(meta.columns if meta else []))
         with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
         if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
             for alter in alters:
-                self.ddl.alter(name, delta_ref(uri), TableMeta.from_json(alter.meta), alter.ops,
+                self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops,
                                tag(self.dbid, last.txn, part=True, first=first.txn))
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
         # an imposed schema would read NULL there without a word
-        rows = collapse.read_rows(self.spark, [self.logs_storage.uri(Storage.join(p, r.rows)) for p, r in with_rows],
+        rows = collapse.read_rows(self.spark, [self.logs_storage.uri(Storage.join(p, rows_of(r))) for p, r in with_rows],
                                   StructType.fromJson(shape.schema) if shape is not None else None)
         cols = collapse.data_columns(rows)
         have = set(meta.columns if meta else cols)
@@ -321,18 +352,18 @@ class Applier(Merges):
         if kinds <= {"insert"}:
             out = rows.select(*[quote_ident(c) for c in cols])
             out = out if keep is None else out.filter(keep)
-            with self._tagged(text):
+            with self.tagged(text):
                 (out.write.format("delta").mode("append")
                      .option("txnAppId", self.app_id).option("txnVersion", last.txn)
                      .option("mergeSchema", str(evolve).lower()).save(uri))
         elif keys:
             identity = tuple(f["name"] for f in (meta.schema.get("fields", []) if meta else [])
                              if (f.get("metadata") or {}).get(IDENTITY_START) is not None)
-            self._merge_by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep,
+            self.merger.by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep,
                                identity)
         else:
             net = collapse.net_by_image(rows)
-            self._merge_by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
+            self.merger.by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
         newest = read_commit(self.storage, self.table_path(name), self.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name,

@@ -67,7 +67,7 @@ def _follow(rep, args: argparse.Namespace) -> int:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
-    failed: list[BaseException] = []
+    failed: list[WlcError] = []
 
     def run() -> None:
         try:

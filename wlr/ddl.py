@@ -39,7 +39,7 @@ class TableDDL:
         """Create the replica table ``name`` at ``ref`` as ``meta`` defines it (CHECK
         constraints already there, after a resumed create, are not added again)."""
         have = self.applier.current_meta(name)
-        with self.applier._tagged(part):
+        with self.applier.tagged(part):
             for stmt in create_sql(ref, meta):
                 if " ADD CONSTRAINT " in stmt and have is not None and _constraint_of(stmt) in {
                         k.lower() for k in have.constraints}:
@@ -57,7 +57,7 @@ class TableDDL:
         needed = alterops.features_needed(ops)
         if needed:
             ops = [{"op": "set_properties", "properties": needed}, *ops]
-        with self.applier._tagged(part):
+        with self.applier.tagged(part):
             for op in ops:
                 if alterops.done(op, self.applier.current_meta(name)):
                     continue
@@ -78,7 +78,7 @@ class TableDDL:
         part = self.applier.part(rec)
         if reshape:
             if not self.written(name, rec.txn):
-                with self.applier._tagged(part):
+                with self.applier.tagged(part):
                     for stmt in create_sql(ref, meta):
                         if stmt.startswith("CREATE TABLE IF NOT EXISTS "):
                             # REPLACE TABLE: a path's table (CREATE OR REPLACE refuses another schema there)

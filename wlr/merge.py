@@ -1,10 +1,13 @@
 """The MERGEs that land a collapsed segment on a replica table, and selective replication's
 row filter (:mod:`wlr.select`) on the way in.
 
-A mixin of :class:`wlr.apply.Applier` (it uses ``spark``, ``_tagged`` and ``selection``).
+A part of :class:`wlr.apply.Applier`, which gives it its Spark session and the context that
+tags a replay commit.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
@@ -12,8 +15,6 @@ from pyspark.sql import DataFrame, functions as F
 from wlcore import collapse
 from wlcore.canonical import all_same, canon
 from wlcore.names import quote_ident
-
-from .select import Selection
 
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
@@ -33,19 +34,25 @@ def _image_key(df: DataFrame, cols: list[str]):
 
 
 
-class Merges:
-    """MERGE helpers of :class:`wlr.apply.Applier`."""
+class Merger:
+    """The MERGEs of :class:`wlr.apply.Applier`.
 
-    selection: Selection | None = None  # wlr.select.Selection of the replica (None: every table, every row)
-    spark: Any  # the Applier's Spark session
-    _tagged: Any  # the Applier's context manager naming a Delta commit
+    Args:
+        spark: returns the applier's Spark session (the one of the thread applying).
+        tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
+            ``text`` and Delta's idempotent marker ``version`` (:meth:`wlr.apply.Applier.tagged`).
+    """
 
-    def row_filter(self, table: str):
-        """The replica's row filter of ``table`` as a Column (NULL counts as false), or None."""
-        pred = self.selection.predicate(table) if self.selection is not None else None
-        return None if pred is None else F.coalesce(F.expr(pred), F.lit(False))
+    def __init__(self, spark: Callable[[], Any], tagged: Callable[[str, int], AbstractContextManager]):
+        self._session = spark
+        self._tagged = tagged
 
-    def _merge_by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+    @property
+    def spark(self):
+        """The applier's Spark session."""
+        return self._session()
+
+    def by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
                       keys: list[str], evolve: bool = False, keep=None, fixed: tuple[str, ...] = ()) -> None:
         """Last state per key: upsert where the key exists after the segment, else delete.
 
@@ -69,7 +76,7 @@ class Merges:
             *check,
             ("insert", f"s.{collapse.OP}", values)], materialize=False)
 
-    def _merge_by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
+    def by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
                         have_cols: set[str], evolve: bool = False) -> None:
         """Multiset semantics: deleting one of two identical rows leaves one.
 

@@ -113,16 +113,16 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, next_tim
     Raises:
         TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
     """
-    if target.kind == "txn" and target.txn < tick:
-        msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.txn}: "
-        raise TargetError(msg + f"make a new replica with replicate(until={target.txn})",
+    if target.kind == "txn" and target.upto_txn < tick:
+        msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.upto_txn}: "
+        raise TargetError(msg + f"make a new replica with replicate(until={target.upto_txn})",
                           cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
-                                    f"--until {target.txn}")
-    if target.kind == "time" and clock is not None and target.time < clock:
+                                    f"--until {target.upto_txn}")
+    if target.kind == "time" and clock is not None and target.upto_time < clock:
         msg = (f"the replica has already applied transactions up to {clock.isoformat()}; it "
-               f"cannot go back to {named or target.time.isoformat()}: make a new replica with ")
+               f"cannot go back to {named or target.upto_time.isoformat()}: make a new replica with ")
         raise TargetError(msg + "that until",
-                          cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.time.isoformat()}")
+                          cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.upto_time.isoformat()}")
 
 
 def plan(tick: int, published: Sequence[TxnRef], target: Target,
@@ -156,20 +156,20 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
     if target.kind == "txn":
         if target.reached_by(last, None):
             return Plan(todo, True)
-        return Plan(todo, False, f"transaction {target.txn} (published up to {last})")
+        return Plan(todo, False, f"transaction {target.upto_txn} (published up to {last})")
     for ref in published:
-        if ref.committed is not None and ref.committed <= target.time < ref.time:
+        if ref.committed is not None and ref.committed <= target.upto_time < ref.time:
             raise TargetError(
                 f"table {ref.table} could not be read by capture for a while: its transaction {ref.txn}, committed "
                 f"{ref.committed.isoformat()}, was captured late, after transactions committed later; no state of "
-                f"the replica is the master as of {target.time.isoformat()}. Choose an instant before "
+                f"the replica is the master as of {target.upto_time.isoformat()}. Choose an instant before "
                 f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id")
     # the watermark is the proof (Target.reached_by); a later transaction is proof only where
     # there is no watermark, since a held table's transactions may be published after later ones
     later = len(todo) < len(published)
     reached = master_stopped or (target.reached_by(last, watermark) if watermark is not None else later)
     return Plan(todo, reached, "" if reached else
-                f"the master's watermark to pass {target.time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
+                f"the master's watermark to pass {target.upto_time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
 
 
 def segments(todo: Sequence[TxnRef], collapse: bool = True) -> dict[str, list[Segment]]:

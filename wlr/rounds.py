@@ -148,7 +148,7 @@ class Replay:
             return RoundResult(False, "stop() was called", mcfg, read.handoff, self._tick())
         if target.kind == "txn" and not todo.reached and mcfg.stopped:
             raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
-                                     f"transaction {target.txn} will never be published (the replica "
+                                     f"transaction {target.upto_txn} will never be published (the replica "
                                      f"applied everything up to {self.state.tick})")
         return RoundResult(todo.reached, todo.waiting_for, mcfg, read.handoff, self._tick())
 

@@ -64,8 +64,8 @@ class Route:
             if not target.admits(chosen.txn, chosen.time):
                 raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
             return chosen
-        chosen = choose_start(starts, target)
-        if chosen is None:
+        best = choose_start(starts, target)
+        if best is None:
             if not starts:
                 raise TargetError(f"master {self.master!r} has no reachable starting point: its snapshots and first "
                                   "batches were pruned; take a snapshot on the master (wlc.snapshot())",
@@ -74,7 +74,7 @@ class Route:
             raise TargetError(f"the target {target} is older than the earliest reachable point of master "
                               f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
                               "Choose a later target")
-        return chosen
+        return best
 
     def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
         """``(txn, commit time)`` of the first transaction after ``start``, read from the

@@ -61,11 +61,11 @@ def meaning(until, target: Target) -> str:
     """The target as messages name it: ``transaction 42``, ``2030-01-01T00:00:00Z``, or for a
     date-only string ``2026-11-24 (taken as 2026-11-24T00:00:00Z, the start of that day, UTC)``."""
     if target.kind == "txn":
-        return "before the first transaction (transaction -1)" if target.txn == -1 else f"transaction {target.txn}"
+        return "before the first transaction (transaction -1)" if target.upto_txn == -1 else f"transaction {target.upto_txn}"
     if target.kind == "time":
         if date_only(until):
             return f"{until.strip()} ({_taken(target)})"
-        return instant(target.time)
+        return instant(target.upto_time)
     return "everything published"
 
 
@@ -77,7 +77,7 @@ def asked(until, target: Target, cli: bool = False) -> str:
 
 
 def _taken(target: Target) -> str:
-    return f"taken as {instant(target.time)}, the start of that day, UTC"
+    return f"taken as {instant(target.upto_time)}, the start of that day, UTC"
 
 
 def date_note(until, target: Target, cli: bool = False) -> str | None:
@@ -87,7 +87,7 @@ def date_note(until, target: Target, cli: bool = False) -> str | None:
     if target.kind != "time" or not date_only(until):
         return None
     example = f"{until.strip()}T17:30:00Z"
-    return (f"{spelled(until.strip(), cli)} taken as {instant(target.time)} (the start of that day, UTC); write the "
+    return (f"{spelled(until.strip(), cli)} taken as {instant(target.upto_time)} (the start of that day, UTC); write the "
             f"full instant to mean another time, e.g. {spelled(example, cli)}")
 
 
@@ -145,9 +145,9 @@ def ahead(target: Target, pub: Published) -> bool:
     instant after the watermark of a master still logging (a stopped master's every commit is
     published)."""
     if target.kind == "txn":
-        return target.txn > pub.tick
+        return target.upto_txn > pub.tick
     if target.kind == "time":
-        return not pub.stopped and (pub.watermark is None or pub.watermark < target.time)
+        return not pub.stopped and (pub.watermark is None or pub.watermark < target.upto_time)
     return False
 
 
@@ -188,7 +188,7 @@ def check_in_time(target: Target, until, pub: Published, now: datetime, timeout:
     """
     if target.kind != "time" or not ahead(target, pub):
         return
-    wait = (target.time - now).total_seconds() + settle
+    wait = (target.upto_time - now).total_seconds() + settle
     if wait <= timeout:
         return
     why = (f" is {_span(wait - settle)} from now; capture publishes an instant {settle:g} s after it at the "
@@ -221,9 +221,9 @@ def check_not_empty(target: Target, until, first: tuple[int, datetime] | None, p
     if empty or target.kind == "all":
         return
     if target.kind == "txn":
-        before = target.txn < 0
+        before = target.upto_txn < 0
     elif first is not None:
-        before = target.time < first[1]
+        before = target.upto_time < first[1]
     else:
         before = not ahead(target, pub)  # nothing published, and the watermark is past the target
     if not before:

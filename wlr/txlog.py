@@ -41,7 +41,7 @@ def _bound(value) -> Target | None:
 
 
 def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
-    if since is not None and (rec.txn < since.txn if since.kind == "txn" else rec.time < since.time):
+    if since is not None and since.precedes(rec.txn, rec.time):
         return False
     if until is not None and not until.admits(rec.txn, rec.time):
         return False

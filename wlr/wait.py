@@ -78,7 +78,7 @@ class TargetWait:
             self.bar = None
 
     def _short(self) -> str:
-        return f"transaction {self.target.txn}" if self.target.kind == "txn" else meaning(self.until, self.target)
+        return f"transaction {self.target.upto_txn}" if self.target.kind == "txn" else meaning(self.until, self.target)
 
     @staticmethod
     def _status(pub: Published) -> str:
