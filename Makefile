@@ -1,6 +1,6 @@
 # wlc/wlr: everything a fresh machine needs is made here.
 #   make demo   - create .venv, install, fetch TPC-H dbgen, run the TPC-H replication demo
-#   make check  - lint (ruff), types (mypy), import contracts (import-linter), unit tests: under 2 minutes
+#   make check  - lint and format (ruff), types (mypy), import contracts (import-linter), unit tests: under 2 minutes
 #   make test   - create .venv if needed, the checks of make check, the documentation build, then the whole
 #                 test suite with the random-kill loops
 #   make docs   - build the documentation site strictly into site/ (make test runs it first)
@@ -61,7 +61,8 @@ unit: $(STAMP)
 # the packages' and the tests' lint (pyproject.toml: [tool.ruff]), types ([tool.mypy]) and the
 # arrows between wlcore, wlc and wlr ([tool.importlinter])
 lint: $(STAMP)
-	$(PY) -m ruff check wlc wlcore wlr tests bench demo
+	$(PY) -m ruff check wlc wlcore wlr tests bench demo docs
+	$(PY) -m ruff format --check --quiet wlc wlcore wlr tests bench demo docs
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 

@@ -13,6 +13,7 @@ A variant is ``name`` or ``name:key=value[,key=value...]``: Spark settings of re
 sessions (set on each one ``wlr.apply.replay_session`` makes). ``--event-log FOLDER`` also
 writes Spark's event log there, to compare task time per job.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,22 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("farm", help="dbfarm kept by bench/catchup.py --keep (holds 'bench' and 'base')")
-    ap.add_argument("--variant", action="append", required=True,
-                    help="name or name:key=value,...: Spark settings of replay's sessions (repeatable)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        required=True,
+        help="name or name:key=value,...: Spark settings of replay's sessions (repeatable)",
+    )
     ap.add_argument("--runs", type=int, default=5, help="timed runs of each variant (default 5)")
     ap.add_argument("--warm", type=int, default=4, help="untimed warm-up runs (default 4)")
     ap.add_argument("--event-log", help="write Spark's event log into this folder")
     args = ap.parse_args()
     variants = [parse_variant(v) for v in args.variant]
     if not os.path.isdir(os.path.join(args.farm, "base")) or not os.path.isdir(os.path.join(args.farm, MASTER)):
-        raise SystemExit(f"{args.farm} is not a kept bench farm (no 'base' and '{MASTER}'); make one with: "
-                         ".venv/bin/python bench/catchup.py --methods grouped --keep")
+        raise SystemExit(
+            f"{args.farm} is not a kept bench farm (no 'base' and '{MASTER}'); make one with: "
+            ".venv/bin/python bench/catchup.py --methods grouped --keep"
+        )
     extra = {}
     if args.event_log:
         os.makedirs(args.event_log, exist_ok=True)
@@ -67,7 +74,9 @@ def main() -> int:
     wlc.spark_session(**extra)
     storage = Storage.of(args.farm)
     logs = os.path.join(args.farm, MASTER, "wlc_logs")
-    recs = [t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns]
+    recs = [
+        t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns
+    ]
     end_txn = max(t.txn for t in recs if t.table != "s.hot")  # the backlog, without the growth run's edits
     made = apply_module.replay_session
 
@@ -77,6 +86,7 @@ def main() -> int:
             for key, value in conf.items():
                 s.conf.set(key, value)
             return s
+
         apply_module.replay_session = session
         folder = os.path.join(args.farm, "ab_run")
         shutil.rmtree(folder, ignore_errors=True)
@@ -100,8 +110,10 @@ def main() -> int:
     first = statistics.median(times[variants[0][0]])
     for name, _ in variants:
         med = statistics.median(times[name])
-        print(f"{name:12s} median {med:6.2f} s  x{med / first:.2f} of {variants[0][0]}  runs "
-              + " ".join(f"{t:.2f}" for t in times[name]))
+        print(
+            f"{name:12s} median {med:6.2f} s  x{med / first:.2f} of {variants[0][0]}  runs "
+            + " ".join(f"{t:.2f}" for t in times[name])
+        )
     return 0
 
 

@@ -12,6 +12,7 @@ Then the idle cost: the process and its JVM are left alone for ``--idle`` second
 use are measured from ``/proc`` (Linux). The capture figure is the difference, as a share of
 one core.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,21 +55,27 @@ class Cost:
         self.path = m.table_path("s.t")
         m.close()
         rows = self.args.rows
-        (self.spark.range(rows).selectExpr("CAST(id AS INT) AS id", "CAST(id % 1000 AS INT) AS v",
-                                           "CAST(uuid() AS STRING) AS note")
-         .write.format("delta").option("delta.enableChangeDataFeed", "true")
-         .option("delta.enableInCommitTimestamps", "true").save(self.path))
+        (
+            self.spark.range(rows)
+            .selectExpr("CAST(id AS INT) AS id", "CAST(id % 1000 AS INT) AS v", "CAST(uuid() AS STRING) AS note")
+            .write.format("delta")
+            .option("delta.enableChangeDataFeed", "true")
+            .option("delta.enableInCommitTimestamps", "true")
+            .save(self.path)
+        )
         self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ('wlc.key' = 'id')")
 
     def statement(self) -> str:
         self.n += 1
         i, ref, rows = self.n, f"delta.`{self.path}`", self.args.rows
-        return [f"UPDATE {ref} SET v = v + 1 WHERE id IN ({i * 7 % rows}, {i * 13 % rows}, {i * 31 % rows})",
-                f"INSERT INTO {ref} VALUES ({rows + i}, {i}, 'new{i}'), ({rows + 10_000_000 + i}, {i}, 'n')",
-                f"DELETE FROM {ref} WHERE id = {i * 17 % rows}",
-                f"MERGE INTO {ref} t USING (SELECT {i * 19 % rows} AS id, {i} AS v) s ON t.id = s.id "
-                f"WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v, note) "
-                f"VALUES (s.id, s.v, 'm')"][i % 4]
+        return [
+            f"UPDATE {ref} SET v = v + 1 WHERE id IN ({i * 7 % rows}, {i * 13 % rows}, {i * 31 % rows})",
+            f"INSERT INTO {ref} VALUES ({rows + i}, {i}, 'new{i}'), ({rows + 10_000_000 + i}, {i}, 'n')",
+            f"DELETE FROM {ref} WHERE id = {i * 17 % rows}",
+            f"MERGE INTO {ref} t USING (SELECT {i * 19 % rows} AS id, {i} AS v) s ON t.id = s.id "
+            f"WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v, note) "
+            f"VALUES (s.id, s.v, 'm')",
+        ][i % 4]
 
     def block(self) -> list[float]:
         out = []
@@ -136,11 +143,16 @@ def main() -> int:
     for label, values in times.items():
         mean = statistics.mean(values)
         print(f"{label:<12} {mean:>12.3f} {statistics.median(values):>8.3f} {mean / base:>7.2f}x")
-    print(f"\nidle CPU (process + JVM, share of one core): no capture {idle_off:.1%}, "
-          f"capture on {idle_on:.1%}, capture's own {max(0.0, idle_on - idle_off):.1%}")
+    print(
+        f"\nidle CPU (process + JVM, share of one core): no capture {idle_off:.1%}, "
+        f"capture on {idle_on:.1%}, capture's own {max(0.0, idle_on - idle_off):.1%}"
+    )
     over = {k: statistics.mean(v) / base - 1 for k, v in times.items() if k != "off"}
-    print("SUMMARY capture write overhead: " + ", ".join(f"{k} {v:+.0%}" for k, v in over.items())
-          + f" (goal <= +15%); idle capture {max(0.0, idle_on - idle_off):.1%} of a core (goal < 1%)")
+    print(
+        "SUMMARY capture write overhead: "
+        + ", ".join(f"{k} {v:+.0%}" for k, v in over.items())
+        + f" (goal <= +15%); idle capture {max(0.0, idle_on - idle_off):.1%} of a core (goal < 1%)"
+    )
     return 0
 
 

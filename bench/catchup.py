@@ -31,6 +31,7 @@ replay runs once (its 300 transactions average out):
 Then a growth run: ``--growth`` N and 4N transactions of hot-key edits on the same keys,
 replayed grouped. Prints a table and a summary line with the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pyspark.sql import DataFrame, Window, functions as F  # noqa: E402
+from pyspark.sql import DataFrame, Window  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
@@ -57,8 +59,7 @@ from wlcore.deltalog import list_versions, read_commit  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 MASTER = "bench"
-KEYS = {"tpch.orders": ["o_orderkey"], "tpch.lineitem": ["l_orderkey", "l_linenumber"],
-        "s.events": [], "s.hot": ["id"]}
+KEYS = {"tpch.orders": ["o_orderkey"], "tpch.lineitem": ["l_orderkey", "l_linenumber"], "s.events": [], "s.hot": ["id"]}
 MAIN_TABLES = ("tpch.orders", "tpch.lineitem", "s.events")
 METHODS = ("grouped", "serial", "recipe", "floor", "recopy")
 TXNS_PER_CYCLE = 6  # transactions a cycle at least (of its 14 statements, some change nothing)
@@ -119,16 +120,30 @@ class Bench:
     def load(self) -> None:
         for table in ("orders", "lineitem"):
             keys = ",".join(KEYS[f"tpch.{table}"])
-            self.spark.sql(f"CREATE TABLE {self.ref('tpch.' + table)} ({SCHEMAS[table]}) USING delta "
-                           f"TBLPROPERTIES ('wlc.key' = '{keys}')")
+            self.spark.sql(
+                f"CREATE TABLE {self.ref('tpch.' + table)} ({SCHEMAS[table]}) USING delta "
+                f"TBLPROPERTIES ('wlc.key' = '{keys}')"
+            )
             self.tbl(f"{table}.tbl", table).write.format("delta").mode("append").save(self.path("tpch." + table))
         self.spark.sql(f"CREATE TABLE {self.ref('s.events')} (kind STRING, n INT) USING delta")
-        (self.spark.range(10_000).selectExpr("concat('k', CAST(id % 50 AS STRING)) AS kind", "CAST(id % 7 AS INT) AS n")
-         .write.format("delta").mode("append").save(self.path("s.events")))  # many duplicate rows
-        self.spark.sql(f"CREATE TABLE {self.ref('s.hot')} (id BIGINT, edits_pending INT, name STRING) USING delta "
-                       "TBLPROPERTIES ('wlc.key' = 'id')")
-        (self.spark.range(1_000).selectExpr("id", "0 AS edits_pending", "concat('artist ', id) AS name")
-         .write.format("delta").mode("append").save(self.path("s.hot")))
+        (
+            self.spark.range(10_000)
+            .selectExpr("concat('k', CAST(id % 50 AS STRING)) AS kind", "CAST(id % 7 AS INT) AS n")
+            .write.format("delta")
+            .mode("append")
+            .save(self.path("s.events"))
+        )  # many duplicate rows
+        self.spark.sql(
+            f"CREATE TABLE {self.ref('s.hot')} (id BIGINT, edits_pending INT, name STRING) USING delta "
+            "TBLPROPERTIES ('wlc.key' = 'id')"
+        )
+        (
+            self.spark.range(1_000)
+            .selectExpr("id", "0 AS edits_pending", "concat('artist ', id) AS name")
+            .write.format("delta")
+            .mode("append")
+            .save(self.path("s.hot"))
+        )
 
     def cycle(self, altered: bool):
         """One round of the backlog (14 statements); yields after each."""
@@ -139,34 +154,47 @@ class Bench:
         orders = self.tbl(f"orders.tbl.u{n}", "orders")
         if altered:
             orders = orders.withColumn("o_note", F.lit(f"refresh {n}"))
-        orders.write.format("delta").mode("append").save(self.path("tpch.orders"))              # RF1
+        orders.write.format("delta").mode("append").save(self.path("tpch.orders"))  # RF1
         yield
-        self.tbl(f"lineitem.tbl.u{n}", "lineitem").write.format("delta").mode("append").save(
-            self.path("tpch.lineitem"))
+        self.tbl(f"lineitem.tbl.u{n}", "lineitem").write.format("delta").mode("append").save(self.path("tpch.lineitem"))
         yield
         hot = "(1, 2, 3, 4, 5, 6, 7, 32, 33, 34)"
         for delta in (1, -1, 1, -1):  # edits_pending: the same rows changed again and again
-            self.run(f"UPDATE {self.ref('tpch.orders')} SET o_shippriority = o_shippriority + ({delta}) "
-                     f"WHERE o_orderkey IN {hot}")
+            self.run(
+                f"UPDATE {self.ref('tpch.orders')} SET o_shippriority = o_shippriority + ({delta}) "
+                f"WHERE o_orderkey IN {hot}"
+            )
             yield
-        self.run(f"UPDATE {self.ref('tpch.lineitem')} SET l_quantity = l_quantity + 1 "
-                 f"WHERE l_orderkey IN {hot} AND l_linenumber = 1")
+        self.run(
+            f"UPDATE {self.ref('tpch.lineitem')} SET l_quantity = l_quantity + 1 "
+            f"WHERE l_orderkey IN {hot} AND l_linenumber = 1"
+        )
         yield
         self.run(f"DELETE FROM {self.ref('tpch.lineitem')} WHERE l_orderkey = {100 + 4 * n} AND l_linenumber > 1")
         yield
-        src = (self.spark.read.format("delta").load(self.path("tpch.orders"))
-               .filter(F.col("o_orderkey").between(1000 + n * 40, 1000 + n * 40 + 39))
-               .withColumn("o_comment", F.lit(f"merged {n}")))
-        (DeltaTable.forPath(self.spark, self.path("tpch.orders")).alias("t")
-         .merge(src.alias("s"), "t.o_orderkey = s.o_orderkey")
-         .whenMatchedUpdate(set={"o_comment": "s.o_comment"}).whenNotMatchedInsertAll().execute())
+        src = (
+            self.spark.read.format("delta")
+            .load(self.path("tpch.orders"))
+            .filter(F.col("o_orderkey").between(1000 + n * 40, 1000 + n * 40 + 39))
+            .withColumn("o_comment", F.lit(f"merged {n}"))
+        )
+        (
+            DeltaTable.forPath(self.spark, self.path("tpch.orders"))
+            .alias("t")
+            .merge(src.alias("s"), "t.o_orderkey = s.o_orderkey")
+            .whenMatchedUpdate(set={"o_comment": "s.o_comment"})
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
         yield
-        self.run(f"INSERT INTO {self.ref('s.events')} VALUES ('k{n % 50}', {n % 7}), ('k{n % 50}', {n % 7}), ('new', {n})")
+        self.run(
+            f"INSERT INTO {self.ref('s.events')} VALUES ('k{n % 50}', {n % 7}), ('k{n % 50}', {n % 7}), ('new', {n})"
+        )
         yield
         self.run(f"DELETE FROM {self.ref('s.events')} WHERE kind = 'k{(n + 25) % 50}' AND n = {(n + 1) % 7}")
         yield
         keys = [r[0] for r in self.tbl(f"delete.{n}", "delete").collect()]
-        for table, col in (("tpch.orders", "o_orderkey"), ("tpch.lineitem", "l_orderkey")):   # RF2
+        for table, col in (("tpch.orders", "o_orderkey"), ("tpch.lineitem", "l_orderkey")):  # RF2
             DeltaTable.forPath(self.spark, self.path(table)).delete(F.col(col).isin(keys))
             yield
         self.run(f"UPDATE {self.ref('s.events')} SET n = n + 100 WHERE kind = 'new' AND n = {n - 1}")
@@ -192,8 +220,10 @@ class Bench:
         """MusicBrainz-style edits on the same 20 keys: +1 when an edit opens, -1 when it applies."""
         for i in range(count):
             delta = 1 if i % 2 == 0 else -1
-            self.run(f"UPDATE {self.ref('s.hot')} SET edits_pending = edits_pending + ({delta}), "
-                     f"name = concat('artist ', id, ' v{i // 2}') WHERE id < 20")
+            self.run(
+                f"UPDATE {self.ref('s.hot')} SET edits_pending = edits_pending + ({delta}), "
+                f"name = concat('artist ', id, ' v{i // 2}') WHERE id < 20"
+            )
 
     def versions(self, tables) -> dict[str, int]:
         return {t: int(self.spark.sql(f"DESCRIBE HISTORY {self.ref(t)} LIMIT 1").first()["version"]) for t in tables}
@@ -201,13 +231,15 @@ class Bench:
 
 # ----------------------------------------------------------------------------- checks
 def checksum(df: DataFrame, cols) -> tuple[int, int]:
-    row = df.select(F.count(F.lit(1)).alias("n"),
-                    F.sum(F.xxhash64(*[F.col(f"`{c}`") for c in cols]).cast("decimal(38,0)")).alias("h")).first()
+    row = df.select(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.xxhash64(*[F.col(f"`{c}`") for c in cols]).cast("decimal(38,0)")).alias("h"),
+    ).first()
     return int(row["n"]), int(row["h"] or 0)
 
 
 def equal(spark, expected: dict[str, tuple], folder: str, tables, cols: dict[str, list[str]]) -> str:
-    """"yes", or the tables whose content differs from the master's."""
+    """ "yes", or the tables whose content differs from the master's."""
     bad = []
     for t in tables:
         schema, name = t.split(".")
@@ -228,8 +260,12 @@ def latest_per_key(cdf: DataFrame, keys: list[str]) -> DataFrame:
     """The change-feed recipe's reduction: the newest change of each key (pre-images dropped)."""
     order = [F.col("_commit_version").desc(), F.when(F.col("_change_type") == "delete", 0).otherwise(1).desc()]
     w = Window.partitionBy(*keys).orderBy(*order)
-    return (cdf.filter(F.col("_change_type") != "update_preimage")
-               .withColumn("__rn", F.row_number().over(w)).filter("__rn = 1").drop("__rn"))
+    return (
+        cdf.filter(F.col("_change_type") != "update_preimage")
+        .withColumn("__rn", F.row_number().over(w))
+        .filter("__rn = 1")
+        .drop("__rn")
+    )
 
 
 def merge_latest(spark, latest: DataFrame, dst: str, keys: list[str]) -> None:
@@ -239,25 +275,37 @@ def merge_latest(spark, latest: DataFrame, dst: str, keys: list[str]) -> None:
     have = set(spark.read.format("delta").load(dst).columns)
     missing = [f for f in latest.schema.fields if f.name in cols and f.name not in have]
     if missing:  # the ADD COLUMNS on the master
-        spark.sql(f"ALTER TABLE delta.`{dst}` ADD COLUMNS ("
-                  + ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing) + ")")
+        spark.sql(
+            f"ALTER TABLE delta.`{dst}` ADD COLUMNS ("
+            + ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            + ")"
+        )
     on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
     values = {f"`{c}`": f"s.`{c}`" for c in cols}
-    (DeltaTable.forPath(spark, dst).alias("t").merge(latest.alias("s"), on)
-     .whenMatchedDelete("s._change_type = 'delete'")
-     .whenMatchedUpdate(set=values)
-     .whenNotMatchedInsert(condition="s._change_type != 'delete'", values=values).execute())
+    (
+        DeltaTable.forPath(spark, dst)
+        .alias("t")
+        .merge(latest.alias("s"), on)
+        .whenMatchedDelete("s._change_type = 'delete'")
+        .whenMatchedUpdate(set=values)
+        .whenNotMatchedInsert(condition="s._change_type != 'delete'", values=values)
+        .execute()
+    )
 
 
 def recipe(spark, src: str, dst: str, start: int, keys: list[str], checkpoint: str) -> None:
     """Delta's change-feed recipe, restarted after a schema change as its users do."""
     for _attempt in range(5):
-        cdf = (spark.readStream.format("delta").option("readChangeFeed", "true")
-               .option("startingVersion", start).load(src))
+        cdf = (
+            spark.readStream.format("delta").option("readChangeFeed", "true").option("startingVersion", start).load(src)
+        )
         all_keys = keys or [c for c in cdf.columns if not c.startswith("_")]
-        query = (cdf.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
-                 .foreachBatch(lambda df, _id: merge_latest(spark, latest_per_key(df, all_keys), dst, all_keys))
-                 .start())
+        query = (
+            cdf.writeStream.option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .foreachBatch(lambda df, _id: merge_latest(spark, latest_per_key(df, all_keys), dst, all_keys))
+            .start()
+        )
         try:
             query.awaitTermination()
             return
@@ -268,8 +316,13 @@ def recipe(spark, src: str, dst: str, start: int, keys: list[str], checkpoint: s
 
 
 def floor(spark, src: str, dst: str, start: int, end: int, keys: list[str]) -> int:
-    cdf = (spark.read.format("delta").option("readChangeFeed", "true")
-           .option("startingVersion", start).option("endingVersion", end).load(src))
+    cdf = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(src)
+    )
     if keys:
         merge_latest(spark, latest_per_key(cdf, keys), dst, keys)
         return -1
@@ -280,15 +333,23 @@ def floor(spark, src: str, dst: str, start: int, end: int, keys: list[str]) -> i
     have = spark.read.format("delta").load(dst).groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"))
     joined = have.join(net, on=[have[c].eqNullSafe(net[c]) for c in cols], how="full_outer").select(
         *[F.coalesce(have[c], net[c]).alias(c) for c in cols],
-        (F.coalesce(F.col("__c"), F.lit(0)) + F.coalesce(F.col("__d"), F.lit(0))).alias("__n"))
+        (F.coalesce(F.col("__c"), F.lit(0)) + F.coalesce(F.col("__d"), F.lit(0))).alias("__n"),
+    )
     rows = joined.filter("__n > 0").withColumn("__r", F.explode(F.array_repeat(F.lit(1), F.col("__n").cast("int"))))
     rows.select(*cols).localCheckpoint().write.format("delta").mode("overwrite").save(dst)
     return -1
 
 
 def recopy(spark, src: str, dst: str, version: int) -> None:
-    (spark.read.format("delta").option("versionAsOf", version).load(src)
-     .write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(dst))
+    (
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(src)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(dst)
+    )
 
 
 # ----------------------------------------------------------------------------- main
@@ -308,10 +369,14 @@ def main() -> int:
     ap.add_argument("--txns", type=int, default=300, help="master transactions in the backlog (default 300)")
     ap.add_argument("--growth", type=int, default=40, help="N of the growth run: N and 4N hot-key edits (default 40)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary dbfarm")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of each method but serial; the median is reported (default 3)")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help=f"comma-separated methods to run, grouped always (default {','.join(METHODS)})")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs of each method but serial; the median is reported (default 3)"
+    )
+    ap.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated methods to run, grouped always (default {','.join(METHODS)})",
+    )
     args = ap.parse_args()
     methods = {m.strip() for m in args.methods.split(",") if m.strip()} | {"grouped"}
     if methods - set(METHODS):
@@ -338,17 +403,22 @@ def main() -> int:
     m.close()
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, MASTER, "wlc_logs")
-    recs = [t for _n, p in wlc_batch.list_batches(storage, logs, MASTER)
-            for t in wlc_batch.read_manifest(storage, p).txns]
+    recs = [
+        t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns
+    ]
     # a statement that changes nothing is no transaction: take the ids from the logs
     end_txn = max(t.txn for t in recs if t.table != "s.hot")
     hot = [t.txn for t in recs if t.table == "s.hot" and t.txn > end_txn]
     rows_read = sum(sum(t.counts.values()) for t in recs if start_txn < t.txn <= end_txn)
-    print(f"  {end_txn - start_txn} transactions in the backlog, {len(hot)} hot-key edits after it, "
-          f"{len(wlc_batch.list_batches(storage, logs, MASTER))} batches")
+    print(
+        f"  {end_txn - start_txn} transactions in the backlog, {len(hot)} hot-key edits after it, "
+        f"{len(wlc_batch.list_batches(storage, logs, MASTER))} batches"
+    )
     cols = {t: spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)).columns for t in MAIN_TABLES}
-    expected = {t: checksum(spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)), cols[t])
-                for t in MAIN_TABLES}
+    expected = {
+        t: checksum(spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)), cols[t])
+        for t in MAIN_TABLES
+    }
     base_folder = os.path.join(b.farm, "base")
     results = []  # (method, [seconds of each run], rows read, rows after, equal)
     fast = max(1, args.repeat)
@@ -375,11 +445,19 @@ def main() -> int:
     warm.replicate(until=end_txn)
     warm.close()
     copy_tables(base_folder, os.path.join(b.farm, "warm-floor"), ["tpch.orders"])
-    floor(spark, b.path("tpch.orders"), os.path.join(b.farm, "warm-floor", "tpch", "orders"),
-          v0["tpch.orders"] + 1, v0["tpch.orders"] + 3, KEYS["tpch.orders"])
+    floor(
+        spark,
+        b.path("tpch.orders"),
+        os.path.join(b.farm, "warm-floor", "tpch", "orders"),
+        v0["tpch.orders"] + 1,
+        v0["tpch.orders"] + 3,
+        KEYS["tpch.orders"],
+    )
 
-    print(f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows); "
-          f"serial once, first; methods under a minute {fast} times each (median)")
+    print(
+        f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows); "
+        f"serial once, first; methods under a minute {fast} times each (median)"
+    )
     # serial first: its minutes of replay bring the JVM to the steady state every later method
     # runs in (after one warm-up, a grouped run still gets faster for several runs: 11.8 s,
     # then 8.3 s by the eighth, on 2 cores)
@@ -387,8 +465,12 @@ def main() -> int:
         replica_method("serial", False, 1)
     replica_method("grouped", True, fast)
     for name, fn in (
-        ("recipe", lambda t, dst, run: recipe(spark, b.path(t), dst, v0[t] + 1, KEYS[t],
-                                              os.path.join(b.farm, f"ckpt-{run}", t))),
+        (
+            "recipe",
+            lambda t, dst, run: recipe(
+                spark, b.path(t), dst, v0[t] + 1, KEYS[t], os.path.join(b.farm, f"ckpt-{run}", t)
+            ),
+        ),
         ("floor", lambda t, dst, run: floor(spark, b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
         ("recopy", lambda t, dst, run: recopy(spark, b.path(t), dst, v1[t])),
     ):
@@ -417,16 +499,19 @@ def main() -> int:
             rep.close()
         growth[n] = statistics.median(runs)
 
-    results = [(name, statistics.median(times), times, read, after, same)
-               for name, times, read, after, same in results]
+    results = [(name, statistics.median(times), times, read, after, same) for name, times, read, after, same in results]
     results.sort(key=lambda r: r[0] != "grouped")  # grouped first, the others in the order they ran
     grouped = results[0][1]
-    print(f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15}  "
-          f"{'equal to master':<16} runs (s)")
+    print(
+        f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15}  "
+        f"{'equal to master':<16} runs (s)"
+    )
     for name, secs, times, read, after, same in results:
         after_text = f"{after:,}" if isinstance(after, int) else after
-        print(f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15}  {same:<16} "
-              f"{' '.join(f'{x:.1f}' for x in times)}")
+        print(
+            f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15}  {same:<16} "
+            f"{' '.join(f'{x:.1f}' for x in times)}"
+        )
     (n1, g1), (n4, g4) = sorted(growth.items())
     print(f"growth    {g1:>9.1f} s for {n1} txns, {g4:.1f} s for {n4} on the same keys: x{g4 / g1:.2f}")
     by = {r[0]: r[1] for r in results}

@@ -25,6 +25,7 @@ and compacted levels; log size before and after prune; compaction ratios.
 For each, the compaction ratio: change rows and bytes of the level-0 batches a compacted
 batch merges, against the compacted batch's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,9 @@ sys.path.insert(0, str(REPO_ROOT))
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 from bench.catchup import Bench, checksum  # noqa: E402
+from wlc.lifecycle import Lifecycle  # noqa: E402
 from wlcore import batch as batchfmt  # noqa: E402
 from wlcore.settings import Every  # noqa: E402
-from wlc.lifecycle import Lifecycle  # noqa: E402
 from wlcore.snapshots import list_snapshots  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
@@ -76,8 +77,10 @@ def compaction_ratio(storage: Storage, logs: str, db: str, level: int) -> tuple[
 
 def ratio_line(name: str, figures: tuple[int, int, int, int, int]) -> str:
     n, rb, ra, bb, ba = figures
-    return (f"{name:<34} {n:>4} batches  rows {rb:>9,} -> {ra:>9,} ({rb / max(ra, 1):5.1f}x)  "
-            f"bytes {bb / 1e6:8.2f} MB -> {ba / 1e6:7.2f} MB ({bb / max(ba, 1):5.1f}x)")
+    return (
+        f"{name:<34} {n:>4} batches  rows {rb:>9,} -> {ra:>9,} ({rb / max(ra, 1):5.1f}x)  "
+        f"bytes {bb / 1e6:8.2f} MB -> {ba / 1e6:7.2f} MB ({bb / max(ba, 1):5.1f}x)"
+    )
 
 
 def edit_stream(args, spark, farm: str) -> list[str]:
@@ -86,15 +89,29 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     m = wlc.master(db, dbfarm=farm)
     wlc.beat(args.beat)
     ref = {t: f"delta.`{m.table_path('mb.' + t)}`" for t in ("editor", "artist", "edit")}
-    spark.sql(f"CREATE TABLE {ref['editor']} (id BIGINT, name STRING, edits_pending INT) USING delta "
-              "TBLPROPERTIES ('wlc.key' = 'id')")
-    spark.sql(f"CREATE TABLE {ref['artist']} (id BIGINT, name STRING, comment STRING, last_edit BIGINT) USING delta "
-              "TBLPROPERTIES ('wlc.key' = 'id')")
+    spark.sql(
+        f"CREATE TABLE {ref['editor']} (id BIGINT, name STRING, edits_pending INT) USING delta "
+        "TBLPROPERTIES ('wlc.key' = 'id')"
+    )
+    spark.sql(
+        f"CREATE TABLE {ref['artist']} (id BIGINT, name STRING, comment STRING, last_edit BIGINT) USING delta "
+        "TBLPROPERTIES ('wlc.key' = 'id')"
+    )
     spark.sql(f"CREATE TABLE {ref['edit']} (edit BIGINT, editor BIGINT, artist BIGINT, status STRING) USING delta")
-    (spark.range(500).selectExpr("id", "concat('editor ', id) AS name", "0 AS edits_pending")
-     .write.format("delta").mode("append").save(m.table_path("mb.editor")))
-    (spark.range(5_000).selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "CAST(-1 AS BIGINT) AS last_edit")
-     .write.format("delta").mode("append").save(m.table_path("mb.artist")))
+    (
+        spark.range(500)
+        .selectExpr("id", "concat('editor ', id) AS name", "0 AS edits_pending")
+        .write.format("delta")
+        .mode("append")
+        .save(m.table_path("mb.editor"))
+    )
+    (
+        spark.range(5_000)
+        .selectExpr("id", "concat('artist ', id) AS name", "'' AS comment", "CAST(-1 AS BIGINT) AS last_edit")
+        .write.format("delta")
+        .mode("append")
+        .save(m.table_path("mb.artist"))
+    )
     t0 = time.perf_counter()
     for i in range(args.edits):
         editor, artist = (i * 7) % 500, (i * 13) % 400  # 400 artists edited again and again
@@ -103,8 +120,11 @@ def edit_stream(args, spark, farm: str) -> list[str]:
         spark.sql(f"INSERT INTO {ref['edit']} VALUES ({i}, {editor}, {artist}, 'applied')")
         spark.sql(f"UPDATE {ref['editor']} SET edits_pending = edits_pending - 1 WHERE id = {editor}")
         if i % 25 == 24:
-            print(f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.tick()}, "
-                  f"{time.perf_counter() - t0:.0f} s", end="", flush=True)
+            print(
+                f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.tick()}, {time.perf_counter() - t0:.0f} s",
+                end="",
+                flush=True,
+            )
     print()
     written = time.perf_counter() - t0
     before_drop = wlc.flush()
@@ -126,11 +146,15 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     snaps = list_snapshots(storage, os.path.join(farm, db), "", logs)
     n0 = len(batchfmt.list_batches(storage, logs, db))
     lv = [x[0] for x in batchfmt.list_compacted(storage, logs, db)]
-    print(f"  {dropped + 1} transactions ({args.edits} edits, written in {written:.0f} s), {n0} level-0 batches, {lv.count(1)} level-1, "
-          f"{lv.count(2)} level-2, snapshots at {[s.txn for s in snaps]}; drop is transaction {dropped}")
+    print(
+        f"  {dropped + 1} transactions ({args.edits} edits, written in {written:.0f} s), {n0} level-0 batches, {lv.count(1)} level-1, "
+        f"{lv.count(2)} level-2, snapshots at {[s.txn for s in snaps]}; drop is transaction {dropped}"
+    )
     times = {}
-    for name, kwargs in (("level 0 from the first snapshot", {"snapshot": -1, "compacted": False}),
-                         ("nearest snapshot + compacted levels", {})):
+    for name, kwargs in (
+        ("level 0 from the first snapshot", {"snapshot": -1, "compacted": False}),
+        ("nearest snapshot + compacted levels", {}),
+    ):
         replica = "r_" + name.split()[0]
         t = time.perf_counter()
         rep = wlr.replicate(db, until=target.isoformat(), replica=replica, dbfarm=farm, **kwargs)
@@ -138,12 +162,16 @@ def edit_stream(args, spark, farm: str) -> list[str]:
         got = rep.table("mb.artist")
         ok = checksum(got, got.columns) == expected
         start = [ln for ln in open(os.path.join(farm, replica, "wlr.log")) if "started" in ln][0].split(" ", 1)[1]
-        print(f"  {name}: {times[name]:.1f} s, {'equal' if ok else 'NOT EQUAL'} to mb.artist before the drop; "
-              f"{start.strip()}")
+        print(
+            f"  {name}: {times[name]:.1f} s, {'equal' if ok else 'NOT EQUAL'} to mb.artist before the drop; "
+            f"{start.strip()}"
+        )
         if not ok:
             raise SystemExit(f"{name}: the recovered table differs")
-    ratios = [ratio_line("edit stream, level 1", compaction_ratio(storage, logs, db, 1)),
-              ratio_line("edit stream, level 2", compaction_ratio(storage, logs, db, 2))]
+    ratios = [
+        ratio_line("edit stream, level 1", compaction_ratio(storage, logs, db, 1)),
+        ratio_line("edit stream, level 2", compaction_ratio(storage, logs, db, 2)),
+    ]
     sizes = (folder_bytes(logs), folder_bytes(os.path.join(farm, db, "wlc_snapshot")))
     day = 86400
     keep = {"level0": Every(day), "level1": Every(30 * day), "level2": Every(365 * day), "snapshots": Every(365 * day)}
@@ -153,12 +181,14 @@ def edit_stream(args, spark, farm: str) -> list[str]:
         if not line.startswith("  deleted"):
             print("  prune: " + line)
     a, b = times.values()
-    return [f"recovery of mb.artist to {target.isoformat()} (transaction {before_drop}, before the drop):",
-            f"  level 0 from the first snapshot      {a:7.1f} s",
-            f"  nearest snapshot + compacted levels  {b:7.1f} s  ({a / b:.1f}x faster)",
-            f"log size: logs {sizes[0] / 1e6:.1f} MB + snapshots {sizes[1] / 1e6:.1f} MB before prune, "
-            f"{after[0] / 1e6:.1f} MB + {after[1] / 1e6:.1f} MB after ({len(report.deleted)} folders deleted)",
-            *ratios]
+    return [
+        f"recovery of mb.artist to {target.isoformat()} (transaction {before_drop}, before the drop):",
+        f"  level 0 from the first snapshot      {a:7.1f} s",
+        f"  nearest snapshot + compacted levels  {b:7.1f} s  ({a / b:.1f}x faster)",
+        f"log size: logs {sizes[0] / 1e6:.1f} MB + snapshots {sizes[1] / 1e6:.1f} MB before prune, "
+        f"{after[0] / 1e6:.1f} MB + {after[1] / 1e6:.1f} MB after ({len(report.deleted)} folders deleted)",
+        *ratios,
+    ]
 
 
 def tpch_stream(args, spark) -> list[str]:
@@ -174,10 +204,14 @@ def tpch_stream(args, spark) -> list[str]:
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, "bench", "wlc_logs")
     lv = [x[0] for x in batchfmt.list_compacted(storage, logs, "bench")]
-    print(f"  TPC-H stream: {wlc.tick() + 1} transactions, {len(batchfmt.list_batches(storage, logs, 'bench'))} "
-          f"level-0 batches, {lv.count(1)} level-1, {lv.count(2)} level-2")
-    out = [ratio_line("TPC-H refresh stream, level 1", compaction_ratio(storage, logs, "bench", 1)),
-           ratio_line("TPC-H refresh stream, level 2", compaction_ratio(storage, logs, "bench", 2))]
+    print(
+        f"  TPC-H stream: {wlc.tick() + 1} transactions, {len(batchfmt.list_batches(storage, logs, 'bench'))} "
+        f"level-0 batches, {lv.count(1)} level-1, {lv.count(2)} level-2"
+    )
+    out = [
+        ratio_line("TPC-H refresh stream, level 1", compaction_ratio(storage, logs, "bench", 1)),
+        ratio_line("TPC-H refresh stream, level 2", compaction_ratio(storage, logs, "bench", 2)),
+    ]
     if not args.keep:
         shutil.rmtree(b.farm, ignore_errors=True)
     return out
@@ -195,9 +229,12 @@ def main() -> int:
     args = ap.parse_args()
     farm = tempfile.mkdtemp(prefix="wlc-lifecycle-")
     cfg = yaml.safe_load(open(os.environ["WLC_CONFIG"])) if os.environ.get("WLC_CONFIG") else {}
-    cfg.setdefault("master", {}).update({
-        "snapshot_interval": f"{args.snapshot_every} transactions",
-        "compact": {"auto": True, "level1": f"{args.level1} batches", "level2": f"{args.level2} batches"}})
+    cfg.setdefault("master", {}).update(
+        {
+            "snapshot_interval": f"{args.snapshot_every} transactions",
+            "compact": {"auto": True, "level1": f"{args.level1} batches", "level2": f"{args.level2} batches"},
+        }
+    )
     cfg_path = os.path.join(farm, "lifecycle.yaml")
     with open(cfg_path, "w") as fh:
         yaml.safe_dump(cfg, fh)

@@ -5,6 +5,7 @@ unkeyed table of ``--rows`` rows, runs ``--txns`` transactions of each kind (app
 UPDATE, DELETE, MERGE), captures them with beat 0, then replays into a fresh replica and
 prints seconds per transaction for capture and for replay, per kind.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ def main() -> int:
     for kind, path in paths.items():
         props = "TBLPROPERTIES ('wlc.key' = 'id')" if kind == "keyed" else ""
         spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, grp INT, val DOUBLE, note STRING) USING delta {props}")
-        spark.range(args.rows).selectExpr("id", "CAST(id % 100 AS INT) grp", "rand() val", "'x' note") \
-            .write.format("delta").mode("append").save(path)
+        spark.range(args.rows).selectExpr("id", "CAST(id % 100 AS INT) grp", "rand() val", "'x' note").write.format(
+            "delta"
+        ).mode("append").save(path)
     wlc.flush()
     capture = defaultdict(list)
     for i in range(args.txns):
@@ -51,8 +53,10 @@ def main() -> int:
                 if stmt is None:
                     src = spark.range(base - 250, base + 250).selectExpr("id", "7 AS grp", "0.5 AS val", "'m' AS note")
                     src.createOrReplaceTempView("src")
-                    stmt = (f"MERGE INTO delta.`{path}` t USING src s ON t.id = s.id "
-                            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+                    stmt = (
+                        f"MERGE INTO delta.`{path}` t USING src s ON t.id = s.id "
+                        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+                    )
                 spark.sql(stmt)
                 t = time.perf_counter()
                 wlc.flush()
@@ -68,8 +72,12 @@ def main() -> int:
 
     apply_mod.Applier.apply = timed
     # map txn ids to labels in the order they were made
-    order = [(k, lbl) for _i in range(args.txns) for k in paths for lbl in
-             ("append 1000 rows", "UPDATE ~1% rows", "DELETE ~0.1% rows", "MERGE 500 rows")]
+    order = [
+        (k, lbl)
+        for _i in range(args.txns)
+        for k in paths
+        for lbl in ("append 1000 rows", "UPDATE ~1% rows", "DELETE ~0.1% rows", "MERGE 500 rows")
+    ]
     first = wlc.tick() - len(order) + 1
     labels.update({first + n: key for n, key in enumerate(order)})
     t = time.perf_counter()
@@ -78,8 +86,8 @@ def main() -> int:
     print(f"\nrows per table {args.rows}, {args.txns} transactions of each kind, replica at txn {r.tick()}")
     print(f"{'table':7} {'transaction':20} {'capture s/txn':>14} {'replay s/txn':>13}")
     for key in capture:
-        c, p = capture[key], replay.get(key, [float('nan')])
-        print(f"{key[0]:7} {key[1]:20} {sum(c)/len(c):14.2f} {sum(p)/len(p):13.2f}")
+        c, p = capture[key], replay.get(key, [float("nan")])
+        print(f"{key[0]:7} {key[1]:20} {sum(c) / len(c):14.2f} {sum(p) / len(p):13.2f}")
     print(f"replay total {total:.1f} s for {r.tick() + 1} transactions (incl. snapshot-less table loads)")
     m.close()
     return 0

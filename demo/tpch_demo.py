@@ -33,6 +33,7 @@ Options: ``--dbfarm`` (default ./dbfarm), ``--sets`` (refresh sets, default 12),
 ``--beat`` (master heartbeat in seconds, default 1). Reruns start from scratch: the demo's
 databases in the dbfarm are removed first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,14 +51,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from pyspark.sql import DataFrame, SparkSession, functions as F  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
+from demo.tpch_data import DELETE_SCHEMA, KEYS, SCHEMAS, TABLES, ensure_tpch_data, has_trailing_delimiter  # noqa: E402
 from wlcore import batch as wlc_batch  # noqa: E402
 from wlcore import snapshots as wlc_snapshot  # noqa: E402
-from demo.tpch_data import (  # noqa: E402
-    DELETE_SCHEMA, KEYS, SCHEMAS, TABLES, ensure_tpch_data, has_trailing_delimiter)
 
 MASTER = "tpch"
 FOLLOWER = "tpch_replica"
@@ -71,6 +72,7 @@ WAIT_SECONDS = 900  # deadline for the follower to catch up
 
 
 # ----------------------------------------------------------------------------- helpers
+
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
@@ -157,6 +159,7 @@ class Demo:
 
 # ----------------------------------------------------------------------------- step 1-3: data, load
 
+
 def prepare(args) -> Demo:
     """Get the TPC-H data, start Spark and remove the demo's databases from earlier runs."""
     t0 = time.perf_counter()
@@ -180,8 +183,9 @@ def load(demo: Demo) -> None:
         t0 = time.perf_counter()
         path = demo.master_path(table)
         key = ",".join(KEYS[table])
-        demo.spark.sql(f"CREATE TABLE {sql_path(path)} ({SCHEMAS[table]}) USING delta "
-                       f"TBLPROPERTIES ('wlc.key' = '{key}')")
+        demo.spark.sql(
+            f"CREATE TABLE {sql_path(path)} ({SCHEMAS[table]}) USING delta TBLPROPERTIES ('wlc.key' = '{key}')"
+        )
         if table == "lineitem":
             demo.spark.sql(f"ALTER TABLE {sql_path(path)} ADD CONSTRAINT positive_quantity CHECK (l_quantity > 0)")
         demo.read_tbl(f"{table}.tbl", table).write.format("delta").mode("append").save(path)
@@ -193,23 +197,29 @@ def load(demo: Demo) -> None:
 
 # ----------------------------------------------------------------------------- step 4-5: master, follower
 
+
 def start_master(demo: Demo) -> None:
     t0 = time.perf_counter()
     demo.master = wlc.master(MASTER, dbfarm=demo.dbfarm)
     wlc.beat(demo.beat)
     demo.timings["master"] = time.perf_counter() - t0
-    print(f"\n== Master: wlc.master({MASTER!r}) took the snapshot in {demo.timings['master']:.1f} s; "
-          f"wlc.beat({demo.beat:g})")
+    print(
+        f"\n== Master: wlc.master({MASTER!r}) took the snapshot in {demo.timings['master']:.1f} s; "
+        f"wlc.beat({demo.beat:g})"
+    )
 
 
 def start_follower(demo: Demo) -> None:
     t0 = time.perf_counter()
     demo.follower = wlr.replicate(MASTER, replica=FOLLOWER, dbfarm=demo.dbfarm)
-    print(f"== Follower: wlr.replicate({MASTER!r}, replica={FOLLOWER!r}) started from the snapshot "
-          f"in {time.perf_counter() - t0:.1f} s and follows in the background")
+    print(
+        f"== Follower: wlr.replicate({MASTER!r}, replica={FOLLOWER!r}) started from the snapshot "
+        f"in {time.perf_counter() - t0:.1f} s and follows in the background"
+    )
 
 
 # ----------------------------------------------------------------------------- step 6: refresh stream
+
 
 def rf1(demo: Demo, n: int) -> str:
     """Refresh function 1: append orders.tbl.uN and lineitem.tbl.uN (two transactions)."""
@@ -243,13 +253,21 @@ def updates(demo: Demo, n: int) -> str:
     """Two UPDATEs: close 20 of set N's new orders; ship their lineitems a day later."""
     from delta.tables import DeltaTable
 
-    keys = [r.o_orderkey for r in demo.read_tbl(f"orders.tbl.u{n}", "orders")
-            .select("o_orderkey").orderBy("o_orderkey").limit(20).collect()]
+    keys = [
+        r.o_orderkey
+        for r in demo.read_tbl(f"orders.tbl.u{n}", "orders")
+        .select("o_orderkey")
+        .orderBy("o_orderkey")
+        .limit(20)
+        .collect()
+    ]
     DeltaTable.forPath(demo.spark, demo.master_path("orders")).update(
-        F.col("o_orderkey").isin(keys), {"o_orderstatus": F.lit("F")})
+        F.col("o_orderkey").isin(keys), {"o_orderstatus": F.lit("F")}
+    )
     demo.record(n, "UPDATE o_orderstatus", "orders")
     DeltaTable.forPath(demo.spark, demo.master_path("lineitem")).update(
-        F.col("l_orderkey").isin(keys), {"l_shipdate": F.date_add("l_shipdate", 1)})
+        F.col("l_orderkey").isin(keys), {"l_shipdate": F.date_add("l_shipdate", 1)}
+    )
     demo.record(n, "UPDATE l_shipdate", "lineitem")
     return "UPDATE 20 orders + their lineitems"
 
@@ -261,18 +279,42 @@ def merge_customers(demo: Demo, n: int) -> str:
     path = demo.master_path("customer")
     current = demo.spark.read.format("delta").load(path)
     top = current.agg(F.max("c_custkey")).first()[0]
-    changed = (current.filter(F.col("c_custkey") <= 10)
-               .withColumn("c_acctbal", (F.col("c_acctbal") + F.lit(100)).cast("decimal(15,2)")))
+    changed = current.filter(F.col("c_custkey") <= 10).withColumn(
+        "c_acctbal", (F.col("c_acctbal") + F.lit(100)).cast("decimal(15,2)")
+    )
     new = demo.spark.createDataFrame(
-        [(top + 1, f"Customer#{top + 1:09d}", "1 Replica Road", 7, "17-555-000-0001", 1000, "BUILDING", "new (MERGE)"),
-         (top + 2, f"Customer#{top + 2:09d}", "2 Replica Road", 7, "17-555-000-0002", 2000, "MACHINERY", "new (MERGE)")],
+        [
+            (
+                top + 1,
+                f"Customer#{top + 1:09d}",
+                "1 Replica Road",
+                7,
+                "17-555-000-0001",
+                1000,
+                "BUILDING",
+                "new (MERGE)",
+            ),
+            (
+                top + 2,
+                f"Customer#{top + 2:09d}",
+                "2 Replica Road",
+                7,
+                "17-555-000-0002",
+                2000,
+                "MACHINERY",
+                "new (MERGE)",
+            ),
+        ],
         SCHEMAS["customer"].replace("DECIMAL(15,2)", "INT"),
     ).withColumn("c_acctbal", F.col("c_acctbal").cast("decimal(15,2)"))
-    (DeltaTable.forPath(demo.spark, path).alias("t")
-     .merge(changed.unionByName(new).alias("s"), "t.c_custkey = s.c_custkey")
-     .whenMatchedUpdate(set={"c_acctbal": "s.c_acctbal"})
-     .whenNotMatchedInsertAll()
-     .execute())
+    (
+        DeltaTable.forPath(demo.spark, path)
+        .alias("t")
+        .merge(changed.unionByName(new).alias("s"), "t.c_custkey = s.c_custkey")
+        .whenMatchedUpdate(set={"c_acctbal": "s.c_acctbal"})
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
     demo.record(n, "MERGE upsert", "customer")
     return "MERGE customer (10 updated, 2 inserted)"
 
@@ -287,8 +329,9 @@ def add_note_column(demo: Demo, n: int) -> str:
 
 def note_old_orders(demo: Demo, n: int) -> str:
     """An UPDATE filling the new column on rows that existed before the ALTER."""
-    demo.spark.sql(f"UPDATE {sql_path(demo.master_path('orders'))} SET o_note = 'reviewed' "
-                   f"WHERE o_orderkey BETWEEN 1000 AND 1100")
+    demo.spark.sql(
+        f"UPDATE {sql_path(demo.master_path('orders'))} SET o_note = 'reviewed' WHERE o_orderkey BETWEEN 1000 AND 1100"
+    )
     demo.record(n, "UPDATE o_note", "orders")
     return "UPDATE o_note of old orders"
 
@@ -298,8 +341,10 @@ def refresh_stream(demo: Demo) -> None:
     merge_set = max(1, demo.sets // 3)
     alter_set = min(demo.sets, demo.sets // 2 + 1)
     update_sets = {n for n in range(1, demo.sets + 1) if n % 3 == 2}
-    print(f"\n== Refresh stream: {demo.sets} sets (UPDATEs in sets {sorted(update_sets)}, "
-          f"MERGE in set {merge_set}, ALTER in set {alter_set})")
+    print(
+        f"\n== Refresh stream: {demo.sets} sets (UPDATEs in sets {sorted(update_sets)}, "
+        f"MERGE in set {merge_set}, ALTER in set {alter_set})"
+    )
     t_all = time.perf_counter()
     for n in range(1, demo.sets + 1):
         t0 = time.perf_counter()
@@ -315,13 +360,16 @@ def refresh_stream(demo: Demo) -> None:
         if n == merge_set:
             steps.append(merge_customers(demo, n))
         steps.append(rf2(demo, n))
-        print(f"  set {n:>2}: {len(demo.txns) - before} txns in {time.perf_counter() - t0:4.1f} s, "
-              f"last committed {hms(demo.txns[-1].committed)}: {'; '.join(steps)}")
+        print(
+            f"  set {n:>2}: {len(demo.txns) - before} txns in {time.perf_counter() - t0:4.1f} s, "
+            f"last committed {hms(demo.txns[-1].committed)}: {'; '.join(steps)}"
+        )
     demo.timings["stream"] = time.perf_counter() - t_all
     print(f"  {len(demo.txns)} transactions in {demo.timings['stream']:.1f} s")
 
 
 # ----------------------------------------------------------------------------- reference mapping
+
 
 @dataclass
 class Published:
@@ -362,8 +410,14 @@ def published(demo: Demo) -> Published:
 
 # ----------------------------------------------------------------------------- verification
 
-def compare(demo: Demo, title: str, replica: "wlr.Replica", refs: dict[str, int | None],
-            expect: dict[str, tuple[list[str], int, int]] | None = None) -> bool:
+
+def compare(
+    demo: Demo,
+    title: str,
+    replica: "wlr.Replica",
+    refs: dict[str, int | None],
+    expect: dict[str, tuple[list[str], int, int]] | None = None,
+) -> bool:
     """Compare every table of ``replica`` with the master at ``refs`` (or precomputed ``expect``)."""
     print(f"\n{title}")
     print(f"  {'table':<13} {'master ver':>10} {'master rows':>12} {'replica rows':>13}  checksum")
@@ -381,21 +435,27 @@ def compare(demo: Demo, title: str, replica: "wlr.Replica", refs: dict[str, int 
         if cols is None or not present:
             same = cols is None and not present
             r_rows = "-" if not present else replica.table(name).count()
-            print(f"  {name:<13} {'-':>10} {'(absent)' if cols is None else m_rows:>12} "
-                  f"{'(absent)' if not present else r_rows:>13}  {'match' if same else 'MISMATCH'}")
+            print(
+                f"  {name:<13} {'-':>10} {'(absent)' if cols is None else m_rows:>12} "
+                f"{'(absent)' if not present else r_rows:>13}  {'match' if same else 'MISMATCH'}"
+            )
             good &= same
             continue
         rdf = replica.table(name)
         if sorted(rdf.columns) != sorted(cols):
-            print(f"  {name:<13} {version if version is not None else '':>10} {m_rows:>12,} {'?':>13}  "
-                  f"MISMATCH: columns {rdf.columns} != master {cols}")
+            print(
+                f"  {name:<13} {version if version is not None else '':>10} {m_rows:>12,} {'?':>13}  "
+                f"MISMATCH: columns {rdf.columns} != master {cols}"
+            )
             good = False
             continue
         r_rows, r_sum = checksum(rdf, cols)
         same = (r_rows, r_sum) == (m_rows, m_sum)
         good &= same
-        print(f"  {name:<13} {version if version is not None else 'pre-drop':>10} {m_rows:>12,} {r_rows:>13,}  "
-              f"{'match' if same else 'MISMATCH'}  ({m_sum % 10**12:012d}{'' if same else f' vs {r_sum % 10**12:012d}'})")
+        print(
+            f"  {name:<13} {version if version is not None else 'pre-drop':>10} {m_rows:>12,} {r_rows:>13,}  "
+            f"{'match' if same else 'MISMATCH'}  ({m_sum % 10**12:012d}{'' if same else f' vs {r_sum % 10**12:012d}'})"
+        )
     print(f"  => {'OK' if good else 'MISMATCH'}")
     demo.ok &= good
     return good
@@ -412,8 +472,10 @@ def point_replica(demo: Demo, name: str, until, collapse: bool = True) -> "wlr.R
     demo.replay.append((name, applied, elapsed))
     shown = until.isoformat() if isinstance(until, datetime) else repr(until)
     how = "" if collapse else ", collapse=False"
-    print(f"\n  wlr.Replica({MASTER!r}, replica={name!r}).replicate(until={shown}{how}): {applied} txns up to txn "
-          f"{rep.tick()} in {elapsed:.1f} s ({elapsed / max(applied, 1):.2f} s/txn, snapshot copy included)")
+    print(
+        f"\n  wlr.Replica({MASTER!r}, replica={name!r}).replicate(until={shown}{how}): {applied} txns up to txn "
+        f"{rep.tick()} in {elapsed:.1f} s ({elapsed / max(applied, 1):.2f} s/txn, snapshot copy included)"
+    )
     return rep
 
 
@@ -428,8 +490,7 @@ def wait_for(demo: Demo, what: str, done) -> float:
         if not demo.follower.following():
             raise RuntimeError(f"follower {FOLLOWER} stopped following while waiting for {what}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not reached within {WAIT_SECONDS} s "
-                               f"(follower at txn {demo.follower.tick()})")
+            raise TimeoutError(f"{what}: not reached within {WAIT_SECONDS} s (follower at txn {demo.follower.tick()})")
         time.sleep(0.25)
     return time.perf_counter() - t0
 
@@ -440,13 +501,19 @@ def verify_end(demo: Demo) -> tuple[int, Published]:
     tick = wlc.tick()
     waited = wait_for(demo, f"follower at txn {tick}", lambda: demo.follower.tick() >= tick)
     pub = published(demo)
-    print(f"\n== (c) End of stream: wlc.flush() -> txn {last}, wlc.tick() = {tick}; "
-          f"follower caught up {waited:.1f} s after the flush")
+    print(
+        f"\n== (c) End of stream: wlc.flush() -> txn {last}, wlc.tick() = {tick}; "
+        f"follower caught up {waited:.1f} s after the flush"
+    )
     if len(pub.records) != len(demo.txns):
         print(f"  MISMATCH: the master published {len(pub.records)} transactions, the demo ran {len(demo.txns)}")
         demo.ok = False
-    compare(demo, f"(c) follower {FOLLOWER} at txn {demo.follower.tick()} vs master at txn {tick}",
-            demo.follower, pub.at_txn(tick))
+    compare(
+        demo,
+        f"(c) follower {FOLLOWER} at txn {demo.follower.tick()} vs master at txn {tick}",
+        demo.follower,
+        pub.at_txn(tick),
+    )
     return tick, pub
 
 
@@ -471,9 +538,11 @@ def verify_time(demo: Demo, pub: Published) -> None:
     k = min(len(demo.txns) - 2, (len(demo.txns) * 3) // 5)
     instant = demo.txns[k].committed
     nxt = demo.txns[k + 1]
-    print(f"\n== (b) Mid-stream instant: until={instant.isoformat()} (just after demo txn #{k}, "
-          f"set {demo.txns[k].set_no} {demo.txns[k].label} on {demo.txns[k].table}; the next, "
-          f"{nxt.label} on {nxt.table}, committed at {hms(nxt.committed)})")
+    print(
+        f"\n== (b) Mid-stream instant: until={instant.isoformat()} (just after demo txn #{k}, "
+        f"set {demo.txns[k].set_no} {demo.txns[k].label} on {demo.txns[k].table}; the next, "
+        f"{nxt.label} on {nxt.table}, committed at {hms(nxt.committed)})"
+    )
     covered = pub.count_at_time(instant)
     if covered != k + 1:
         print(f"  MISMATCH: the manifests put {covered} transactions at or before that instant, expected {k + 1}")
@@ -510,37 +579,51 @@ def drop_and_recover(demo: Demo, end_tick: int, pub: Published) -> None:
     print(f"  instant before the drop: {before_drop.isoformat()}; orders had {expect['sys.orders'][1]:,} rows")
     drop_txn = wlc.flush()
     gone = os.path.join(demo.dbfarm, FOLLOWER, SCHEMA, "orders")
-    waited = wait_for(demo, "follower to apply the drop",
-                      lambda: demo.follower.tick() >= drop_txn and not os.path.exists(gone))
-    print(f"  wlc.flush() -> drop logged as txn {drop_txn}; follower applied it after {waited:.1f} s "
-          f"(its sys.orders is gone: {not os.path.exists(gone)})")
+    waited = wait_for(
+        demo, "follower to apply the drop", lambda: demo.follower.tick() >= drop_txn and not os.path.exists(gone)
+    )
+    print(
+        f"  wlc.flush() -> drop logged as txn {drop_txn}; follower applied it after {waited:.1f} s "
+        f"(its sys.orders is gone: {not os.path.exists(gone)})"
+    )
     if drop_txn != end_tick + 1:
         print(f"  MISMATCH: expected the drop as txn {end_tick + 1}")
         demo.ok = False
     rep = point_replica(demo, PITR, before_drop)
-    compare(demo, f"Point-in-time recovery: {PITR} at {hms(before_drop)} vs master just before the drop",
-            rep, pub.at_txn(end_tick), expect=expect)
+    compare(
+        demo,
+        f"Point-in-time recovery: {PITR} at {hms(before_drop)} vs master just before the drop",
+        rep,
+        pub.at_txn(end_tick),
+        expect=expect,
+    )
     rep.close()
 
 
 # ----------------------------------------------------------------------------- report
+
 
 def report_timings(demo: Demo, pub: Published, end_tick: int, t_start: float) -> None:
     lags = [(created - rec.time).total_seconds() for rec, created in pub.records if rec.txn <= end_tick]
     print("\n== Timings")
     print(f"  load (8 tables)                  {demo.timings['load']:8.1f} s")
     print(f"  master snapshot                  {demo.timings['master']:8.1f} s")
-    print(f"  refresh stream ({len(demo.txns)} txns)         {demo.timings['stream']:8.1f} s "
-          f"({demo.timings['stream'] / max(len(demo.txns), 1):.2f} s/txn)")
+    print(
+        f"  refresh stream ({len(demo.txns)} txns)         {demo.timings['stream']:8.1f} s "
+        f"({demo.timings['stream'] / max(len(demo.txns), 1):.2f} s/txn)"
+    )
     if lags:
-        print(f"  capture lag (commit -> published, beat {demo.beat:g} s, {len(lags)} stream txns): "
-              f"mean {statistics.mean(lags):.2f} s, max {max(lags):.2f} s")
+        print(
+            f"  capture lag (commit -> published, beat {demo.beat:g} s, {len(lags)} stream txns): "
+            f"mean {statistics.mean(lags):.2f} s, max {max(lags):.2f} s"
+        )
     for name, applied, elapsed in demo.replay:
         print(f"  replay {name:<13} {applied:3d} txns  {elapsed:8.1f} s ({elapsed / max(applied, 1):.2f} s/txn)")
     print(f"  total                            {time.perf_counter() - t_start:8.1f} s")
 
 
 # ----------------------------------------------------------------------------- main
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -2,13 +2,21 @@
 
 Run: .venv/bin/python docs/lag_png.py
 """
-import os, sys, tempfile, time
+
+import os
+import sys
+import tempfile
+import time
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ["WLC_CONFIG"] = os.path.join(ROOT, "tests", "wlc-test.yaml")  # beat 1 s, short settle
-import matplotlib
+import matplotlib  # noqa: E402
+
 matplotlib.use("Agg")
-import wlc, wlr
+import wlc  # noqa: E402
+import wlr  # noqa: E402
+
 spark = wlc.spark_session()
 farm = tempfile.mkdtemp(prefix="lagpng-")
 m = wlc.master("shop", dbfarm=farm)
@@ -27,10 +35,17 @@ deadline = time.monotonic() + 120
 while wlr.status()["lag_transactions"] and time.monotonic() < deadline:
     time.sleep(0.2)
 h = wlr.lag_history("shop_replica", farm)
-ax = h.plot(x="time", y="lag_seconds", drawstyle="steps-post", legend=False, figsize=(8, 3),
-            title="replica lag behind the master (seconds), follow mode, beat 1 s")
+ax = h.plot(
+    x="time",
+    y="lag_seconds",
+    drawstyle="steps-post",
+    legend=False,
+    figsize=(8, 3),
+    title="replica lag behind the master (seconds), follow mode, beat 1 s",
+)
 ax.set_xlabel("time (UTC)")
 ax.figure.tight_layout()
 ax.figure.savefig(os.path.join(ROOT, "docs", "lag.png"), dpi=100)
 print(h.tail(), h["lag_seconds"].max())
-wlr.stop(); m.close()
+wlr.stop()
+m.close()

@@ -1,4 +1,5 @@
 """Shared fixtures: one Spark session per test process (per worker under pytest-xdist), a fresh dbfarm per test."""
+
 from __future__ import annotations
 
 import os
@@ -51,6 +52,7 @@ def dbfarm(tmp_path, monkeypatch):
     yield str(farm)
     import wlc
     import wlr
+
     for mod in (wlc, wlr):
         cur = getattr(mod, "_current", None)
         if cur is not None:
@@ -59,6 +61,7 @@ def dbfarm(tmp_path, monkeypatch):
     # masters register their schemas in the one session's catalog: the next test's dbfarm
     # must find those names free (the folders are this test's, about to go)
     from pyspark.sql import SparkSession
+
     session = SparkSession.getActiveSession()
     if session is not None:
         for db in session.catalog.listDatabases():
@@ -102,20 +105,26 @@ def s3(s3_server, tmp_path, monkeypatch):
     from wlcore.storage import Storage
 
     base = yaml.safe_load((ROOT / "tests" / "wlc-test.yaml").read_text())
-    base["storage"] = {"s3": {"endpoint_url": s3_server, "key": "testing", "secret": "testing",
-                              "region": "us-east-1"}}
+    base["storage"] = {"s3": {"endpoint_url": s3_server, "key": "testing", "secret": "testing", "region": "us-east-1"}}
     cfg = tmp_path / "wlc-s3.yaml"
     cfg.write_text(yaml.safe_dump(base))
     monkeypatch.setenv("WLC_CONFIG", str(cfg))
     import boto3
 
     bucket = f"wlc-{uuid.uuid4().hex[:10]}"
-    boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing", aws_secret_access_key="testing",
-                 region_name="us-east-1").create_bucket(Bucket=bucket)
+    boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
     Storage.of(f"s3://{bucket}").fs.invalidate_cache()
     from pyspark.sql import SparkSession
+
     session = SparkSession.getActiveSession()
     if session is not None:
         from wlcore.session import configure_s3a
+
         configure_s3a(session)
     yield f"s3://{bucket}"

@@ -1,5 +1,6 @@
 """Waiting for something another thread or process does: a poll with a deadline, never a sleep
 that hopes the other side is done."""
+
 from __future__ import annotations
 
 import time
@@ -8,8 +9,7 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str],
-               interval: float = 0.1) -> T:
+def wait_until(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], interval: float = 0.1) -> T:
     """Call ``predicate`` until it returns a true value, and return that value.
 
     Args:

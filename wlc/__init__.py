@@ -5,6 +5,7 @@ Module functions act on the master started last in this process (as MonetDB's SQ
 procedures act on the current database); programs that drive several masters use
 :class:`wlc.Master` objects directly.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -12,20 +13,44 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from wlcore.errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
-from .master import Master
+from wlcore.health import status
 from wlcore.session import spark_session
 from wlcore.ship import ShipError
-from wlcore.health import status
-from .table_notes import ChangeFeedWarning
 from wlcore.version import __version__
 
-if TYPE_CHECKING:
-    from wlcore.ship import ShipReport, Shipper
+from .master import Master
+from .table_notes import ChangeFeedWarning
 
-__all__ = ["__version__", "spark_session", "master", "attach", "beat", "stop", "flush", "clock", "tick", "current",
-           "snapshot", "snapshots", "compact", "prune", "ship", "status",
-           "Master", "WlcError", "ConfigError", "MasterStateError", "NotFoundError", "BatchError", "NotReplicatedWarning",
-           "ChangeFeedWarning", "ShipError"]
+if TYPE_CHECKING:
+    from wlcore.ship import Shipper, ShipReport
+
+__all__ = [
+    "__version__",
+    "spark_session",
+    "master",
+    "attach",
+    "beat",
+    "stop",
+    "flush",
+    "clock",
+    "tick",
+    "current",
+    "snapshot",
+    "snapshots",
+    "compact",
+    "prune",
+    "ship",
+    "status",
+    "Master",
+    "WlcError",
+    "ConfigError",
+    "MasterStateError",
+    "NotFoundError",
+    "BatchError",
+    "NotReplicatedWarning",
+    "ChangeFeedWarning",
+    "ShipError",
+]
 
 _current: Master | None = None
 
@@ -60,8 +85,7 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
     m = Master(dbname, dbfarm=dbfarm, logs=logs)
     if _current is not None and _current.path == m.path and _current.running:
         m.validate()  # e.g. another logs= than the running master's: refused, nothing changes
-        warnings.warn(f"database {dbname!r} is already in master mode in this process; nothing changed",
-                      stacklevel=2)
+        warnings.warn(f"database {dbname!r} is already in master mode in this process; nothing changed", stacklevel=2)
         return _current
     m.start()
     if _current is not None:

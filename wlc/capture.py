@@ -23,6 +23,7 @@ Change rows are read by Spark (:mod:`wlc.changes`: one change-feed read per tabl
 of versions sharing a schema, written as Parquet partitioned by version) straight into the
 open batch's staging folder: no row passes through Python.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,19 +31,28 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from wlcore import alter as alterops
+from wlcore import features, kernel
 from wlcore.batch import TxnRecord
-from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
-from .holds import Holds
-from wlcore import features
-from wlcore import kernel
-from wlcore.deltalog import (Commit, TableMeta, commit_file, list_versions, meta_after, metadata_at,
-                       monotonic, read_commit, readable_from)
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
-from wlcore.discovery import (NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables,  # noqa: F401 (re-exported)
-                        table_path)
+from wlcore.deltalog import (
+    Commit,
+    TableMeta,
+    commit_file,
+    list_versions,
+    meta_after,
+    metadata_at,
+    monotonic,
+    read_commit,
+    readable_from,
+)
+from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.storage import Storage
 
+from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
+from .holds import Holds
+
 log = logging.getLogger("wlc.capture")
+
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
     """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`)."""
@@ -61,9 +71,9 @@ def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
         return []
     a, b = old.shape(), new.shape()
     of, nf = a.pop("columns"), b.pop("columns")
-    if a != b or len(nf) <= len(of) or nf[:len(of)] != of:
+    if a != b or len(nf) <= len(of) or nf[: len(of)] != of:
         return []
-    added = nf[len(of):]
+    added = nf[len(of) :]
     if any(set(f) != {"name", "type", "nullable"} or not f["nullable"] for f in added):
         return []
     return [f["name"] for f in added]
@@ -72,9 +82,18 @@ def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
 class Capture:
     """Scans a master database and stages transaction records (no threads; the Master drives it)."""
 
-    def __init__(self, spark, storage: Storage, db_path: str, dbname: str, dbid: str,
-                 state: CaptureState, skip_schemas: frozenset[str] | set[str] = frozenset(), holds: Holds | None = None,
-                 floor: datetime | None = None):
+    def __init__(
+        self,
+        spark,
+        storage: Storage,
+        db_path: str,
+        dbname: str,
+        dbid: str,
+        state: CaptureState,
+        skip_schemas: frozenset[str] | set[str] = frozenset(),
+        holds: Holds | None = None,
+        floor: datetime | None = None,
+    ):
         self.spark = spark
         self.storage = storage
         self.db_path = db_path
@@ -118,8 +137,12 @@ class Capture:
             try:
                 cursor = self._scan(name, path, limit, now, found)
             except Exception as exc:  # noqa: BLE001 (this table only: the others go on)
-                self.holds.hold(name, f"its log cannot be read: {type(exc).__name__}: {first_line(exc)}",
-                                self.complete.get(name, self.floor), now)
+                self.holds.hold(
+                    name,
+                    f"its log cannot be read: {type(exc).__name__}: {first_line(exc)}",
+                    self.complete.get(name, self.floor),
+                    now,
+                )
                 log.error("capture holds %s back: %s", name, exc)
                 continue
             self.complete[name] = limit or now
@@ -137,8 +160,9 @@ class Capture:
         planned.sort(key=lambda p: (p.time, p.table, -1 if p.version is None else p.version))
         return planned, cursors
 
-    def _scan(self, name: str, path: str, limit: datetime | None, now: datetime,
-              planned: list[Planned]) -> Cursor | None:
+    def _scan(
+        self, name: str, path: str, limit: datetime | None, now: datetime, planned: list[Planned]
+    ) -> Cursor | None:
         """Plan one table's new transactions into ``planned``; returns its new cursor (None:
         nothing new). Raises whatever reading its log raises (the caller holds the table)."""
         cur = self.state.tables.get(name)
@@ -179,8 +203,15 @@ class Capture:
             return (version, None, None)
         return (version, info.get("mtime") or info.get("LastModified"), info.get("size"))
 
-    def _scan_table(self, name: str, path: str, cur: Cursor | None, versions: list[int],
-                    limit: datetime | None, planned: list[Planned]) -> Cursor | None:
+    def _scan_table(
+        self,
+        name: str,
+        path: str,
+        cur: Cursor | None,
+        versions: list[int],
+        limit: datetime | None,
+        planned: list[Planned],
+    ) -> Cursor | None:
         """Plan the versions of one table after ``cur`` (None: a table new to capture),
         committed at or before ``limit``; returns the cursor they lead to (None: nothing new).
 
@@ -214,12 +245,25 @@ class Capture:
             if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
                 new_cursor = Cursor(v, meta, last_time, hole, feed_off)
                 if commit.data_change:
-                    planned.append(Planned(name, commit.timestamp, v, commit.operation, None, None, meta,
-                                           commit.user, gap=hole, cursor=new_cursor))
+                    planned.append(
+                        Planned(
+                            name,
+                            commit.timestamp,
+                            v,
+                            commit.operation,
+                            None,
+                            None,
+                            meta,
+                            commit.user,
+                            gap=hole,
+                            cursor=new_cursor,
+                        )
+                    )
                 continue
             imaged = rebuild is not None and v == rebuild
-            item, new_meta = self._classify(name, path, commit, meta, first=first,
-                                            image="always" if imaged else "if_change" if force else None)
+            item, new_meta = self._classify(
+                name, path, commit, meta, first=first, image="always" if imaged else "if_change" if force else None
+            )
             if item is not None and (imaged or (force and item.change)):
                 item.gap = hole if imaged else force
                 if imaged:
@@ -227,9 +271,12 @@ class Capture:
                 force = None
             if new_meta is not None and meta is not None and meta.change_feed and not new_meta.change_feed:
                 feed_off = True
-                self.note(name, f"the change feed of {name} was switched off at version {v}: every write to it is "
-                                "carried by the table's full image until it is on again "
-                                f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))")
+                self.note(
+                    name,
+                    f"the change feed of {name} was switched off at version {v}: every write to it is "
+                    "carried by the table's full image until it is on again "
+                    f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))",
+                )
             elif new_meta is not None and new_meta.change_feed:
                 feed_off = False
             meta = new_meta
@@ -245,8 +292,9 @@ class Capture:
                 here.stable = last
         return new_cursor
 
-    def _hole(self, name: str, path: str, cur: Cursor | None,
-              versions: list[int]) -> tuple[int, str | None, int | None] | None:
+    def _hole(
+        self, name: str, path: str, cur: Cursor | None, versions: list[int]
+    ) -> tuple[int, str | None, int | None] | None:
         """Where planning of ``name`` starts after ``cur``: ``(first version, the hole's text,
         the first version Delta can rebuild after it)`` (hole and rebuild None: no hole), or
         None when no version after the hole can be read yet (a checkpoint must come first)."""
@@ -258,16 +306,23 @@ class Capture:
             rebuild = readable_from(self.storage, path, versions)
             if rebuild is None:
                 self.deferred = True
-                self.note(name, f"no version of {name} after {start - 1} can be read: its commits were removed "
-                                "(log clean-up) and no checkpoint covers them yet; capture waits for one")
+                self.note(
+                    name,
+                    f"no version of {name} after {start - 1} can be read: its commits were removed "
+                    "(log clean-up) and no checkpoint covers them yet; capture waits for one",
+                )
                 return None
             first_listed = min(v for v in versions if v >= start)
             if cur is not None:
-                hole = (f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
-                        f"(delta.logRetentionDuration) before capture read them")
+                hole = (
+                    f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
+                    f"(delta.logRetentionDuration) before capture read them"
+                )
             else:
-                hole = (f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
-                        "log clean-up, and its state comes from a checkpoint")
+                hole = (
+                    f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
+                    "log clean-up, and its state comes from a checkpoint"
+                )
             rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
             start = max(start, rebuild) if cur is None else start
         return start, hole, rebuild
@@ -283,8 +338,9 @@ class Capture:
         out, self.new_notices = self.new_notices, []
         return out
 
-    def _classify(self, name: str, path: str, commit: Commit, meta: TableMeta | None,
-                  first: bool, image: str | None = None) -> tuple[Planned | None, TableMeta | None]:
+    def _classify(
+        self, name: str, path: str, commit: Commit, meta: TableMeta | None, first: bool, image: str | None = None
+    ) -> tuple[Planned | None, TableMeta | None]:
         """The transaction ``commit`` is (None: none) and the metadata after it.
 
         ``image``: ``"always"``: carry the version by the table's image (after a hole in its
@@ -316,8 +372,18 @@ class Capture:
             return None, current
         alters = ddl == "alter" and new_meta is not None and change != "image"
         adds = tuple(added_columns(meta, new_meta)) if alters and new_meta is not None else ()
-        return Planned(name, commit.timestamp, commit.version, commit.operation, ddl, change,
-                       current, commit.user, adds, ops if change != "image" else None), current
+        return Planned(
+            name,
+            commit.timestamp,
+            commit.version,
+            commit.operation,
+            ddl,
+            change,
+            current,
+            commit.user,
+            adds,
+            ops if change != "image" else None,
+        ), current
 
     def start_cursor(self, path: str) -> tuple[Cursor, TableMeta]:
         """A cursor at the table's newest version (its metadata and commit time): where
@@ -374,12 +440,26 @@ class Capture:
         for item in items:
             txn = self.state.next_txn
             self.state.next_txn += 1
-            records.append(TxnRecord(
-                txn=txn, gtid=f"{self.dbid}:{txn}", time=item.time, table=item.table,
-                version=item.version, operation=item.operation, ddl=item.ddl, change=item.change,
-                meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
-                user=item.user, adds=list(item.adds), ops=item.ops, gap=item.gap, committed=item.committed,
-            ))
+            records.append(
+                TxnRecord(
+                    txn=txn,
+                    gtid=f"{self.dbid}:{txn}",
+                    time=item.time,
+                    table=item.table,
+                    version=item.version,
+                    operation=item.operation,
+                    ddl=item.ddl,
+                    change=item.change,
+                    meta=item.meta.to_json()
+                    if (item.meta is not None and (item.ddl or item.change == "image"))
+                    else None,
+                    user=item.user,
+                    adds=list(item.adds),
+                    ops=item.ops,
+                    gap=item.gap,
+                    committed=item.committed,
+                )
+            )
         return records
 
     def advance(self, cursors: Mapping[str, Cursor | None]) -> None:
@@ -396,4 +476,3 @@ class Capture:
                 self.state.tables[name] = cur
                 if name in self._seen_sig:
                     self._first_sig[name] = self._seen_sig[name]
-

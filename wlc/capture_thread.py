@@ -5,6 +5,7 @@ Each scan stages what capture finds and publishes the open batch when its beat i
 outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged
 and retried from the same cursors, as PostgreSQL's apply worker retries.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,14 @@ class CaptureThread:
         lock: the master's lock, held during each scan.
     """
 
-    def __init__(self, publisher: Publisher, catalog: MasterCatalog, record: MasterRecord, timing: CaptureTiming,
-                 lock: threading.RLock):
+    def __init__(
+        self,
+        publisher: Publisher,
+        catalog: MasterCatalog,
+        record: MasterRecord,
+        timing: CaptureTiming,
+        lock: threading.RLock,
+    ):
         self.publisher = publisher
         self.catalog = catalog
         self.record = record
@@ -53,8 +60,13 @@ class CaptureThread:
     def start(self) -> None:
         """Watch the database folder (local storage) and start the thread."""
         if self.record.storage.local:
-            self._watch = FolderWatch(self.path, recursive=True, polling=self.timing.polling,
-                                      interval=self.timing.poll_interval, accept=self.relevant_event)
+            self._watch = FolderWatch(
+                self.path,
+                recursive=True,
+                polling=self.timing.polling,
+                interval=self.timing.poll_interval,
+                accept=self.relevant_event,
+            )
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
         self._thread.start()
 
@@ -80,8 +92,10 @@ class CaptureThread:
         if path.count(os.sep) > self.path.count(os.sep) + 2:
             return False  # data files: their commit wakes us
         name = os.path.basename(path)
-        return not (os.path.dirname(path) == self.path.rstrip(os.sep)
-                    and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}.")))
+        return not (
+            os.path.dirname(path) == self.path.rstrip(os.sep)
+            and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}."))
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -19,6 +19,7 @@ What the change feed cannot describe is carried otherwise, loudly, never lost in
   :class:`TableUnreadable` for that table only; capture keeps its transactions *pending*
   and retries, the other tables' rows are written.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
 from wlcore.deltalog import commit_file, list_versions
 from wlcore.names import batch_folder, quote_ident
-from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
 from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.capture")
 
 RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
 # Spark and Delta's words for a file that is not there (removed by VACUUM, or by hand)
-_MISSING = re.compile(r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist",
-                      re.IGNORECASE)
+_MISSING = re.compile(
+    r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist", re.IGNORECASE
+)
 
 
 def _why(missing: str) -> str:
@@ -68,13 +70,22 @@ class Written:
 def read_shape(meta) -> str:
     """What a change-feed read depends on: column names, types, nullability and physical
     names (column mapping); versions with the same read shape are read together."""
+
     def strip(t):
         if isinstance(t, dict):
             if t.get("type") == "struct":
-                return [(f["name"], strip(f["type"]), f.get("nullable", True),
-                         (f.get("metadata") or {}).get("delta.columnMapping.physicalName")) for f in t["fields"]]
+                return [
+                    (
+                        f["name"],
+                        strip(f["type"]),
+                        f.get("nullable", True),
+                        (f.get("metadata") or {}).get("delta.columnMapping.physicalName"),
+                    )
+                    for f in t["fields"]
+                ]
             return {k: strip(v) for k, v in t.items()}
         return t
+
     return json.dumps(strip(meta.schema)) if meta is not None else ""
 
 
@@ -84,8 +95,9 @@ _TOLD = re.compile(r"\[[A-Z][A-Z0-9_.]+\]|\w(Exception|Error)\b:")
 def first_line(exc: BaseException) -> str:
     """What ``exc`` says, in one line: the line naming Spark's or Java's error (a Py4J
     error's first line only says which call failed), else its first line."""
-    lines = [ln.strip() for ln in str(exc).splitlines()
-             if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))]
+    lines = [
+        ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))
+    ]
     told = next((ln for ln in lines if _TOLD.search(ln)), lines[0] if lines else type(exc).__name__)
     return told.lstrip(": ")[:400]
 
@@ -113,14 +125,16 @@ class Copier:
             # Delta refuses to read a version older than delta.deletedFileRetentionDuration, its
             # files gone or not; capture reads what is still there (what VACUUM removed is met
             # as missing files and carried by an image, below)
-            session.conf.set("spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration",
-                             "false")
+            session.conf.set(
+                "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration", "false"
+            )
             self._session = session
         return self._session
 
     def table_path(self, name: str) -> str:
         """The folder of master table ``"schema.table"``."""
         from wlcore.names import split_name
+
         schema, table = split_name(name)
         return Storage.join(self.db_path, schema, table)
 
@@ -160,10 +174,13 @@ class Copier:
                 k += 1
                 continue
             run = [(i, item)]
-            while (k + len(run) < len(items) and len(run) < RUN_VERSIONS
-                   and items[k + len(run)][1].change == "cdf"
-                   and items[k + len(run)][1].version == run[-1][1].version + 1
-                   and read_shape(items[k + len(run)][1].meta) == read_shape(item.meta)):
+            while (
+                k + len(run) < len(items)
+                and len(run) < RUN_VERSIONS
+                and items[k + len(run)][1].change == "cdf"
+                and items[k + len(run)][1].version == run[-1][1].version + 1
+                and read_shape(items[k + len(run)][1].meta) == read_shape(item.meta)
+            ):
                 run.append(items[k + len(run)])
             k += len(run)
             missing = self._changes(staging, table, run, out)
@@ -171,8 +188,10 @@ class Copier:
                 continue
             # VACUUM (or log clean-up) removed what the feed needs: the run's last version by its
             # image, a gap before it
-            reason = (f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
-                      f"before capture read them ({_why(missing)})")
+            reason = (
+                f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
+                f"before capture read them ({_why(missing)})"
+            )
             for _j, it in run[:-1]:
                 it.change, it.gap = None, reason
             j, last = run[-1]
@@ -181,15 +200,19 @@ class Copier:
                 self.note(table, f"{reason}; the table is carried by its image at version {last.version}")
             else:
                 force = reason
-                self.note(table, f"{reason}, and the files of version {last.version} too; the table is carried "
-                                 "by its image at the next version that can be read")
+                self.note(
+                    table,
+                    f"{reason}, and the files of version {last.version} too; the table is carried "
+                    "by its image at the next version that can be read",
+                )
 
     def _image(self, staging: str, table: str, i: int, item, out: Written) -> bool:
         """Copy the table's image at ``item.version``, or, when VACUUM removed its files, at
         ``item.stable`` (the last version with the same rows: the ones between change no
         data, e.g. OPTIMIZE); False when those files are gone too (the item then carries a
         gap note and no rows)."""
-        from pyspark.sql import Observation, functions as F
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
 
         rel = f"images/{batch_folder(table)}/{item.version}"
         uri = self.storage.uri(self.table_path(table))
@@ -201,8 +224,13 @@ class Copier:
             def copy():
                 df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
                 cols = item.meta.columns if item.meta else df.columns
-                (df.select(*[quote_ident(c) for c in cols]).observe(seen, F.count(F.lit(1)).alias("n"))
-                   .write.mode("overwrite").parquet(self.storage.uri(Storage.join(staging, rel))))
+                (
+                    df.select(*[quote_ident(c) for c in cols])
+                    .observe(seen, F.count(F.lit(1)).alias("n"))
+                    .write.mode("overwrite")
+                    .parquet(self.storage.uri(Storage.join(staging, rel)))
+                )
+
             status = self._read(table, [version], copy, staging, rel)
             if status == "ok":
                 out.rows[i] = rel
@@ -212,14 +240,16 @@ class Copier:
                 out.lost[i] = status[5:]
                 return True
         item.change = None
-        item.gap = item.gap or (f"the data files of version {item.version} were removed before capture "
-                                f"read them ({_why(status[8:])})")
+        item.gap = item.gap or (
+            f"the data files of version {item.version} were removed before capture read them ({_why(status[8:])})"
+        )
         return False
 
     def _changes(self, staging: str, table: str, run: list, out: Written) -> str | None:
         """Copy the change feed of a run of versions; None when done (or lost with the
         table), else what is missing (the run's change files were vacuumed)."""
-        from pyspark.sql import Observation, functions as F
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
 
         first, last = run[0][1], run[-1][1]
         uri = self.storage.uri(self.table_path(table))
@@ -229,17 +259,32 @@ class Copier:
         seen = Observation()
 
         def copy():
-            df = (self.spark.read.format("delta").option("readChangeFeed", "true")
-                  .option("startingVersion", first.version).option("endingVersion", last.version)
-                  .option("versionAsOf", last.version).load(uri))
+            df = (
+                self.spark.read.format("delta")
+                .option("readChangeFeed", "true")
+                .option("startingVersion", first.version)
+                .option("endingVersion", last.version)
+                .option("versionAsOf", last.version)
+                .load(uri)
+            )
             version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
-            tallies = [F.count_if((version == it.version) & (kind == t)).alias(f"{i}/{t}")
-                       for i, it in run for t in CHANGE_TYPES]
-            (df.select(*[quote_ident(c) for c in last.meta.columns], CHANGE_TYPE,
-                       df["_commit_version"].alias(VERSION_COLUMN))
-               .observe(seen, *tallies)
-               .write.mode("append").partitionBy(VERSION_COLUMN)
-               .parquet(self.storage.uri(Storage.join(staging, base))))
+            tallies = [
+                F.count_if((version == it.version) & (kind == t)).alias(f"{i}/{t}")
+                for i, it in run
+                for t in CHANGE_TYPES
+            ]
+            (
+                df.select(
+                    *[quote_ident(c) for c in last.meta.columns],
+                    CHANGE_TYPE,
+                    df["_commit_version"].alias(VERSION_COLUMN),
+                )
+                .observe(seen, *tallies)
+                .write.mode("append")
+                .partitionBy(VERSION_COLUMN)
+                .parquet(self.storage.uri(Storage.join(staging, base)))
+            )
+
         status = self._read(table, [first.version, last.version], copy, staging, None)
         if status.startswith("missing:"):
             for _i, it in run:
@@ -267,10 +312,14 @@ class Copier:
             if not missing:
                 return None
             if list_versions(self.storage, path):  # the table is there: log clean-up removed the commit
-                return "missing:" + (f"the commit of version {missing[0]} was removed by log clean-up "
-                                     "(delta.logRetentionDuration)")
-            return "lost:" + (f"table {table} was dropped (its Delta log is gone) before capture copied the change "
-                              f"rows of its version {missing[0]}; they no longer exist anywhere")
+                return "missing:" + (
+                    f"the commit of version {missing[0]} was removed by log clean-up (delta.logRetentionDuration)"
+                )
+            return "lost:" + (
+                f"table {table} was dropped (its Delta log is gone) before capture copied the change "
+                f"rows of its version {missing[0]}; they no longer exist anywhere"
+            )
+
         cause = gone()
         if cause:
             return cause

@@ -1,6 +1,7 @@
 """Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``master``, ``capture``, ``status``,
 the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``. One function ``cmd_<name>`` per
 subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,57 +10,71 @@ import signal
 import threading
 
 from wlcore.commands import run, subcommand
-from wlcore.settings import add_common, use_config, dbfarm as resolve_dbfarm
 from wlcore.health import format_status
+from wlcore.settings import add_common, use_config
+from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.terminal import setup as setup_terminal
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
-        prog="wlc", description="Workload capture for Delta Lake masters.",
+        prog="wlc",
+        description="Workload capture for Delta Lake masters.",
         epilog="exit status: 0 ok; 2 bad input or a refused call; 3 not found (no such dbfarm, database or "
-               "table); status only: 5 capture is stale (no heartbeat for capture.stale_after seconds without a "
-               "clean stop)")
+        "table); status only: 5 capture is stale (no heartbeat for capture.stale_after seconds without a "
+        "clean stop)",
+    )
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    ma = subcommand(sub, "master", cmd_master,
-                    help="put a database in master mode (MonetDB's CALL wlc.master()); then run wlc capture",
-                    description="Put a database of an existing dbfarm in master "
-                    "mode: write its wlc.config and snapshot the tables it holds. A deliberate step, done once; "
-                    "wlc capture then captures it. A database folder that does not exist yet is made (empty).")
+    ma = subcommand(
+        sub,
+        "master",
+        cmd_master,
+        help="put a database in master mode (MonetDB's CALL wlc.master()); then run wlc capture",
+        description="Put a database of an existing dbfarm in master "
+        "mode: write its wlc.config and snapshot the tables it holds. A deliberate step, done once; "
+        "wlc capture then captures it. A database folder that does not exist yet is made (empty).",
+    )
     ma.add_argument("dbfarm", help="folder holding the databases (must exist)")
     ma.add_argument("dbname", help="the database's name (a folder in the dbfarm)")
     ma.add_argument("--logs", help="log folder (default <dbfarm>/<dbname>/wlc_logs)")
     ma.add_argument("--beat", type=float, help="heartbeat in seconds (default master.beat of config, 300)")
-    cap = subcommand(sub, "capture", cmd_capture,
-                     help="capture a master's commits until interrupted (wlc master makes one)")
+    cap = subcommand(
+        sub, "capture", cmd_capture, help="capture a master's commits until interrupted (wlc master makes one)"
+    )
     cap.add_argument("dbfarm", help="folder holding the databases")
     cap.add_argument("dbname", help="the master database's name (made a master by wlc master)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
-    st = subcommand(sub, "status", cmd_status,
-                    help="print a master's state, tick, logs, heartbeat and capture liveness")
+    st = subcommand(
+        sub, "status", cmd_status, help="print a master's state, tick, logs, heartbeat and capture liveness"
+    )
     st.add_argument("dbfarm", help="folder holding the databases")
     st.add_argument("dbname", help="the master database's name")
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
-    sn = subcommand(sub, "snapshot", cmd_snapshot,
-                    help="take a snapshot at the last published transaction while capture goes on "
-                         "(flushes first when no other process captures)")
+    sn = subcommand(
+        sub,
+        "snapshot",
+        cmd_snapshot,
+        help="take a snapshot at the last published transaction while capture goes on "
+        "(flushes first when no other process captures)",
+    )
     sn.add_argument("dbfarm", help="folder holding the databases")
     sn.add_argument("dbname", help="the master database's name")
-    co = subcommand(sub, "compact", cmd_compact,
-                    help="merge published batches into level-1 and level-2 batches, as far as due")
+    co = subcommand(
+        sub, "compact", cmd_compact, help="merge published batches into level-1 and level-2 batches, as far as due"
+    )
     co.add_argument("dbfarm", help="folder holding the databases")
     co.add_argument("dbname", help="the master database's name")
     co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
     co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
-    pr = subcommand(sub, "prune", cmd_prune,
-                    help="delete the batches and snapshots master.retention no longer promises")
+    pr = subcommand(
+        sub, "prune", cmd_prune, help="delete the batches and snapshots master.retention no longer promises"
+    )
     pr.add_argument("dbfarm", help="folder holding the databases")
     pr.add_argument("dbname", help="the master database's name")
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
-    sh = subcommand(sub, "ship", cmd_ship,
-                    help="copy published batches and snapshots to another folder or an S3 URL")
+    sh = subcommand(sub, "ship", cmd_ship, help="copy published batches and snapshots to another folder or an S3 URL")
     sh.add_argument("dbfarm", help="folder holding the databases")
     sh.add_argument("dbname", help="the master database's name")
     sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
@@ -102,8 +117,9 @@ def cmd_ship(args: argparse.Namespace) -> int:
 def _lifecycle(args: argparse.Namespace):
     """The :class:`wlc.lifecycle.Lifecycle` of master ``args.dbname`` and its dbfarm folder; a database
     that is not a master is refused here (an error naming what it is and the fix) before Spark starts."""
-    from .lifecycle import Lifecycle
     from wlcore.storage import Storage
+
+    from .lifecycle import Lifecycle
 
     farm = resolve_dbfarm(args.dbfarm)
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
@@ -121,8 +137,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     import warnings
 
     from wlcore.errors import MasterStateError
-    from .master import Master
     from wlcore.session import active_session
+
+    from .master import Master
 
     cycle, farm = _lifecycle(args)
     m = Master(args.dbname, dbfarm=farm, capture=False)
@@ -151,8 +168,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         ConfigError: a malformed ``--level1``/``--level2``. NotFoundError, MasterStateError: as
         :func:`cmd_snapshot`.
     """
-    from wlcore.settings import every
     from wlcore.session import active_session
+    from wlcore.settings import every
 
     cycle, _ = _lifecycle(args)
     chosen = {1: every(args.level1, "--level1", ("batches",)), 2: every(args.level2, "--level2", ("batches",))}
@@ -186,12 +203,13 @@ def cmd_master(args: argparse.Namespace) -> int:
         ConfigError: a bad ``--beat`` (before anything is made). NotFoundError: no such dbfarm.
         MasterStateError: the database is a replica.
     """
-    from wlcore.settings import number
-    from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
-    from .master import Master
     from wlcore.batch import utc_iso
+    from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from wlcore.master_state import MasterState, read_master_state
+    from wlcore.settings import number
     from wlcore.storage import Storage
+
+    from .master import Master
 
     farm = resolve_dbfarm(args.dbfarm)
     beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
@@ -202,16 +220,23 @@ def cmd_master(args: argparse.Namespace) -> int:
     if kind == MASTER:
         cfg = read_master_state(dbs.storage, Storage.join(farm, args.dbname)) or MasterState()
         created, tick = utc_iso(cfg.created) if cfg.created else "-", cfg.tick if cfg.has("tick") else "-"
-        print(f"{args.dbname} is already a master (since {created}, last published transaction "
-              f"{tick}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}")
+        print(
+            f"{args.dbname} is already a master (since {created}, last published transaction "
+            f"{tick}); nothing changed. Capture it with: wlc capture {farm} {args.dbname}"
+        )
         return 0
     m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
     tables = m.create(beat)
     made = "made the empty database folder; " if kind != PLAIN else ""
-    held = (f"{tables} table{'s' if tables != 1 else ''} in its first snapshot" if tables else
-            "no table yet (replicas start empty)")
-    print(f"{args.dbname} is a master now: {made}{held}, logs in {m.logs}, beat {m.beat_seconds:g} s.\n"
-          f"Capture it with: wlc capture {farm} {args.dbname}")
+    held = (
+        f"{tables} table{'s' if tables != 1 else ''} in its first snapshot"
+        if tables
+        else "no table yet (replicas start empty)"
+    )
+    print(
+        f"{args.dbname} is a master now: {made}{held}, logs in {m.logs}, beat {m.beat_seconds:g} s.\n"
+        f"Capture it with: wlc capture {farm} {args.dbname}"
+    )
     return 0
 
 
@@ -226,8 +251,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
     import warnings
     from datetime import datetime, timedelta, timezone
 
-    from wlcore.settings import number
     from wlcore.databases import Dbfarm
+    from wlcore.settings import number
+
     from .master import Master
 
     farm = resolve_dbfarm(args.dbfarm)
@@ -243,9 +269,12 @@ def cmd_capture(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: done.set())
     b = m.beat_seconds
     soon = (datetime.now(timezone.utc) + timedelta(seconds=b)).strftime("%H:%M:%SZ")
-    first = ("each transaction is published as its own batch at once" if b == 0 else
-             f"the first batch is published {b:g} s after the first commit captured (about {soon} for a commit "
-             f"made now), and so each batch; change it with --beat SECONDS (0: a batch per transaction)")
+    first = (
+        "each transaction is published as its own batch at once"
+        if b == 0
+        else f"the first batch is published {b:g} s after the first commit captured (about {soon} for a commit "
+        f"made now), and so each batch; change it with --beat SECONDS (0: a batch per transaction)"
+    )
     print(f"capturing {m.path} into {m.logs} (beat {b:g} s): {first}; Ctrl-C stops", flush=True)
     done.wait()
     m.flush()

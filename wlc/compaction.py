@@ -16,6 +16,7 @@ stay until retention prunes them.
 Cost: one Spark read, aggregation and write per piece of more than one transaction
 (O(change rows of the run)); a one-transaction piece is copied as files.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,22 +26,22 @@ from datetime import datetime
 from wlcore import batch as batchfmt
 from wlcore import collapse
 from wlcore.batch import Manifest, TxnRecord
-from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
-from wlcore.settings import Every
 from wlcore.deltalog import TableMeta
 from wlcore.errors import BatchError
 from wlcore.faults import crash_point
 from wlcore.levels import Span, runs_to_merge
 from wlcore.names import batch_folder
+from wlcore.settings import Every
 from wlcore.storage import Storage
+
+from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
 
 log = logging.getLogger("wlc.compaction")
 
 STAGING = ".compact-"
 
 
-def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1,
-          span_of=None) -> list[Span]:
+def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1, span_of=None) -> list[Span]:
     """The published batches of ``level`` whose first level-0 batch is after ``after_batch``, as spans.
 
     ``span_of``: ``f(path)`` -> span (a caller's cache of the manifests, which never change);
@@ -52,8 +53,11 @@ def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int
     if level == 0:
         found = batchfmt.list_batches(storage, logs, dbname, after_batch + 1)
     else:
-        found = [(first, path) for lv, first, _last, path in batchfmt.list_compacted(storage, logs, dbname)
-                 if lv == level and first > after_batch]
+        found = [
+            (first, path)
+            for lv, first, _last, path in batchfmt.list_compacted(storage, logs, dbname)
+            if lv == level and first > after_batch
+        ]
     if span_of is None:
         return [Span.of(batchfmt.read_manifest(storage, path), path) for _n, path in found]
     return [span_of(path) for _n, path in found]
@@ -61,8 +65,7 @@ def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int
 
 def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
     """The last level-0 batch held by the newest batch of ``level`` (>= 1); -1 when there is none."""
-    return max((last for lv, _f, last, _p in batchfmt.list_compacted(storage, logs, dbname) if lv == level),
-               default=-1)
+    return max((last for lv, _f, last, _p in batchfmt.list_compacted(storage, logs, dbname) if lv == level), default=-1)
 
 
 def _level_inputs(storage: Storage, logs: str, dbname: str, level: int, span_of=None) -> tuple[list[Span], list[Span]]:
@@ -73,8 +76,18 @@ def _level_inputs(storage: Storage, logs: str, dbname: str, level: int, span_of=
     return lower, ([Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else [])
 
 
-def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: dict[int, Every],
-            watermark: datetime, metas_before, progress=None, span_of=None) -> list[Span]:
+def compact(
+    spark,
+    storage: Storage,
+    logs: str,
+    dbname: str,
+    dbid: str,
+    every: dict[int, Every],
+    watermark: datetime,
+    metas_before,
+    progress=None,
+    span_of=None,
+) -> list[Span]:
     """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
 
     Args:
@@ -101,13 +114,16 @@ def compact(spark, storage: Storage, logs: str, dbname: str, dbid: str, every: d
             span = merge(spark, storage, logs, dbname, dbid, level, run, metas_before)
             made.append(span)
             if progress is not None:
-                progress(f"compacted {len(run)} level-{level - 1} batches into {span.name}: "
-                         f"transactions {span.first_txn}..{span.last_txn}")
+                progress(
+                    f"compacted {len(run)} level-{level - 1} batches into {span.name}: "
+                    f"transactions {span.first_txn}..{span.last_txn}"
+                )
     return made
 
 
-def next_due(storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime,
-             span_of=None) -> list[str]:
+def next_due(
+    storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime, span_of=None
+) -> list[str]:
     """A line per level saying when its next compacted batch is due (:func:`wlcore.levels.next_due`);
     reads manifests only (no Spark)."""
     from wlcore.levels import next_due as due
@@ -121,8 +137,9 @@ def next_due(storage: Storage, logs: str, dbname: str, every: dict[int, Every], 
     return out
 
 
-def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span],
-          metas_before) -> Span:
+def merge(
+    spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span], metas_before
+) -> Span:
     """Merge the batches of ``run`` (consecutive, one level below ``level``) into one batch.
 
     Every input file is verified against its checksum first. Raises BatchError when one
@@ -133,8 +150,11 @@ def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int
         m = batchfmt.read_manifest(storage, s.path)
         problems = batchfmt.verify_files(storage, s.path, m)
         if problems:
-            raise BatchError(f"cannot compact {s.name}: " + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
-                             + "; restore it from a copy, then compact again")
+            raise BatchError(
+                f"cannot compact {s.name}: "
+                + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
+                + "; restore it from a copy, then compact again"
+            )
         manifests.append((s.path, m))
     staging = Storage.join(logs, f"{STAGING}{dbname}-L{level}-{run[0].first_batch:012d}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(staging)
@@ -164,9 +184,18 @@ def merge(spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int
         records.sort(key=lambda r: r.txn)
         last = manifests[-1][1]
         crash_point("compact.staged")
-        manifest = Manifest(database=dbname, dbid=dbid, batch=run[0].first_batch, watermark=last.watermark,
-                            txns=records, cursors=last.cursors, level=level, last_batch=run[-1].last_batch,
-                            span=(run[0].first_txn, run[-1].last_txn), epochs=last.epochs)
+        manifest = Manifest(
+            database=dbname,
+            dbid=dbid,
+            batch=run[0].first_batch,
+            watermark=last.watermark,
+            txns=records,
+            cursors=last.cursors,
+            level=level,
+            last_batch=run[-1].last_batch,
+            span=(run[0].first_txn, run[-1].last_txn),
+            epochs=last.epochs,
+        )
         final = batchfmt.publish(storage, logs, staging, manifest)
     except BaseException:
         storage.rm(staging)
@@ -183,16 +212,26 @@ def _barrier(storage: Storage, staging: str, path: str, rec: TxnRecord) -> TxnRe
     return out
 
 
-def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnRecord]],
-           meta: TableMeta | None) -> TxnRecord:
+def _piece(
+    spark, storage: Storage, staging: str, items: list[tuple[str, TxnRecord]], meta: TableMeta | None
+) -> TxnRecord:
     """The net change of one table's run of change-feed transactions ``items`` as one record."""
     first, last = items[0][1], items[-1][1]
     with_rows = [(p, r, rows) for p, r in items if (rows := r.rows) and any(r.counts.values())]
     rel = f"rows/{batch_folder(last.table)}/{first.start}-{last.txn}"
-    out = TxnRecord(txn=last.txn, gtid=last.gtid, time=last.time, table=last.table, version=last.version,
-                    operation=last.operation if len(items) == 1 and first.first is None
-                    else f"NET OF {last.txn - first.start + 1} TRANSACTIONS",
-                    change="cdf", user=last.user, first=first.start if first.start != last.txn else None)
+    out = TxnRecord(
+        txn=last.txn,
+        gtid=last.gtid,
+        time=last.time,
+        table=last.table,
+        version=last.version,
+        operation=last.operation
+        if len(items) == 1 and first.first is None
+        else f"NET OF {last.txn - first.start + 1} TRANSACTIONS",
+        change="cdf",
+        user=last.user,
+        first=first.start if first.start != last.txn else None,
+    )
     if not with_rows:
         return out
     out.rows = rel
@@ -205,18 +244,23 @@ def _piece(spark, storage: Storage, staging: str, items: list[tuple[str, TxnReco
         storage.copy_tree(src, dst)
         out.counts = dict(r.counts)
         return out
-    from pyspark.sql import Observation, functions as F
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
 
     rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, rows_path)) for p, _r, rows_path in with_rows])
     assert last.version is not None  # a change-feed record names the master version it read
     keys = [k for k in (meta.key_columns if meta else []) if k in rows.columns]
-    net = (collapse.compact_by_key(rows, keys, last.version) if keys
-           else collapse.compact_by_image(rows, last.version))
+    net = collapse.compact_by_key(rows, keys, last.version) if keys else collapse.compact_by_image(rows, last.version)
     seen = Observation()
     tallies = [F.count_if(F.col(CHANGE_TYPE) == t).alias(t) for t in CHANGE_TYPES]
     # every row at the piece's last version: one folder, one file (coalesce: one writer task)
-    (net.observe(seen, *tallies).coalesce(1).write.mode("overwrite").partitionBy(VERSION_COLUMN)
-        .parquet(storage.uri(Storage.join(staging, rel))))
+    (
+        net.observe(seen, *tallies)
+        .coalesce(1)
+        .write.mode("overwrite")
+        .partitionBy(VERSION_COLUMN)
+        .parquet(storage.uri(Storage.join(staging, rel)))
+    )
     out.counts = {t: int(n) for t, n in seen.get.items() if n}
     return out
 

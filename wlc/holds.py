@@ -16,6 +16,7 @@ and their ``committed`` keeps the commit time. Ids and times therefore stay in o
 and replay refuses an instant between a late transaction's commit and its place (no exact
 state of the master exists in its replica there); every other instant stays a consistent cut.
 """
+
 from __future__ import annotations
 
 import time
@@ -57,8 +58,16 @@ class Holds:
             bound = old.bound if bound is None or (old.bound is not None and old.bound < bound) else bound
         attempts = old.attempts + 1 if old else 1
         wait = min(self.interval * 2 ** (attempts - 1), self.longest)
-        hold = Hold(table, cause, old.since if old else now, bound, attempts, time.monotonic() + wait,
-                    now + timedelta(seconds=wait), kind)
+        hold = Hold(
+            table,
+            cause,
+            old.since if old else now,
+            bound,
+            attempts,
+            time.monotonic() + wait,
+            now + timedelta(seconds=wait),
+            kind,
+        )
         self.held[table] = hold
         return hold
 
@@ -83,9 +92,13 @@ class Holds:
 
     def status(self) -> dict[str, str]:
         """``{table: text}`` for status: the cause, since when, the attempts and the next one."""
-        return {t: (f"{h.cause} (held since {h.since.isoformat()}, {h.attempts} attempt"
-                    f"{'s' if h.attempts != 1 else ''}, next at {h.next_at.isoformat() if h.next_at else '-'})")
-                for t, h in sorted(self.held.items())}
+        return {
+            t: (
+                f"{h.cause} (held since {h.since.isoformat()}, {h.attempts} attempt"
+                f"{'s' if h.attempts != 1 else ''}, next at {h.next_at.isoformat() if h.next_at else '-'})"
+            )
+            for t, h in sorted(self.held.items())
+        }
 
 
 def place_in_order(items: list, last: datetime | None) -> None:

@@ -1,6 +1,7 @@
 """``python -m wlc.jars``: start a Spark session once so that its jars (Delta's, and
 hadoop-aws when ``spark.s3a`` wants it) are resolved from Maven Central and cached, then
 stop. ``make jars`` runs it; later sessions start without downloading."""
+
 from __future__ import annotations
 
 import sys

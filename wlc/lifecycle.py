@@ -14,6 +14,7 @@ Each holds ``<db>/wlc.lifecycle.lock`` (:meth:`Storage.lock`), so the capturing 
 compact`` and ``wlc prune`` commands of other processes take turns. Manifests are read once
 per process and cached (they never change).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,14 +25,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from wlcore import batch as batchfmt
-from . import compaction
 from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
-from wlcore.settings import Every, settings
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Retention, Span, Start, retain
 from wlcore.master_state import MasterState
+from wlcore.settings import Every, settings
 from wlcore.storage import Storage
+
+from . import compaction
 
 log = logging.getLogger("wlc.lifecycle")
 
@@ -81,9 +83,11 @@ class Lifecycle:
             MasterStateError: the database is not a master (the message names what it is).
         """
         from wlcore.master_state import read_master_state
+
         cfg = read_master_state(self.storage, self.path)
         if cfg is None:
             from wlcore.databases import Dbfarm
+
             Dbfarm(os.path.dirname(self.path)).require_master(self.dbname)  # names what it is instead
             raise MasterStateError(f"{self.path} is not a master (no wlc.config)")
         return cfg
@@ -91,6 +95,7 @@ class Lifecycle:
     def logs(self, cfg: MasterState | None = None) -> str:
         """The master's log folder (as ``cfg``, else ``wlc.config`` read now, names it)."""
         from wlcore.master_state import logs_of
+
         return logs_of(cfg or self.config(), self.path)
 
     def snapshots(self, cfg: MasterState | None = None) -> list[Start]:
@@ -180,15 +185,27 @@ class Lifecycle:
             for name in self.storage.listdir(logs):
                 if name.startswith(f"{compaction.STAGING}{self.dbname}-"):
                     self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
-            return compaction.compact(spark, self.storage, logs, self.dbname, cfg.dbid, every, watermark,
-                                      lambda n: self._metas_before(cfg, n), progress, self._span)
+            return compaction.compact(
+                spark,
+                self.storage,
+                logs,
+                self.dbname,
+                cfg.dbid,
+                every,
+                watermark,
+                lambda n: self._metas_before(cfg, n),
+                progress,
+                self._span,
+            )
 
     def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
         """A line per level saying when its next compacted batch is due (no Spark)."""
         cfg, every, watermark = self._compaction_inputs(every_)
         return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._span)
 
-    def _compaction_inputs(self, every_: dict[int, Every | None] | None) -> tuple[MasterState, dict[int, Every], datetime]:
+    def _compaction_inputs(
+        self, every_: dict[int, Every | None] | None
+    ) -> tuple[MasterState, dict[int, Every], datetime]:
         """``(wlc.config, the levels' intervals (config's, overridden by every_; off ones left out),
         the watermark windows are closed before: the master's, or now when it has none)``."""
         cfg = self.config()
@@ -203,19 +220,24 @@ class Lifecycle:
             starts = [s for s in self.snapshots(cfg) if s.txn < 0 and s.path]
             return snap.read(self.storage, starts[0].path).metas() if starts else {}
         paths = [p for n, p in batchfmt.list_batches(self.storage, logs, self.dbname, batch - 1) if n == batch - 1]
-        paths += [p for _lv, _f, last, p in batchfmt.list_compacted(self.storage, logs, self.dbname) if last == batch - 1]
+        paths += [
+            p for _lv, _f, last, p in batchfmt.list_compacted(self.storage, logs, self.dbname) if last == batch - 1
+        ]
         paths += [s.path for s in self.snapshots(cfg) if s.batch == batch - 1 and s.path]
         for path in paths:
             if not os.path.basename(path).startswith(self.dbname):
                 return snap.read(self.storage, path).metas()
             cursors = batchfmt.read_manifest(self.storage, path).cursors
             return compaction.metas_from_state(cursors.get("tables") or {})
-        raise BatchError(f"cannot compact from batch {batch}: neither batch {batch - 1} nor a compacted batch or "
-                         "snapshot ending there is left to say which tables are keyed")
+        raise BatchError(
+            f"cannot compact from batch {batch}: neither batch {batch - 1} nor a compacted batch or "
+            "snapshot ending there is left to say which tables are keyed"
+        )
 
     # ------------------------------------------------------------------ retention
-    def prune(self, dry_run: bool = False, now: datetime | None = None,
-              keep: dict[str, Every | None] | None = None) -> PruneReport:
+    def prune(
+        self, dry_run: bool = False, now: datetime | None = None, keep: dict[str, Every | None] | None = None
+    ) -> PruneReport:
         """Delete what ``master.retention`` no longer promises (see :func:`wlcore.levels.retain`).
 
         Args:
@@ -231,10 +253,16 @@ class Lifecycle:
             decision = retain(self.snapshots(cfg), self.spans(logs), now, keep)
             report = PruneReport(dry_run, decision=decision)
             for item in list(decision.delete) + [s for s in decision.delete_snapshots if s.path]:
-                report.deleted.append(os.path.basename(item.path) if isinstance(item, Span)
-                                      else f"{snap.SNAPSHOT_DIR}/{os.path.basename(item.path)}")
-                report.bytes_freed += sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(item.path)
-                                          for f in fs) if self.storage.local else 0
+                report.deleted.append(
+                    os.path.basename(item.path)
+                    if isinstance(item, Span)
+                    else f"{snap.SNAPSHOT_DIR}/{os.path.basename(item.path)}"
+                )
+                report.bytes_freed += (
+                    sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(item.path) for f in fs)
+                    if self.storage.local
+                    else 0
+                )
                 if not dry_run:
                     self._remove(item.path)
         return report

@@ -6,6 +6,7 @@ Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the capt
 (:mod:`wlc.capture_thread`), snapshots, compaction and retention (:mod:`wlc.master_lifecycle`),
 the session catalog (:mod:`wlc.master_catalog`) and the shippers (:mod:`wlc.shipping`).
 """
+
 from __future__ import annotations
 
 import threading
@@ -14,13 +15,14 @@ from typing import Any
 
 from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
-from wlcore.levels import Span, Start
 from wlcore.fields import FieldOf
+from wlcore.levels import Span, Start
 from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
 from wlcore.names import split_name
 from wlcore.session import active_session
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import ShipReport, Shipper
+from wlcore.settings import check_name, number, settings
+from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.ship import Shipper, ShipReport
 from wlcore.storage import Storage
 
 from .capture import Capture
@@ -60,8 +62,9 @@ class Master:
     stage_within = FieldOf("timing")  # seconds staged change rows may wait (capture.stage_within)
     retry_max = FieldOf("timing")  # seconds, the longest wait between two reads of a held table (capture.retry_max)
 
-    def __init__(self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None,
-                 capture: bool = True):
+    def __init__(
+        self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None, capture: bool = True
+    ):
         self.dbname = check_name(dbname, "database")
         self.dbfarm = resolve_dbfarm(dbfarm)
         self.storage = Storage.of(self.dbfarm)
@@ -75,8 +78,14 @@ class Master:
         self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
         self.notes = TableNotes(lambda: self.record.config, self.record.save, self.record.note)
         self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, lambda: self.spark)
-        self.catalog = MasterCatalog(lambda: self.spark, self.storage, self.path, self.dbname,
-                                     self.setup.skip_schemas, lambda: self.timing.poll_interval)
+        self.catalog = MasterCatalog(
+            lambda: self.spark,
+            self.storage,
+            self.path,
+            self.dbname,
+            self.setup.skip_schemas,
+            lambda: self.timing.poll_interval,
+        )
         self.cycle = MasterLifecycle(self.record, lambda: self.spark, self._lock)
         self.shipping = MasterShipping(self.storage, self.path, self.dbname)
         self.capture: Capture | None = None  # from start() on
@@ -155,9 +164,17 @@ class Master:
         self.setup.take_lock()
         try:
             state, last = self.setup.begin()
-            self.capture = Capture(self.spark, self.storage, self.path, self.dbname, self.config.dbid, state,
-                                   skip_schemas=self.setup.skip_schemas(), floor=self.config.watermark_time,
-                                   holds=Holds(self.poll_interval, self.retry_max))
+            self.capture = Capture(
+                self.spark,
+                self.storage,
+                self.path,
+                self.dbname,
+                self.config.dbid,
+                state,
+                skip_schemas=self.setup.skip_schemas(),
+                floor=self.config.watermark_time,
+                holds=Holds(self.poll_interval, self.retry_max),
+            )
             self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
             self.register_catalog()
             if self._want_capture:
@@ -391,8 +408,10 @@ class Master:
 
     def _check_started(self) -> None:
         if self.setup.lockfile is None:
-            raise MasterStateError(f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
-                                   "call wlc.master() again")
+            raise MasterStateError(
+                f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
+                "call wlc.master() again"
+            )
         if self.state != STARTED:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
 

@@ -1,4 +1,5 @@
 """The catalog calls of a master: its schemas and tables in the Spark session catalog (:mod:`wlcore.catalog`)."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,15 @@ class MasterCatalog:
         check_every: returns the seconds between two looks at Spark's warehouse folder (at least 1).
     """
 
-    def __init__(self, spark: Callable[[], Any], storage: Storage, path: str, dbname: str,
-                 skip_schemas: Callable[[], set[str]], check_every: Callable[[], float]):
+    def __init__(
+        self,
+        spark: Callable[[], Any],
+        storage: Storage,
+        path: str,
+        dbname: str,
+        skip_schemas: Callable[[], set[str]],
+        check_every: Callable[[], float],
+    ):
         self._spark = spark
         self.storage = storage
         self.path = path
@@ -66,15 +74,21 @@ class MasterCatalog:
     def check_schemas(self) -> None:
         """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
         ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
-        if self._known_schemas is None or self._warehouse is None or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0):
+        if (
+            self._known_schemas is None
+            or self._warehouse is None
+            or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0)
+        ):
             return
         self._schemas_checked = time.monotonic()
         found = warehouse_schemas(self._warehouse)
         for name in sorted(found - self._known_schemas):
-            text = (f"schema {name!r} was made at {os.path.join(self._warehouse, name + '.db')}, outside master "
-                    f"{self.dbname!r}: its tables are not captured; make master schemas with "
-                    f"Master.create_schema({name!r}) (e.g. wlc.current().create_schema({name!r})) or "
-                    f"CREATE SCHEMA ... LOCATION '<db>/{name}'")
+            text = (
+                f"schema {name!r} was made at {os.path.join(self._warehouse, name + '.db')}, outside master "
+                f"{self.dbname!r}: its tables are not captured; make master schemas with "
+                f"Master.create_schema({name!r}) (e.g. wlc.current().create_schema({name!r})) or "
+                f"CREATE SCHEMA ... LOCATION '<db>/{name}'"
+            )
             log.warning(text)
             warnings.warn(text, stacklevel=2)
         self._known_schemas |= found

@@ -6,6 +6,7 @@ what a :class:`wlc.Master` adds: the newest snapshot named in its ``wlc.config``
 compacted and pruned written in its ``wlc.log``, and :class:`AutoLifecycle`, the background
 runs of ``master.snapshot_interval`` and ``master.compact.auto``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from wlcore.levels import Span, Start
 from wlcore.settings import Every, every, settings
+
 from .lifecycle import Lifecycle, PruneReport
 from .master_record import MasterRecord
 
@@ -58,15 +60,19 @@ class MasterLifecycle:
         """Every snapshot of the master, oldest first (``txn``, ``time``, ``batch``, ``path``)."""
         return self.lifecycle.snapshots(self.record.config)
 
-    def compact(self, level1: Every | str | float | None = None, level2: Every | str | float | None = None) -> list[Span]:
+    def compact(
+        self, level1: Every | str | float | None = None, level2: Every | str | float | None = None
+    ) -> list[Span]:
         """The level-1 and level-2 batches that are due (see :meth:`wlc.Master.compact`), each noted in ``wlc.log``.
 
         Raises:
             ConfigError: a malformed interval. BatchError: an input batch is damaged.
         """
         cfg = settings().master.compact.by_level()
-        chosen = {1: every(level1, "level1", ("batches",)) if level1 is not None else cfg[1],
-                  2: every(level2, "level2", ("batches",)) if level2 is not None else cfg[2]}
+        chosen = {
+            1: every(level1, "level1", ("batches",)) if level1 is not None else cfg[1],
+            2: every(level2, "level2", ("batches",)) if level2 is not None else cfg[2],
+        }
         made = self.lifecycle.compact(self.spark(), chosen)
         self.note_compacted(made)
         return made
@@ -116,8 +122,9 @@ class AutoLifecycle:
 
     def start(self) -> None:
         """Start the background thread (a daemon)."""
-        self._thread = threading.Thread(target=self._run, name=f"wlc-lifecycle-{self.master.record.dbname}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"wlc-lifecycle-{self.master.record.dbname}", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -155,5 +162,7 @@ class AutoLifecycle:
             if made and any(v is not None for v in self.cfg.retention.by_name().values()):
                 report = self.cycle.prune()
                 if report.deleted:
-                    m.record.note(f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"
-                                  + (" ..." if len(report.deleted) > 5 else ""))
+                    m.record.note(
+                        f"pruned {len(report.deleted)} folders: {', '.join(report.deleted[:5])}"
+                        + (" ..." if len(report.deleted) > 5 else "")
+                    )

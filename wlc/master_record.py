@@ -8,6 +8,7 @@ notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and c
 :meth:`MasterRecord.save`, which rewrites the file only when its text changed, as MonetDB's
 ``wlc.config`` is rewritten by the master that owns it.
 """
+
 from __future__ import annotations
 
 import logging

@@ -6,6 +6,7 @@ MonetDB's ``CALL wlc.master()``: a database that holds tables gets a snapshot fi
 table copied at its current Delta version), and capture starts after it; a master that
 captured before resumes from the cursors of its newest published batch.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,9 @@ class MasterSetup:
         spark: returns the Spark session (called only when the new master holds tables to copy).
     """
 
-    def __init__(self, record: MasterRecord, notes: TableNotes, dbfarm: str, logs: str | None,
-                 spark: Callable[[], Any]):
+    def __init__(
+        self, record: MasterRecord, notes: TableNotes, dbfarm: str, logs: str | None, spark: Callable[[], Any]
+    ):
         self.record = record
         self.notes = notes
         self.storage = record.storage
@@ -60,15 +62,18 @@ class MasterSetup:
         Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
         existing = read_master_state(self.storage, self.path)
         if existing is None:  # its wlc.config went away since
-            raise MasterStateError(f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being "
-                                   "attached; check the folder")
+            raise MasterStateError(
+                f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being attached; check the folder"
+            )
         self.record.config = existing
         if existing.state != STARTED:
-            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
-                                   "not captured any more; take a new snapshot with wlc.master() on a new database",
-                                   cli=f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
-                                       "not captured any more; take a new snapshot with: wlc capture "
-                                       f"{self.dbfarm} <new database>")
+            raise MasterStateError(
+                f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
+                "not captured any more; take a new snapshot with wlc.master() on a new database",
+                cli=f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
+                "not captured any more; take a new snapshot with: wlc capture "
+                f"{self.dbfarm} <new database>",
+            )
 
     def take_lock(self) -> None:
         """Hold ``<db>/wlc.lock`` (:meth:`Storage.lock`) for as long as this process captures the database.
@@ -81,8 +86,9 @@ class MasterSetup:
         try:
             self.lockfile = self.storage.lock(lock_path, blocking=False, what=f"capture of {self.path}")
         except LockHeldError:
-            raise MasterStateError(f"another process is capturing {self.path} (it holds {lock_path}); "
-                                   "stop it or use that process") from None
+            raise MasterStateError(
+                f"another process is capturing {self.path} (it holds {lock_path}); stop it or use that process"
+            ) from None
 
     def release_lock(self) -> None:
         """Let go of ``<db>/wlc.lock`` (nothing when it is not held)."""
@@ -106,9 +112,11 @@ class MasterSetup:
         """
         value = number(beat, "beat") if beat is not None else None
         if self.validate() is not None:
-            raise MasterStateError(f"database {self.dbname!r} is already a master; capture it with wlc.master("
-                                   f"{self.dbname!r})", cli=f"database {self.dbname!r} is already a master; capture "
-                                                            f"it with: wlc capture {self.dbfarm} {self.dbname}")
+            raise MasterStateError(
+                f"database {self.dbname!r} is already a master; capture it with wlc.master({self.dbname!r})",
+                cli=f"database {self.dbname!r} is already a master; capture "
+                f"it with: wlc capture {self.dbfarm} {self.dbname}",
+            )
         created = not self.storage.exists(self.path)
         self.take_lock()
         try:
@@ -134,33 +142,46 @@ class MasterSetup:
             MasterStateError: the database is a replica, or a stopped master, or logs elsewhere.
         """
         if self.logs_arg is not None and not str(self.logs_arg).strip():
-            raise ConfigError("logs='' is not a folder: pass a folder path for the logs, or leave logs out "
-                              "to log into <dbfarm>/<dbname>/wlc_logs",
-                              cli="--logs '' is not a folder: give a folder for the logs, or leave --logs out "
-                                  "to log into <dbfarm>/<dbname>/wlc_logs")
+            raise ConfigError(
+                "logs='' is not a folder: pass a folder path for the logs, or leave logs out "
+                "to log into <dbfarm>/<dbname>/wlc_logs",
+                cli="--logs '' is not a folder: give a folder for the logs, or leave --logs out "
+                "to log into <dbfarm>/<dbname>/wlc_logs",
+            )
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; choose another database name")
         if self.storage.exists(Storage.join(self.path, REPLICA_CONFIG_FILE)):
             raise MasterStateError(
                 f"database {self.dbname!r} is a replica (it has {REPLICA_CONFIG_FILE}); a replica cannot become a "
-                "master: write to its master, or make a new database for a new master")
+                "master: write to its master, or make a new database for a new master"
+            )
         existing = read_master_state(self.storage, self.path)
         if existing is not None:
             if existing.stopped:
-                msg = (f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
-                       "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then ")
-                raise MasterStateError(msg + "call master() again",
-                                       cli=msg + f"run wlc master {self.dbfarm} {self.dbname} again")
+                msg = (
+                    f"database {self.dbname!r} stopped logging (wlc.config state=2); a stopped master can only "
+                    "return to master mode from a fresh snapshot: move wlc.config and wlc_logs aside, then "
+                )
+                raise MasterStateError(
+                    msg + "call master() again", cli=msg + f"run wlc master {self.dbfarm} {self.dbname} again"
+                )
             logs = logs_of(existing, self.path)
             if self.logs_arg is not None and os.path.abspath(str(self.logs_arg)) != os.path.abspath(logs):
-                raise MasterStateError(f"database {self.dbname!r} already logs to {logs}, not {self.logs_arg}; "
-                                       "call master() without logs=",
-                                       cli=f"database {self.dbname!r} already logs to {logs}, not "
-                                           f"{self.logs_arg}; run wlc capture without --logs")
-        elif self.logs_arg is not None and self.storage.exists(str(self.logs_arg)) \
-                and not self.storage.isdir(str(self.logs_arg)):
-            raise ConfigError(f"logs={self.logs_arg!r} is a file, not a folder; pass a folder for the logs",
-                              cli=f"--logs {self.logs_arg!r} is a file, not a folder; give a folder for the logs")
+                raise MasterStateError(
+                    f"database {self.dbname!r} already logs to {logs}, not {self.logs_arg}; "
+                    "call master() without logs=",
+                    cli=f"database {self.dbname!r} already logs to {logs}, not "
+                    f"{self.logs_arg}; run wlc capture without --logs",
+                )
+        elif (
+            self.logs_arg is not None
+            and self.storage.exists(str(self.logs_arg))
+            and not self.storage.isdir(str(self.logs_arg))
+        ):
+            raise ConfigError(
+                f"logs={self.logs_arg!r} is a file, not a folder; pass a folder for the logs",
+                cli=f"--logs {self.logs_arg!r} is a file, not a folder; give a folder for the logs",
+            )
         return existing
 
     def begin(self) -> tuple[CaptureState, TxnRecord | None]:
@@ -177,8 +198,11 @@ class MasterSetup:
         if existing is not None:
             self.record.config = existing
             self.validate()
-            warnings.warn(f"database {self.dbname!r} is already in master mode; nothing changed "
-                          "(capture resumes where it stopped)", stacklevel=4)  # the caller of wlc.master() or Master.start()
+            warnings.warn(
+                f"database {self.dbname!r} is already in master mode; nothing changed "
+                "(capture resumes where it stopped)",
+                stacklevel=4,
+            )  # the caller of wlc.master() or Master.start()
             state, last = self.restore()
         else:
             state, last = self.initialise(), None
@@ -217,16 +241,24 @@ class MasterSetup:
             starts = {n: capture.start_cursor(p) for n, p in tables.items()}
             versions = {n: c.version for n, (c, _meta) in starts.items()}
             metas = {n: meta for n, (_c, meta) in starts.items()}
-            state.tables = snap.take(snap.copy_session(self.spark()), self.storage, self.path, snapshot, tables,
-                                     versions, metas, dbid)
+            state.tables = snap.take(
+                snap.copy_session(self.spark()), self.storage, self.path, snapshot, tables, versions, metas, dbid
+            )
             for n, (c, _meta) in starts.items():
                 state.tables[n].time = c.time
             if not self.storage.local:  # visible on an object store by its commit marker
                 self.storage.publish_dir(snapshot, snapshot)
         self.record.config = MasterState.of(
-            snapshot=snapshot, logs=logs, state=STARTED, batches=0,
-            beat=self.record.default_beat, write=None, dbid=dbid,
-            format=batchfmt.FORMAT_VERSION, tick=-1, watermark=None,
+            snapshot=snapshot,
+            logs=logs,
+            state=STARTED,
+            batches=0,
+            beat=self.record.default_beat,
+            write=None,
+            dbid=dbid,
+            format=batchfmt.FORMAT_VERSION,
+            tick=-1,
+            watermark=None,
             created=utcnow(),
             not_replicated={},
         )
@@ -248,14 +280,17 @@ class MasterSetup:
             try:
                 manifest = batchfmt.read_manifest(self.storage, path)
             except BatchError as exc:
-                raise MasterStateError(f"capture resumes from the newest batch, and {path} is not a readable batch "
-                                       f"({exc}); move it out of {self.record.logs} if it is not this master's, or "
-                                       "restore it from a copy, then start capture again") from None
+                raise MasterStateError(
+                    f"capture resumes from the newest batch, and {path} is not a readable batch "
+                    f"({exc}); move it out of {self.record.logs} if it is not this master's, or "
+                    "restore it from a copy, then start capture again"
+                ) from None
             if (manifest.database, manifest.batch, manifest.dbid) != (self.dbname, number, cfg.dbid):
                 raise MasterStateError(
                     f"capture resumes from the newest batch, and {path} holds batch {manifest.batch} of database "
                     f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
-                    f"{cfg.dbid}); move that folder out of {self.record.logs}, then start capture again")
+                    f"{cfg.dbid}); move that folder out of {self.record.logs}, then start capture again"
+                )
             state = CaptureState.from_json(manifest.cursors)
             state.next_batch = number + 1
             last = manifest.txns[-1] if manifest.txns else None

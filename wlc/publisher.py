@@ -8,6 +8,7 @@ oldest waited ``capture.stage_within`` seconds. :class:`Publisher` holds the ope
 :class:`wlc.Master`; the master calls :meth:`Publisher.step` at every scan. The same writes of
 ``wlc.config`` carry the master's heartbeat (the instant capture last said it was alive).
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,15 +20,16 @@ from datetime import datetime, timedelta
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord, utc_iso
 from wlcore.capture_state import Planned
-from wlcore.settings import settings
-from .capture import Capture, Cursor
 from wlcore.errors import BatchError
+from wlcore.faults import crash_point
+from wlcore.names import batch_folder
+from wlcore.settings import settings
+from wlcore.storage import Storage
+
+from .capture import Capture, Cursor
 from .holds import place_in_order
 from .master_record import MasterRecord, utcnow
 from .table_notes import TableNotes
-from wlcore.names import batch_folder
-from wlcore.storage import Storage
-from wlcore.faults import crash_point
 
 log = logging.getLogger("wlc.master")
 
@@ -96,8 +98,14 @@ class Publisher:
         last: the last published transaction when capture resumes (None: none yet).
     """
 
-    def __init__(self, capture: Capture, record: MasterRecord, notes: TableNotes, timing: CaptureTiming,
-                 last: TxnRecord | None = None):
+    def __init__(
+        self,
+        capture: Capture,
+        record: MasterRecord,
+        notes: TableNotes,
+        timing: CaptureTiming,
+        last: TxnRecord | None = None,
+    ):
         self.capture = capture
         self.record = record
         self.notes = notes
@@ -111,7 +119,6 @@ class Publisher:
         self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
         self._open: OpenBatch | None = None
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
-
 
     def step(self, take_all: bool) -> bool:
         """One scan: stage new transactions, publish when the beat says so.
@@ -264,8 +271,14 @@ class Publisher:
             self._note_watermark(watermark)
             return
         number_ = cap.state.next_batch
-        manifest = Manifest(database=self.dbname, dbid=self.record.config.dbid, batch=number_,
-                            watermark=watermark, txns=list(self._pending), epochs=self.record.config.epochs)
+        manifest = Manifest(
+            database=self.dbname,
+            dbid=self.record.config.dbid,
+            batch=number_,
+            watermark=watermark,
+            txns=list(self._pending),
+            epochs=self.record.config.epochs,
+        )
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state.to_json()
@@ -276,7 +289,8 @@ class Publisher:
                 f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "
                 f"already exists in {self.record.logs} (another capturer, or a copied folder?). Transactions "
                 f"{manifest.first_txn}..{manifest.last_txn} stay staged and are published with the same ids once "
-                "that name is free; move the foreign folder out of the log folder") from None
+                "that name is free; move the foreign folder out of the log folder"
+            ) from None
         crash_point("capture.published")
         # published: these records must never be published again, whatever happens below
         cap.state.next_batch += 1
@@ -285,15 +299,18 @@ class Publisher:
         self.record.config.batches, self.record.config.tick = cap.state.next_batch, manifest.last_txn
         self.record.config.write, self.record.config.watermark = self.last_logged.time, watermark
         self.record.save()
-        self.record.note(f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
-                   f"({len(manifest.txns)}), watermark {utc_iso(watermark)}")
+        self.record.note(
+            f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
+            f"({len(manifest.txns)}), watermark {utc_iso(watermark)}"
+        )
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless
         ``force``; the same write carries the heartbeat."""
         old = self.record.config.watermark_time
-        if old and (old >= watermark
-                    or (not force and time.monotonic() - self._watermark_saved < self.timing.poll_interval)):
+        if old and (
+            old >= watermark or (not force and time.monotonic() - self._watermark_saved < self.timing.poll_interval)
+        ):
             return
         self.record.config.watermark = watermark
         self._write_heartbeat()

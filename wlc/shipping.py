@@ -1,9 +1,10 @@
 """Shipping of a master: ``Master.ship()`` and ``ship_stop()`` over :mod:`wlcore.ship`."""
+
 from __future__ import annotations
 
 from typing import Callable
 
-from wlcore.ship import ShipReport, Shipper, dest_root
+from wlcore.ship import Shipper, ShipReport, dest_root
 from wlcore.storage import Storage
 
 

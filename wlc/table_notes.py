@@ -9,6 +9,7 @@
 * ``held``: tables whose log or rows capture could not read, retried with backoff,
   ``{table: cause}`` (see :mod:`wlc.holds`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -87,9 +88,10 @@ class TableNotes:
         change-feed limits met since the last warning."""
         refused = self.get("not_replicated")
         if refused:
-            warnings.warn(NotReplicatedWarning(
-                "not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))),
-                stacklevel=stacklevel + 1)
+            warnings.warn(
+                NotReplicatedWarning("not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))),
+                stacklevel=stacklevel + 1,
+            )
         if self._unwarned:
             text, self._unwarned = "; ".join(self._unwarned), []
             warnings.warn(ChangeFeedWarning(text), stacklevel=stacklevel + 1)

@@ -14,14 +14,28 @@ into arrays and maps, as Delta's ALTER TABLE names them). :func:`diff` returns N
 the change has no ALTER TABLE form (another partitioning, another generation expression
 or identity, a column turned into a struct); capture then carries the table's image.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from .names import quote_ident
-from .tabledef import (CHAR_VARCHAR, CM_ID, COMMENT_KEY, CONSTRAINT_PREFIX, DEFAULT, DEFAULTS_FEATURE, GENERATION,
-                       IDENTITY_START, IDENTITY_STEP, constraints, path_sql, replicated_properties, sql_string,
-                       type_sql)
+from .tabledef import (
+    CHAR_VARCHAR,
+    CM_ID,
+    COMMENT_KEY,
+    CONSTRAINT_PREFIX,
+    DEFAULT,
+    DEFAULTS_FEATURE,
+    GENERATION,
+    IDENTITY_START,
+    IDENTITY_STEP,
+    constraints,
+    path_sql,
+    replicated_properties,
+    sql_string,
+    type_sql,
+)
 
 Op = dict[str, Any]
 
@@ -49,11 +63,13 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
     for name, expr in oldc.items():
         if newc.get(name) != expr:
             ops.append({"op": "drop_constraint", "name": name})
-    mapped = all(m.configuration.get("delta.columnMapping.mode", "none").lower() in ("name", "id")
-                 for m in (old, new))
+    mapped = all(m.configuration.get("delta.columnMapping.mode", "none").lower() in ("name", "id") for m in (old, new))
     try:
-        column_ops = _struct_ops([], _names(old.schema) if by_name else old.schema.get("fields", []),
-                                 _names(new.schema) if by_name else new.schema.get("fields", []))
+        column_ops = _struct_ops(
+            [],
+            _names(old.schema) if by_name else old.schema.get("fields", []),
+            _names(new.schema) if by_name else new.schema.get("fields", []),
+        )
     except NoAlter:
         return None
     if not mapped and any(op["op"] in ("drop", "rename") for op in column_ops):
@@ -74,16 +90,26 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
 
 def _names(schema: dict) -> list[dict]:
     """The schema's fields without column mapping ids (matched by name), recursively."""
+
     def strip(t):
         if isinstance(t, dict) and t.get("type") == "struct":
-            return {**t, "fields": [{**f, "type": strip(f["type"]),
-                                     "metadata": {k: v for k, v in (f.get("metadata") or {}).items() if k != CM_ID}}
-                                    for f in t["fields"]]}
+            return {
+                **t,
+                "fields": [
+                    {
+                        **f,
+                        "type": strip(f["type"]),
+                        "metadata": {k: v for k, v in (f.get("metadata") or {}).items() if k != CM_ID},
+                    }
+                    for f in t["fields"]
+                ],
+            }
         if isinstance(t, dict) and t.get("type") == "array":
             return {**t, "elementType": strip(t["elementType"])}
         if isinstance(t, dict) and t.get("type") == "map":
             return {**t, "keyType": strip(t["keyType"]), "valueType": strip(t["valueType"])}
         return t
+
     return strip({"type": "struct", "fields": schema.get("fields", [])})["fields"]
 
 
@@ -123,7 +149,8 @@ def done(op: Op, meta) -> bool:
     conf = meta.configuration
     if kind == "set_properties":  # a table feature is in the protocol, not the configuration: set it again
         return all(conf.get(k) == v for k, v in op["properties"].items()) and not any(
-            k.startswith("delta.feature.") for k in op["properties"])
+            k.startswith("delta.feature.") for k in op["properties"]
+        )
     if kind == "unset_properties":
         return not any(k in conf for k in op["keys"])
     if kind == "drop_constraint":
@@ -227,8 +254,9 @@ def _type_ops(path: list[str], a: Any, b: Any, am: dict | None = None, bm: dict 
     if kind_a == "array":
         return _type_ops(path + ["element"], a["elementType"], b["elementType"])
     if kind_a == "map":
-        return (_type_ops(path + ["key"], a["keyType"], b["keyType"])
-                + _type_ops(path + ["value"], a["valueType"], b["valueType"]))
+        return _type_ops(path + ["key"], a["keyType"], b["keyType"]) + _type_ops(
+            path + ["value"], a["valueType"], b["valueType"]
+        )
     if (am or {}).get(CHAR_VARCHAR) != (bm or {}).get(CHAR_VARCHAR):
         raise NoAlter(f"CHAR/VARCHAR of {path}")
     if a != b:
@@ -245,7 +273,7 @@ _DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
 def _decimal(t: str) -> tuple[int, int] | None:
     if not t.startswith("decimal"):
         return None
-    p, _, s = t[t.index("(") + 1:t.index(")")].partition(",")
+    p, _, s = t[t.index("(") + 1 : t.index(")")].partition(",")
     return int(p), int(s or 0)
 
 
@@ -270,6 +298,7 @@ def widens(a: str, b: str) -> bool:
 
 # ----------------------------------------------------------------------------- SQL
 
+
 def statements(ref: str, ops: list[Op]) -> list[str]:
     """ALTER TABLE statements on the table ``ref`` (``delta.`<uri>```) for ``ops``, in order."""
     out = []
@@ -280,8 +309,11 @@ def statements(ref: str, ops: list[Op]) -> list[str]:
             body = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in op["properties"].items())
             out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
         elif kind == "unset_properties":
-            out.append(f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ("
-                       + ", ".join(sql_string(k) for k in op["keys"]) + ")")
+            out.append(
+                f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ("
+                + ", ".join(sql_string(k) for k in op["keys"])
+                + ")"
+            )
         elif kind == "drop_constraint":
             out.append(f"ALTER TABLE {ref} DROP CONSTRAINT IF EXISTS {quote_ident(op['name'])}")
         elif kind == "add_constraint":
@@ -314,12 +346,16 @@ def statements(ref: str, ops: list[Op]) -> list[str]:
         elif kind == "comment":
             out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} COMMENT {sql_string(op['text'])}")
         elif kind == "default":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} "
-                       + (f"SET DEFAULT {op['expr']}" if op.get("expr") is not None else "DROP DEFAULT"))
+            out.append(
+                f"ALTER TABLE {ref} ALTER COLUMN {where} "
+                + (f"SET DEFAULT {op['expr']}" if op.get("expr") is not None else "DROP DEFAULT")
+            )
         elif kind == "cluster":
             cols = op["columns"]
-            out.append(f"ALTER TABLE {ref} CLUSTER BY " + ("(" + ", ".join(path_sql(p) for p in cols) + ")"
-                                                           if cols else "NONE"))
+            out.append(
+                f"ALTER TABLE {ref} CLUSTER BY "
+                + ("(" + ", ".join(path_sql(p) for p in cols) + ")" if cols else "NONE")
+            )
         elif kind == "table_comment":
             out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ('comment' = {sql_string(op['text'] or '')})")
         else:
@@ -344,11 +380,20 @@ def features_needed(ops: list[Op]) -> dict[str, str]:
     switched on by hand for an existing table): column defaults, TIMESTAMP_NTZ, VARIANT."""
     out: dict[str, str] = {}
     for op in ops:
-        if op["op"] == "default" and op.get("expr") is not None or \
-                op["op"] == "add" and (op["field"].get("metadata") or {}).get(DEFAULT) is not None:
+        if (
+            op["op"] == "default"
+            and op.get("expr") is not None
+            or op["op"] == "add"
+            and (op["field"].get("metadata") or {}).get(DEFAULT) is not None
+        ):
             out[DEFAULTS_FEATURE] = "supported"
-        types = _types_in(op["type"]) if op["op"] == "type" else _types_in(op["field"]["type"]) if op["op"] == "add" \
+        types = (
+            _types_in(op["type"])
+            if op["op"] == "type"
+            else _types_in(op["field"]["type"])
+            if op["op"] == "add"
             else set()
+        )
         if "timestamp_ntz" in types:
             out["delta.feature.timestampNtz"] = "supported"
         if "variant" in types:

@@ -13,6 +13,7 @@ so a reader sees no batch or the whole batch; it is never changed afterwards. Ev
 but the manifest is listed in the manifest with its size and SHA-256; the manifest carries
 the SHA-256 of its own canonical content. Replay verifies all of it before applying.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -188,18 +189,29 @@ class Manifest:
     def body(self) -> dict:
         """The manifest as JSON without its checksum (level 0 writes no level keys)."""
         body = {
-            "format": FORMAT, "format_version": FORMAT_VERSION,
-            "database": self.database, "dbid": self.dbid, "batch": self.batch,
-            "first_txn": self.first_txn, "last_txn": self.last_txn,
-            "watermark": utc_iso(self.watermark), "created": utc_iso(self.created),
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "database": self.database,
+            "dbid": self.dbid,
+            "batch": self.batch,
+            "first_txn": self.first_txn,
+            "last_txn": self.last_txn,
+            "watermark": utc_iso(self.watermark),
+            "created": utc_iso(self.created),
             "txns": [t.to_json() for t in self.txns],
-            "files": self.files, "cursors": self.cursors,
+            "files": self.files,
+            "cursors": self.cursors,
         }
         if self.epochs:
             body["epochs"] = self.epochs
         if self.level:  # and the commit time of its last transaction, for people reading it
-            body.update({"level": self.level, "last_batch": self.end_batch,
-                         "last_time": utc_iso(self.txns[-1].time) if self.txns else None})
+            body.update(
+                {
+                    "level": self.level,
+                    "last_batch": self.end_batch,
+                    "last_time": utc_iso(self.txns[-1].time) if self.txns else None,
+                }
+            )
         return body
 
     def to_bytes(self) -> bytes:
@@ -219,22 +231,29 @@ class Manifest:
         try:
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BatchError(f"{source}: manifest is truncated or not JSON ({exc}); "
-                             "the batch is damaged: restore it from a copy") from exc
+            raise BatchError(
+                f"{source}: manifest is truncated or not JSON ({exc}); the batch is damaged: restore it from a copy"
+            ) from exc
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise BatchError(f"{source}: not a {FORMAT} manifest")
         if body.get("format_version") != FORMAT_VERSION:
-            raise BatchError(f"{source}: batch format version {body.get('format_version')!r} is not "
-                             f"supported (this wlr reads version {FORMAT_VERSION}); upgrade wlr")
+            raise BatchError(
+                f"{source}: batch format version {body.get('format_version')!r} is not "
+                f"supported (this wlr reads version {FORMAT_VERSION}); upgrade wlr"
+            )
         claimed = body.pop("checksum", None)
         if claimed != _digest(body):
             raise BatchError(f"{source}: manifest checksum mismatch; the manifest was altered or damaged")
         try:
             return cls(
-                database=body["database"], dbid=body["dbid"], batch=int(body["batch"]),
-                watermark=parse_utc(body["watermark"]), created=parse_utc(body["created"]),
+                database=body["database"],
+                dbid=body["dbid"],
+                batch=int(body["batch"]),
+                watermark=parse_utc(body["watermark"]),
+                created=parse_utc(body["created"]),
                 txns=[TxnRecord.from_json(t) for t in body["txns"]],
-                cursors=body.get("cursors") or {}, files=body.get("files") or {},
+                cursors=body.get("cursors") or {},
+                files=body.get("files") or {},
                 level=int(body.get("level", 0)),
                 last_batch=int(body["last_batch"]) if "last_batch" in body else None,
                 span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
@@ -268,6 +287,7 @@ def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
 
 # ----------------------------------------------------------------------------- writing
 
+
 def _staging_prefix(dbname: str) -> str:
     return f"{STAGING_PREFIX}{dbname}-"
 
@@ -296,8 +316,10 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
     (another capturer is running on the same master).
     """
     if not storage.isdir(staging):
-        raise BatchError(f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
-                         "process?); its change rows are lost: restart capture, which captures them again")
+        raise BatchError(
+            f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
+            "process?); its change rows are lost: restart capture, which captures them again"
+        )
     files = {}
     for rel in storage.walk_files(staging):
         if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):
@@ -317,6 +339,7 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
 
 
 # ----------------------------------------------------------------------------- reading
+
 
 def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> list[tuple[int, str]]:
     """Published batches of ``dbname`` in ``logs`` with number >= ``start``: ``[(number, path)]`` ascending."""
@@ -350,8 +373,9 @@ def read_manifest(storage: Storage, batch_path: str) -> Manifest:
     return Manifest.from_bytes(raw, batch_path)
 
 
-def verify_files(storage: Storage, batch_path: str, manifest: Manifest,
-                 prefixes: Iterable[str] | None = None) -> dict[str, str]:
+def verify_files(
+    storage: Storage, batch_path: str, manifest: Manifest, prefixes: Iterable[str] | None = None
+) -> dict[str, str]:
     """Check listed files (all, or those under ``prefixes``) against size and SHA-256.
 
     Returns ``{relative path: problem}``, empty when everything is intact. Files present on

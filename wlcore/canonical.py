@@ -9,10 +9,12 @@ text (``-0.0``, ``NaN``, ``Infinity`` kept apart from ``0.0``), recursively insi
 arrays and maps. Columns of other types are compared as they are, so keys of plain types
 keep Delta's file skipping. Every function builds Spark Columns: no row passes through Python.
 """
+
 from __future__ import annotations
 
-from pyspark.sql import Column, functions as F
-from pyspark.sql.types import (ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType)
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType
 
 
 def _is_variant(dtype: DataType) -> bool:
@@ -42,12 +44,18 @@ def canon(col: Column, dtype: DataType) -> Column:
         return F.to_json(col)
     if isinstance(dtype, StructType):
         return F.when(col.isNull(), F.lit(None)).otherwise(
-            F.struct(*[canon(col.getField(f.name), f.dataType).alias(f"c{i}") for i, f in enumerate(dtype.fields)]))
+            F.struct(*[canon(col.getField(f.name), f.dataType).alias(f"c{i}") for i, f in enumerate(dtype.fields)])
+        )
     if isinstance(dtype, ArrayType):
         return F.transform(col, lambda x: canon(x, dtype.elementType))
     if isinstance(dtype, MapType):
-        entries = F.transform(F.map_entries(col), lambda e: F.struct(
-            canon(e.getField("key"), dtype.keyType).alias("k"), canon(e.getField("value"), dtype.valueType).alias("v")))
+        entries = F.transform(
+            F.map_entries(col),
+            lambda e: F.struct(
+                canon(e.getField("key"), dtype.keyType).alias("k"),
+                canon(e.getField("value"), dtype.valueType).alias("v"),
+            ),
+        )
         return F.array_sort(entries)
     return col
 
@@ -57,14 +65,16 @@ def canon_type(dtype: DataType) -> DataType:
     if not needs_canon(dtype):
         return dtype
     from pyspark.sql.types import StringType
+
     if isinstance(dtype, (FloatType, DoubleType)) or _is_variant(dtype):
         return StringType()
     if isinstance(dtype, StructType):
         return StructType([StructField(f"c{i}", canon_type(f.dataType)) for i, f in enumerate(dtype.fields)])
     if isinstance(dtype, ArrayType):
         return ArrayType(canon_type(dtype.elementType))
-    return ArrayType(StructType([StructField("k", canon_type(dtype.keyType)),
-                                 StructField("v", canon_type(dtype.valueType))]))
+    return ArrayType(
+        StructType([StructField("k", canon_type(dtype.keyType)), StructField("v", canon_type(dtype.valueType))])
+    )
 
 
 def same(left: Column, right: Column, dtype: DataType) -> Column:

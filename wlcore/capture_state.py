@@ -3,6 +3,7 @@
 The state is saved in every published batch's manifest (``cursors``), so capture resumes
 after a restart from the newest batch: nothing lost, nothing repeated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,9 +45,13 @@ class Cursor:
         Raises:
             KeyError, ValueError: ``version`` is missing or not an integer, or ``time`` is malformed.
         """
-        return cls(int(data["version"]), TableMeta.from_json(data["meta"]) if data.get("meta") else None,
-                   datetime.fromisoformat(data["time"]) if data.get("time") else None,
-                   data.get("force") or None, bool(data.get("feed_off", False)))
+        return cls(
+            int(data["version"]),
+            TableMeta.from_json(data["meta"]) if data.get("meta") else None,
+            datetime.fromisoformat(data["time"]) if data.get("time") else None,
+            data.get("force") or None,
+            bool(data.get("feed_off", False)),
+        )
 
 
 @dataclass
@@ -59,14 +64,20 @@ class CaptureState:
 
     def to_json(self) -> dict:
         """The state as a manifest's ``cursors`` holds it (tables sorted by name)."""
-        return {"next_txn": self.next_txn, "next_batch": self.next_batch,
-                "tables": {k: v.to_json() for k, v in sorted(self.tables.items())}}
+        return {
+            "next_txn": self.next_txn,
+            "next_batch": self.next_batch,
+            "tables": {k: v.to_json() for k, v in sorted(self.tables.items())},
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "CaptureState":
         """The state in ``data`` (a manifest's ``cursors``; missing keys: none, 0)."""
-        return cls({k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
-                   int(data.get("next_txn", 0)), int(data.get("next_batch", 0)))
+        return cls(
+            {k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
+            int(data.get("next_txn", 0)),
+            int(data.get("next_batch", 0)),
+        )
 
     def copy(self) -> "CaptureState":
         """A deep copy (through its JSON form)."""
@@ -91,5 +102,3 @@ class Planned:
     committed: datetime | None = None  # captured late (wlc.holds): the commit time; ``time`` is its place in order
     cursor: "Cursor | None" = None  # the table's cursor just after this transaction
     stable: int | None = None  # the last version with the same rows (the versions after change no data)
-
-

@@ -14,6 +14,7 @@ external and a warning says ``DROP TABLE`` would keep its folder).
 The session catalog belongs to one Spark application: every process that writes master
 tables by name calls :func:`wlc.master` or :func:`wlc.attach` (which call :func:`register`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,13 +22,13 @@ import os
 import urllib.parse
 import warnings
 
-from .discovery import RESERVED
-from .settings import check_name
 from .deltalog import is_delta_table
+from .discovery import RESERVED
 from .errors import ConfigError
 from .names import quote_ident
-from .tabledef import sql_string as _lit
+from .settings import check_name
 from .storage import Storage
+from .tabledef import sql_string as _lit
 
 log = logging.getLogger("wlc.catalog")
 
@@ -64,9 +65,11 @@ def create_schema(spark, storage: Storage, db_path: str, schema: str) -> str:
     loc = storage.uri(Storage.join(db_path, schema))
     have = schema_location(spark, schema)
     if have is not None and not _same_place(have, loc):
-        raise ConfigError(f"schema {schema!r} is already in this Spark session's catalog at {have}, not at the "
-                          f"master's {loc}; drop it there (DROP SCHEMA {quote_ident(schema)}) or use another "
-                          "schema name")
+        raise ConfigError(
+            f"schema {schema!r} is already in this Spark session's catalog at {have}, not at the "
+            f"master's {loc}; drop it there (DROP SCHEMA {quote_ident(schema)}) or use another "
+            "schema name"
+        )
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} LOCATION {_lit(loc)}")
     return schema
 
@@ -120,9 +123,12 @@ def _adopt(spark, schema: str, table: str, ref: str, uri: str) -> None:
         catalog.dropTable(ident, False, False)  # an external entry: its folder stays
         catalog.createTable(managed, False, False)
     except Exception as exc:  # Spark's internals differ: the table stays usable, but external
-        warnings.warn(f"table {ref} is registered as an external table ({type(exc).__name__}); DROP TABLE "
-                      f"would keep its folder {uri}, so capture would not see the drop: remove the folder "
-                      "to drop it", stacklevel=3)
+        warnings.warn(
+            f"table {ref} is registered as an external table ({type(exc).__name__}); DROP TABLE "
+            f"would keep its folder {uri}, so capture would not see the drop: remove the folder "
+            "to drop it",
+            stacklevel=3,
+        )
 
 
 def warehouse_folder(spark) -> str | None:

@@ -14,23 +14,24 @@ touched once (Drizzle's transaction reducer):
 
 Rows never pass through Python; these functions only build DataFrames.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import DataFrame, functions as F
-
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from .canonical import canon, comparable, needs_canon
 from .batch import CHANGE_TYPE, VERSION_COLUMN
+from .canonical import canon, comparable, needs_canon
 from .names import quote_ident
 
-VERSION = "__wlr_v"   # the master Delta version a change row comes from
-POS = "__wlr_pos"     # 1: insert or post-image (a state after), 0: delete or pre-image (a state before)
-OP = "__wlr_op"       # keyed net change: True = the key exists after the segment (upsert), False = delete
+VERSION = "__wlr_v"  # the master Delta version a change row comes from
+POS = "__wlr_pos"  # 1: insert or post-image (a state after), 0: delete or pre-image (a state before)
+OP = "__wlr_op"  # keyed net change: True = the key exists after the segment (upsert), False = delete
 FIRST = "__wlr_first"  # keyed net change: 1 when the key's first change was an insert (it was absent)
-COUNT = "__wlr_n"     # unkeyed net change: net signed count of the row image
+COUNT = "__wlr_n"  # unkeyed net change: net signed count of the row image
 _POSITIVE = ("insert", "update_postimage")
 
 
@@ -46,11 +47,13 @@ def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
     reader = spark.read
     if schema is not None:
         from pyspark.sql.types import StringType, StructField, StructType
+
         reader = reader.schema(StructType(list(schema.fields) + [StructField(CHANGE_TYPE, StringType())]))
     rows = reader.option("recursiveFileLookup", "true").parquet(*uris)
     version = F.regexp_extract(F.col("_metadata.file_path"), rf"{VERSION_COLUMN}=(\d+)/[^/]*$", 1).cast("long")
-    return (rows.withColumn(VERSION, version)
-                .withColumn(POS, F.when(F.col(CHANGE_TYPE).isin(*_POSITIVE), 1).otherwise(0)))
+    return rows.withColumn(VERSION, version).withColumn(
+        POS, F.when(F.col(CHANGE_TYPE).isin(*_POSITIVE), 1).otherwise(0)
+    )
 
 
 def data_columns(rows: DataFrame) -> list[str]:
@@ -62,10 +65,16 @@ def _row(rows: DataFrame, cols: list[str]):
     """``(value, order)``: the change row as a struct ``v, p, c0..cn`` and its order (version,
     position, then the row's canonical form: a tie-break Spark can compare for every type)."""
     types = {f.name: f.dataType for f in rows.schema.fields}
-    value = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
-                     *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
-    order = F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p"),
-                     *[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)])
+    value = F.struct(
+        F.col(VERSION).alias("v"),
+        F.col(POS).alias("p"),
+        *[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)],
+    )
+    order = F.struct(
+        F.col(VERSION).alias("v"),
+        F.col(POS).alias("p"),
+        *[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)],
+    )
     return value, order
 
 
@@ -86,11 +95,12 @@ def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
     cols = data_columns(rows)
     value, order = _row(rows, cols)
     first = F.min(F.struct(F.col(VERSION).alias("v"), F.col(POS).alias("p")))
-    grouped = rows.groupBy(*_key_groups(rows, keys)).agg(F.max_by(value, order).alias("__last"),
-                                                        first.alias("__first"))
+    grouped = rows.groupBy(*_key_groups(rows, keys)).agg(F.max_by(value, order).alias("__last"), first.alias("__first"))
     net = grouped.select(
         *[F.col(f"__last.c{i}").alias(c) for i, c in enumerate(cols)],
-        (F.col("__last.p") == 1).alias(OP), F.col("__first.p").alias(FIRST))
+        (F.col("__last.p") == 1).alias(OP),
+        F.col("__first.p").alias(FIRST),
+    )
     return net.filter(~((F.col(FIRST) == 1) & ~F.col(OP)))
 
 
@@ -104,14 +114,14 @@ def net_by_image(rows: DataFrame) -> DataFrame:
         return rows.groupBy(*qc).agg(F.sum(sign).alias(COUNT)).filter(F.col(COUNT) != 0)
     image = F.struct(*[F.col(quote_ident(c)).alias(f"c{i}") for i, c in enumerate(cols)])
     grouped = rows.groupBy(*comparable(rows, cols)).agg(F.first(image).alias("__img"), F.sum(sign).alias(COUNT))
-    return (grouped.filter(F.col(COUNT) != 0)
-                   .select(*[F.col(f"__img.c{i}").alias(c) for i, c in enumerate(cols)], F.col(COUNT)))
+    return grouped.filter(F.col(COUNT) != 0).select(
+        *[F.col(f"__img.c{i}").alias(c) for i, c in enumerate(cols)], F.col(COUNT)
+    )
 
 
 def repeat(df: DataFrame, times) -> DataFrame:
     """Each row of ``df`` ``times`` times (a Column; 0 drops the row)."""
-    return (df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int"))))
-              .drop("__wlr_rep"))
+    return df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int")))).drop("__wlr_rep")
 
 
 def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFrame:
@@ -133,8 +143,9 @@ def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFr
     """
     cols = data_columns(rows)
     value, order = _row(rows, cols)
-    ends = rows.groupBy(*_key_groups(rows, keys)).agg(F.min_by(value, order).alias("f"),
-                                                     F.max_by(value, order).alias("l"))
+    ends = rows.groupBy(*_key_groups(rows, keys)).agg(
+        F.min_by(value, order).alias("f"), F.max_by(value, order).alias("l")
+    )
     before, after = F.col("f.p") == 0, F.col("l.p") == 1
     row_type = StructType([f for f in rows.schema.fields if f.name in cols])
     state = lambda s: F.struct(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)])  # noqa: E731
@@ -142,8 +153,12 @@ def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFr
     ends = ends.filter((before | after) & ~(before & after & same))
 
     def side(df: DataFrame, s: str, kind) -> DataFrame:
-        return df.select(*[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)], kind.alias(CHANGE_TYPE),
-                         F.lit(version).cast("long").alias(VERSION_COLUMN))
+        return df.select(
+            *[F.col(f"{s}.c{i}").alias(c) for i, c in enumerate(cols)],
+            kind.alias(CHANGE_TYPE),
+            F.lit(version).cast("long").alias(VERSION_COLUMN),
+        )
+
     first = side(ends.filter(before), "f", F.when(after, F.lit("update_preimage")).otherwise(F.lit("delete")))
     last = side(ends.filter(after), "l", F.when(before, F.lit("update_postimage")).otherwise(F.lit("insert")))
     return first.unionByName(last)
@@ -156,6 +171,6 @@ def compact_by_image(rows: DataFrame, version: int) -> DataFrame:
     net = net_by_image(rows)
     cols = [c for c in net.columns if c != COUNT]
     kind = F.when(F.col(COUNT) > 0, F.lit("insert")).otherwise(F.lit("delete"))
-    return (repeat(net, F.abs(F.col(COUNT)))
-            .select(*[quote_ident(c) for c in cols], kind.alias(CHANGE_TYPE),
-                    F.lit(version).cast("long").alias(VERSION_COLUMN)))
+    return repeat(net, F.abs(F.col(COUNT))).select(
+        *[quote_ident(c) for c in cols], kind.alias(CHANGE_TYPE), F.lit(version).cast("long").alias(VERSION_COLUMN)
+    )

@@ -13,6 +13,7 @@ Errors that stop a command before :func:`run` keep argparse's own handling: a ma
 line prints argparse's usage and ``<prog>: error: ...`` and exits 2 (:data:`EXIT_USAGE`), and
 a bad ``--config`` exits 2 from :func:`wlcore.settings.use_config`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,9 @@ def say(exc: WlcError, args: argparse.Namespace) -> str:
     return exc.cli
 
 
-def run(args: argparse.Namespace, codes: ExitCodes = NOT_FOUND,
-        wording: Callable[[WlcError, argparse.Namespace], str] = say) -> int:
+def run(
+    args: argparse.Namespace, codes: ExitCodes = NOT_FOUND, wording: Callable[[WlcError, argparse.Namespace], str] = say
+) -> int:
     """Run the subcommand ``args`` was parsed for (``args.func``, set by :func:`subcommand`).
 
     Args:

@@ -8,12 +8,13 @@ is, the command that applies to it, and the nearest existing names, and never a 
 would create something under a mistyped name (MonetDB's ``CALL wlc.master()`` is a
 deliberate act, done once).
 """
+
 from __future__ import annotations
 
 import difflib
 
-from .replica_state import ReplicaState
 from .errors import MasterStateError, NotFoundError
+from .replica_state import ReplicaState
 from .storage import Storage
 
 MASTER_CONFIG = "wlc.config"
@@ -59,10 +60,12 @@ class Dbfarm:
         self.path = path
         self.storage = Storage.of(path)
         if self.storage.local and not self.storage.isdir(path):
-            raise NotFoundError(f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm is an "
-                                f"empty folder you make first: os.makedirs({path!r}))",
-                                cli=f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm "
-                                    f"is an empty folder you make first: mkdir -p {path})")
+            raise NotFoundError(
+                f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm is an "
+                f"empty folder you make first: os.makedirs({path!r}))",
+                cli=f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm "
+                f"is an empty folder you make first: mkdir -p {path})",
+            )
 
     def kind(self, name: str) -> str:
         """``master``, ``replica``, ``database`` (a folder that is neither) or ``missing``."""
@@ -121,15 +124,18 @@ class Dbfarm:
             master = self.master_of(name)
             of = f" of master {master!r}" if master else ""
             instead = f"name its master {master!r} instead" if master else "name its master instead"
-            raise error(f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica with "
-                        f"wlr.Replica({master!r}, replica={name!r}, dbfarm={self.path!r}).status())",
-                        cli=f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica "
-                            f"with: wlr status {self.path} {name})")
+            raise error(
+                f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica with "
+                f"wlr.Replica({master!r}, replica={name!r}, dbfarm={self.path!r}).status())",
+                cli=f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica "
+                f"with: wlr status {self.path} {name})",
+            )
         raise error(
             f"database {name!r} in {self.path} is not a master (no {MASTER_CONFIG}); putting it in master mode is "
             f"a deliberate step: wlc.master({name!r}, dbfarm={self.path!r})",
             cli=f"database {name!r} in {self.path} is not a master (no {MASTER_CONFIG}); putting it in master mode "
-                f"is a deliberate step: wlc master {self.path} {name}")
+            f"is a deliberate step: wlc master {self.path} {name}",
+        )
 
     def require_replica(self, name: str, error=None) -> None:
         """Check that ``name`` is a replica database.
@@ -152,10 +158,14 @@ class Dbfarm:
         error = error or MasterStateError
         if kind == MASTER:
             reps = self.replicas_of(name)
-            theirs = (f"; its replicas here: {', '.join(reps)}" if reps else "; it has no replica in this dbfarm")
-            raise error(f"{name!r} in {self.path} is a master, not a replica: see it with wlc.status({name!r}, "
-                        f"dbfarm={self.path!r}){theirs}",
-                        cli=f"{name!r} in {self.path} is a master, not a replica: see it with: wlc status "
-                            f"{self.path} {name}{theirs}")
-        raise error(f"database {name!r} in {self.path} is neither a master nor a replica (no {REPLICA_CONFIG})"
-                    + did_you_mean(name, self.names(REPLICA), f"replicas in {self.path}"))
+            theirs = f"; its replicas here: {', '.join(reps)}" if reps else "; it has no replica in this dbfarm"
+            raise error(
+                f"{name!r} in {self.path} is a master, not a replica: see it with wlc.status({name!r}, "
+                f"dbfarm={self.path!r}){theirs}",
+                cli=f"{name!r} in {self.path} is a master, not a replica: see it with: wlc status "
+                f"{self.path} {name}{theirs}",
+            )
+        raise error(
+            f"database {name!r} in {self.path} is neither a master nor a replica (no {REPLICA_CONFIG})"
+            + did_you_mean(name, self.names(REPLICA), f"replicas in {self.path}")
+        )

@@ -11,6 +11,7 @@ In-Commit Timestamp where the commit has one, else the commit file's modificatio
 made strictly increasing per table (a time not after the previous version's becomes that
 time + 1 ms), so ``until=<instant>`` agrees with ``TIMESTAMP AS OF``.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ KEY_PROPERTY = "wlc.key"  # the table property naming a replicated table's key c
 def is_relevant_property(key: str) -> bool:
     """True for a property replication carries (:func:`wlcore.tabledef.is_replicated_property`)."""
     from .tabledef import is_replicated_property
+
     return is_replicated_property(key)
 
 
@@ -71,6 +73,7 @@ class TableMeta:
         if not self.clustering:
             return []
         from .tabledef import logical_path
+
         return [logical_path(self.schema, list(p)) for p in self.clustering]
 
     @property
@@ -92,8 +95,9 @@ class TableMeta:
     @property
     def constraints(self) -> dict[str, str]:
         """The CHECK constraints: ``{name: expression}`` from the ``delta.constraints.*`` properties."""
-        return {k[len("delta.constraints."):]: v for k, v in self.properties.items()
-                if k.startswith("delta.constraints.")}
+        return {
+            k[len("delta.constraints.") :]: v for k, v in self.properties.items() if k.startswith("delta.constraints.")
+        }
 
     @property
     def key_columns(self) -> list[str]:
@@ -116,12 +120,17 @@ class TableMeta:
         nullability, comments, generation, identity and defaults; partitioning; clustering;
         replicated properties and constraints."""
         from .tabledef import definition
+
         return definition(self)
 
     def to_json(self) -> dict:
         """The metadata as capture cursors hold it (clustering and comment only when set)."""
-        out: dict[str, Any] = {"schema": self.schema_json, "partition_columns": list(self.partition_columns),
-               "configuration": self.configuration, "id": self.table_id}
+        out: dict[str, Any] = {
+            "schema": self.schema_json,
+            "partition_columns": list(self.partition_columns),
+            "configuration": self.configuration,
+            "id": self.table_id,
+        }
         if self.clustering is not None:
             out["clustering"] = [list(p) for p in self.clustering]
         if self.description is not None:
@@ -136,10 +145,14 @@ class TableMeta:
             KeyError: ``schema`` is missing.
         """
         clustering = data.get("clustering")
-        return cls(data["schema"], tuple(data.get("partition_columns") or ()),
-                   dict(data.get("configuration") or {}), data.get("id", ""),
-                   tuple(tuple(p) for p in clustering) if clustering is not None else None,
-                   data.get("description"))
+        return cls(
+            data["schema"],
+            tuple(data.get("partition_columns") or ()),
+            dict(data.get("configuration") or {}),
+            data.get("id", ""),
+            tuple(tuple(p) for p in clustering) if clustering is not None else None,
+            data.get("description"),
+        )
 
 
 def clustering_of(configuration: str | None) -> tuple[tuple[str, ...], ...] | None:
@@ -239,10 +252,19 @@ def parse_commit(version: int, text: str, fallback_time: datetime | None = None)
     else:
         ts = fallback_time or datetime.now(timezone.utc)
     return Commit(
-        version=version, timestamp=ts, operation=str(info.get("operation", "UNKNOWN")),
-        user=info.get("userName"), user_metadata=info.get("userMetadata"),
-        engine=info.get("engineInfo"), metadata=meta, data_change=data_change, txns=txns,
-        metrics=dict(info.get("operationMetrics") or {}), ict=ict, domains=domains, protocol=protocol,
+        version=version,
+        timestamp=ts,
+        operation=str(info.get("operation", "UNKNOWN")),
+        user=info.get("userName"),
+        user_metadata=info.get("userMetadata"),
+        engine=info.get("engineInfo"),
+        metadata=meta,
+        data_change=data_change,
+        txns=txns,
+        metrics=dict(info.get("operationMetrics") or {}),
+        ict=ict,
+        domains=domains,
+        protocol=protocol,
         params=dict(info.get("operationParameters") or {}),
     )
 

@@ -1,4 +1,5 @@
 """Finding a master database's replicated tables on the shared filesystem (see :mod:`wlcore.names`)."""
+
 from __future__ import annotations
 
 from .deltalog import is_delta_table
@@ -14,8 +15,9 @@ def delta_ref(uri: str) -> str:
     return "delta." + quote_ident(uri)
 
 
-def discover_tables(storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset(),
-                    refused: dict[str, str] | None = None) -> dict[str, str]:
+def discover_tables(
+    storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset(), refused: dict[str, str] | None = None
+) -> dict[str, str]:
     """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlcore.names`).
 
     Every Delta table at ``<db>/<schema>/<table>`` is replicated, whatever its folder name,
@@ -30,8 +32,9 @@ def discover_tables(storage: Storage, db_path: str, skip: frozenset[str] | set[s
         schema_path = Storage.join(db_path, schema)
         if is_delta_table(storage, schema_path):
             if refused is not None:
-                refused[schema_path] = ("a Delta table directly in the database folder is not replicated; "
-                                        "move it to <db>/<schema>/<table>")
+                refused[schema_path] = (
+                    "a Delta table directly in the database folder is not replicated; move it to <db>/<schema>/<table>"
+                )
             continue
         for table in storage.subdirs(schema_path):
             path = Storage.join(schema_path, table)
@@ -54,5 +57,3 @@ def table_path(db_path: str, name: str) -> str:
     """
     schema, table = split_name(name)
     return Storage.join(db_path, schema, table)
-
-

@@ -6,6 +6,7 @@ name); :func:`number` and :func:`every` name the setting or argument in a
 :class:`~wlcore.errors.ConfigError`. The units are the ones of the Unix ``sleep`` command's
 suffixes (s, m, h, d) plus w for weeks.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,11 +15,33 @@ from typing import Any
 
 from .errors import ConfigError
 
-_UNITS = {"s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
-          "w": 604800, "week": 604800, "weeks": 604800}
-_COUNTS = {"transactions": "transactions", "transaction": "transactions", "txns": "transactions",
-           "txn": "transactions", "batches": "batches", "batch": "batches"}
+_UNITS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
+}
+_COUNTS = {
+    "transactions": "transactions",
+    "transaction": "transactions",
+    "txns": "transactions",
+    "txn": "transactions",
+    "batches": "batches",
+    "batch": "batches",
+}
 _EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -74,8 +97,11 @@ def interval(value: Any, counts: tuple[str, ...] = ()) -> Every | None:
     """
     if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("off", "none", "")):
         return None
-    forms = "a number of seconds, '<n>s', '<n>m', '<n>h', '<n>d', '<n>w'" + "".join(
-        f", '<n> {c}'" for c in counts) + " or off"
+    forms = (
+        "a number of seconds, '<n>s', '<n>m', '<n>h', '<n>d', '<n>w'"
+        + "".join(f", '<n> {c}'" for c in counts)
+        + " or off"
+    )
     if isinstance(value, bool):
         raise ValueError(f"must be {forms}, not {value!r}")
     if isinstance(value, (int, float)):

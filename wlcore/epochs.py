@@ -17,6 +17,7 @@ shipped copy or a relay) continues the same history while both agree on every tr
 up to the lower of their two ticks; a master restored from an older copy starts a new epoch
 at its own tick + 1, and every replica that had gone further disagrees there and stops.
 """
+
 from __future__ import annotations
 
 import re

@@ -54,8 +54,9 @@ class LockHeldError(WlcError):
 
     def __init__(self, path: str, what: str, holder: str = ""):
         by = f" (held by {holder})" if holder else ""
-        super().__init__(f"{what}: the lock {path} is held by another process{by}; stop that process or wait "
-                         "for it to finish")
+        super().__init__(
+            f"{what}: the lock {path} is held by another process{by}; stop that process or wait for it to finish"
+        )
         self.path, self.what, self.holder = path, what, holder
 
 

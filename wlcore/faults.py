@@ -5,6 +5,7 @@ SIGKILL when the real code path reaches a point of that name, so a test can prov
 crash exactly there loses and repeats nothing. Unset (always, outside tests), a crash point
 costs one dictionary look-up.
 """
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ In-Commit Timestamps. The default, ``[change_feed]``, keeps every writer working
 switches nothing on (images wherever no feed exists); ``[change_feed, in_commit_timestamps]``
 is for masters written by Spark alone.
 """
+
 from __future__ import annotations
 
 from .settings import settings

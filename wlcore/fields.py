@@ -1,4 +1,5 @@
 """An attribute that stands for a field of an object its host owns (composition without copies)."""
+
 from __future__ import annotations
 
 from typing import Any

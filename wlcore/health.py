@@ -13,6 +13,7 @@ code per condition, documented with the commands:
 5    stale: capture, or a replica's follower, stopped sending heartbeats without a clean stop
 ==== ===============================================================================
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,7 @@ def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <
     return state
 
 
-def master_status(dbname: str, cfg: MasterState, now: datetime | None = None,
-                  dbfarm: str = "<dbfarm>") -> dict:
+def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, dbfarm: str = "<dbfarm>") -> dict:
     """``wlc status`` as a dict.
 
     Args:
@@ -83,14 +83,22 @@ def aligned(rows: list[tuple[str, object]]) -> str:
 def format_status(s: dict) -> str:
     """Human text of :func:`master_status`: one aligned line per fact, then a line per table
     not replicated, held back, or met by a limit of the change feed."""
-    rows = [("master", s["master"]), ("state", f"{s.get('state', '-')} ({s['state_name']})"),
-            ("capture", s["capture_text"]),
-            ("tick", f"{s.get('tick', '-')} (last published transaction)"),
-            ("last write", s.get("write") or "-"), ("batches", s.get("batches", "-")),
-            ("beat", f"{s['beat']} s" if s.get("beat") else "-"), ("logs", s.get("logs") or "-"),
-            ("snapshot", s.get("snapshot") or "-"), ("watermark", s.get("watermark") or "-"),
-            ("dbid", s.get("dbid") or "-"), ("epoch", s.get("epoch") or "-"),
-            ("epochs", s.get("epochs") or "-"), ("created", s.get("created") or "-")]
+    rows = [
+        ("master", s["master"]),
+        ("state", f"{s.get('state', '-')} ({s['state_name']})"),
+        ("capture", s["capture_text"]),
+        ("tick", f"{s.get('tick', '-')} (last published transaction)"),
+        ("last write", s.get("write") or "-"),
+        ("batches", s.get("batches", "-")),
+        ("beat", f"{s['beat']} s" if s.get("beat") else "-"),
+        ("logs", s.get("logs") or "-"),
+        ("snapshot", s.get("snapshot") or "-"),
+        ("watermark", s.get("watermark") or "-"),
+        ("dbid", s.get("dbid") or "-"),
+        ("epoch", s.get("epoch") or "-"),
+        ("epochs", s.get("epochs") or "-"),
+        ("created", s.get("created") or "-"),
+    ]
     lines = [aligned(rows)]
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
     lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
@@ -112,9 +120,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         NotFoundError: no such dbfarm or database (the nearest masters are named).
         MasterStateError: the database is a replica or not a master.
     """
-    from .settings import dbfarm as resolve_dbfarm
     from .databases import Dbfarm
     from .master_state import read_master_state
+    from .settings import dbfarm as resolve_dbfarm
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)

@@ -13,6 +13,7 @@ When the start fails, everything captured is written to stderr, then the error i
 ``WLC_VERBOSE=1`` in the environment, or :func:`show_everything` (the command lines'
 ``--verbose``), leaves the output on the terminal, as PySpark alone does.
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,8 +72,12 @@ def quiet_start(builder):
     from pyspark import SparkConf, SparkContext
 
     options = getattr(builder, "_options", None)
-    if (verbose() or SparkContext._gateway is not None or not isinstance(options, dict)
-            or "PYSPARK_GATEWAY_PORT" in os.environ):
+    if (
+        verbose()
+        or SparkContext._gateway is not None
+        or not isinstance(options, dict)
+        or "PYSPARK_GATEWAY_PORT" in os.environ
+    ):
         yield
         return
     path = startup_log()
@@ -118,8 +123,10 @@ class _Pump(threading.Thread):
         from pyspark import SparkContext
         from pyspark.java_gateway import launch_gateway
 
-        self._note(f"=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} pid {os.getpid()}: "
-                   f"Spark starts ({sys.argv[0] or 'python'})")
+        self._note(
+            f"=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} pid {os.getpid()}: "
+            f"Spark starts ({sys.argv[0] or 'python'})"
+        )
         self.start()
         try:
             gateway = launch_gateway(conf, popen_kwargs={"stdout": self._write, "stderr": self._write})
@@ -142,8 +149,11 @@ class _Pump(threading.Thread):
         self._note(line)
         if not self._said and line.lstrip().startswith("downloading "):
             self._said = True
-            print(f"downloading Spark's jars from Maven Central (once; they are cached); progress in {self.path}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"downloading Spark's jars from Maven Central (once; they are cached); progress in {self.path}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _note(self, line: str) -> None:
         self._log.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
@@ -166,6 +176,6 @@ def _to_stderr(data: bytes) -> None:
         sys.stderr.flush()
         view = memoryview(data)
         while view:
-            view = view[os.write(2, view):]
+            view = view[os.write(2, view) :]
     except (OSError, ValueError):  # stderr closed: the output has nowhere to go
         pass

@@ -1,6 +1,7 @@
 """A table's metadata at a version through Delta Kernel (``io.delta.kernel``, on Spark's classpath
 with delta-spark), for when log clean-up removed the JSON commits that held it and only a
 checkpoint (classic, multi-part or v2) records the table's state."""
+
 from __future__ import annotations
 
 from .deltalog import TableMeta, clustering_of

@@ -13,6 +13,7 @@ Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.compact
 * :func:`retain` decides what retention deletes: nothing that a kept snapshot's path to a
   still-promised recovery point uses.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -47,9 +48,17 @@ class Span:
     @classmethod
     def of(cls, manifest, path: str = "") -> "Span":
         """The span of a :class:`wlcore.batch.Manifest`."""
-        return cls(manifest.level, manifest.batch, manifest.end_batch, manifest.first_txn, manifest.last_txn,
-                   manifest.txns[-1].time if manifest.txns else None, manifest.watermark, path,
-                   manifest.txns[0].time if manifest.txns else None)
+        return cls(
+            manifest.level,
+            manifest.batch,
+            manifest.end_batch,
+            manifest.first_txn,
+            manifest.last_txn,
+            manifest.txns[-1].time if manifest.txns else None,
+            manifest.watermark,
+            path,
+            manifest.txns[0].time if manifest.txns else None,
+        )
 
     @property
     def placed_at(self) -> datetime:
@@ -122,6 +131,7 @@ def choose_start(starts: Sequence[Start], target: Target = EVERYTHING) -> Start 
 
 # ----------------------------------------------------------------------------- compaction
 
+
 def window_of(when: datetime, seconds: float) -> int:
     """The number of the UTC-aligned window of ``seconds`` that holds ``when``."""
     return math.floor(when.timestamp() / seconds)
@@ -139,7 +149,9 @@ def _after(lower: Sequence[Span], upper: Sequence[Span]) -> tuple[int, list[Span
     return done, sorted((s for s in lower if s.first_batch > done), key=lambda s: s.first_batch)
 
 
-def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime) -> list[list[Span]]:
+def runs_to_merge(
+    lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime
+) -> list[list[Span]]:
     """Runs of consecutive ``lower`` batches to merge into one batch of the next level each.
 
     Args:
@@ -164,7 +176,7 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
     runs: list[list[Span]] = []
     if every.unit == "batches":
         n = max(1, int(every.amount))
-        runs = [chain[i:i + n] for i in range(0, len(chain) - n + 1, n)]
+        runs = [chain[i : i + n] for i in range(0, len(chain) - n + 1, n)]
         return runs
     seconds = every.amount
     for s in chain:
@@ -183,8 +195,7 @@ def runs_to_merge(lower: Sequence[Span], upper: Sequence[Span], every: Every, cl
     return closed
 
 
-def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime,
-             level: int) -> str:
+def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime, level: int) -> str:
     """When the next batch of ``level`` is due, for people (``wlc compact`` with nothing to do).
 
     Args: as :func:`runs_to_merge`, and ``level`` the level being made (1 or 2).
@@ -196,22 +207,30 @@ def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_
     _done, todo = _after(lower, upper)
     below = f"level-{level - 1} batch"
     if every.unit == "batches":
-        return (f"level {level}: {len(todo)} of {int(every.amount)} {below}es since the last level-{level} batch "
-                "(due when they are complete)")
+        return (
+            f"level {level}: {len(todo)} of {int(every.amount)} {below}es since the last level-{level} batch "
+            "(due when they are complete)"
+        )
     if not todo:
-        return (f"level {level}: no {below} since the last level-{level} batch; due at the end of the {every} "
-                "window of the next one")
+        return (
+            f"level {level}: no {below} since the last level-{level} batch; due at the end of the {every} "
+            "window of the next one"
+        )
     first = todo[0]
     w = window_of(first.placed_at, every.amount)
     end = window_end(w, every.amount)
     inside = [s for s in todo if window_of(s.placed_at, every.amount) == w]
-    names = f"{inside[0].first_batch}" + (f"-{inside[-1].last_batch}" if inside[-1].last_batch != inside[0].first_batch
-                                           else "")
-    return (f"level {level}: due once the master's watermark passes {end.isoformat().replace('+00:00', 'Z')} (the "
-            f"end of the {every} window of {below}es {names}; the watermark is {closed_before.isoformat()})")
+    names = f"{inside[0].first_batch}" + (
+        f"-{inside[-1].last_batch}" if inside[-1].last_batch != inside[0].first_batch else ""
+    )
+    return (
+        f"level {level}: due once the master's watermark passes {end.isoformat().replace('+00:00', 'Z')} (the "
+        f"end of the {every} window of {below}es {names}; the watermark is {closed_before.isoformat()})"
+    )
 
 
 # ----------------------------------------------------------------------------- retention
+
 
 @dataclass
 class Retention:
@@ -234,8 +253,7 @@ def _older(when: datetime | None, keep: Every | None, now: datetime) -> bool:
     return when is None or when < now - timedelta(seconds=keep.amount)
 
 
-def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime,
-           keep: dict[str, Every | None]) -> Retention:
+def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime, keep: dict[str, Every | None]) -> Retention:
     """Decide what retention deletes.
 
     Args:
@@ -335,7 +353,7 @@ def _granularity(fresh: set[Span], earliest: Start | None) -> list[tuple[str, in
 def _any_range(ranges: list[tuple[int, int]], lo: int, hi: float) -> bool:
     """A range of ``ranges`` (sorted, disjoint) meeting [lo, hi)."""
     i = bisect.bisect_right(ranges, (lo, math.inf))
-    for a, b in ranges[max(0, i - 1):i + 1]:
+    for a, b in ranges[max(0, i - 1) : i + 1]:
         if a < hi and b >= lo:
             return True
     return False

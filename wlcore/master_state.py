@@ -9,6 +9,7 @@ history, :mod:`wlcore.epochs`), ``heartbeat`` and ``capture_stopped``. Capture w
 replay side, status and shipping read it. :class:`MasterState` is the file as a typed object;
 :func:`read_master_state` and :func:`write_master_state` are the one reader and writer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,10 +84,27 @@ class MasterState(StateFile):
     relay_of: str = ""
 
     CODECS: ClassVar[dict[str, Codec]] = {
-        "snapshot": TEXT, "logs": TEXT, "state": INT, "batches": INT, "beat": SECONDS, "write": UTC,
-        "dbid": TEXT, "format": INT, "tick": INT, "watermark": utc_or(WATERMARK_STOPPED), "created": UTC,
-        "not_replicated": JSON_DICT, "epoch": TEXT, "epochs": TEXT, "heartbeat": UTC, "capture_stopped": UTC,
-        "feed_notes": JSON_DICT, "held": JSON_DICT, "database": TEXT, "shipped": UTC, "shipped_from": TEXT,
+        "snapshot": TEXT,
+        "logs": TEXT,
+        "state": INT,
+        "batches": INT,
+        "beat": SECONDS,
+        "write": UTC,
+        "dbid": TEXT,
+        "format": INT,
+        "tick": INT,
+        "watermark": utc_or(WATERMARK_STOPPED),
+        "created": UTC,
+        "not_replicated": JSON_DICT,
+        "epoch": TEXT,
+        "epochs": TEXT,
+        "heartbeat": UTC,
+        "capture_stopped": UTC,
+        "feed_notes": JSON_DICT,
+        "held": JSON_DICT,
+        "database": TEXT,
+        "shipped": UTC,
+        "shipped_from": TEXT,
         "relay_of": TEXT,
     }
 
@@ -143,8 +161,9 @@ def write_master_state(storage: Storage, db_path: str, state: MasterState) -> st
 STALE_AFTER = 3  # heartbeat intervals without a heartbeat: the process is taken for gone (and capture.stale_after)
 
 
-def liveness(heartbeat: datetime | str | None, interval: float, now: datetime,
-             stale_after: float = 30.0) -> tuple[str, datetime | None]:
+def liveness(
+    heartbeat: datetime | str | None, interval: float, now: datetime, stale_after: float = 30.0
+) -> tuple[str, datetime | None]:
     """``("alive" | "stale" | "unknown", last heartbeat)`` from a state file's ``heartbeat``.
 
     Args:

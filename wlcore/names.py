@@ -6,6 +6,7 @@ Its *qualified name* is ``schema.table``; a part holding ``.`` or a backtick is 
 backticks with backticks doubled, as in Spark SQL: ``sales.`q1.orders```. Names read from a
 batch are untrusted: :func:`split_name` refuses parts that would leave the database folder.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,8 +53,9 @@ def check_part(part: str, what: str) -> str:
         ConfigError: empty, ``.``/``..``, holds ``/`` or NUL, or cannot be carried.
     """
     if not isinstance(part, str) or part in ("", ".", "..") or "/" in part or "\x00" in part:
-        raise ConfigError(f"{what} name {part!r} is not allowed: it must be one folder name "
-                          "(not empty, not '.' or '..', no '/')")
+        raise ConfigError(
+            f"{what} name {part!r} is not allowed: it must be one folder name (not empty, not '.' or '..', no '/')"
+        )
     reason = uncarried_reason(part)
     if reason:
         raise ConfigError(f"{what} name {part!r} is not allowed: {reason}")
@@ -68,8 +70,10 @@ def split_name(name: str) -> tuple[str, str]:
     """
     parts = _split(name) if isinstance(name, str) else None
     if parts is None or len(parts) != 2:
-        raise ConfigError(f"table name {name!r} must be 'schema.table'; write a part that holds '.' "
-                          "or '`' in backticks, e.g. sales.`q1.orders`")
+        raise ConfigError(
+            f"table name {name!r} must be 'schema.table'; write a part that holds '.' "
+            "or '`' in backticks, e.g. sales.`q1.orders`"
+        )
     return check_part(parts[0], "schema"), check_part(parts[1], "table")
 
 
@@ -120,4 +124,4 @@ def state_key(prefix: str, name: str) -> str:
 
 def name_of_key(prefix: str, key: str) -> str:
     """The table name of a state-file key made by :func:`state_key`."""
-    return urllib.parse.unquote(key[len(prefix):])
+    return urllib.parse.unquote(key[len(prefix) :])

@@ -10,6 +10,7 @@ history (``epochs``, ``epoch``), the consistent view (``view`` and ``at.<table>`
 table's Delta version (``version.<table>``), ``until``, ``relay`` and ``heartbeat``.
 :func:`read_replica_state` and :func:`write_replica_state` are its one reader and writer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -73,10 +74,28 @@ class ReplicaState(StateFile):
     views: dict[str, int] = field(default_factory=dict)
 
     CODECS: ClassVar[dict[str, Codec]] = {
-        "master": TEXT, "masterfarm": TEXT, "dbid": TEXT, "source": TEXT, "source_kind": TEXT,
-        "select_tables": TEXT, "select_where": TEXT, "logs": TEXT, "batches": INT, "tick": INT, "clock": UTC,
-        "skipped": _INT_LIST, "state": TEXT, "error_batch": INT, "error_txn": INT, "error_table": TEXT,
-        "error_cause": TEXT, "epochs": TEXT, "epoch": TEXT, "view": INT, "until": TEXT, "relay": FLAG,
+        "master": TEXT,
+        "masterfarm": TEXT,
+        "dbid": TEXT,
+        "source": TEXT,
+        "source_kind": TEXT,
+        "select_tables": TEXT,
+        "select_where": TEXT,
+        "logs": TEXT,
+        "batches": INT,
+        "tick": INT,
+        "clock": UTC,
+        "skipped": _INT_LIST,
+        "state": TEXT,
+        "error_batch": INT,
+        "error_txn": INT,
+        "error_table": TEXT,
+        "error_cause": TEXT,
+        "epochs": TEXT,
+        "epoch": TEXT,
+        "view": INT,
+        "until": TEXT,
+        "relay": FLAG,
         "heartbeat": UTC,
     }
 

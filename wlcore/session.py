@@ -1,11 +1,12 @@
 """The SparkSession with Delta Lake, built from the settings' ``spark`` section (:mod:`wlc.config`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
 from .jvm_output import quiet_start
+from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -129,8 +130,11 @@ def check_s3a(spark, url: str) -> None:
         sc._jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass("s3a", sc._jsc.hadoopConfiguration())
     except Exception:  # noqa: BLE001 (Py4JJavaError: UnsupportedFileSystemException)
         from .errors import ConfigError
-        raise ConfigError(f"{url} is on S3 but this Spark session has no s3a filesystem (hadoop-aws); set "
-                          "storage.s3 or spark.s3a: true in config/wlc.yaml and start a new Spark session") from None
+
+        raise ConfigError(
+            f"{url} is on S3 but this Spark session has no s3a filesystem (hadoop-aws); set "
+            "storage.s3 or spark.s3a: true in config/wlc.yaml and start a new Spark session"
+        ) from None
 
 
 def hadoop_version() -> str:

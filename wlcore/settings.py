@@ -11,6 +11,7 @@ the defaults do not have is an error naming the nearest valid key (except under
 ``spark.conf``, which takes any Spark setting). State files use MonetDB's ``wlc.config``
 form: one ``key=value`` a line.
 """
+
 from __future__ import annotations
 
 import copy
@@ -149,11 +150,16 @@ def add_common(parser) -> None:
     """The options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
     (the package version and the batch format version, :func:`wlcore.version.version_text`)."""
     from .version import version_text
-    parser.add_argument("--config", metavar="FILE",
-                        help="YAML settings merged over the defaults (as the WLC_CONFIG variable)")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show everything: Spark's start-up output (Maven resolution), every logger at INFO, "
-                             "Python's warnings in full")
+
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML settings merged over the defaults (as the WLC_CONFIG variable)"
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show everything: Spark's start-up output (Maven resolution), every logger at INFO, "
+        "Python's warnings in full",
+    )
     parser.add_argument("--version", action="version", version=version_text("%(prog)s"))
 
 
@@ -178,6 +184,7 @@ def use_config(args) -> None:
 
 def _usage_error(text: str):
     import sys
+
     print(f"error: {text}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -192,15 +199,19 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
     """
     chosen = str(value) if value is not None else settings().dbfarm
     if not chosen.strip():
-        raise ConfigError("the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM",
-                          cli="the dbfarm is empty: give the folder that holds the databases as the first argument")
+        raise ConfigError(
+            "the dbfarm is empty: pass a folder (dbfarm=...) or set WLC_DBFARM",
+            cli="the dbfarm is empty: give the folder that holds the databases as the first argument",
+        )
     if "://" in chosen:
         return chosen.rstrip("/")
     path = Path(chosen).expanduser().resolve()
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"dbfarm {str(path)!r} is a file, not a folder: pass the folder that holds the "
-                          "databases (dbfarm=... or WLC_DBFARM)",
-                          cli=f"dbfarm {str(path)!r} is a file, not a folder: give the folder that holds the databases")
+        raise ConfigError(
+            f"dbfarm {str(path)!r} is a file, not a folder: pass the folder that holds the "
+            "databases (dbfarm=... or WLC_DBFARM)",
+            cli=f"dbfarm {str(path)!r} is a file, not a folder: give the folder that holds the databases",
+        )
     return str(path)
 
 
@@ -222,6 +233,7 @@ def check_name(name: str, what: str) -> str:
 
 
 # ----------------------------------------------------------------------------- key=value files
+
 
 def parse_kv(text: str, source: str = "<text>") -> dict[str, str]:
     """Parse ``key=value`` lines (MonetDB's wlc.config form); ``#`` starts a comment line.

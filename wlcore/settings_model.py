@@ -12,6 +12,7 @@ Units are in the types: :data:`Seconds` and :data:`Wait` are float seconds, the 
 and retentions (:data:`Duration`, :data:`SnapshotInterval`, :data:`LevelInterval`) are
 :class:`~wlcore.durations.Every` (seconds, transactions or batches) or None for off.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -90,8 +91,9 @@ def feature_names(raw: Any) -> list[str]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or any(str(v) not in FEATURE_NAMES for v in raw):
-        raise ConfigError(f"capture.table_features must be a list of {', '.join(FEATURE_NAMES)} (or [] for none), "
-                          f"not {raw!r}")
+        raise ConfigError(
+            f"capture.table_features must be a list of {', '.join(FEATURE_NAMES)} (or [] for none), not {raw!r}"
+        )
     return [str(v) for v in raw]
 
 

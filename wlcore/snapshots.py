@@ -13,6 +13,7 @@ Rolling snapshots (:func:`take_rolling`) are taken while capture runs, at the en
 newest published batch: its manifest's cursors are the Delta version of every table with
 exactly the transactions up to it.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,14 @@ from typing import Any
 
 from .batch import Manifest, parse_utc, utc_iso
 from .capture_state import CaptureState, Cursor
-from .discovery import delta_ref, table_path
 from .deltalog import TableMeta, metadata_at
+from .discovery import delta_ref, table_path
 from .errors import MasterStateError, WlcError
 from .faults import crash_point
-from .tabledef import create_sql, exact_session
 from .levels import Start
 from .names import quote_ident, split_name
 from .storage import Storage
+from .tabledef import create_sql, exact_session
 
 SNAPSHOT_MANIFEST = "snapshot.json"
 SNAPSHOT_DIR = "wlc_snapshot"
@@ -80,11 +81,16 @@ class SnapshotRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as ``snapshot.json`` holds it (instants as ISO-8601 UTC with ``Z``)."""
-        body: dict[str, Any] = {**self.extra, "dbid": self.dbid,
-                                "created": utc_iso(self.created) if self.created else None,
-                                "txn": self.txn, "time": utc_iso(self.time) if self.time else None,
-                                "watermark": utc_iso(self.watermark) if self.watermark else None,
-                                "batch": self.batch, "tables": {k: v.to_json() for k, v in self.tables.items()}}
+        body: dict[str, Any] = {
+            **self.extra,
+            "dbid": self.dbid,
+            "created": utc_iso(self.created) if self.created else None,
+            "txn": self.txn,
+            "time": utc_iso(self.time) if self.time else None,
+            "watermark": utc_iso(self.watermark) if self.watermark else None,
+            "batch": self.batch,
+            "tables": {k: v.to_json() for k, v in self.tables.items()},
+        }
         if self.epochs is not None:
             body["epochs"] = self.epochs
         return body
@@ -104,15 +110,22 @@ class SnapshotRecord:
         """
         known = {"dbid", "created", "txn", "time", "watermark", "batch", "epochs", "tables"}
         try:
-            return cls(str(body["dbid"]), parse_utc(body["created"]) if body.get("created") else None,
-                       {k: Cursor.from_json(v) for k, v in body["tables"].items()}, int(body.get("txn", -1)),
-                       parse_utc(body["time"]) if body.get("time") else None,
-                       parse_utc(body["watermark"]) if body.get("watermark") else None,
-                       int(body.get("batch", -1)), body.get("epochs"),
-                       {k: v for k, v in body.items() if k not in known})
+            return cls(
+                str(body["dbid"]),
+                parse_utc(body["created"]) if body.get("created") else None,
+                {k: Cursor.from_json(v) for k, v in body["tables"].items()},
+                int(body.get("txn", -1)),
+                parse_utc(body["time"]) if body.get("time") else None,
+                parse_utc(body["watermark"]) if body.get("watermark") else None,
+                int(body.get("batch", -1)),
+                body.get("epochs"),
+                {k: v for k, v in body.items() if k not in known},
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SnapshotRecordError(f"{source} is damaged ({type(exc).__name__}: {exc}); the snapshot cannot be "
-                                      "used: delete its folder and take a new snapshot (wlc snapshot)") from None
+            raise SnapshotRecordError(
+                f"{source} is damaged ({type(exc).__name__}: {exc}); the snapshot cannot be "
+                "used: delete its folder and take a new snapshot (wlc snapshot)"
+            ) from None
 
 
 def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
@@ -141,9 +154,17 @@ def txn_of(folder: str) -> int:
     return -1 if name == INITIAL else int(name)
 
 
-def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str, str],
-         versions: dict[str, int], metas: dict[str, TableMeta], dbid: str,
-         record: SnapshotRecord | None = None) -> dict[str, Cursor]:
+def take(
+    spark,
+    storage: Storage,
+    db_path: str,
+    snap_path: str,
+    tables: dict[str, str],
+    versions: dict[str, int],
+    metas: dict[str, TableMeta],
+    dbid: str,
+    record: SnapshotRecord | None = None,
+) -> dict[str, Cursor]:
     """Copy every table at ``versions[name]`` into ``snap_path`` and write ``snapshot.json`` last.
 
     Args:
@@ -170,8 +191,7 @@ def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str
     storage.makedirs(snap_path)
     cursors = {}
     # a bar when the copy takes over 2 s, on a terminal or in a notebook only
-    for name, path in tqdm(sorted(tables.items()), desc="snapshot", unit="table", delay=2.0, disable=None,
-                           leave=False):
+    for name, path in tqdm(sorted(tables.items()), desc="snapshot", unit="table", delay=2.0, disable=None, leave=False):
         schema, table = split_name(name)
         meta = metas[name]
         dst = storage.uri(Storage.join(snap_path, schema, table))
@@ -180,8 +200,11 @@ def take(spark, storage: Storage, db_path: str, snap_path: str, tables: dict[str
         df = spark.read.format("delta").option("versionAsOf", versions[name]).load(storage.uri(path))
         df.select(*[quote_ident(c) for c in meta.columns]).write.format("delta").mode("append").save(dst)
         cursors[name] = Cursor(versions[name], meta)
-    write(storage, snap_path, replace(record or SnapshotRecord(dbid), dbid=dbid,
-                                      created=datetime.now(timezone.utc), tables=cursors))
+    write(
+        storage,
+        snap_path,
+        replace(record or SnapshotRecord(dbid), dbid=dbid, created=datetime.now(timezone.utc), tables=cursors),
+    )
     return cursors
 
 
@@ -211,17 +234,25 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
     tables = {n: table_path(db_path, n) for n in cursors}
     versions = {n: c.version for n, c in cursors.items()}
     metas = {n: c.meta or _meta_at(storage, tables[n], n, c.version, txn) for n, c in cursors.items()}
-    record = SnapshotRecord(dbid, txn=txn, time=manifest.txns[-1].time if manifest.txns else None,
-                            watermark=manifest.watermark, batch=manifest.batch, epochs=manifest.epochs)
+    record = SnapshotRecord(
+        dbid,
+        txn=txn,
+        time=manifest.txns[-1].time if manifest.txns else None,
+        watermark=manifest.watermark,
+        batch=manifest.batch,
+        epochs=manifest.epochs,
+    )
     try:
         take(spark, storage, db_path, staging, tables, versions, metas, dbid, record)
     except Exception as exc:
         storage.rm(staging)
         if isinstance(exc, MasterStateError):
             raise
-        raise MasterStateError(f"the snapshot at transaction {txn} could not read a master table at its version "
-                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); was it "
-                               "vacuumed or dropped since? flush and take the snapshot again") from exc
+        raise MasterStateError(
+            f"the snapshot at transaction {txn} could not read a master table at its version "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); was it "
+            "vacuumed or dropped since? flush and take the snapshot again"
+        ) from exc
     crash_point("snapshot.copied")
     storage.publish_dir(staging, final)
     return start_of(storage, final)
@@ -235,9 +266,11 @@ def _meta_at(storage: Storage, path: str, name: str, version: int, txn: int) -> 
     """
     meta = metadata_at(storage, path, version)
     if meta is None:
-        raise MasterStateError(f"the snapshot at transaction {txn} cannot read the definition of table {name} at "
-                               f"version {version}: the commits holding it were cleaned up; flush and take the "
-                               "snapshot again")
+        raise MasterStateError(
+            f"the snapshot at transaction {txn} cannot read the definition of table {name} at "
+            f"version {version}: the commits holding it were cleaned up; flush and take the "
+            "snapshot again"
+        )
     return meta
 
 
@@ -252,8 +285,10 @@ def read(storage: Storage, snap_path: str) -> SnapshotRecord:
     try:
         body = json.loads(storage.read_text(path))
     except ValueError as exc:
-        raise SnapshotRecordError(f"{path} is not valid JSON ({exc}); the snapshot cannot be used: delete its "
-                                  "folder and take a new snapshot (wlc snapshot)") from None
+        raise SnapshotRecordError(
+            f"{path} is not valid JSON ({exc}); the snapshot cannot be used: delete its "
+            "folder and take a new snapshot (wlc snapshot)"
+        ) from None
     return SnapshotRecord.from_json(body, path)
 
 
@@ -272,8 +307,9 @@ def start_of(storage: Storage, snap_path: str) -> Start:
     return Start(record.txn, record.time, record.batch, snap_path)
 
 
-def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: str | None = None,
-                   dbname: str | None = None) -> list[Start]:
+def list_snapshots(
+    storage: Storage, db_path: str, configured: str = "", logs: str | None = None, dbname: str | None = None
+) -> list[Start]:
     """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
     ``logs`` (when given) still holds a batch that begins at batch 0.
@@ -286,19 +322,23 @@ def list_snapshots(storage: Storage, db_path: str, configured: str = "", logs: s
     paths = [parent] if storage.exists(Storage.join(parent, SNAPSHOT_MANIFEST)) else []  # the old layout
     if storage.isdir(parent):
         for name in storage.published(parent):
-            if (name == INITIAL or re.fullmatch(r"\d+", name)) and \
-                    storage.exists(Storage.join(parent, name, SNAPSHOT_MANIFEST)):
+            if (name == INITIAL or re.fullmatch(r"\d+", name)) and storage.exists(
+                Storage.join(parent, name, SNAPSHOT_MANIFEST)
+            ):
                 paths.append(Storage.join(parent, name))
     if configured and configured not in paths and storage.exists(Storage.join(configured, SNAPSHOT_MANIFEST)):
         paths.append(configured)
     out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
-    if (not out or out[0].txn >= 0) and (logs is None or _holds_batch_zero(storage, logs, dbname or db_path.rstrip("/").rsplit("/", 1)[-1])):
+    if (not out or out[0].txn >= 0) and (
+        logs is None or _holds_batch_zero(storage, logs, dbname or db_path.rstrip("/").rsplit("/", 1)[-1])
+    ):
         out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
     return out
 
 
 def _holds_batch_zero(storage: Storage, logs: str, name: str) -> bool:
     from .batch import batch_name, list_compacted
+
     if storage.is_published(Storage.join(logs, batch_name(name, 0))):
         return True
     return any(first == 0 for _lv, first, _l, _p in list_compacted(storage, logs, name))

@@ -8,6 +8,7 @@ no field knows are kept as text in ``extra`` and written back where they stood. 
 read and written again is the same text, byte for byte, and a new one lists its keys in
 the order they were first set (the order the dict-based writers used).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,15 +46,13 @@ TEXT = Codec(str, lambda v: "" if v is None else str(v))
 INT = Codec(_int_or_none, lambda v: "" if v is None else str(int(v)))
 SECONDS = Codec(lambda t: float(t) if t.strip() else None, _seconds)
 UTC = Codec(lambda t: parse_utc(t) if t.strip() else None, lambda v: "" if v is None else utc_iso(v))
-JSON_DICT = Codec(lambda t: json.loads(t) if t.strip() else {},
-                  lambda v: json.dumps(v, sort_keys=True) if v else "")
+JSON_DICT = Codec(lambda t: json.loads(t) if t.strip() else {}, lambda v: json.dumps(v, sort_keys=True) if v else "")
 FLAG = Codec(lambda t: t == "1", lambda v: "1" if v else "")
 
 
 def utc_or(word: str) -> Codec:
     """A UTC instant, or the literal ``word`` (``watermark=stopped``)."""
-    return Codec(lambda t: word if t == word else UTC.parse(t),
-                 lambda v: word if v == word else UTC.render(v))
+    return Codec(lambda t: word if t == word else UTC.parse(t), lambda v: word if v == word else UTC.render(v))
 
 
 @dataclass(eq=False)

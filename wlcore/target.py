@@ -14,6 +14,7 @@ level routing (:mod:`wlcore.levels`, :mod:`wlr.route`):
 :func:`parse_until` turns the ``until`` a caller gives (``wlr.replicate(until=...)``,
 ``wlr replicate --until``) into a Target, once per call.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -150,11 +151,15 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
         except ValueError:
-            raise TargetError(f"Timestamp '{until}' has incorrect format; use ISO-8601, "
-                              "e.g. '2026-11-22T10:15:00Z', or an int transaction id") from None
+            raise TargetError(
+                f"Timestamp '{until}' has incorrect format; use ISO-8601, "
+                "e.g. '2026-11-22T10:15:00Z', or an int transaction id"
+            ) from None
         return Target(TIME, time=utc(parsed))
-    raise TargetError(f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
-                      "nor an instant (datetime or ISO-8601 string)")
+    raise TargetError(
+        f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
+        "nor an instant (datetime or ISO-8601 string)"
+    )
 
 
 def utc(ts: datetime) -> datetime:

@@ -13,6 +13,7 @@ that import wlc/wlr are not touched (their logging and warnings stay as they set
 ``--verbose`` shows it all: every logger at INFO, Spark's start-up output on the terminal
 (:func:`wlcore.jvm_output.show_everything`), warnings in Python's form.
 """
+
 from __future__ import annotations
 
 import logging

@@ -4,6 +4,7 @@
 here, ``wlc.__version__`` and ``wlr.__version__`` are this. CHANGELOG.md lists each release
 with both numbers (semantic versioning: a batch format change is a major version).
 """
+
 from __future__ import annotations
 
 __version__ = "0.2.0"

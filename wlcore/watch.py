@@ -1,5 +1,6 @@
 """Waking up when files change: watchdog events on local folders, its polling observer on
 network filesystems (NFS, SMB, FUSE), and a timeout in every wait as a safety net."""
+
 from __future__ import annotations
 
 import logging
@@ -31,7 +32,9 @@ logging.getLogger("watchdog.observers.inotify").addFilter(_StopRace())
 
 
 # inotify also reports files being opened and closed unwritten: reads, not changes
-_READS = {getattr(events, name) for name in ("EVENT_TYPE_OPENED", "EVENT_TYPE_CLOSED_NO_WRITE") if hasattr(events, name)}
+_READS = {
+    getattr(events, name) for name in ("EVENT_TYPE_OPENED", "EVENT_TYPE_CLOSED_NO_WRITE") if hasattr(events, name)
+}
 
 
 class _Wake(FileSystemEventHandler):
@@ -58,8 +61,9 @@ class FolderWatch:
         accept: predicate on event paths; only accepted paths wake waiters.
     """
 
-    def __init__(self, path: str, recursive: bool = True, polling: bool = False,
-                 interval: float = 1.0, accept=lambda p: True):
+    def __init__(
+        self, path: str, recursive: bool = True, polling: bool = False, interval: float = 1.0, accept=lambda p: True
+    ):
         self.changed = threading.Event()
         self.path = path
         os.makedirs(path, exist_ok=True)

@@ -6,38 +6,81 @@ or skipped with :func:`accept`.
 Module functions act on the replica used last in this process; programs that drive
 several replicas use :class:`wlr.Replica` objects directly.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wlcore.version import __version__
 from wlcore.errors import NotFoundError
+from wlcore.version import __version__
 
-from .errors import (DivergedError, NoSuchTableError, ReplicaStateError, ReplicationError,
-                     ReplicationTimeout, RestoreError, TableExistsError, TargetError, TargetWarning)
+from .errors import (
+    DivergedError,
+    NoSuchTableError,
+    ReplicaStateError,
+    ReplicationError,
+    ReplicationTimeout,
+    RestoreError,
+    TableExistsError,
+    TargetError,
+    TargetWarning,
+)
+from .monitor import lag_history
 from .plan import parse_until
 from .replica import Replica
-from .monitor import lag_history
 from .txlog import transactions
 
 if TYPE_CHECKING:
     from .source import MasterLike
 
-__all__ = ["__version__", "replicate", "transactions", "lag_history", "stop", "accept", "beat", "clock", "tick", "status", "current",
-           "Replica", "ReplicationError", "ReplicaStateError", "ReplicationTimeout", "TargetError", "DivergedError",
-           "NotFoundError", "NoSuchTableError", "TableExistsError", "RestoreError", "TargetWarning", "parse_until"]
+__all__ = [
+    "__version__",
+    "replicate",
+    "transactions",
+    "lag_history",
+    "stop",
+    "accept",
+    "beat",
+    "clock",
+    "tick",
+    "status",
+    "current",
+    "Replica",
+    "ReplicationError",
+    "ReplicaStateError",
+    "ReplicationTimeout",
+    "TargetError",
+    "DivergedError",
+    "NotFoundError",
+    "NoSuchTableError",
+    "TableExistsError",
+    "RestoreError",
+    "TargetWarning",
+    "parse_until",
+]
 
 _current: Replica | None = None
 
 
-def replicate(master: str | MasterLike | None = None, until: int | str | datetime | None = None,
-              replica: str | None = None, dbfarm: str | None = None,
-              *, follow: bool | None = None, timeout: float | None = None,
-              collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
-              logs: str | None = None, source: str | MasterLike | Replica | None = None, relay: bool | None = None,
-              tables: str | list[str] | None = None, where: dict[str, str] | None = None,
-              empty: bool = False) -> Replica:
+def replicate(
+    master: str | MasterLike | None = None,
+    until: int | str | datetime | None = None,
+    replica: str | None = None,
+    dbfarm: str | None = None,
+    *,
+    follow: bool | None = None,
+    timeout: float | None = None,
+    collapse: bool | None = None,
+    snapshot: int | None = None,
+    compacted: bool = True,
+    logs: str | None = None,
+    source: str | MasterLike | Replica | None = None,
+    relay: bool | None = None,
+    tables: str | list[str] | None = None,
+    where: dict[str, str] | None = None,
+    empty: bool = False,
+) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
     Args:
@@ -145,8 +188,19 @@ def replicate(master: str | MasterLike | None = None, until: int | str | datetim
         if _current is not None:
             _current.stop()
     _current = rep
-    return rep._replicate(target, until, follow=follow, timeout=timeout, collapse=collapse, snapshot=snapshot,
-                          compacted=compacted, relay=relay, tables=tables, where=where, empty=empty)
+    return rep._replicate(
+        target,
+        until,
+        follow=follow,
+        timeout=timeout,
+        collapse=collapse,
+        snapshot=snapshot,
+        compacted=compacted,
+        relay=relay,
+        tables=tables,
+        where=where,
+        empty=empty,
+    )
 
 
 def current() -> Replica:

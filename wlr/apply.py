@@ -14,25 +14,27 @@ commit is always its last (a crash before it repeats the idempotent steps, one a
 repeats nothing). Rows are found by the key columns of the ``wlc.key`` table property
 when declared, else by the full row image with exact duplicate counts.
 """
+
 from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
+from wlcore import collapse
 from wlcore.batch import TxnRecord
-from wlcore.discovery import delta_ref
 from wlcore.deltalog import TableMeta, is_delta_table, list_versions, meta_after, metadata_at, read_commit
+from wlcore.discovery import delta_ref
 from wlcore.names import quote_ident, split_name
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
-from wlcore import collapse
 from .ddl import TableDDL
 from .merge import ApplyError, Merger
-from .select import Selection
 from .plan import span_text
+from .select import Selection
 
 log = logging.getLogger("wlr.apply")
 
@@ -50,7 +52,7 @@ def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
     prefix = f"{TAG_PREFIX}{dbid}:"
     if not text or not text.startswith(prefix):
         return None
-    rest = text[len(prefix):].split(":")
+    rest = text[len(prefix) :].split(":")
     first, _, last = rest[0].partition("-")
     try:
         return int(first), int(last or first), len(rest) == 1
@@ -71,8 +73,10 @@ def definition(rec: TxnRecord) -> TableMeta:
         ApplyError: the record carries none (its batch was written wrong or damaged).
     """
     if not rec.meta:
-        raise ApplyError(f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
-                         "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()")
+        raise ApplyError(
+            f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
+            "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()"
+        )
     return TableMeta.from_json(rec.meta)
 
 
@@ -83,8 +87,10 @@ def rows_of(rec: TxnRecord) -> str:
         ApplyError: the record has none (its batch was written wrong or damaged).
     """
     if not rec.rows:
-        raise ApplyError(f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
-                         "damaged; restore the batch, or skip the transaction with wlr.accept()")
+        raise ApplyError(
+            f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
+            "damaged; restore the batch, or skip the transaction with wlr.accept()"
+        )
     return rec.rows
 
 
@@ -128,8 +134,7 @@ class Applier:
 
     def fork(self) -> "Applier":
         """An Applier on the same replica with its own Spark session (for another thread)."""
-        out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid,
-                      self.logs_storage)
+        out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         return out
 
@@ -302,8 +307,13 @@ class Applier:
         def write_rows(df: DataFrame, final: bool) -> None:
             out = df.select(*[F.col(quote_ident(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields])
             with self.tagged(tag(self.dbid, rec.txn, part=not final)):
-                (out.write.format("delta").mode("overwrite")
-                    .option("txnAppId", self.app_id).option("txnVersion", rec.txn).save(uri))
+                (
+                    out.write.format("delta")
+                    .mode("overwrite")
+                    .option("txnAppId", self.app_id)
+                    .option("txnVersion", rec.txn)
+                    .save(uri)
+                )
 
         if not self.ddl.replace(rec.table, delta_ref(uri), rec, rows, meta, write_rows):
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
@@ -336,14 +346,22 @@ class Applier:
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
         if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
             for alter in alters:
-                self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops,
-                               tag(self.dbid, last.txn, part=True, first=first.txn))
+                self.ddl.alter(
+                    name,
+                    delta_ref(uri),
+                    definition(alter),
+                    alter.ops,
+                    tag(self.dbid, last.txn, part=True, first=first.txn),
+                )
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
         # an imposed schema would read NULL there without a word
-        rows = collapse.read_rows(self.spark, [self.logs_storage.uri(Storage.join(p, rows_of(r))) for p, r in with_rows],
-                                  StructType.fromJson(shape.schema) if shape is not None else None)
+        rows = collapse.read_rows(
+            self.spark,
+            [self.logs_storage.uri(Storage.join(p, rows_of(r))) for p, r in with_rows],
+            StructType.fromJson(shape.schema) if shape is not None else None,
+        )
         cols = collapse.data_columns(rows)
         have = set(meta.columns if meta else cols)
         keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
@@ -353,19 +371,25 @@ class Applier:
             out = rows.select(*[quote_ident(c) for c in cols])
             out = out if keep is None else out.filter(keep)
             with self.tagged(text):
-                (out.write.format("delta").mode("append")
-                     .option("txnAppId", self.app_id).option("txnVersion", last.txn)
-                     .option("mergeSchema", str(evolve).lower()).save(uri))
+                (
+                    out.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", self.app_id)
+                    .option("txnVersion", last.txn)
+                    .option("mergeSchema", str(evolve).lower())
+                    .save(uri)
+                )
         elif keys:
-            identity = tuple(f["name"] for f in (meta.schema.get("fields", []) if meta else [])
-                             if (f.get("metadata") or {}).get(IDENTITY_START) is not None)
-            self.merger.by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep,
-                               identity)
+            identity = tuple(
+                f["name"]
+                for f in (meta.schema.get("fields", []) if meta else [])
+                if (f.get("metadata") or {}).get(IDENTITY_START) is not None
+            )
+            self.merger.by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep, identity)
         else:
             net = collapse.net_by_image(rows)
             self.merger.by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
         newest = read_commit(self.storage, self.table_path(name), self.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
-        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name,
-                  rows_in, rows_out)
+        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
         return {"rows_in": rows_in, "rows_out": rows_out}

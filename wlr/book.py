@@ -1,6 +1,7 @@
 """A replica's state in memory and on disk: ``wlr.config`` (:mod:`wlcore.replica_state`) and
 the event log ``wlr.log`` beside it; shared by the replica's set-up, replay rounds, follower,
 relay and consistent view."""
+
 from __future__ import annotations
 
 import logging

@@ -1,6 +1,7 @@
 """Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``
 and ``restore`` (:mod:`wlr.restore_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
 become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,9 @@ import logging
 import sys
 
 from wlcore.commands import ExitCodes, run, subcommand
-from wlcore.settings import add_common, use_config
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND, aligned
+from wlcore.settings import add_common, use_config
 from wlcore.terminal import setup as setup_terminal
 
 from .cli_replica import open_replica
@@ -30,8 +31,11 @@ def _say(exc: WlcError, args: argparse.Namespace) -> str:
     """``exc``'s message with its fix as a command, filled in with this command line's names."""
     text = exc.cli
     replica = getattr(args, "replica", None) or (f"{args.master}_replica" if getattr(args, "master", None) else None)
-    for placeholder, value in (("<dbfarm>", args.dbfarm), ("<master>", getattr(args, "master", None)),
-                               ("<replica>", replica)):
+    for placeholder, value in (
+        ("<dbfarm>", args.dbfarm),
+        ("<master>", getattr(args, "master", None)),
+        ("<replica>", replica),
+    ):
         if value:
             text = text.replace(placeholder, value)
     return text
@@ -72,8 +76,15 @@ def _follow(rep, args: argparse.Namespace) -> int:
     def run() -> None:
         try:
             tables, where = selection_args(args)
-            rep.replicate(None, follow=True, snapshot=args.snapshot, compacted=not args.level0_only, relay=args.relay,
-                          tables=tables, where=where)
+            rep.replicate(
+                None,
+                follow=True,
+                snapshot=args.snapshot,
+                compacted=not args.level0_only,
+                relay=args.relay,
+                tables=tables,
+                where=where,
+            )
         except WlcError as exc:  # stored in wlr.config too; the service stops
             failed.append(exc)
             done.set()
@@ -88,8 +99,10 @@ def _follow(rep, args: argparse.Namespace) -> int:
     catch_up.join()
     rep.close()  # and the follow thread, when the catch-up had started it
     err = rep.status()["error"]
-    print(f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {_say(failed[0], args)}" if failed else ""),
-          flush=True)
+    print(
+        f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {_say(failed[0], args)}" if failed else ""),
+        flush=True,
+    )
     return 1 if (err or failed) else 0
 
 
@@ -118,10 +131,12 @@ def _say_target(until) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
-        prog="wlr", description="Workload replay into Delta Lake replicas.",
+        prog="wlr",
+        description="Workload replay into Delta Lake replicas.",
         epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction; 2 bad input or a refused call; "
-               "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
-               "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop)")
+        "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
+        "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop)",
+    )
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_status(sub)
@@ -129,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_log(sub)
     _add_accept(sub)
     from .restore_cli import add_parser as add_restore
+
     add_restore(sub)
     return parser
 
@@ -147,42 +163,81 @@ def _add_replicate(sub) -> None:
     rp.add_argument("dbfarm", help="folder holding the databases")
     rp.add_argument("master", help="the master database's name")
     rp.add_argument("replica", nargs="?", help="the replica database's name (default <master>_replica)")
-    rp.add_argument("--until", help="transaction id (int; -1: before the first) or ISO-8601 instant (inclusive; a "
-                                    "date alone is the start of that day, UTC); a target not published yet is waited "
-                                    "for up to replica.timeout seconds")
-    rp.add_argument("--snapshot", type=int, metavar="TXN",
-                    help="a new replica starts from the master's snapshot at this transaction (wlr log --snapshots); "
-                         "default the newest at or before --until")
-    rp.add_argument("--level0-only", action="store_true",
-                    help="replay level-0 batches only, not the master's compacted level-1/2 batches")
-    rp.add_argument("--logs", metavar="URL",
-                    help="read a shipped copy of the master's logs (a folder or s3://bucket/path made by wlc ship)")
-    rp.add_argument("--source", metavar="NAME",
-                    help="read from this master or relaying replica in the dbfarm (switching keeps the replica)")
-    rp.add_argument("--relay", action=argparse.BooleanOptionalAction, default=None,
-                    help="ship what this replica applied to <replica>/wlr_relay for further replicas (--source)")
-    rp.add_argument("--tables", action="append", metavar="PATTERN",
-                    help="a new replica carries only these tables (schema.table or a pattern such as 'sales.*'; "
-                         "repeat or separate by commas)")
-    rp.add_argument("--where", action="append", metavar="TABLE=PREDICATE",
-                    help="a new replica carries only the rows of TABLE matching the Spark SQL PREDICATE "
-                         "(e.g. \"sales.orders=o_region = 'EU'\"); repeat for more tables")
-    rp.add_argument("--empty", action="store_true",
-                    help="make a new replica even when --until is before the master's first transaction (it then "
-                         "holds none of the master's transactions); refused without it")
-    rp.add_argument("--follow", action="store_true",
-                    help="run as a service: apply what is published, then keep following until SIGINT or "
-                         "SIGTERM (which stop it after the current round of segments); a line per applied "
-                         "segment or transaction")
+    rp.add_argument(
+        "--until",
+        help="transaction id (int; -1: before the first) or ISO-8601 instant (inclusive; a "
+        "date alone is the start of that day, UTC); a target not published yet is waited "
+        "for up to replica.timeout seconds",
+    )
+    rp.add_argument(
+        "--snapshot",
+        type=int,
+        metavar="TXN",
+        help="a new replica starts from the master's snapshot at this transaction (wlr log --snapshots); "
+        "default the newest at or before --until",
+    )
+    rp.add_argument(
+        "--level0-only",
+        action="store_true",
+        help="replay level-0 batches only, not the master's compacted level-1/2 batches",
+    )
+    rp.add_argument(
+        "--logs",
+        metavar="URL",
+        help="read a shipped copy of the master's logs (a folder or s3://bucket/path made by wlc ship)",
+    )
+    rp.add_argument(
+        "--source",
+        metavar="NAME",
+        help="read from this master or relaying replica in the dbfarm (switching keeps the replica)",
+    )
+    rp.add_argument(
+        "--relay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ship what this replica applied to <replica>/wlr_relay for further replicas (--source)",
+    )
+    rp.add_argument(
+        "--tables",
+        action="append",
+        metavar="PATTERN",
+        help="a new replica carries only these tables (schema.table or a pattern such as 'sales.*'; "
+        "repeat or separate by commas)",
+    )
+    rp.add_argument(
+        "--where",
+        action="append",
+        metavar="TABLE=PREDICATE",
+        help="a new replica carries only the rows of TABLE matching the Spark SQL PREDICATE "
+        "(e.g. \"sales.orders=o_region = 'EU'\"); repeat for more tables",
+    )
+    rp.add_argument(
+        "--empty",
+        action="store_true",
+        help="make a new replica even when --until is before the master's first transaction (it then "
+        "holds none of the master's transactions); refused without it",
+    )
+    rp.add_argument(
+        "--follow",
+        action="store_true",
+        help="run as a service: apply what is published, then keep following until SIGINT or "
+        "SIGTERM (which stop it after the current round of segments); a line per applied "
+        "segment or transaction",
+    )
 
 
 def _add_log(sub) -> None:
     """The ``wlr log`` subcommand (``sub``: the command line's subparsers)."""
-    lg = subcommand(sub, "log", cmd_log, help="list the master's published transactions (to find a recovery target)",
-                        description="List a master's published transactions, oldest first: txn id, GTID, commit "
-                                    "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
-                                    "3 when the database is not a master or --table names a table the master "
-                                    "never had (the nearest are named).")
+    lg = subcommand(
+        sub,
+        "log",
+        cmd_log,
+        help="list the master's published transactions (to find a recovery target)",
+        description="List a master's published transactions, oldest first: txn id, GTID, commit "
+        "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
+        "3 when the database is not a master or --table names a table the master "
+        "never had (the nearest are named).",
+    )
     lg.add_argument("dbfarm", help="folder holding the databases")
     lg.add_argument("master", help="the master database's name")
     lg.add_argument("--table", help="only this table (schema.table)")
@@ -190,8 +245,11 @@ def _add_log(sub) -> None:
     lg.add_argument("--since", help="from this transaction id or ISO-8601 instant (inclusive)")
     lg.add_argument("--until", help="up to this transaction id or ISO-8601 instant (inclusive)")
     lg.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
-    lg.add_argument("--snapshots", action="store_true",
-                    help="list the snapshots a new replica can start from (txn, time, batch, folder) instead")
+    lg.add_argument(
+        "--snapshots",
+        action="store_true",
+        help="list the snapshots a new replica can start from (txn, time, batch, folder) instead",
+    )
     lg.add_argument("--logs", metavar="URL", help="read a shipped copy of the logs (wlc ship) instead of the master")
 
 
@@ -250,16 +308,25 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     if args.follow:
         if args.until is not None:
             raise ConfigError("--follow and --until exclude each other: follow everything, or stop at a target")
-        return _follow(Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs,
-                               source=args.source), args)
+        return _follow(
+            Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source), args
+        )
     until = args.until
     if until is not None and until.lstrip("-").isdigit():
         until = int(until)
     _say_target(until)
     rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
     tables, where = selection_args(args)
-    rep.replicate(until, follow=False, snapshot=args.snapshot, compacted=not args.level0_only,
-                  relay=args.relay, tables=tables, where=where, empty=args.empty)
+    rep.replicate(
+        until,
+        follow=False,
+        snapshot=args.snapshot,
+        compacted=not args.level0_only,
+        relay=args.relay,
+        tables=tables,
+        where=where,
+        empty=args.empty,
+    )
     print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
     return 0
 
@@ -281,8 +348,15 @@ def cmd_log(args: argparse.Namespace) -> int:
         if args.snapshots:
             found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
         else:
-            found = transactions(args.master, args.dbfarm, table=args.table, operation=args.operation,
-                                 since=args.since, until=args.until, logs=args.logs)
+            found = transactions(
+                args.master,
+                args.dbfarm,
+                table=args.table,
+                operation=args.operation,
+                since=args.since,
+                until=args.until,
+                logs=args.logs,
+            )
             columns = None
     except ReplicaStateError as exc:  # not a master: "not found", as the command lines say it
         raise NotFoundError(str(exc), cli=exc.cli) from None
@@ -293,14 +367,15 @@ def cmd_log(args: argparse.Namespace) -> int:
     else:
         print(format_table(found))
         starts = snapshots(args.master, args.dbfarm, args.logs)
-        print("snapshots at transactions " + ", ".join(str(s["txn"]) + ("" if s["path"] else " (the empty start)")
-                                                       for s in starts)
-              + " (wlr log --snapshots lists them)")
+        print(
+            "snapshots at transactions "
+            + ", ".join(str(s["txn"]) + ("" if s["path"] else " (the empty start)") for s in starts)
+            + " (wlr log --snapshots lists them)"
+        )
     return 0
 
 
-EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED),
-                         (RestoreError, EXIT_FAILED))
+EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED), (RestoreError, EXIT_FAILED))
 """The exit status of each error a ``wlr`` subcommand raises (any other :class:`WlcError`: 2,
 bad input or a refused call), as the parser's epilogs state: 3 not found; 1 replay stopped at a
 failed transaction (raised by replication only) or a restore failed while writing (raised by
@@ -326,19 +401,34 @@ def format_replica_status(s: dict, args: argparse.Namespace) -> str:
     published tick and its commits not yet published are two lines, so that
     ``lag = master tick - tick + unpublished``."""
     err = s["error"]
-    rows = [("replica", s["replica"]), ("master", s["master"]), ("source", s["source"]), ("state", s["state"]),
-            ("tick", f"{s['tick']} (last applied transaction)"), ("clock", _fmt(s["clock"])),
-            ("master tick", f"{s['master_tick']} (last published transaction)"),
-            ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
-            ("lag (transactions)", f"{s['lag_transactions']} (= master tick - tick + unpublished)"
-             if s["lag_transactions"] else "0"),
-            ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
-            ("capture", s["capture_text"]), ("follower heartbeat", _fmt(s["heartbeat"])),
-            ("skipped", ",".join(map(str, s["skipped"])) or "-")]
-    rows.append(("error", "-" if not err else
-                 f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
-                 f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
-                 f"{args.dbfarm} {args.replica}"))
+    rows = [
+        ("replica", s["replica"]),
+        ("master", s["master"]),
+        ("source", s["source"]),
+        ("state", s["state"]),
+        ("tick", f"{s['tick']} (last applied transaction)"),
+        ("clock", _fmt(s["clock"])),
+        ("master tick", f"{s['master_tick']} (last published transaction)"),
+        ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
+        (
+            "lag (transactions)",
+            f"{s['lag_transactions']} (= master tick - tick + unpublished)" if s["lag_transactions"] else "0",
+        ),
+        ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
+        ("capture", s["capture_text"]),
+        ("follower heartbeat", _fmt(s["heartbeat"])),
+        ("skipped", ",".join(map(str, s["skipped"])) or "-"),
+    ]
+    rows.append(
+        (
+            "error",
+            "-"
+            if not err
+            else f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
+            f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
+            f"{args.dbfarm} {args.replica}",
+        )
+    )
     if s.get("diverged"):
         rows.append(("diverged", s["diverged"]))
     return aligned(rows)

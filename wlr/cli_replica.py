@@ -1,4 +1,5 @@
 """The replica a command line names (``wlr status``, ``wlr accept``, ``wlr restore``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,11 +18,12 @@ def open_replica(args: argparse.Namespace):
         NotFoundError: no such dbfarm, or the database is not a replica (the replicas there are named).
         ConfigError: a malformed dbfarm or name.
     """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.storage import Storage
+
     from .errors import ReplicaStateError
     from .monitor import read_replica_state
     from .replica import Replica
-    from wlcore.settings import dbfarm as resolve_dbfarm
-    from wlcore.storage import Storage
 
     farm = resolve_dbfarm(args.dbfarm)
     try:

@@ -11,6 +11,7 @@ loudly instead of leaving a table that looks right and is not.
 Every commit of a transaction but its last is a *part* commit (tag ``...:<txn>:part``); the
 caller's final commit ends it (see :mod:`wlr.apply`).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,11 @@ class TableDDL:
         have = self.applier.current_meta(name)
         with self.applier.tagged(part):
             for stmt in create_sql(ref, meta):
-                if " ADD CONSTRAINT " in stmt and have is not None and _constraint_of(stmt) in {
-                        k.lower() for k in have.constraints}:
+                if (
+                    " ADD CONSTRAINT " in stmt
+                    and have is not None
+                    and _constraint_of(stmt) in {k.lower() for k in have.constraints}
+                ):
                     continue
                 self.spark.sql(stmt)
 
@@ -82,14 +86,22 @@ class TableDDL:
                     for stmt in create_sql(ref, meta):
                         if stmt.startswith("CREATE TABLE IF NOT EXISTS "):
                             # REPLACE TABLE: a path's table (CREATE OR REPLACE refuses another schema there)
-                            self.spark.sql("REPLACE TABLE " + stmt[len("CREATE TABLE IF NOT EXISTS "):])
+                            self.spark.sql("REPLACE TABLE " + stmt[len("CREATE TABLE IF NOT EXISTS ") :])
                         break
                 crash_point("replay.image_reshaped")
                 write_rows(rows, False)
             crash_point("replay.image_overwritten")
-            self.alter(name, ref, meta, [op for op in alterops.diff(self.applier.current_meta(name), meta,
-                                                                    by_name=True) or []
-                                         if op["op"] in ("add_constraint", "drop_constraint")], part)
+            self.alter(
+                name,
+                ref,
+                meta,
+                [
+                    op
+                    for op in alterops.diff(self.applier.current_meta(name), meta, by_name=True) or []
+                    if op["op"] in ("add_constraint", "drop_constraint")
+                ],
+                part,
+            )
             return False
         if not ops and not self.applier.resuming(name, rec.txn):
             write_rows(rows, True)
@@ -105,6 +117,7 @@ class TableDDL:
         idempotent marker ``txnAppId``/``txnVersion``) after its newest final replay commit."""
         path = self.applier.table_path(name)
         from wlcore.deltalog import list_versions
+
         for v in reversed(list_versions(self.applier.storage, path)):
             commit = read_commit(self.applier.storage, path, v)
             if commit.txns.get(self.applier.app_id) == txn:
@@ -119,8 +132,10 @@ class TableDDL:
         have = self.applier.current_meta(name)
         want, got = definition(meta), definition(have) if have is not None else None
         if want != got:
-            raise ApplyError(f"table {name} on the replica is not defined as on the master after its change of "
-                             f"definition: {_difference(want, got)}")
+            raise ApplyError(
+                f"table {name} on the replica is not defined as on the master after its change of "
+                f"definition: {_difference(want, got)}"
+            )
 
 
 def _constraint_of(stmt: str) -> str:
@@ -133,6 +148,8 @@ def _difference(want: dict, got: dict | None) -> str:
     parts = []
     for key in want:
         if want[key] != got.get(key):
-            parts.append(f"{key}: master {json.dumps(want[key], sort_keys=True)[:300]}, "
-                         f"replica {json.dumps(got.get(key), sort_keys=True)[:300]}")
+            parts.append(
+                f"{key}: master {json.dumps(want[key], sort_keys=True)[:300]}, "
+                f"replica {json.dumps(got.get(key), sort_keys=True)[:300]}"
+            )
     return "; ".join(parts)

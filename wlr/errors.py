@@ -1,4 +1,5 @@
 """Exceptions raised by wlr (replay)."""
+
 from __future__ import annotations
 
 from wlcore.errors import ConfigError, NotFoundError, TargetError, WlcError  # noqa: F401 (wlr.TargetError)
@@ -43,10 +44,14 @@ class ReplicationError(WlcError):
         self.batch, self.txn, self.table, self.cause = batch, txn, table, cause
         if txn is None:
             where = f"batch {batch}" if batch is not None else "replay"
-            fix = ("Repair the logs (restore the batch from a copy, or move a foreign folder out) and call "
-                   "replicate() again; accept() cannot skip a batch")
-            cli = ("Repair the logs (restore the batch from a copy, or move a foreign folder out) and run "
-                   "wlr replicate again; wlr accept cannot skip a batch")
+            fix = (
+                "Repair the logs (restore the batch from a copy, or move a foreign folder out) and call "
+                "replicate() again; accept() cannot skip a batch"
+            )
+            cli = (
+                "Repair the logs (restore the batch from a copy, or move a foreign folder out) and run "
+                "wlr replicate again; wlr accept cannot skip a batch"
+            )
         else:
             where = f"transaction {txn}"
             if table:
@@ -54,10 +59,13 @@ class ReplicationError(WlcError):
             if batch is not None:
                 where += f" (batch {batch})"
             fix = "Fix the cause and call replicate() again, or skip exactly this transaction with wlr.accept()"
-            cli = ("Fix the cause and run wlr replicate again, or skip exactly this transaction with: "
-                   "wlr accept <dbfarm> <replica>")
-        super().__init__(f"replication stopped at {where}: {cause}. {fix}",
-                         cli=f"replication stopped at {where}: {cause}. {cli}")
+            cli = (
+                "Fix the cause and run wlr replicate again, or skip exactly this transaction with: "
+                "wlr accept <dbfarm> <replica>"
+            )
+        super().__init__(
+            f"replication stopped at {where}: {cause}. {fix}", cli=f"replication stopped at {where}: {cause}. {cli}"
+        )
 
 
 class NoSuchTableError(NotFoundError):

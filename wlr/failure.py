@@ -8,6 +8,7 @@ recovery is logged; ``accept()`` skips exactly the failed transaction, as
 A failure of the logs themselves (a batch missing, damaged or out of place) has no
 transaction (``error_txn`` empty) and cannot be skipped: the logs must be repaired.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -29,13 +30,16 @@ def stored(state: ReplicaState) -> ReplicationError | None:
 def described(state: ReplicaState) -> dict[str, str] | None:
     """The failure kept in ``state`` as ``wlr status`` shows it: ``batch``, ``txn``, ``table``
     and ``cause``, each as its ``wlr.config`` text, those that are set; None when none is."""
-    values = {"batch": state.error_batch, "txn": state.error_txn, "table": state.error_table,
-              "cause": state.error_cause}
+    values = {
+        "batch": state.error_batch,
+        "txn": state.error_txn,
+        "table": state.error_table,
+        "cause": state.error_cause,
+    }
     return {k: str(v) for k, v in values.items() if v is not None and v != ""} or None
 
 
-def record(state: ReplicaState, batch: int | None, txn: int | None, table: str | None,
-           cause: str) -> ReplicationError:
+def record(state: ReplicaState, batch: int | None, txn: int | None, table: str | None, cause: str) -> ReplicationError:
     """Put the failure into ``state`` (the caller saves it) and return the error to raise."""
     cause, table = _one_line(cause), _one_line(table or "")  # wlr.config holds one line a key
     state.set_error(batch, txn, table, cause)
@@ -85,19 +89,24 @@ def skippable(state: ReplicaState, name: str) -> tuple[int, int | None]:
         raise ReplicaStateError(f"replica {name!r} has no failed transaction to accept")
     txn, batch = state.error_txn, state.error_batch
     if txn is None:
-        msg = (f"the failure is in batch {batch} of the logs, not in one transaction ({state.error_cause}); "
-               "{accept} skips only a transaction that failed to apply, and skipping an intact one would not "
-               f"repair the logs. Restore the batch in {state.logs} from a copy (or move a foreign "
-               "folder out), then {replicate} again")
-        raise ReplicaStateError(msg.format(accept="accept()", replicate="call replicate()"),
-                                cli=msg.format(accept="wlr accept", replicate="run wlr replicate"))
+        msg = (
+            f"the failure is in batch {batch} of the logs, not in one transaction ({state.error_cause}); "
+            "{accept} skips only a transaction that failed to apply, and skipping an intact one would not "
+            f"repair the logs. Restore the batch in {state.logs} from a copy (or move a foreign "
+            "folder out), then {replicate} again"
+        )
+        raise ReplicaStateError(
+            msg.format(accept="accept()", replicate="call replicate()"),
+            cli=msg.format(accept="wlr accept", replicate="run wlr replicate"),
+        )
     if txn != state.tick + 1:
         raise ReplicaStateError(f"the failure is not tied to the next transaction: {state.error_cause}")
     return txn, batch
 
 
-def skip(state: ReplicaState, name: str, logs_storage: Storage, master: str,
-         current_version: Callable[[str], int]) -> int:
+def skip(
+    state: ReplicaState, name: str, logs_storage: Storage, master: str, current_version: Callable[[str], int]
+) -> int:
     """Skip the failed transaction in ``state`` (the caller saves it): it counts as handled.
 
     Args:

@@ -6,6 +6,7 @@ published (:mod:`wlr.wait`).
 A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state, its
 lock, the round to run (``step``) and what the source has published (``published``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,9 +48,18 @@ class Follower:
         capture_command: the command that starts capture (in messages).
     """
 
-    def __init__(self, book: StateBook, lock: ReplicaLock, mutex: threading.RLock, stop: threading.Event,
-                 step: Callable[[Target, bool], RoundResult], published: Callable[[MasterState], Published],
-                 source: Callable[[], Source], beat_seconds: float, capture_command: str) -> None:
+    def __init__(
+        self,
+        book: StateBook,
+        lock: ReplicaLock,
+        mutex: threading.RLock,
+        stop: threading.Event,
+        step: Callable[[Target, bool], RoundResult],
+        published: Callable[[MasterState], Published],
+        source: Callable[[], Source],
+        beat_seconds: float,
+        capture_command: str,
+    ) -> None:
         self.book = book
         self.lock = lock
         self.mutex = mutex

@@ -1,10 +1,10 @@
 """The replica's lock, ``<replica>/wlr.lock``: one process replays into a replica at a time
 (:meth:`wlcore.storage.Storage.lock`)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Any, Iterator
-
 
 from wlcore.errors import LockHeldError
 from wlcore.storage import Storage

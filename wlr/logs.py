@@ -7,6 +7,7 @@ do not continue where the previous batch ended. They raise :class:`LogError` nam
 batch and what is wrong; replay stores it, and ``accept()`` refuses it (skipping an intact
 transaction would not repair the logs).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,9 @@ class Batch:
     manifest: Manifest
 
 
-def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch: int, tick: int,
-                 target: Target) -> Iterator[Batch]:
+def read_batches(
+    storage: Storage, logs: str, master: str, dbid: str, next_batch: int, tick: int, target: Target
+) -> Iterator[Batch]:
     """Yield the published batches from ``next_batch`` on, in order, each checked.
 
     Args:
@@ -57,30 +59,43 @@ def read_batches(storage: Storage, logs: str, master: str, dbid: str, next_batch
             sequence of transaction ids; checked before anything of it is applied.
     """
     if not storage.isdir(logs):
-        raise LogError(next_batch, f"the log folder {logs} is not there (unmounted, moved or deleted?); "
-                                   "put it back where wlc.config says")
+        raise LogError(
+            next_batch,
+            f"the log folder {logs} is not there (unmounted, moved or deleted?); put it back where wlc.config says",
+        )
     expected_batch, expected_txn = next_batch, tick + 1
     for number, path in batchfmt.list_batches(storage, logs, master, next_batch):
         if number != expected_batch:
-            raise LogError(expected_batch, f"batch {expected_batch} is missing from {logs} (batch {number} "
-                                           "follows it): the logs have a gap; restore the missing batch from a copy")
+            raise LogError(
+                expected_batch,
+                f"batch {expected_batch} is missing from {logs} (batch {number} "
+                "follows it): the logs have a gap; restore the missing batch from a copy",
+            )
         try:
             manifest = batchfmt.read_manifest(storage, path)
         except BatchError as exc:
             raise LogError(number, f"batch {number}: {exc}") from None
         if (manifest.database, manifest.batch) != (master, number):
-            raise LogError(number, f"batch {number}: its folder holds the manifest of batch {manifest.batch} of "
-                                   f"{manifest.database!r} (a batch folder copied or renamed?); put the right batch back")
+            raise LogError(
+                number,
+                f"batch {number}: its folder holds the manifest of batch {manifest.batch} of "
+                f"{manifest.database!r} (a batch folder copied or renamed?); put the right batch back",
+            )
         if manifest.dbid != dbid:
-            raise LogError(number, f"batch {number} belongs to database id {manifest.dbid}, not {dbid} "
-                                   "(the logs of another master?)")
+            raise LogError(
+                number,
+                f"batch {number} belongs to database id {manifest.dbid}, not {dbid} (the logs of another master?)",
+            )
         ids = [t.txn for t in manifest.txns]
         if ids and ids != list(range(ids[0], ids[0] + len(ids))):
             raise LogError(number, f"batch {number}: its transaction ids are not consecutive ({ids[:6]}...)")
         # the first batch holds tick + 1 (or ends at tick: a crash between saving tick and batches)
         if ids and not (ids[0] <= expected_txn <= ids[-1] + 1 if number == next_batch else ids[0] == expected_txn):
-            raise LogError(number, f"batch {number} holds transactions {ids[0]}-{ids[-1]} but {expected_txn} was "
-                                   "expected: a batch is missing, duplicated or out of order")
+            raise LogError(
+                number,
+                f"batch {number} holds transactions {ids[0]}-{ids[-1]} but {expected_txn} was "
+                "expected: a batch is missing, duplicated or out of order",
+            )
         if ids:
             expected_txn = ids[-1] + 1
         yield Batch(number, path, manifest)

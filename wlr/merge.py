@@ -4,13 +4,15 @@ row filter (:mod:`wlr.select`) on the way in.
 A part of :class:`wlr.apply.Applier`, which gives it its Spark session and the context that
 tags a replay commit.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from wlcore import collapse
 from wlcore.canonical import all_same, canon
@@ -33,7 +35,6 @@ def _image_key(df: DataFrame, cols: list[str]):
     return F.struct(*[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)])
 
 
-
 class Merger:
     """The MERGEs of :class:`wlr.apply.Applier`.
 
@@ -52,8 +53,18 @@ class Merger:
         """The applier's Spark session."""
         return self._session()
 
-    def by_key(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                      keys: list[str], evolve: bool = False, keep=None, fixed: tuple[str, ...] = ()) -> None:
+    def by_key(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        net: DataFrame,
+        cols: list[str],
+        keys: list[str],
+        evolve: bool = False,
+        keep=None,
+        fixed: tuple[str, ...] = (),
+    ) -> None:
         """Last state per key: upsert where the key exists after the segment, else delete.
 
         A key whose first change was a delete or a pre-image must be on the replica: the
@@ -70,14 +81,32 @@ class Merger:
         check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)})]
         if keep is not None:
             net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
-        self._merge(text, version, uri, net, on, evolve, [
-            *([("update", f"s.{collapse.OP}", updates)] if updates else []),
-            ("delete", f"NOT s.{collapse.OP}", None),
-            *check,
-            ("insert", f"s.{collapse.OP}", values)], materialize=False)
+        self._merge(
+            text,
+            version,
+            uri,
+            net,
+            on,
+            evolve,
+            [
+                *([("update", f"s.{collapse.OP}", updates)] if updates else []),
+                ("delete", f"NOT s.{collapse.OP}", None),
+                *check,
+                ("insert", f"s.{collapse.OP}", values),
+            ],
+            materialize=False,
+        )
 
-    def by_image(self, text: str, version: int, uri: str, net: DataFrame, cols: list[str],
-                        have_cols: set[str], evolve: bool = False) -> None:
+    def by_image(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        net: DataFrame,
+        cols: list[str],
+        have_cols: set[str],
+        evolve: bool = False,
+    ) -> None:
         """Multiset semantics: deleting one of two identical rows leaves one.
 
         One MERGE: every copy of an image whose count drops is deleted and the copies that
@@ -95,32 +124,70 @@ class Merger:
         neg = net.filter(F.col(n) < 0)
         neg_k = neg.withColumn(_CK, _image_key(neg, cols))
         target = self.spark.read.format("delta").load(uri)
-        target = target.select(*[F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
-                                 for c, q in zip(cols, qc)])
+        target = target.select(
+            *[
+                F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
+                for c, q in zip(cols, qc)
+            ]
+        )
         target = target.select(_image_key(target, cols).alias(_CK))
-        have = (target.alias("t").join(F.broadcast(neg_k.select(_CK)).alias("n"),
-                                       on=F.col(f"t.{_CK}").eqNullSafe(F.col(f"n.{_CK}")), how="left_semi")
-                .groupBy(_CK).count())
-        left = (neg_k.alias("n").join(have.alias("h"), on=F.col(f"n.{_CK}").eqNullSafe(F.col(f"h.{_CK}")), how="left")
-                .select(*[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
-                        (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n)))
+        have = (
+            target.alias("t")
+            .join(
+                F.broadcast(neg_k.select(_CK)).alias("n"),
+                on=F.col(f"t.{_CK}").eqNullSafe(F.col(f"n.{_CK}")),
+                how="left_semi",
+            )
+            .groupBy(_CK)
+            .count()
+        )
+        left = (
+            neg_k.alias("n")
+            .join(have.alias("h"), on=F.col(f"n.{_CK}").eqNullSafe(F.col(f"h.{_CK}")), how="left")
+            .select(
+                *[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
+                (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n),
+            )
+        )
         # "del" rows match every copy of their image; "bad" rows (more deleted than there
         # are) never match and reach the raise_error clause
-        source = (left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
-                  .unionByName(collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
-                  .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))))
+        source = (
+            left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
+            .unionByName(
+                collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))
+            )
+            .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
+        )
         on = all_same("t", "s", [net.schema[c] for c in old])
         for q in new:
             on = on & F.col(f"s.{q}").isNull()
         on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
         values = {q: f"s.{q}" for q in qc}
-        self._merge(text, version, uri, source, on, evolve, [
-            ("delete", None, None),
-            ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
-            ("insert", f"s.{_KIND} = 'ins'", values)])
+        self._merge(
+            text,
+            version,
+            uri,
+            source,
+            on,
+            evolve,
+            [
+                ("delete", None, None),
+                ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
+                ("insert", f"s.{_KIND} = 'ins'", values),
+            ],
+        )
 
-    def _merge(self, text: str, version: int, uri: str, source: DataFrame, on, evolve: bool,
-               clauses: list[tuple[str, str | None, dict | None]], materialize: bool = True) -> None:
+    def _merge(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        source: DataFrame,
+        on,
+        evolve: bool,
+        clauses: list[tuple[str, str | None, dict | None]],
+        materialize: bool = True,
+    ) -> None:
         """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
 
         ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
@@ -153,8 +220,10 @@ class Merger:
                 found = str(exc).partition(_DIVERGED)[2]
                 if not found:
                     raise
-                raise ApplyError(f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
-                                 "the replica has diverged from the master") from None
+                raise ApplyError(
+                    f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
+                    "the replica has diverged from the master"
+                ) from None
             finally:
                 if not materialize:
                     conf.unset("spark.databricks.delta.merge.materializeSource")

@@ -14,6 +14,7 @@ poll interval while it runs, and a follower writes it into ``wlr.config`` once a
 heartbeat older than :data:`STALE_AFTER` intervals means the process is gone (killed or
 hung) since then.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,14 +26,14 @@ from wlcore import batch as batchfmt
 from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.capture_state import Cursor
-from wlcore.discovery import discover_tables
-from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
-from wlcore.settings import settings
 from wlcore.deltalog import list_versions, read_commit
+from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError
-from wlcore.master_state import capture_liveness, liveness
-from wlcore.master_state import MasterState, logs_of
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
+from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
+from wlcore.replica_state import ReplicaState
+from wlcore.replica_state import read_replica_state as read_state_file
+from wlcore.settings import settings
 from wlcore.storage import Storage
 
 from . import failure
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of replay
+
 
 def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     """The ``wlr.config`` of the replica database at ``path``.
@@ -60,9 +62,11 @@ def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     if state is None:
         farm, name = posixpath.split(path.rstrip("/"))
         Dbfarm(farm).require_replica(name, ReplicaStateError)  # says what it is instead
-        raise ReplicaStateError(f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
-                                cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
-                                    "or make it with: wlr replicate <dbfarm> <master> <replica>")
+        raise ReplicaStateError(
+            f"{path} is not a replica (no wlr.config); check the dbfarm and the name",
+            cli=f"{path} is not a replica (no wlr.config); check the dbfarm and the name, "
+            "or make it with: wlr replicate <dbfarm> <master> <replica>",
+        )
     return state
 
 
@@ -115,6 +119,7 @@ def next_published_time(storage: Storage, logs: str, master: str, first_batch: i
                 return rec.time
     return None
 
+
 def replica_status(rep) -> dict:
     """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
     st = rep._load_or_state()
@@ -127,10 +132,11 @@ def replica_status(rep) -> dict:
     mwrite = mcfg.write if mcfg is not None else None
     behind = max(0, mtick - tick)
     # commits not captured yet are seen only in the master's own folder
-    pending, oldest = uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
+    pending, oldest = (
+        uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
+    )
     logs = st.logs or src.logs(mcfg)
-    first = next_published_time(src.storage, logs, rep.master, st.batches, tick) \
-        if behind else None
+    first = next_published_time(src.storage, logs, rep.master, st.batches, tick) if behind else None
     times = [t for t in (first, oldest) if t is not None]
     lag_s: float | None
     if behind + pending == 0:
@@ -151,15 +157,29 @@ def replica_status(rep) -> dict:
         except DivergedError as exc:
             diverged = str(exc)
     error = failure.described(st)
-    code = (EXIT_DIVERGED if diverged else EXIT_FAILED if error else
-            EXIT_STALE if "stale" in (state, capture) else EXIT_OK)
+    code = (
+        EXIT_DIVERGED if diverged else EXIT_FAILED if error else EXIT_STALE if "stale" in (state, capture) else EXIT_OK
+    )
     return {
-        "replica": rep.name, "master": rep.master, "source": src.label, "state": state,
-        "tick": tick, "clock": clock, "master_tick": mtick, "master_write": mwrite,
-        "unpublished": pending, "lag_transactions": behind + pending, "lag_seconds": lag_s,
-        "capture": capture, "capture_heartbeat": capture_at, "capture_text": capture_line, "heartbeat": beat_at,
+        "replica": rep.name,
+        "master": rep.master,
+        "source": src.label,
+        "state": state,
+        "tick": tick,
+        "clock": clock,
+        "master_tick": mtick,
+        "master_write": mwrite,
+        "unpublished": pending,
+        "lag_transactions": behind + pending,
+        "lag_seconds": lag_s,
+        "capture": capture,
+        "capture_heartbeat": capture_at,
+        "capture_text": capture_line,
+        "heartbeat": beat_at,
         "skipped": list(st.skipped),
-        "error": error, "diverged": diverged, "exit": code,
+        "error": error,
+        "diverged": diverged,
+        "exit": code,
     }
 
 
@@ -181,6 +201,7 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
         ReplicaStateError: ``replica`` is not a replica.
     """
     import bisect
+
     import pandas as pd
 
     from wlcore.settings import dbfarm as resolve_dbfarm
@@ -193,8 +214,11 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
     logs = st.logs or logs_of(None, master_path)
     source = recorded_source(st)
     lstore = source.storage if source is not None else storage
-    commits = sorted((rec.time, rec.txn) for _n, p in batchfmt.list_batches(lstore, logs, st.master)
-                     for rec in batchfmt.read_manifest(lstore, p).txns)
+    commits = sorted(
+        (rec.time, rec.txn)
+        for _n, p in batchfmt.list_batches(lstore, logs, st.master)
+        for rec in batchfmt.read_manifest(lstore, p).txns
+    )
     ticks = []  # (time, replica tick)
     log_path = Storage.join(path, "wlr.log")
     if storage.exists(log_path):

@@ -1,4 +1,5 @@
 """How a replica replays, as the last ``replicate()`` call asked (shared by its set-up and rounds)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -19,11 +19,12 @@ transactions do not cut a segment: Delta has no cross-table transactions, so rep
 per-table order only. A segment lands as one Delta commit on its table (MusicBrainz's
 replication packets collapsed, Drizzle's reduce-then-apply).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import takewhile
 from datetime import datetime
+from itertools import takewhile
 from typing import Sequence
 
 from wlcore.target import Target, parse_until  # noqa: F401 (wlr.parse_until)
@@ -102,8 +103,9 @@ class Plan:
     waiting_for: str = ""
 
 
-def check_not_passed(target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None,
-                     named: str | None = None) -> None:
+def check_not_passed(
+    target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None, named: str | None = None
+) -> None:
     """Refuse a target the replica has already passed (replay cannot go back).
 
     ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the
@@ -115,18 +117,25 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, next_tim
     """
     if target.kind == "txn" and target.upto_txn < tick:
         msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.upto_txn}: "
-        raise TargetError(msg + f"make a new replica with replicate(until={target.upto_txn})",
-                          cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
-                                    f"--until {target.upto_txn}")
+        raise TargetError(
+            msg + f"make a new replica with replicate(until={target.upto_txn})",
+            cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
+            f"--until {target.upto_txn}",
+        )
     if target.kind == "time" and clock is not None and target.upto_time < clock:
-        msg = (f"the replica has already applied transactions up to {clock.isoformat()}; it "
-               f"cannot go back to {named or target.upto_time.isoformat()}: make a new replica with ")
-        raise TargetError(msg + "that until",
-                          cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.upto_time.isoformat()}")
+        msg = (
+            f"the replica has already applied transactions up to {clock.isoformat()}; it "
+            f"cannot go back to {named or target.upto_time.isoformat()}: make a new replica with "
+        )
+        raise TargetError(
+            msg + "that until",
+            cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.upto_time.isoformat()}",
+        )
 
 
-def plan(tick: int, published: Sequence[TxnRef], target: Target,
-         watermark: datetime | None, master_stopped: bool) -> Plan:
+def plan(
+    tick: int, published: Sequence[TxnRef], target: Target, watermark: datetime | None, master_stopped: bool
+) -> Plan:
     """Choose what to apply.
 
     Args:
@@ -163,13 +172,19 @@ def plan(tick: int, published: Sequence[TxnRef], target: Target,
                 f"table {ref.table} could not be read by capture for a while: its transaction {ref.txn}, committed "
                 f"{ref.committed.isoformat()}, was captured late, after transactions committed later; no state of "
                 f"the replica is the master as of {target.upto_time.isoformat()}. Choose an instant before "
-                f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id")
+                f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id"
+            )
     # the watermark is the proof (Target.reached_by); a later transaction is proof only where
     # there is no watermark, since a held table's transactions may be published after later ones
     later = len(todo) < len(published)
     reached = master_stopped or (target.reached_by(last, watermark) if watermark is not None else later)
-    return Plan(todo, reached, "" if reached else
-                f"the master's watermark to pass {target.upto_time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})")
+    return Plan(
+        todo,
+        reached,
+        ""
+        if reached
+        else f"the master's watermark to pass {target.upto_time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})",
+    )
 
 
 def segments(todo: Sequence[TxnRef], collapse: bool = True) -> dict[str, list[Segment]]:

@@ -11,6 +11,7 @@ standby. Its ``wlc.config`` claims only the relay's tick, watermark and next bat
 
 Cost: a listing of both log folders and the copy of each new batch, once per round.
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,12 +96,23 @@ class Relay:
                     cfg.state = STARTED  # the master may have stopped; this relay has not shipped it all yet
                 return cfg
 
-            report = ship(src.storage, src.root, self.master, self.relay_path, up_to_batch=next_batch,
-                          up_to_txn=tick, edit_config=claim, progress=False)
+            report = ship(
+                src.storage,
+                src.root,
+                self.master,
+                self.relay_path,
+                up_to_batch=next_batch,
+                up_to_txn=tick,
+                edit_config=claim,
+                progress=False,
+            )
         except Exception as exc:  # noqa: BLE001 (a relay's copy never stops replay)
-            self.book.log(f"relay: shipping to {self.relay_path} failed ({type(exc).__name__}: {exc}); "
-                      "the next round ships again")
+            self.book.log(
+                f"relay: shipping to {self.relay_path} failed ({type(exc).__name__}: {exc}); the next round ships again"
+            )
             return
         if report.batches or report.snapshots:
-            self.book.log(f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
-                      f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})")
+            self.book.log(
+                f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
+                f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})"
+            )

@@ -12,6 +12,7 @@ tag), so a round repeated after a crash applies nothing twice. A segment that fa
 replayed again transaction by transaction, so the failure names the exact transaction
 (and the transactions before it on that table are applied), as serial replay would.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,7 +29,7 @@ from wlcore.faults import crash_point
 from wlcore.replica_state import ReplicaState
 
 from . import failure
-from .apply import ApplyError, Applier
+from .apply import Applier, ApplyError
 from .plan import Segment, TxnRef, segments, span_text
 
 log = logging.getLogger("wlr.replay")
@@ -73,10 +74,17 @@ class Round:
             early; what landed is recorded, the rest is applied by a later round).
     """
 
-    def __init__(self, applier: Applier, state: ReplicaState, lock: threading.RLock,
-                 items: dict[int, Item], bad: dict[int, str],
-                 on_progress: Callable[[dict[str, int]], None], note: Callable[[str], None],
-                 stop: threading.Event | None = None):
+    def __init__(
+        self,
+        applier: Applier,
+        state: ReplicaState,
+        lock: threading.RLock,
+        items: dict[int, Item],
+        bad: dict[int, str],
+        on_progress: Callable[[dict[str, int]], None],
+        note: Callable[[str], None],
+        stop: threading.Event | None = None,
+    ):
         self.applier, self.state, self.lock = applier, state, lock
         self.stop = stop  # set: every table stops after its current segment (wlr.stop(), SIGTERM)
         self.items, self.bad = items, bad
@@ -86,8 +94,9 @@ class Round:
         self._halt = threading.Event()
         self.bar = None
 
-    def run(self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4,
-            progress: bool = True) -> Failure | None:
+    def run(
+        self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
+    ) -> Failure | None:
         """Apply ``todo``; returns the failure at the lowest transaction, or None."""
         plan = segments(todo, collapse)
         if not plan:
@@ -95,9 +104,17 @@ class Round:
         count = sum(len(s) for s in plan.values())
         if progress:
             from tqdm.auto import tqdm
+
             # shown only when the round takes over 2 s, and only on a terminal or in a notebook
-            self.bar = tqdm(total=len(todo), unit="txn", desc="replay", delay=2.0, disable=None,
-                            leave=False, postfix={"segments": f"0/{count}"})
+            self.bar = tqdm(
+                total=len(todo),
+                unit="txn",
+                desc="replay",
+                delay=2.0,
+                disable=None,
+                leave=False,
+                postfix={"segments": f"0/{count}"},
+            )
         self._segments_total, self._segments_done = count, 0
         try:
             workers = max(1, min(int(parallelism), len(plan)))
@@ -135,8 +152,11 @@ class Round:
     # ------------------------------------------------------------------ one segment
     def _segment(self, applier: Applier, seg: Segment) -> None:
         # Spark's UI and event log name the replay jobs by table and transactions
-        with _local_property(applier.spark, "spark.job.description",
-                             f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}"):
+        with _local_property(
+            applier.spark,
+            "spark.job.description",
+            f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}",
+        ):
             self._segment_jobs(applier, seg)
 
     def _segment_jobs(self, applier: Applier, seg: Segment) -> None:
@@ -152,7 +172,7 @@ class Round:
         except Exception as exc:
             self._failed(first, exc)
         todo = [it for it in items if it.rec.txn > progress]
-        landed = items[:len(items) - len(todo)]
+        landed = items[: len(items) - len(todo)]
         if landed:  # landed before (a crash, or an earlier round that stopped): the table's own log says so
             self._applied(applier, landed, None, 0.0)
         if not todo:
@@ -197,8 +217,10 @@ class Round:
             raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
         foreign = applier.foreign_writes(rec.table, known if known is not None else -1)
         if foreign:
-            raise ApplyError(f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
-                             "replica tables are read-only (undo those writes, or restore the table)")
+            raise ApplyError(
+                f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
+                "replica tables are read-only (undo those writes, or restore the table)"
+            )
         return applier.last_final_txn(rec.table)
 
     def _applied(self, applier: Applier, items: list[Item], stats: dict[str, int] | None, seconds: float) -> None:

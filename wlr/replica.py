@@ -5,6 +5,7 @@
 (last transaction handled), the failure, and each table's Delta version after replay's last
 commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
 """
+
 from __future__ import annotations
 
 import threading
@@ -61,9 +62,16 @@ class Replica:
         ReplicaStateError: the source is neither a master nor a replica, or is this replica.
     """
 
-    def __init__(self, master=None, replica: str | None = None, dbfarm: str | None = None,
-                 master_dbfarm: str | None = None, spark=None, logs: str | None = None,
-                 source: str | MasterLike | Replica | None = None):
+    def __init__(
+        self,
+        master=None,
+        replica: str | None = None,
+        dbfarm: str | None = None,
+        master_dbfarm: str | None = None,
+        spark=None,
+        logs: str | None = None,
+        source: str | MasterLike | Replica | None = None,
+    ):
         names = resolve(master, replica, dbfarm, master_dbfarm, logs, source)
         self.dbfarm: str = names.dbfarm
         self.master_dbfarm: str = names.master_dbfarm
@@ -88,27 +96,58 @@ class Replica:
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = cfg.logs
-        self.source: Source = (chosen or recorded_source(self.state)
-                               or (shipped_source(default_logs) if default_logs and self.state.empty else None)
-                               or master_source(self.master_dbfarm, self.master))
+        self.source: Source = (
+            chosen
+            or recorded_source(self.state)
+            or (shipped_source(default_logs) if default_logs and self.state.empty else None)
+            or master_source(self.master_dbfarm, self.master)
+        )
         self._build()
 
     def _build(self) -> None:
         """Make the collaborators, each with what it uses."""
+
         def source() -> Source:
             return self.source
 
         self._file_lock = ReplicaLock(self.storage, self.path)
         self._view = ConsistentView(self._book, lambda: self._spark, self._applier)
-        self._setup = ReplicaSetup(self._book, self._file_lock, source, self.master, self.master_dbfarm,
-                                   self.dbfarm, self._options, self.default_timeout, lambda: self.spark,
-                                   self._applier, self._view)
+        self._setup = ReplicaSetup(
+            self._book,
+            self._file_lock,
+            source,
+            self.master,
+            self.master_dbfarm,
+            self.dbfarm,
+            self._options,
+            self.default_timeout,
+            lambda: self.spark,
+            self._applier,
+            self._view,
+        )
         self._relay = Relay(self._book, source, self.master)
-        self._replay = Replay(self._book, self._setup, self._view, self._relay, self._options, source,
-                              self._applier, lambda: self._setup.selection, self._stop)
-        self._follower = Follower(self._book, self._file_lock, self._lock, self._stop, self._step,
-                                  self._setup.published, source, self.beat_seconds,
-                                  f"wlc capture {self.master_dbfarm} {self.master}")
+        self._replay = Replay(
+            self._book,
+            self._setup,
+            self._view,
+            self._relay,
+            self._options,
+            source,
+            self._applier,
+            lambda: self._setup.selection,
+            self._stop,
+        )
+        self._follower = Follower(
+            self._book,
+            self._file_lock,
+            self._lock,
+            self._stop,
+            self._step,
+            self._setup.published,
+            source,
+            self.beat_seconds,
+            f"wlc capture {self.master_dbfarm} {self.master}",
+        )
 
     # ------------------------------------------------------------------ options and state
     @property
@@ -155,8 +194,9 @@ class Replica:
 
     def _applier(self) -> Applier:
         if self._applier_obj is None or self._applier_obj.dbid != self.state.dbid:
-            self._applier_obj = Applier(lambda: self.spark, self.storage, self.path, self.state.dbid,
-                                        self.source.storage)
+            self._applier_obj = Applier(
+                lambda: self.spark, self.storage, self.path, self.state.dbid, self.source.storage
+            )
         self._applier_obj.logs_storage = self.source.storage
         self._applier_obj.selection = self.selection
         return self._applier_obj
@@ -274,11 +314,19 @@ class Replica:
         if err is not None:
             raise err
 
-    def replicate(self, until: int | str | datetime | None = None, follow: bool | None = None,
-                  timeout: float | None = None, collapse: bool | None = None, snapshot: int | None = None,
-                  compacted: bool = True, relay: bool | None = None, tables: str | list[str] | None = None,
-                  where: dict[str, str] | None = None,
-                  empty: bool = False) -> "Replica":
+    def replicate(
+        self,
+        until: int | str | datetime | None = None,
+        follow: bool | None = None,
+        timeout: float | None = None,
+        collapse: bool | None = None,
+        snapshot: int | None = None,
+        compacted: bool = True,
+        relay: bool | None = None,
+        tables: str | list[str] | None = None,
+        where: dict[str, str] | None = None,
+        empty: bool = False,
+    ) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
         Args:
@@ -334,13 +382,34 @@ class Replica:
                 the one this replica followed (a master restored from a copy).
             ConfigError: a ``tables`` pattern or ``where`` predicate is malformed.
         """
-        return self._replicate(parse_until(until), until, follow=follow, timeout=timeout, collapse=collapse,
-                               snapshot=snapshot, compacted=compacted, relay=relay, tables=tables,
-                               where=where, empty=empty)
+        return self._replicate(
+            parse_until(until),
+            until,
+            follow=follow,
+            timeout=timeout,
+            collapse=collapse,
+            snapshot=snapshot,
+            compacted=compacted,
+            relay=relay,
+            tables=tables,
+            where=where,
+            empty=empty,
+        )
 
-    def _replicate(self, target: Target, until, follow: bool | None = None, timeout: float | None = None,
-                   collapse: bool | None = None, snapshot: int | None = None, compacted: bool = True,
-                   relay: bool | None = None, tables=None, where=None, empty: bool = False) -> "Replica":
+    def _replicate(
+        self,
+        target: Target,
+        until,
+        follow: bool | None = None,
+        timeout: float | None = None,
+        collapse: bool | None = None,
+        snapshot: int | None = None,
+        compacted: bool = True,
+        relay: bool | None = None,
+        tables=None,
+        where=None,
+        empty: bool = False,
+    ) -> "Replica":
         """:meth:`replicate` with ``until`` parsed once as ``target`` (``until`` names it in messages)."""
         self.start_snapshot, self.compacted = snapshot, bool(compacted)
         self.ask_selection(tables, where)
@@ -370,14 +439,18 @@ class Replica:
         """
         self.stop()
         with self._lock, self._file_lock.holding():
-            txn = failure.skip(self._book.reload(), self.name, self.source.storage, self.master,
-                               lambda table: self._applier().current_version(table))
+            txn = failure.skip(
+                self._book.reload(),
+                self.name,
+                self.source.storage,
+                self.master,
+                lambda table: self._applier().current_version(table),
+            )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")
             return txn
 
-    def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False,
-                      dbfarm: str | None = None):
+    def restore_table(self, table: str, into, as_: str | None = None, replace: bool = False, dbfarm: str | None = None):
         """Make this replica's table ``table`` (``"schema.table"``) again in master ``into`` (a
         name or ``wlc.Master``) as read at the last consistent tick: definition (``wlc.key``,
         constraints, partitioning, clustering...) and rows, captured there like any table
@@ -393,6 +466,7 @@ class Replica:
         was undone).
         """
         from .restore import restore_table
+
         return restore_table(self, table, into, as_=as_, replace=replace, dbfarm=dbfarm)
 
     def __repr__(self) -> str:

@@ -24,18 +24,20 @@ Every refusal is checked before anything is written, from state files and Delta 
 (no Spark): the target must be a started master, the replica a replica holding the table,
 the target table absent unless replacing.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.databases import did_you_mean, nearest
-from wlcore.discovery import RESERVED
 from wlcore.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
+from wlcore.discovery import RESERVED
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
 from wlcore.names import qualified, quote_ident, split_name
 from wlcore.replica_state import ReplicaState
+from wlcore.settings import check_name
+from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.storage import Storage
 from wlcore.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
 
@@ -45,9 +47,14 @@ from .select import Selection
 log = logging.getLogger("wlr.restore")
 
 USER_METADATA = "wlr restore"  # commitInfo.userMetadata of a restore's commits (not replay's "wlr:" tags)
-_FEATURES = {"delta.enableChangeDataFeed": "change feed", "delta.columnMapping.mode": "column mapping",
-             "delta.enableTypeWidening": "type widening", "delta.enableDeletionVectors": "deletion vectors",
-             "delta.enableRowTracking": "row tracking", "delta.enableInCommitTimestamps": "In-Commit Timestamps"}
+_FEATURES = {
+    "delta.enableChangeDataFeed": "change feed",
+    "delta.columnMapping.mode": "column mapping",
+    "delta.enableTypeWidening": "type widening",
+    "delta.enableDeletionVectors": "deletion vectors",
+    "delta.enableRowTracking": "row tracking",
+    "delta.enableInCommitTimestamps": "In-Commit Timestamps",
+}
 
 
 @dataclass(frozen=True)
@@ -83,11 +90,13 @@ class RestoredTable:
 
     def lines(self) -> list[str]:
         """The restore for people: a line each for what was made, read, carried and replaced."""
-        out = [f"restored {self.source} of replica {self.replica} into master {self.master} as {self.table}",
-               f"  read:     transaction {self.tick} of {self.replica} (Delta version {self.source_version} of "
-               f"{self.source})",
-               f"  made:     {self.path}, {self.rows} rows, Delta version {self.version} ({self.commits} commits: "
-               f"{', '.join(self.steps)})"]
+        out = [
+            f"restored {self.source} of replica {self.replica} into master {self.master} as {self.table}",
+            f"  read:     transaction {self.tick} of {self.replica} (Delta version {self.source_version} of "
+            f"{self.source})",
+            f"  made:     {self.path}, {self.rows} rows, Delta version {self.version} ({self.commits} commits: "
+            f"{', '.join(self.steps)})",
+        ]
         if self.replaced:
             out.append(f"  replaced: {self.replaced}")
         out += [f"  {'carried:' if i == 0 else '':<8}  {c}" for i, c in enumerate(self.carried)]
@@ -113,8 +122,9 @@ class _Plan:
     notes: list[str]
 
 
-def restore_table(replica, table: str, into, as_: str | None = None, replace: bool = False,
-                  dbfarm: str | None = None) -> RestoredTable:
+def restore_table(
+    replica, table: str, into, as_: str | None = None, replace: bool = False, dbfarm: str | None = None
+) -> RestoredTable:
     """Make replica table ``table`` again in master ``into``, as the replica holds it at its
     last consistent tick: definition (:func:`wlcore.tabledef.create_sql`) and rows.
 
@@ -141,28 +151,43 @@ def restore_table(replica, table: str, into, as_: str | None = None, replace: bo
 
     for key, value in session_defaults().items():  # what capture switches on in master tables, from the start
         spark.conf.set(key, value)
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata",
-                   f"{USER_METADATA} {plan.source} from {replica.name} at transaction {plan.tick}")
+    spark.conf.set(
+        "spark.databricks.delta.commitInfo.userMetadata",
+        f"{USER_METADATA} {plan.source} from {replica.name} at transaction {plan.tick}",
+    )
     replaced = _describe(spark, plan) if plan.existing is not None else None
     rows, steps = _write(spark, plan, replica.name)
     version = list_versions(plan.storage, plan.path)[-1]
     made = metadata_at(plan.storage, plan.path, version)
     _register(base, into, plan)
-    done = RestoredTable(table=plan.table, master=plan.master, path=plan.storage.uri(plan.path), version=version,
-                         commits=len(steps), rows=rows,
-                         replica=replica.name, source=plan.source, tick=plan.tick, source_version=plan.source_version,
-                         carried=tuple(carried(plan.meta, made)), steps=tuple(steps), replaced=replaced,
-                         notes=tuple(plan.notes))
+    done = RestoredTable(
+        table=plan.table,
+        master=plan.master,
+        path=plan.storage.uri(plan.path),
+        version=version,
+        commits=len(steps),
+        rows=rows,
+        replica=replica.name,
+        source=plan.source,
+        tick=plan.tick,
+        source_version=plan.source_version,
+        carried=tuple(carried(plan.meta, made)),
+        steps=tuple(steps),
+        replaced=replaced,
+        notes=tuple(plan.notes),
+    )
     log.info("%s", "; ".join(done.lines()))
     return done
 
 
 def _active():
     from wlcore.session import active_session
+
     return active_session()
 
 
 # ----------------------------------------------------------------------------- checks
+
 
 def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str | None) -> _Plan:
     """Every refusal of a restore, before anything is written (state files and Delta logs only).
@@ -177,9 +202,11 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     """
     state = replica._load()
     if state is None:
-        raise NotFoundError(f"{replica.path} is not a replica (no wlr.config); check the dbfarm and the name",
-                            cli=f"{replica.path} is not a replica (no wlr.config); check the dbfarm and the name "
-                                "(wlr status <dbfarm> <replica> shows a replica)")
+        raise NotFoundError(
+            f"{replica.path} is not a replica (no wlr.config); check the dbfarm and the name",
+            cli=f"{replica.path} is not a replica (no wlr.config); check the dbfarm and the name "
+            "(wlr status <dbfarm> <replica> shows a replica)",
+        )
     source, version, tick = _source(replica, state, table)
     master, farm = (into.dbname, into.dbfarm) if hasattr(into, "dbname") else (into, dbfarm or replica.master_dbfarm)
     master = check_name(master, "master database")
@@ -191,9 +218,11 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
 
     logs = logs_of(read_master_state(storage, master_path), master_path).rstrip("/")
     if schema in RESERVED or Storage.join(master_path, schema) == logs:
-        raise ConfigError(f"{schema} is master {master}'s own folder, not a schema; restore under another name "
-                          "(as_='schema.table')", cli=f"{schema} is master {master}'s own folder, not a schema; "
-                                                      "restore under another name (--as schema.table)")
+        raise ConfigError(
+            f"{schema} is master {master}'s own folder, not a schema; restore under another name (as_='schema.table')",
+            cli=f"{schema} is master {master}'s own folder, not a schema; "
+            "restore under another name (--as schema.table)",
+        )
     path, target = Storage.join(master_path, schema, name), qualified(schema, name)
     existing = _target(storage, path, target, master, replace)
     src_path = Storage.join(replica.path, *split_name(source))
@@ -201,12 +230,14 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     uri = replica.storage.uri(src_path)
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
         from wlcore import kernel
+
         meta = kernel.metadata_at(replica._spark or _active(), uri, version)
     notes = []
     keep = Selection.from_state(state).predicate(source)
     if keep is not None:
-        notes.append(f"replica {replica.name} carries only the rows of {source} matching {keep}: the other rows "
-                     "are not restored")
+        notes.append(
+            f"replica {replica.name} carries only the rows of {source} matching {keep}: the other rows are not restored"
+        )
     if schema == "tmp":
         notes.append("schema tmp is never replicated: capture does not record this table")
     return _Plan(source, uri, version, tick, meta, master, master_path, storage, target, path, existing, notes)
@@ -220,13 +251,18 @@ def _source(replica, state: ReplicaState, table: str) -> tuple[str, int, int]:
     if table in versions:
         return table, versions[table], tick
     same = [n for n in versions if split_name(n) == split_name(table)]
-    folded = [n for n in versions if tuple(p.lower() for p in split_name(n)) == tuple(
-        p.lower() for p in split_name(table))]
+    folded = [
+        n for n in versions if tuple(p.lower() for p in split_name(n)) == tuple(p.lower() for p in split_name(table))
+    ]
     found = same or (folded if len(folded) == 1 else [])
     if found:
         return found[0], versions[found[0]], tick
-    raise NoSuchTableError(f"table {table} is not on replica {replica.name} at transaction {tick}"
-                           + did_you_mean(table, versions, "tables"), table, nearest(table, sorted(versions)))
+    raise NoSuchTableError(
+        f"table {table} is not on replica {replica.name} at transaction {tick}"
+        + did_you_mean(table, versions, "tables"),
+        table,
+        nearest(table, sorted(versions)),
+    )
 
 
 def _check_master(storage: Storage, master_path: str, master: str, farm: str) -> None:
@@ -236,8 +272,10 @@ def _check_master(storage: Storage, master_path: str, master: str, farm: str) ->
     Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
     cfg = read_master_state(storage, master_path)
     if cfg is not None and cfg.state == STOPPED:
-        raise MasterStateError(f"master {master!r} stopped logging (state=2): a table restored there would not be "
-                               "captured; restore into a master that captures")
+        raise MasterStateError(
+            f"master {master!r} stopped logging (state=2): a table restored there would not be "
+            "captured; restore into a master that captures"
+        )
 
 
 def _target(storage: Storage, path: str, table: str, master: str, replace: bool) -> int | None:
@@ -245,21 +283,25 @@ def _target(storage: Storage, path: str, table: str, master: str, replace: bool)
     versions = list_versions(storage, path) if is_delta_table(storage, path) else []
     if not versions:
         if any(n != "_delta_log" for n in storage.listdir(path)):
-            raise ConfigError(f"{path} holds files but no Delta table; move them away or restore under another "
-                              "name (as_='schema.table')",
-                              cli=f"{path} holds files but no Delta table; move them away or restore under "
-                                  "another name (--as schema.table)")
+            raise ConfigError(
+                f"{path} holds files but no Delta table; move them away or restore under another "
+                "name (as_='schema.table')",
+                cli=f"{path} holds files but no Delta table; move them away or restore under "
+                "another name (--as schema.table)",
+            )
         return None
     if not replace:
         raise TableExistsError(
             f"table {table} exists on master {master} (Delta version {versions[-1]}); restore under another name "
             "(as_='schema.table') or replace it (replace=True)",
             cli=f"table {table} exists on master {master} (Delta version {versions[-1]}); restore under another "
-                "name (--as schema.table) or replace it (--replace)")
+            "name (--as schema.table) or replace it (--replace)",
+        )
     return versions[-1]
 
 
 # ----------------------------------------------------------------------------- writing
+
 
 def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
     """Create (or replace) the table, add its constraints, append the rows, sync identity
@@ -270,22 +312,31 @@ def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
 
     ref = delta_ref(plan.storage.uri(plan.path))
     stmts = create_sql(ref, plan.meta)
-    body = stmts[0][len("CREATE TABLE IF NOT EXISTS "):]  # not IF NOT EXISTS: a table made meanwhile fails it
+    body = stmts[0][len("CREATE TABLE IF NOT EXISTS ") :]  # not IF NOT EXISTS: a table made meanwhile fails it
     stmts[0] = ("REPLACE TABLE " if plan.existing is not None else "CREATE TABLE ") + body
-    identity = [f["name"] for f in plan.meta.schema.get("fields", []) if (f.get("metadata") or {}).get(IDENTITY_START)
-                is not None]
+    identity = [
+        f["name"]
+        for f in plan.meta.schema.get("fields", [])
+        if (f.get("metadata") or {}).get(IDENTITY_START) is not None
+    ]
     created, step, rows, steps = False, "creating it", 0, []
     try:
-        for stmt, name in zip(stmts, ["replace" if plan.existing is not None else "create",
-                                      *(f"constraint {c}" for c in constraints(plan.meta.configuration))]):
+        for stmt, name in zip(
+            stmts,
+            [
+                "replace" if plan.existing is not None else "create",
+                *(f"constraint {c}" for c in constraints(plan.meta.configuration)),
+            ],
+        ):
             spark.sql(stmt)
             created, step = True, "adding its constraints"
             steps.append(name)
         step = "appending the rows"
         cols = [quote_ident(f["name"]) for f in plan.meta.schema.get("fields", [])]
         made = list_versions(plan.storage, plan.path)[-1]
-        spark.read.format("delta").option("versionAsOf", plan.source_version).load(plan.source_uri) \
-            .selectExpr(*cols).write.format("delta").mode("append").save(plan.storage.uri(plan.path))
+        spark.read.format("delta").option("versionAsOf", plan.source_version).load(plan.source_uri).selectExpr(
+            *cols
+        ).write.format("delta").mode("append").save(plan.storage.uri(plan.path))
         last = list_versions(plan.storage, plan.path)[-1]
         if last > made:  # an empty table's rows make no commit
             rows = int(read_commit(plan.storage, plan.path, last).metrics.get("numOutputRows", 0))
@@ -303,19 +354,22 @@ def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
             undone = "the table was already replaced: restore it again with replace=True"
         else:
             undone = "nothing was written"
-        raise RestoreError(f"restoring {plan.source} of replica {replica} into master {plan.master} as {plan.table} "
-                           f"failed while {step}: {cause}; {undone}",
-                           cli=f"restoring {plan.source} of replica {replica} into master {plan.master} as "
-                               f"{plan.table} failed while {step}: {cause}; "
-                               + undone.replace("replace=True", "--replace")) from exc
+        raise RestoreError(
+            f"restoring {plan.source} of replica {replica} into master {plan.master} as {plan.table} "
+            f"failed while {step}: {cause}; {undone}",
+            cli=f"restoring {plan.source} of replica {replica} into master {plan.master} as "
+            f"{plan.table} failed while {step}: {cause}; " + undone.replace("replace=True", "--replace"),
+        ) from exc
     return rows, steps
 
 
 def _describe(spark, plan: _Plan) -> str:
     """What the table about to be replaced holds (its version and rows)."""
     rows = spark.read.format("delta").load(plan.storage.uri(plan.path)).count()
-    return (f"{plan.table} of {plan.master} at Delta version {plan.existing} ({rows} rows), by REPLACE TABLE "
-            "in the same log")
+    return (
+        f"{plan.table} of {plan.master} at Delta version {plan.existing} ({rows} rows), by REPLACE TABLE "
+        "in the same log"
+    )
 
 
 def _register(spark, into, plan: _Plan) -> None:
@@ -344,9 +398,13 @@ def carried(meta: TableMeta, made: TableMeta | None = None) -> list[str]:
     shape = meta.shape()
     cols = shape["columns"]
     details = []
-    for label, test in (("NOT NULL", lambda c: not c["nullable"]), ("generated", lambda c: "generated" in c),
-                        ("identity", lambda c: "identity" in c), ("defaults", lambda c: "default" in c),
-                        ("comments", lambda c: "comment" in c)):
+    for label, test in (
+        ("NOT NULL", lambda c: not c["nullable"]),
+        ("generated", lambda c: "generated" in c),
+        ("identity", lambda c: "identity" in c),
+        ("defaults", lambda c: "default" in c),
+        ("comments", lambda c: "comment" in c),
+    ):
         names = [c["name"] for c in cols if test(c)]
         if names:
             details.append(f"{label} {', '.join(names)}")
@@ -367,8 +425,11 @@ def carried(meta: TableMeta, made: TableMeta | None = None) -> list[str]:
     if feats:
         out.append("table features " + ", ".join(feats))
     if made is not None:
-        extra = [label for key, label in _FEATURES.items() if _on(made.configuration.get(key))
-                 and not _on(meta.configuration.get(key))]
+        extra = [
+            label
+            for key, label in _FEATURES.items()
+            if _on(made.configuration.get(key)) and not _on(meta.configuration.get(key))
+        ]
         if extra:
             out.append("switched on for capture (capture.table_features): " + ", ".join(extra))
     return out

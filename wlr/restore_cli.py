@@ -1,4 +1,5 @@
 """``wlr restore``: the command line of :mod:`wlr.restore` (its subparser and its subcommand)."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,14 +10,17 @@ from wlcore.commands import subcommand
 def add_parser(sub) -> None:
     """The ``wlr restore`` subcommand (``sub``: the command line's subparsers)."""
     rs = subcommand(
-        sub, "restore", cmd_restore,
+        sub,
+        "restore",
+        cmd_restore,
         help="make a replica table again in a master (schema, properties, constraints, data)",
         description="Make replica table TABLE again in master INTO, as the replica holds it at its last consistent "
-                    "tick: columns, partitioning, clustering, comment, properties (wlc.key), constraints, table "
-                    "features and rows. Capture records it like any other table.",
+        "tick: columns, partitioning, clustering, comment, properties (wlc.key), constraints, table "
+        "features and rows. Capture records it like any other table.",
         epilog="exit status: 0 restored; 1 the restore failed while writing (the message says what was undone); "
-               "2 refused (the table exists, the target is not a master, a bad name); 3 no such replica, master "
-               "or replica table")
+        "2 refused (the table exists, the target is not a master, a bad name); 3 no such replica, master "
+        "or replica table",
+    )
     rs.add_argument("dbfarm", help="folder holding the databases")
     rs.add_argument("replica", help="the replica holding the table (e.g. a point-in-time replica)")
     rs.add_argument("table", help="the replica table (schema.table)")

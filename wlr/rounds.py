@@ -5,6 +5,7 @@ first where they fit, :mod:`wlr.route`), plans what may be applied now (:func:`w
 applies it by segments (:class:`wlr.replay.Round`) and returns a :class:`RoundResult`; the
 replica's state (``tick``, ``clock``, ``batches``, the view) is saved as it moves.
 """
+
 from __future__ import annotations
 
 import os
@@ -82,9 +83,18 @@ class Replay:
         stop: when set, a round ends after the segments being applied.
     """
 
-    def __init__(self, book: StateBook, setup: ReplicaSetup, view: ConsistentView, relay: Relay,
-                 options: ReplayOptions, source: Callable[[], Source], applier: Callable[[], Applier],
-                 selection: Callable[[], Selection | None], stop: threading.Event) -> None:
+    def __init__(
+        self,
+        book: StateBook,
+        setup: ReplicaSetup,
+        view: ConsistentView,
+        relay: Relay,
+        options: ReplayOptions,
+        source: Callable[[], Source],
+        applier: Callable[[], Applier],
+        selection: Callable[[], Selection | None],
+        stop: threading.Event,
+    ) -> None:
         self.book = book
         self.setup = setup
         self.view = view
@@ -147,9 +157,11 @@ class Replay:
         if self.stop.is_set():  # the round may have ended early: the target is not known reached
             return RoundResult(False, "stop() was called", mcfg, read.handoff, self._tick())
         if target.kind == "txn" and not todo.reached and mcfg.stopped:
-            raise ReplicationTimeout(f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
-                                     f"transaction {target.upto_txn} will never be published (the replica "
-                                     f"applied everything up to {self.state.tick})")
+            raise ReplicationTimeout(
+                f"the master stopped logging at transaction {mcfg.tick if mcfg.has('tick') else None}; "
+                f"transaction {target.upto_txn} will never be published (the replica "
+                f"applied everything up to {self.state.tick})"
+            )
         return RoundResult(todo.reached, todo.waiting_for, mcfg, read.handoff, self._tick())
 
     def _tick(self) -> int:
@@ -174,8 +186,9 @@ class Replay:
         self.setup.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
         try:
-            for b in read_batches(self._source().storage, logs, self.setup.master, self.state.dbid,
-                                  next_batch, tick, target):
+            for b in read_batches(
+                self._source().storage, logs, self.setup.master, self.state.dbid, next_batch, tick, target
+            ):
                 read.batches.append(b)
                 if read.watermark is None or b.manifest.watermark > read.watermark:
                     read.watermark = b.manifest.watermark
@@ -197,10 +210,19 @@ class Replay:
         if read.handoff is not None:
             read_up_to = read.handoff - 1
         self._note_recovery(read_up_to if read.broken is None else read.broken.batch - 1)  # a batch's failure
-        read.unit_refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds),
-                                 b.manifest.first_txn, t.committed) for b in units for t in b.manifest.txns]
-        refs = [TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
-                for b in batches[len(units):] for t in b.manifest.txns if t.txn > tick]
+        read.unit_refs = [
+            TxnRef(
+                t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), b.manifest.first_txn, t.committed
+            )
+            for b in units
+            for t in b.manifest.txns
+        ]
+        refs = [
+            TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
+            for b in batches[len(units) :]
+            for t in b.manifest.txns
+            if t.txn > tick
+        ]
         todo = plan(tick, refs, target, read.watermark, mcfg.stopped)
         if read.handoff is not None and not reached_read:
             todo.reached = False  # the batches after the hand-off are not read yet
@@ -223,8 +245,10 @@ class Replay:
         if failed is not None and any(r.txn == failed.txn for r in read.unit_refs):
             unit = next(b for b in read.units if b.manifest.first_txn <= failed.txn <= b.manifest.last_txn)
             self.options.level0_until = unit.manifest.last_txn
-            self.book.log(f"compacted batch {os.path.basename(unit.path)} failed on {failed.table} ({failed.cause}); "
-                          f"replaying transactions up to {unit.manifest.last_txn} from level 0")
+            self.book.log(
+                f"compacted batch {os.path.basename(unit.path)} failed on {failed.table} ({failed.cause}); "
+                f"replaying transactions up to {unit.manifest.last_txn} from level 0"
+            )
             return "level-0 replay of a compacted batch's range"
         if failed is not None:
             self.fail(failed.batch, failed.txn, failed.table, failed.cause)
@@ -267,8 +291,9 @@ class Replay:
         items, bad = {}, {}
         selection, storage = self._selection(), self._source().storage
         for b in batches:
-            records = [t for t in b.manifest.txns if t.txn in wanted
-                       and (selection is None or selection.wants(t.table))]
+            records = [
+                t for t in b.manifest.txns if t.txn in wanted and (selection is None or selection.wants(t.table))
+            ]
             if not records:
                 continue
             problems = batchfmt.verify_files(storage, b.path, b.manifest, [r.rows for r in records if r.rows])
@@ -277,7 +302,8 @@ class Replay:
                 found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
                 if found:
                     bad[rec.txn] = "checksum verification failed: " + "; ".join(
-                        f"{f}: {p}" for f, p in sorted(found.items())[:3])
+                        f"{f}: {p}" for f, p in sorted(found.items())[:3]
+                    )
                 elif rec.lost:
                     bad[rec.txn] = f"its change rows were not captured: {rec.lost}"
         return items, bad
@@ -290,8 +316,9 @@ class Replay:
                 break
             self.state.batches = b.number + 1
 
-    def _round(self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str],
-               progress: bool = True) -> Failure | None:
+    def _round(
+        self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str], progress: bool = True
+    ) -> Failure | None:
         """Apply ``todo`` by segments, tables in parallel; tick, clock, the next batch and the
         read view follow the consistent point after every segment (the caller saves at the end)."""
         if not todo:
@@ -314,8 +341,12 @@ class Replay:
             rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})
             for t in skipped:  # a drop or create there must not leave a stale table entry
                 self.state.drop_version(t)
-        failed = rnd.run([r for r in todo if r.table not in skipped], collapse=self.options.collapse,
-                         parallelism=self.options.parallelism, progress=progress)
+        failed = rnd.run(
+            [r for r in todo if r.table not in skipped],
+            collapse=self.options.collapse,
+            parallelism=self.options.parallelism,
+            progress=progress,
+        )
         if skipped:
             with self.book.lock:
                 progressed(dict(rnd.done))

@@ -7,6 +7,7 @@ at or before the target (:func:`wlcore.levels.restore_path`), then level-0 batch
 exact target. When retention has pruned what a position or a target needs, the error names
 the earliest reachable point and nothing changes.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,10 @@ class Route:
         if snapshot is not None:
             found = [s for s in starts if s.txn == snapshot]
             if not found:
-                raise TargetError(f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
-                                  f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}")
+                raise TargetError(
+                    f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
+                    f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}"
+                )
             chosen = found[0]
             if not target.admits(chosen.txn, chosen.time):
                 raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
@@ -67,13 +70,17 @@ class Route:
         best = choose_start(starts, target)
         if best is None:
             if not starts:
-                raise TargetError(f"master {self.master!r} has no reachable starting point: its snapshots and first "
-                                  "batches were pruned; take a snapshot on the master (wlc.snapshot())",
-                                  cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
-                                      f"wlc snapshot <dbfarm> {self.master}")
-            raise TargetError(f"the target {target} is older than the earliest reachable point of master "
-                              f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
-                              "Choose a later target")
+                raise TargetError(
+                    f"master {self.master!r} has no reachable starting point: its snapshots and first "
+                    "batches were pruned; take a snapshot on the master (wlc.snapshot())",
+                    cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
+                    f"wlc snapshot <dbfarm> {self.master}",
+                )
+            raise TargetError(
+                f"the target {target} is older than the earliest reachable point of master "
+                f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
+                "Choose a later target"
+            )
         return best
 
     def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
@@ -107,8 +114,11 @@ class Route:
                 except BatchError as exc:
                     raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
                 if manifest.dbid != self.dbid or manifest.database != self.master or manifest.level != level:
-                    raise LogError(first, f"{path} is not a level-{level} batch of this master (id {self.dbid}); "
-                                          "move it out of the log folder")
+                    raise LogError(
+                        first,
+                        f"{path} is not a level-{level} batch of this master (id {self.dbid}); "
+                        "move it out of the log folder",
+                    )
                 self._spans[path] = (Span.of(manifest, path), manifest)
             spans.append(self._spans[path][0])
         out = []
@@ -119,8 +129,7 @@ class Route:
             del self._spans[gone]
         return out
 
-    def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target,
-                   compacted: bool = True) -> None:
+    def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool = True) -> None:
         """Walk a new replica's path from ``start`` to ``target`` (reading manifests only;
         ``compacted`` False: level 0 only) and refuse it, before anything is written, where
         retention pruned what it needs.
@@ -150,8 +159,7 @@ class Route:
                 return
             pos, nb = manifest.last_txn, nb + 1
 
-    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: MasterState, new: bool,
-                     target: Target) -> None:
+    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: MasterState, new: bool, target: Target) -> None:
         """Refuse a position whose next level-0 batch retention pruned.
 
         Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
@@ -167,8 +175,11 @@ class Route:
         if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
             return
         published = batchfmt.list_batches(self.storage, logs, self.master)
-        holders = [(lv, first, last) for lv, first, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)
-                   if first <= next_batch <= last]
+        holders = [
+            (lv, first, last)
+            for lv, first, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)
+            if first <= next_batch <= last
+        ]
         if not published or (not holders and published[0][0] <= next_batch):
             return  # nothing after it yet, or a gap in the logs: read_batches names that
         starts = self.starts(mcfg, logs)
@@ -176,14 +187,21 @@ class Route:
         what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
         if holders:
             ends = sorted({last for _lv, first, last in holders if first == next_batch})
-            what += (f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
-                     if ends else "; it lies inside a compacted batch")
+            what += (
+                f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
+                if ends
+                else "; it lies inside a compacted batch"
+            )
         if new or any(first == next_batch for _lv, first, _l in holders):
-            raise TargetError(f"the target {target} is not reachable exactly any more: {what}. The earliest "
-                              f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
-                              "a compacted batch (wlr log lists them), or after level 0 begins")
-        raise ReplicaStateError(f"this replica is at transaction {tick}, further behind than the master keeps: "
-                                f"{what}. The earliest reachable point is {earliest}: make a new replica",
-                                cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
-                                    f"{what}. The earliest reachable point is {earliest}: make a new replica with "
-                                    "wlr replicate <dbfarm> <master> <new replica>")
+            raise TargetError(
+                f"the target {target} is not reachable exactly any more: {what}. The earliest "
+                f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
+                "a compacted batch (wlr log lists them), or after level 0 begins"
+            )
+        raise ReplicaStateError(
+            f"this replica is at transaction {tick}, further behind than the master keeps: "
+            f"{what}. The earliest reachable point is {earliest}: make a new replica",
+            cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
+            f"{what}. The earliest reachable point is {earliest}: make a new replica with "
+            "wlr replicate <dbfarm> <master> <new replica>",
+        )

@@ -13,6 +13,7 @@ The replica records its selection in ``wlr.config`` (``select_tables``, ``select
 JSON); a different selection needs a new replica (rows already left out cannot be brought
 back from the logs).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -21,9 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .errors import ReplicaStateError
 from wlcore.errors import ConfigError
 from wlcore.replica_state import ReplicaState
+
+from .errors import ReplicaStateError
 
 _PATTERN = re.compile(r"^[^\s.]+\.[^\s.]+$")
 
@@ -49,8 +51,9 @@ class Selection:
         for p in tables or ():
             p = str(p).strip().lower()
             if not _PATTERN.match(p):
-                raise ConfigError(f"tables: {p!r} is not a schema.table name or pattern (e.g. 'sales.*', "
-                                  "'hr.employees')")
+                raise ConfigError(
+                    f"tables: {p!r} is not a schema.table name or pattern (e.g. 'sales.*', 'hr.employees')"
+                )
             pats.append(p)
         preds = []
         for name, pred in dict(where or {}).items():
@@ -58,8 +61,9 @@ class Selection:
             if not _PATTERN.match(name) or any(c in name for c in "*?["):
                 raise ConfigError(f"where: {name!r} is not a schema.table name (one table a predicate)")
             if not str(pred or "").strip():
-                raise ConfigError(f"where: the predicate of {name} is empty; give a Spark SQL condition "
-                                  "such as \"o_region = 'EU'\"")
+                raise ConfigError(
+                    f"where: the predicate of {name} is empty; give a Spark SQL condition such as \"o_region = 'EU'\""
+                )
             if pats and not any(fnmatch.fnmatchcase(name, p) for p in pats):
                 raise ConfigError(f"where: {name} is not among tables={pats}; add it there or drop its predicate")
             preds.append((name, str(pred).strip()))
@@ -82,8 +86,10 @@ class Selection:
     def to_state(self) -> dict[str, str]:
         """The selection as ``wlr.config`` records it: ``select_tables`` (a JSON list) and
         ``select_where`` (a JSON object), each empty when not selected (:meth:`from_state` reads it)."""
-        return {"select_tables": json.dumps(list(self.tables)) if self.tables else "",
-                "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else ""}
+        return {
+            "select_tables": json.dumps(list(self.tables)) if self.tables else "",
+            "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else "",
+        }
 
     @classmethod
     def from_state(cls, state: ReplicaState | Mapping[str, str]) -> "Selection":
@@ -103,8 +109,10 @@ class Selection:
             tables = json.loads(tables_text) if tables_text else []
             where = json.loads(where_text) if where_text else {}
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"the replica's recorded selection (select_tables, select_where in wlr.config) is "
-                              f"damaged ({exc}); make a new replica") from None
+            raise ConfigError(
+                f"the replica's recorded selection (select_tables, select_where in wlr.config) is "
+                f"damaged ({exc}); make a new replica"
+            ) from None
         return cls.of(tables, where)
 
     def describe(self) -> str:
@@ -124,4 +132,5 @@ def check_same(recorded: Selection, asked: Selection, replica: str) -> None:
             f"brought back from the logs; make a new replica with the new selection "
             f"(wlr.replicate(..., replica='<new name>', tables=..., where=...))",
             cli=f"replica {replica!r} carries {recorded.describe()}, not {asked.describe()}; make a new replica "
-                "with the new selection (wlr replicate <dbfarm> <master> <new name> --tables ... --where ...)")
+            "with the new selection (wlr replicate <dbfarm> <master> <new name> --tables ... --where ...)",
+        )

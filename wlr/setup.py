@@ -3,6 +3,7 @@
 A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state
 (:class:`wlr.book.StateBook`), its lock, its source, its options and its consistent view.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -11,26 +12,27 @@ from typing import Any, Callable
 from wlcore import epochs
 from wlcore import snapshots as snap
 from wlcore.discovery import delta_ref
-from wlcore.settings import number, settings
 from wlcore.errors import ConfigError
-from wlcore.session import check_s3a
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
+from wlcore.master_state import MasterState
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
+from wlcore.session import check_s3a
+from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
 from .apply import Applier
 from .book import LOG_FILE, StateBook
 from .errors import DivergedError, ReplicaStateError, ReplicationError
-from .logs import LogError
 from .lock import ReplicaLock
+from .logs import LogError
 from .options import ReplayOptions
 from .plan import Target, check_not_passed
 from .route import Route
 from .select import Selection, check_same
 from .source import Source
-from .view import ConsistentView
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
+from .view import ConsistentView
 
 CONFIG_FILE = "wlr.config"
 
@@ -49,9 +51,20 @@ class ReplicaSetup:
         view: the replica's consistent view (set when a replica is made).
     """
 
-    def __init__(self, book: StateBook, lock: ReplicaLock, source: Callable[[], Source], master: str,
-                 master_dbfarm: str, dbfarm: str, options: ReplayOptions, default_timeout: float,
-                 spark: Callable[[], Any], applier: Callable[[], Applier], view: ConsistentView) -> None:
+    def __init__(
+        self,
+        book: StateBook,
+        lock: ReplicaLock,
+        source: Callable[[], Source],
+        master: str,
+        master_dbfarm: str,
+        dbfarm: str,
+        options: ReplayOptions,
+        default_timeout: float,
+        spark: Callable[[], Any],
+        applier: Callable[[], Applier],
+        view: ConsistentView,
+    ) -> None:
         self.book = book
         self.lock = lock
         self._source = source
@@ -109,8 +122,10 @@ class ReplicaSetup:
                 parser.parseExpression(pred)
             except Exception as exc:  # noqa: BLE001 (Py4JJavaError: ParseException)
                 first = str(exc).split("ParseException:", 1)[-1].strip().splitlines()[0]
-                raise ConfigError(f"where: the predicate of {table} does not parse ({first}); "
-                                  "give a Spark SQL condition such as \"o_region = 'EU'\"") from None
+                raise ConfigError(
+                    f"where: the predicate of {table} does not parse ({first}); "
+                    "give a Spark SQL condition such as \"o_region = 'EU'\""
+                ) from None
 
     def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
@@ -148,20 +163,28 @@ class ReplicaSetup:
             self._check_follows(state, mcfg)
             self.check_history(state, mcfg)
             check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
-        elif any(n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)):
+        elif any(
+            n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)
+        ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
         check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.master}")
-        check_in_time(target, until, pub, datetime.now(timezone.utc),
-                      self.default_timeout if timeout is None else number(timeout, "timeout"),
-                      settings().capture.settle)
+        check_in_time(
+            target,
+            until,
+            pub,
+            datetime.now(timezone.utc),
+            self.default_timeout if timeout is None else number(timeout, "timeout"),
+            settings().capture.settle,
+        )
         self._choose_selection(state)
         if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
             if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
-                check_not_empty(target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path),
-                                empty, self.master)
+                check_not_empty(
+                    target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path), empty, self.master
+                )
             try:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
@@ -199,9 +222,11 @@ class ReplicaSetup:
             try:
                 self.spark.read.format("delta").load(uri).filter(F.expr(pred)).schema  # noqa: B018 (resolving the schema analyses the predicate)
             except Exception as exc:  # noqa: BLE001 (AnalysisException: the caller's predicate)
-                raise ConfigError(f"where: the predicate of {table} does not fit the table "
-                                  f"({str(exc).splitlines()[0]}); correct it (columns: "
-                                  f"{', '.join(self.spark.read.format('delta').load(uri).columns)})") from None
+                raise ConfigError(
+                    f"where: the predicate of {table} does not fit the table "
+                    f"({str(exc).splitlines()[0]}); correct it (columns: "
+                    f"{', '.join(self.spark.read.format('delta').load(uri).columns)})"
+                ) from None
 
     def published(self, mcfg: MasterState) -> Published:
         """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness
@@ -223,7 +248,8 @@ class ReplicaSetup:
             raise ReplicaStateError(
                 f"{self.source.label} has database id {mcfg.dbid} but this replica follows "
                 f"{state.dbid}: the master was made anew (or the source is another master's); "
-                "make a new replica")
+                "make a new replica"
+            )
 
     def check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
         """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
@@ -243,21 +269,26 @@ class ReplicaSetup:
         try:
             mine, theirs = epochs.parse(state.epochs), epochs.parse(their_text)
         except ValueError as exc:
-            raise ReplicaStateError(f"the epoch history in {where} or in {self.path}'s wlr.config is damaged "
-                                    f"({exc}); make a new replica") from None
+            raise ReplicaStateError(
+                f"the epoch history in {where} or in {self.path}'s wlr.config is damaged ({exc}); make a new replica"
+            ) from None
         tick = state.tick
         at = epochs.diverged(mine, tick, theirs, their_tick)
         if at is None:
             return
-        cause = (f"{self.source.label} wrote another history from transaction {at} on (epoch "
-                 f"{epochs.at(theirs, at)}) than this replica followed up to transaction {tick} (epoch "
-                 f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
-                 "Nothing was applied")
+        cause = (
+            f"{self.source.label} wrote another history from transaction {at} on (epoch "
+            f"{epochs.at(theirs, at)}) than this replica followed up to transaction {tick} (epoch "
+            f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
+            "Nothing was applied"
+        )
         raise DivergedError(
             f"{cause}; make a new replica (wlr.replicate({self.master!r}, replica='<new name>')) or read from a "
-            "source that kept this history (source=...)", at,
+            "source that kept this history (source=...)",
+            at,
             cli=f"{cause}; make a new replica (wlr replicate <dbfarm> {self.master} <new name>) or read from a "
-                "source that kept this history (--source)")
+            "source that kept this history (--source)",
+        )
 
     def note_history(self, batches) -> None:
         """Keep the epoch history of the batch holding the replica's tick (its manifest's)."""
@@ -282,11 +313,20 @@ class ReplicaSetup:
         logs = self.source.logs(mcfg)
         start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
         self.storage.makedirs(self.path)
-        state = ReplicaState.of(master=self.master, masterfarm=self.master_dbfarm, dbid=mcfg.dbid,
-                                source=self.source.root, source_kind=self.source.kind,
-                                **(self.selection or Selection()).to_state(),
-                                logs=logs, batches=start.batch + 1, tick=start.txn, clock=start.time or None,
-                                skipped=[], state="restoring")
+        state = ReplicaState.of(
+            master=self.master,
+            masterfarm=self.master_dbfarm,
+            dbid=mcfg.dbid,
+            source=self.source.root,
+            source_kind=self.source.kind,
+            **(self.selection or Selection()).to_state(),
+            logs=logs,
+            batches=start.batch + 1,
+            tick=start.txn,
+            clock=start.time or None,
+            skipped=[],
+            state="restoring",
+        )
         state.set_error(None, None, "", "")
         self.book.state = state
         self.book.save()
@@ -303,10 +343,14 @@ class ReplicaSetup:
                 copy_tree(self.source.storage, Storage.join(start.path, schema, table), self.storage, dst)
                 keep = sel.predicate(name)
                 if keep is not None:  # selective replication: the rows outside the filter go
-                    self.spark.sql(f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)")
+                    self.spark.sql(
+                        f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)"
+                    )
                 self.state.set_version(name, applier.current_version(name))
-            self.book.log(f"started from the snapshot of {self.master} at transaction {start.txn} "
-                          f"({len(body.tables)} tables, {start.path}, {self.source.label})")
+            self.book.log(
+                f"started from the snapshot of {self.master} at transaction {start.txn} "
+                f"({len(body.tables)} tables, {start.path}, {self.source.label})"
+            )
         else:
             self.book.log(f"started empty from master {self.master} ({self.source.label})")
         self.state.epochs = epochs.format(hist)
@@ -321,11 +365,15 @@ class ReplicaSetup:
         if mcfg is None:
             raise self.source.missing(self.master)
         if self.source.is_master and self.source.name != self.master:
-            raise ReplicaStateError(f"{self.source.label} is not master {self.master!r}; name the master's own "
-                                    "database or one of its relays as the source")
+            raise ReplicaStateError(
+                f"{self.source.label} is not master {self.master!r}; name the master's own "
+                "database or one of its relays as the source"
+            )
         if mcfg.database and mcfg.database != self.master:
-            raise ReplicaStateError(f"{self.source.label} holds the logs of master {mcfg.database!r}, not "
-                                    f"{self.master!r}; name the right master or source")
+            raise ReplicaStateError(
+                f"{self.source.label} holds the logs of master {mcfg.database!r}, not "
+                f"{self.master!r}; name the right master or source"
+            )
         return mcfg
 
     def note_source(self, mcfg: MasterState) -> str:
@@ -335,8 +383,9 @@ class ReplicaSetup:
         state = self.state
         if (state.source, state.source_kind, state.logs) != (self.source.root, self.source.kind, logs):
             if state.source and state.source != self.source.root:
-                self.book.log(f"now reading from {self.source.label} (was {state.source}), "
-                          f"from transaction {state.tick + 1}")
+                self.book.log(
+                    f"now reading from {self.source.label} (was {state.source}), from transaction {state.tick + 1}"
+                )
             state.source, state.source_kind, state.logs = self.source.root, self.source.kind, logs
             self.book.save()
         return logs

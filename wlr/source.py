@@ -11,17 +11,21 @@ Every kind holds the master's batches under their original names, so a replica m
 between sources of one master (same database id) and go on from the same transaction
 without a new copy, as a PostgreSQL standby moves between a primary and a cascading standby.
 """
+
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
 from typing import Protocol
 
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, logs_of, read_master_state as read_master_config
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
+from wlcore.master_state import MasterState, logs_of
+from wlcore.master_state import read_master_state as read_master_config
 from wlcore.replica_state import ReplicaState
+from wlcore.settings import check_name
+from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
@@ -90,6 +94,7 @@ class Source:
         """The error for a source without wlc.config, naming the fix for its kind."""
         if self.kind == "master":
             from wlcore.databases import Dbfarm
+
             farm, name = posixpath.split(self.root.rstrip("/"))
             try:
                 Dbfarm(farm).require_master(name, ReplicaStateError)  # what it is, the nearest masters
@@ -100,9 +105,12 @@ class Source:
             return ReplicaStateError(
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
                 cli=f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: "
-                    f"wlc ship <dbfarm> {master} {self.root}")
-        return ReplicaStateError(f"{self.label} relays nothing yet; replicate it with relay=True first",
-                                 cli=f"{self.label} relays nothing yet; replicate it with --relay first")
+                f"wlc ship <dbfarm> {master} {self.root}",
+            )
+        return ReplicaStateError(
+            f"{self.label} relays nothing yet; replicate it with relay=True first",
+            cli=f"{self.label} relays nothing yet; replicate it with --relay first",
+        )
 
 
 def master_source(master_dbfarm: str, master: str) -> Source:
@@ -143,8 +151,9 @@ def named_source(name, dbfarm: str | None) -> Source:
         return master_source(farm, name)
     if storage.exists(Storage.join(path, REPLICA_CONFIG)):
         return Source(storage, Storage.join(path, RELAY_DIR), "relay")
-    raise ReplicaStateError(f"source {name!r} in {farm} is neither a master nor a replica; name the master "
-                            "or a replica that relays")
+    raise ReplicaStateError(
+        f"source {name!r} in {farm} is neither a master nor a replica; name the master or a replica that relays"
+    )
 
 
 def recorded_source(state: ReplicaState) -> Source | None:
@@ -184,8 +193,9 @@ class Names:
     source: Source | None
 
 
-def resolve(master, replica: str | None, dbfarm: str | None, master_dbfarm: str | None, logs: str | None,
-            source) -> Names:
+def resolve(
+    master, replica: str | None, dbfarm: str | None, master_dbfarm: str | None, logs: str | None, source
+) -> Names:
     """Resolve and check a replica's names (see :class:`wlr.Replica` for the arguments).
 
     Raises:
@@ -201,8 +211,7 @@ def resolve(master, replica: str | None, dbfarm: str | None, master_dbfarm: str 
     farm = resolve_dbfarm(dbfarm)
     Dbfarm(farm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
     mfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else farm
-    chosen = (named_source(source, mfarm) if source is not None
-              else shipped_source(logs) if logs is not None else None)
+    chosen = named_source(source, mfarm) if source is not None else shipped_source(logs) if logs is not None else None
     if master is None:
         if chosen is None:
             raise ConfigError("name the master to replicate (or a source= or logs= that names it)")

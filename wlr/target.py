@@ -20,6 +20,7 @@ waiting in silence:
 watermark, last commit) and capture's liveness (:func:`wlcore.master_state.capture_liveness`),
 worded for these messages.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,7 +62,11 @@ def meaning(until, target: Target) -> str:
     """The target as messages name it: ``transaction 42``, ``2030-01-01T00:00:00Z``, or for a
     date-only string ``2026-11-24 (taken as 2026-11-24T00:00:00Z, the start of that day, UTC)``."""
     if target.kind == "txn":
-        return "before the first transaction (transaction -1)" if target.upto_txn == -1 else f"transaction {target.upto_txn}"
+        return (
+            "before the first transaction (transaction -1)"
+            if target.upto_txn == -1
+            else f"transaction {target.upto_txn}"
+        )
     if target.kind == "time":
         if date_only(until):
             return f"{until.strip()} ({_taken(target)})"
@@ -87,8 +92,10 @@ def date_note(until, target: Target, cli: bool = False) -> str | None:
     if target.kind != "time" or not date_only(until):
         return None
     example = f"{until.strip()}T17:30:00Z"
-    return (f"{spelled(until.strip(), cli)} taken as {instant(target.upto_time)} (the start of that day, UTC); write the "
-            f"full instant to mean another time, e.g. {spelled(example, cli)}")
+    return (
+        f"{spelled(until.strip(), cli)} taken as {instant(target.upto_time)} (the start of that day, UTC); write the "
+        f"full instant to mean another time, e.g. {spelled(example, cli)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,7 @@ class Published:
     source: str = "the master"
 
     @classmethod
-    def of(cls, mcfg: MasterState, now: datetime, source: str = "the master",
-           is_master: bool = True) -> "Published":
+    def of(cls, mcfg: MasterState, now: datetime, source: str = "the master", is_master: bool = True) -> "Published":
         """Read ``mcfg`` (a source's wlc.config) at UTC instant ``now``; ``is_master`` False
         for a shipped copy or a relay (their heartbeat is not capture's)."""
         capture, beat = capture_liveness(mcfg, now) if is_master else ("", None)
@@ -134,8 +140,11 @@ class Published:
     def describe(self) -> str:
         """``the master has published up to transaction 36 (watermark ..., last commit ...,
         capture alive)``."""
-        parts = [f"watermark {'stopped' if self.stopped else instant(self.watermark)}",
-                 f"last commit {instant(self.last_commit)}", self.capture_text()]
+        parts = [
+            f"watermark {'stopped' if self.stopped else instant(self.watermark)}",
+            f"last commit {instant(self.last_commit)}",
+            self.capture_text(),
+        ]
         upto = f"up to transaction {self.tick}" if self.tick >= 0 else "no transaction yet"
         return f"{self.source} has published {upto} ({', '.join(p for p in parts if p)})"
 
@@ -168,14 +177,17 @@ def check_capture(target: Target, until, pub: Published, capture_command: str) -
         return
     named = meaning(until, target)
     if pub.stopped:  # an instant is never ahead of a stopped master
-        raise ReplicationTimeout(f"{pub.source} stopped logging at transaction {pub.tick}: {named} will never be "
-                                 f"published. Choose a target at or before transaction {pub.tick}")
+        raise ReplicationTimeout(
+            f"{pub.source} stopped logging at transaction {pub.tick}: {named} will never be "
+            f"published. Choose a target at or before transaction {pub.tick}"
+        )
     if pub.capture in ("stale", "stopped", "not started"):  # killed, stopped cleanly, never started
         msg = f"{named} is not published yet and capture is not running: {pub.describe()}. "
-        raise ReplicationTimeout(msg + f"Start capture on the master ({capture_command}, or wlc.master() in a "
-                                 "program), then replicate again",
-                                 cli=msg + f"Start capture on the master: {capture_command}; then run wlr replicate "
-                                 "again")
+        raise ReplicationTimeout(
+            msg + f"Start capture on the master ({capture_command}, or wlc.master() in a "
+            "program), then replicate again",
+            cli=msg + f"Start capture on the master: {capture_command}; then run wlr replicate again",
+        )
 
 
 def check_in_time(target: Target, until, pub: Published, now: datetime, timeout: float, settle: float) -> None:
@@ -191,18 +203,28 @@ def check_in_time(target: Target, until, pub: Published, now: datetime, timeout:
     wait = (target.upto_time - now).total_seconds() + settle
     if wait <= timeout:
         return
-    why = (f" is {_span(wait - settle)} from now; capture publishes an instant {settle:g} s after it at the "
-           f"earliest, after the {timeout:g} s replicate waits for its target (replica.timeout); "
-           f"{pub.describe()}. ")
+    why = (
+        f" is {_span(wait - settle)} from now; capture publishes an instant {settle:g} s after it at the "
+        f"earliest, after the {timeout:g} s replicate waits for its target (replica.timeout); "
+        f"{pub.describe()}. "
+    )
     raise TargetError(
         f"{asked(until, target)}{why}Follow the master instead (replicate(until=None) applies what is published "
         "and keeps following), give a larger timeout= (replica.timeout), or an earlier until",
         cli=f"{asked(until, target, True)}{why}Follow the master instead: wlr replicate <dbfarm> <master> "
-            "<replica> --follow; or set a larger replica.timeout (in a --config FILE); or give an earlier --until")
+        "<replica> --follow; or set a larger replica.timeout (in a --config FILE); or give an earlier --until",
+    )
 
 
-def check_not_empty(target: Target, until, first: tuple[int, datetime] | None, pub: Published,
-                    initial_snapshot: bool, empty: bool, master: str) -> None:
+def check_not_empty(
+    target: Target,
+    until,
+    first: tuple[int, datetime] | None,
+    pub: Published,
+    initial_snapshot: bool,
+    empty: bool,
+    master: str,
+) -> None:
     """Refuse a new replica whose target is before the master's first transaction.
 
     Args:
@@ -228,16 +250,23 @@ def check_not_empty(target: Target, until, first: tuple[int, datetime] | None, p
         before = not ahead(target, pub)  # nothing published, and the watermark is past the target
     if not before:
         return
-    what = ("the master's tables as they were when master mode began (its first snapshot) and none of its "
-            "transactions" if initial_snapshot else "no table and no row")
-    where = (f"before the first transaction of master {master!r} (transaction {first[0]}, committed "
-             f"{instant(first[1])})" if first is not None else
-             f"before any transaction of master {master!r} ({pub.describe()})")
+    what = (
+        "the master's tables as they were when master mode began (its first snapshot) and none of its transactions"
+        if initial_snapshot
+        else "no table and no row"
+    )
+    where = (
+        f"before the first transaction of master {master!r} (transaction {first[0]}, committed {instant(first[1])})"
+        if first is not None
+        else f"before any transaction of master {master!r} ({pub.describe()})"
+    )
     rest = f" is {where}: a new replica would hold {what}. "
-    raise TargetError(asked(until, target) + rest + "Give a later until (wlr.transactions() lists the transactions), "
-                      "or pass empty=True to make such a replica anyway",
-                      cli=asked(until, target, True) + rest + f"Give a later --until (wlr log <dbfarm> {master} lists "
-                      "the transactions), or add --empty to make such a replica anyway")
+    raise TargetError(
+        asked(until, target) + rest + "Give a later until (wlr.transactions() lists the transactions), "
+        "or pass empty=True to make such a replica anyway",
+        cli=asked(until, target, True) + rest + f"Give a later --until (wlr log <dbfarm> {master} lists "
+        "the transactions), or add --empty to make such a replica anyway",
+    )
 
 
 def _span(seconds: float) -> str:
@@ -246,4 +275,3 @@ def _span(seconds: float) -> str:
         if seconds >= 2 * size:
             return f"{seconds / size:.0f} {unit}"
     return f"{seconds:.0f} s"
-

@@ -10,6 +10,7 @@ as one row with ``first`` set. ``wlr log --snapshots`` (:func:`snapshots`) lists
 snapshots a new replica can start from. Only manifests are read (no Spark): the cost grows
 with the number of batches.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ from typing import Iterable
 
 from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord, utc_iso
+from wlcore.master_state import MasterState, logs_of
+from wlcore.master_state import read_master_state as read_master_config
 from wlcore.settings import dbfarm as resolve_dbfarm
-from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
@@ -57,11 +59,14 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     """
     if logs is not None:
         from wlcore.ship import read_config as read_shipped_config
+
         storage, path = Storage.of(logs), str(logs).rstrip("/")
         cfg = read_shipped_config(storage, path)
         if cfg is None or cfg.database != master:
-            raise ReplicaStateError(f"{path} holds no shipped copy of master {master!r} (its wlc.config names "
-                                    f"{cfg.database if cfg is not None else None!r}); check the URL, or ship there first")
+            raise ReplicaStateError(
+                f"{path} holds no shipped copy of master {master!r} (its wlc.config names "
+                f"{cfg.database if cfg is not None else None!r}); check the URL, or ship there first"
+            )
         return storage, path, cfg
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
@@ -69,6 +74,7 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
     cfg = read_master_config(storage, path)
     if cfg is None:
         from wlcore.databases import Dbfarm
+
         Dbfarm(farm).require_master(master, ReplicaStateError)  # what it is instead, the nearest masters
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
     return storage, path, cfg
@@ -109,8 +115,9 @@ def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
     low = {t.lower() for t in known}
     for name in asked:
         if not fnmatch.filter(low, name.lower()):
-            raise NotFoundError(f"no table {name!r} {where}" + did_you_mean(name, sorted(known), "tables")
-                                + " (write schema.table)")
+            raise NotFoundError(
+                f"no table {name!r} {where}" + did_you_mean(name, sorted(known), "tables") + " (write schema.table)"
+            )
 
 
 def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState, master: str) -> None:
@@ -122,9 +129,16 @@ def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState,
     check_tables([table], known, f"in the published transactions of master {master!r}")
 
 
-def transactions(master: str, dbfarm: str | None = None, *, table: str | None = None,
-                 operation: str | None = None, since: int | str | datetime | None = None,
-                 until: int | str | datetime | None = None, logs: str | None = None) -> list[dict]:
+def transactions(
+    master: str,
+    dbfarm: str | None = None,
+    *,
+    table: str | None = None,
+    operation: str | None = None,
+    since: int | str | datetime | None = None,
+    until: int | str | datetime | None = None,
+    logs: str | None = None,
+) -> list[dict]:
     """The published transactions of master ``master``, oldest first.
 
     Args:
@@ -168,9 +182,15 @@ def transactions(master: str, dbfarm: str | None = None, *, table: str | None = 
             if operation is not None and not rec.operation.upper().startswith(operation.upper()):
                 continue
             if _within(rec, lo, hi):
-                row = {"txn": rec.txn, "gtid": rec.gtid, "time": utc_iso(rec.time), "table": rec.table,
-                       "operation": rec.operation, "rows": {k: v for k, v in rec.counts.items() if v},
-                       "batch": int(name) if name.isdigit() else name}
+                row = {
+                    "txn": rec.txn,
+                    "gtid": rec.gtid,
+                    "time": utc_iso(rec.time),
+                    "table": rec.table,
+                    "operation": rec.operation,
+                    "rows": {k: v for k, v in rec.counts.items() if v},
+                    "batch": int(name) if name.isdigit() else name,
+                }
                 if rec.first is not None:
                     row["first"] = rec.first
                 out.append(row)
@@ -190,13 +210,16 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
     from wlcore.snapshots import list_snapshots
 
     storage, path, cfg = _master(master, dbfarm, logs)
-    return [{"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-            for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), master)]
+    return [
+        {"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
+        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), master)
+    ]
 
 
 def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> str:
     """``rows`` of :func:`transactions` (or :func:`snapshots` with ``SNAPSHOT_COLUMNS``) as
     aligned text columns with a header line; a piece's txn shows as ``first-txn``."""
+
     def cell(row: dict, col: str) -> str:
         value = row[col]
         if col == "rows":
@@ -210,6 +233,7 @@ def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> st
         if value is None or value == "":
             return "-"
         return value.isoformat() if isinstance(value, datetime) else str(value)
+
     cells = [[cell(r, c) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]

@@ -1,5 +1,6 @@
 """Consistent reads of a replica while it catches up: every table at its Delta version of
 the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -54,8 +55,11 @@ class ConsistentView:
         if st.has("view"):
             if table not in st.views:
                 from wlcore.databases import did_you_mean
-                raise ReplicaStateError(f"table {table} is not on replica {self.name} at transaction {st.view}"
-                                        + did_you_mean(table, sorted(self.versions()), "tables"))
+
+                raise ReplicaStateError(
+                    f"table {table} is not on replica {self.name} at transaction {st.view}"
+                    + did_you_mean(table, sorted(self.versions()), "tables")
+                )
             reader = reader.option("versionAsOf", st.views[table])
         return reader.load(self.path_of(table))
 

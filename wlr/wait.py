@@ -6,6 +6,7 @@ alive; then shown as a progress bar over the timeout on a terminal or in a noteb
 or, where no bar is shown (a log file, a pipe), as a line every ``every`` seconds. When
 the timeout ends, :meth:`TargetWait.timed_out` states capture's liveness as read.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,15 @@ class TargetWait:
         clock: monotonic seconds (tests give their own).
     """
 
-    def __init__(self, target: Target, until, timeout: float, say: Callable[[str], None],
-                 every: float = 30.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        target: Target,
+        until,
+        timeout: float,
+        say: Callable[[str], None],
+        every: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.target, self.until, self.timeout, self.say = target, until, timeout, say
         self.every, self.clock = every, clock
         self.started: float | None = None
@@ -49,9 +57,16 @@ class TargetWait:
             self.started = self._last_line = now
             self.say(f"waiting for {named}: {pub.describe()}; waiting up to {self.timeout:g} s (replica.timeout)")
             from tqdm.auto import tqdm
+
             # a bar on a terminal or in a notebook only (disable=None); lines elsewhere
-            self.bar = tqdm(total=round(self.timeout), desc=f"waiting for {self._short()}", unit="s",
-                            disable=None, leave=False, bar_format="{desc}: {bar} {n:.0f}/{total:.0f} s{postfix}")
+            self.bar = tqdm(
+                total=round(self.timeout),
+                desc=f"waiting for {self._short()}",
+                unit="s",
+                disable=None,
+                leave=False,
+                bar_format="{desc}: {bar} {n:.0f}/{total:.0f} s{postfix}",
+            )
         elapsed = now - self.started
         if self.bar is not None and not self.bar.disable:
             self.bar.n = min(round(elapsed), self.bar.total)
@@ -63,13 +78,19 @@ class TargetWait:
     def timed_out(self, pub: Published, replica_tick: int, cli: bool = False) -> str:
         """The message when the timeout ended: what was waited for, where the replica and
         the master stand, capture's liveness as read, and how to wait longer."""
-        text = (f"waited {self.timeout:g} s for {meaning(self.until, self.target)}; the replica is at transaction "
-                f"{replica_tick} and {pub.describe()}. ")
+        text = (
+            f"waited {self.timeout:g} s for {meaning(self.until, self.target)}; the replica is at transaction "
+            f"{replica_tick} and {pub.describe()}. "
+        )
         if cli:
-            return text + ("Run wlr replicate again or set a larger replica.timeout (in a --config FILE) to wait "
-                           "longer, or choose a published target (wlr log <dbfarm> <master> lists them)")
-        return text + ("Call replicate() again or give a larger timeout= (replica.timeout) to wait longer, or "
-                       "choose a published target (wlr.transactions() lists them)")
+            return text + (
+                "Run wlr replicate again or set a larger replica.timeout (in a --config FILE) to wait "
+                "longer, or choose a published target (wlr log <dbfarm> <master> lists them)"
+            )
+        return text + (
+            "Call replicate() again or give a larger timeout= (replica.timeout) to wait longer, or "
+            "choose a published target (wlr.transactions() lists them)"
+        )
 
     def close(self) -> None:
         """Take the progress bar away."""

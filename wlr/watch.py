@@ -3,6 +3,7 @@
 Replay waits here between looks in follow mode and while ``replicate(until=...)`` waits
 for its target; the watcher itself is :class:`wlcore.watch.FolderWatch`, shared with capture.
 """
+
 from __future__ import annotations
 
 import os

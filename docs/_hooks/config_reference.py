@@ -6,6 +6,7 @@ it, and the file's comment on it. The values come from PyYAML; the comments from
 The two readings must name the same keys, else the build fails, so the page never drifts from
 the defaults the package ships.
 """
+
 from __future__ import annotations
 
 import html
@@ -30,7 +31,7 @@ def _split_comment(text: str) -> tuple[str, str | None]:
         elif ch in "\"'":
             quote = ch
         elif ch == "#" and (i == 0 or text[i - 1].isspace()):
-            return text[:i].strip(), text[i + 1:].strip()
+            return text[:i].strip(), text[i + 1 :].strip()
     return text.strip(), None
 
 
@@ -68,8 +69,7 @@ def _scan(lines: list[str]) -> tuple[list[str], list[dict]]:
         stack.append((indent, match["key"].strip()))
         value, comment = _split_comment(match["rest"])
         continues = indent if comment is not None else None
-        entries.append({"path": ".".join(k for _, k in stack), "value": value,
-                        "comment": comment or "", "notes": []})
+        entries.append({"path": ".".join(k for _, k in stack), "value": value, "comment": comment or "", "notes": []})
     return header, entries
 
 
@@ -99,8 +99,10 @@ def reference(root: Path) -> str:
     header, entries = _scan(text.splitlines())
     scanned, parsed = {e["path"] for e in entries}, _keys(yaml.safe_load(text))
     if scanned != parsed:
-        raise PluginError(f"{DEFAULTS}: the comment reader and YAML disagree on the keys "
-                          f"(only YAML: {sorted(parsed - scanned)}; only here: {sorted(scanned - parsed)})")
+        raise PluginError(
+            f"{DEFAULTS}: the comment reader and YAML disagree on the keys "
+            f"(only YAML: {sorted(parsed - scanned)}; only here: {sorted(scanned - parsed)})"
+        )
     out = ["From the header of `wlcore/defaults/wlc.yaml`:", "", "> " + _text(" ".join(header)), ""]
     for entry in entries:
         path, depth = entry["path"], entry["path"].count(".")

@@ -3,6 +3,7 @@
 The packages' docstrings are Google style with a few reStructuredText roles; mkdocstrings renders
 the role's name as text before the code span. This drops the role's name from the API pages.
 """
+
 from __future__ import annotations
 
 import re

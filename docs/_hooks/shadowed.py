@@ -6,6 +6,7 @@ submodule replace it. This extension puts the function back, after binding the p
 imports from that submodule (``from .master import Master``) to their objects, so both
 ``wlc.master`` and ``wlc.Master`` render.
 """
+
 from __future__ import annotations
 
 import griffe
@@ -32,6 +33,6 @@ class ShadowedFunctions(griffe.Extension):
             prefix = f"{member.path}."
             for other, alias in list(pkg.members.items()):
                 if alias.is_alias and alias.target_path.startswith(prefix):
-                    target = member.get_member(alias.target_path[len(prefix):])
+                    target = member.get_member(alias.target_path[len(prefix) :])
                     pkg.members[other] = griffe.Alias(other, target, parent=pkg)
             pkg.members[name] = func

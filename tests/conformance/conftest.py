@@ -11,6 +11,7 @@ master's.
 
 ``WLC_CONFORMANCE=name,name`` runs only those scenarios (for working on one);
 ``WLC_CONFORMANCE_THREADS`` (default 3) scenarios are written at once."""
+
 from __future__ import annotations
 
 import os
@@ -72,7 +73,7 @@ class Run:
     def __init__(self, spark, farm: str):
         self.spark, self.farm = spark, farm
         self.masters: dict = {}
-        self.failed: dict[str, str] = {}         # scenario: why its statements failed
+        self.failed: dict[str, str] = {}  # scenario: why its statements failed
         self.replay_failed: dict[tuple[str, str, str], list[str]] = {}  # (scenario, mode, replay): causes
         self.warned: dict[str, list[str]] = {m: [] for m in MODES}  # ChangeFeedWarning texts by master
         self.seconds: dict[str, float] = {}
@@ -107,7 +108,7 @@ class Run:
         with ThreadPoolExecutor(THREADS, thread_name_prefix="conformance") as pool:
             list(pool.map(lambda s: self._guard(s, s.before), [s for s in scenarios if s.before is not None]))
             self._copy_to_late()
-            self.masters["late"].flush()      # what capture knew before it went away
+            self.masters["late"].flush()  # what capture knew before it went away
             self.masters["late"].close()
             list(pool.map(lambda s: self._guard(s, s.run), scenarios))
         self.seconds["write"] = time.monotonic() - t0
@@ -118,25 +119,34 @@ class Run:
         self.warned["live"] += feed_warnings(seen)
         with ThreadPoolExecutor(4, thread_name_prefix="conformance-replay") as pool:
             # live is replayed while late's capture catches up (it was away while the statements ran)
-            jobs = [pool.submit(self._replicate, "live", replay, collapse, scenarios)
-                    for replay, collapse in COLLAPSE.items()]
-            self._copy_to_late()              # everything written while late's capture was away
+            jobs = [
+                pool.submit(self._replicate, "live", replay, collapse, scenarios)
+                for replay, collapse in COLLAPSE.items()
+            ]
+            self._copy_to_late()  # everything written while late's capture was away
             start("late")
             with warnings.catch_warnings(record=True) as seen:
                 warnings.simplefilter("always")
                 self.masters["late"].flush()
             self.warned["late"] += feed_warnings(seen)
             self.seconds["late capture"] = time.monotonic() - t0
-            jobs += [pool.submit(self._replicate, "late", replay, collapse, scenarios)
-                     for replay, collapse in COLLAPSE.items()]
+            jobs += [
+                pool.submit(self._replicate, "late", replay, collapse, scenarios)
+                for replay, collapse in COLLAPSE.items()
+            ]
             for job in jobs:
                 job.result()
         self.seconds["replay"] = time.monotonic() - t0
         t0 = time.monotonic()
         with ThreadPoolExecutor(THREADS, thread_name_prefix="conformance-describe") as pool:
             # every table a test compares, described ahead (one thread leaves a core idle)
-            tables = {path: s for s in scenarios for mode in MODES for replay in COLLAPSE
-                      for path in self._tables(s, mode, replay)}
+            tables = {
+                path: s
+                for s in scenarios
+                for mode in MODES
+                for replay in COLLAPSE
+                for path in self._tables(s, mode, replay)
+            }
             list(pool.map(lambda job: self._describe(*job, ahead=True), tables.items()))
         self.seconds["describe"] = time.monotonic() - t0
 
@@ -163,7 +173,8 @@ class Run:
             tables = [f"{SCHEMA}.{s.name}" for s in scenarios if s.name not in left_out]
             try:
                 wlr.Replica(mode, replica=name, dbfarm=self.farm).replicate(
-                    follow=False, collapse=collapse, tables=tables if left_out else None)
+                    follow=False, collapse=collapse, tables=tables if left_out else None
+                )
                 for s in scenarios:
                     self.replica_of.setdefault((s.name, mode, replay), name)
                 return
@@ -194,8 +205,10 @@ class Run:
     def _tables(self, scenario, mode: str, replay: str) -> tuple[str, str]:
         """The folders of the master table and of the replica table compared with it."""
         replica = self.replica_of.get((scenario.name, mode, replay), self.replica(mode, replay))
-        return (os.path.join(self.farm, mode, SCHEMA, scenario.name),
-                os.path.join(self.farm, replica, SCHEMA, scenario.name))
+        return (
+            os.path.join(self.farm, mode, SCHEMA, scenario.name),
+            os.path.join(self.farm, replica, SCHEMA, scenario.name),
+        )
 
     def _describe(self, path: str, scenario, ahead: bool = False) -> None:
         """Describe the table in ``path`` once (a master table is compared with two replicas);

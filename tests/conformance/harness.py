@@ -7,6 +7,7 @@ statement is captured by the ``live`` master as soon as it commits (``ctx.sql`` 
 ``ctx.step()`` flush); the ``late`` master captures a copy of the same table long after
 (see ``conftest.py``).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tests.integration.helpers import local, table_definition
 from wlcore.canonical import canon
 from wlcore.names import quote_ident
-from tests.integration.helpers import local, table_definition
 
 MODES = ("live", "late")
 SCHEMA = "c"  # the schema of every scenario's table, in both masters
@@ -107,8 +108,10 @@ def content(spark, path: str) -> Counter:
 def detail(spark, path: str) -> dict:
     """What DESCRIBE DETAIL says of partitioning and clustering."""
     row = spark.sql(f"DESCRIBE DETAIL delta.`{local(path)}`").collect()[0]
-    return {"partitionColumns": list(row["partitionColumns"] or []),
-            "clusteringColumns": list(row["clusteringColumns"] or [])}
+    return {
+        "partitionColumns": list(row["partitionColumns"] or []),
+        "clusteringColumns": list(row["clusteringColumns"] or []),
+    }
 
 
 def rs_rows(path: str) -> list | None:
@@ -125,8 +128,12 @@ def rs_rows(path: str) -> list | None:
 def describe(spark, path: str, rs_reads: bool) -> dict:
     """What the comparison looks at in one table: content, definition, DESCRIBE DETAIL and
     (``rs_reads``) what delta-rs reads."""
-    return {"content": content(spark, path), "definition": table_definition(path, spark), "detail": detail(spark, path),
-            "rs": rs_rows(path) if rs_reads else False}
+    return {
+        "content": content(spark, path),
+        "definition": table_definition(path, spark),
+        "detail": detail(spark, path),
+        "rs": rs_rows(path) if rs_reads else False,
+    }
 
 
 def differences(master: dict, replica: dict) -> list[str]:
@@ -135,8 +142,10 @@ def differences(master: dict, replica: dict) -> list[str]:
     out = []
     want, got = master["content"], replica["content"]
     if want != got:
-        out.append(f"content: master has {sum(want.values())} rows, replica {sum(got.values())}; only on the master "
-                   f"{list((want - got).elements())[:3]}, only on the replica {list((got - want).elements())[:3]}")
+        out.append(
+            f"content: master has {sum(want.values())} rows, replica {sum(got.values())}; only on the master "
+            f"{list((want - got).elements())[:3]}, only on the replica {list((got - want).elements())[:3]}"
+        )
     d_want, d_got = master["definition"], replica["definition"]
     for key in d_want:
         if d_want[key] != d_got.get(key):

@@ -7,6 +7,7 @@ Each is carried by the table's image at the next version Delta can still read, a
 in ``wlc status``, ``wlc.log`` and a warning (the ``late`` master's checks are in
 ``test_conformance.py``). In the ``live`` master capture keeps up, so nothing is lost.
 """
+
 from __future__ import annotations
 
 import glob
@@ -66,10 +67,12 @@ def log_clean_up(ctx):
 def checkpoint_only(ctx):
     """A table whose early commits are gone before capture saw it: its state (schema,
     properties) is only in a v2 checkpoint; capture reads it through Delta Kernel."""
-    ctx.sql("CREATE TABLE {t} (k INT, v STRING COMMENT 'kept in the checkpoint') USING delta TBLPROPERTIES "
-            "('delta.logRetentionDuration' = 'interval 1 hours', 'delta.checkpointInterval' = '2', "
-            "'delta.deletedFileRetentionDuration' = 'interval 1 hours', 'delta.checkpointPolicy' = 'v2', "
-            "'team' = 'ops')")
+    ctx.sql(
+        "CREATE TABLE {t} (k INT, v STRING COMMENT 'kept in the checkpoint') USING delta TBLPROPERTIES "
+        "('delta.logRetentionDuration' = 'interval 1 hours', 'delta.checkpointInterval' = '2', "
+        "'delta.deletedFileRetentionDuration' = 'interval 1 hours', 'delta.checkpointPolicy' = 'v2', "
+        "'team' = 'ops')"
+    )
     ctx.sql("INSERT INTO {t} VALUES (1, 'a')")
     _age(ctx)
     ctx.sql("INSERT INTO {t} VALUES (2, 'b')")
@@ -88,8 +91,11 @@ def feed_switched_off(ctx):
 
 
 def retained(ctx):
-    made_and_captured(ctx, ", 'delta.logRetentionDuration' = 'interval 1 hours', 'delta.checkpointInterval' = '3', "
-                           "'delta.deletedFileRetentionDuration' = 'interval 1 hours'")
+    made_and_captured(
+        ctx,
+        ", 'delta.logRetentionDuration' = 'interval 1 hours', 'delta.checkpointInterval' = '3', "
+        "'delta.deletedFileRetentionDuration' = 'interval 1 hours'",
+    )
 
 
 SCENARIOS = [

@@ -1,4 +1,5 @@
 """Scenarios: every Spark SQL type Delta stores, at its extremes, and keys of every kind."""
+
 from __future__ import annotations
 
 from .harness import Scenario
@@ -35,7 +36,7 @@ def every_type_unkeyed(ctx):
     ctx.sql(f"INSERT INTO {{t}} VALUES {ROWS}")
     ctx.sql("INSERT INTO {t} SELECT * FROM {t} WHERE id IN (2, 3)")  # exact duplicates of rows with NaN, NULLs
     ctx.sql("UPDATE {t} SET s = concat(coalesce(s, ''), '!') WHERE id = 1")
-    ctx.sql("UPDATE {t} SET d = 0.0D WHERE id = 2")   # -0.0 becomes 0.0 in both copies
+    ctx.sql("UPDATE {t} SET d = 0.0D WHERE id = 2")  # -0.0 becomes 0.0 in both copies
     ctx.sql("DELETE FROM {t} WHERE id = 4")
     ctx.sql("MERGE INTO {t} AS t USING (SELECT 3 AS id) AS s ON t.id = s.id WHEN MATCHED THEN UPDATE SET bi = 7")
     ctx.sql("INSERT INTO {t} SELECT * FROM {t} WHERE id = 1")
@@ -54,22 +55,30 @@ def every_type_keyed(ctx):
 
 def keys_of_every_kind(ctx):
     """Keys that are structs, unicode strings or NULL; a key whose value is a map."""
-    ctx.sql("CREATE TABLE {t} (k STRUCT<a: INT, b: STRING>, u STRING, v INT, m MAP<STRING, INT>) USING delta "
-            "TBLPROPERTIES ('wlc.key' = 'k,u')")
-    ctx.sql("INSERT INTO {t} VALUES (named_struct('a', 1, 'b', 'x'), 'ключ', 1, map('a', 1)), "
-            "(named_struct('a', 1, 'b', 'y'), 'ключ', 2, null), (null, 'é', 3, map()), "
-            "(named_struct('a', null, 'b', null), null, 4, map('z', 0)), (null, null, 5, null)")
+    ctx.sql(
+        "CREATE TABLE {t} (k STRUCT<a: INT, b: STRING>, u STRING, v INT, m MAP<STRING, INT>) USING delta "
+        "TBLPROPERTIES ('wlc.key' = 'k,u')"
+    )
+    ctx.sql(
+        "INSERT INTO {t} VALUES (named_struct('a', 1, 'b', 'x'), 'ключ', 1, map('a', 1)), "
+        "(named_struct('a', 1, 'b', 'y'), 'ключ', 2, null), (null, 'é', 3, map()), "
+        "(named_struct('a', null, 'b', null), null, 4, map('z', 0)), (null, null, 5, null)"
+    )
     ctx.sql("UPDATE {t} SET v = v * 10, m = map('b', 2) WHERE u = 'ключ' OR k IS NULL")
     ctx.sql("DELETE FROM {t} WHERE v = 4")
-    ctx.sql("MERGE INTO {t} AS t USING (SELECT named_struct('a', 1, 'b', 'x') AS k, 'ключ' AS u, 99 AS v, "
-            "map('m', 9) AS m) AS s ON t.k <=> s.k AND t.u <=> s.u "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    ctx.sql(
+        "MERGE INTO {t} AS t USING (SELECT named_struct('a', 1, 'b', 'x') AS k, 'ключ' AS u, 99 AS v, "
+        "map('m', 9) AS m) AS s ON t.k <=> s.k AND t.u <=> s.u "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
 
 
 def names_under_column_mapping(ctx):
     """Column names with spaces, dots and unicode (Delta needs column mapping for them)."""
-    ctx.sql("CREATE TABLE {t} (`my col` INT, `a.b` STRING, `ünï 名` DOUBLE, `x,y;z{{}}()=` INT) USING delta "
-            "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    ctx.sql(
+        "CREATE TABLE {t} (`my col` INT, `a.b` STRING, `ünï 名` DOUBLE, `x,y;z{{}}()=` INT) USING delta "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    )
     ctx.sql("INSERT INTO {t} VALUES (1, 'a', 1.5, 0), (2, 'b', null, 1)")
     ctx.sql("UPDATE {t} SET `a.b` = 'z' WHERE `my col` = 1")
     ctx.sql("ALTER TABLE {t} RENAME COLUMN `a.b` TO `c d.e`")

@@ -1,5 +1,6 @@
 """Scenarios: every writer of a master table: Spark SQL by path and by name, the DataFrame
 writer, the ``DeltaTable`` Python API, and delta-rs (the ``deltalake`` package)."""
+
 from __future__ import annotations
 
 from .harness import Scenario
@@ -9,8 +10,10 @@ def sql_by_name(ctx):
     ctx.sql("CREATE TABLE {n} (k INT, v STRING) USING delta TBLPROPERTIES ('wlc.key' = 'k')")
     ctx.sql("INSERT INTO {n} VALUES (1, 'a'), (2, 'b')")
     ctx.sql("UPDATE {n} SET v = 'A' WHERE k = 1")
-    ctx.sql("MERGE INTO {n} AS t USING (SELECT 2 AS k, 'B' AS v UNION ALL SELECT 3, 'C') AS s ON t.k = s.k "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    ctx.sql(
+        "MERGE INTO {n} AS t USING (SELECT 2 AS k, 'B' AS v UNION ALL SELECT 3, 'C') AS s ON t.k = s.k "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
     ctx.sql("DELETE FROM {n} WHERE k = 1")
 
 
@@ -21,8 +24,9 @@ def dataframe_writer(ctx):
     ctx.step()
     df.write.format("delta").mode("append").save(ctx.path)
     ctx.step()
-    spark.createDataFrame([(9, "z", 9.0)], "k long, v string, x double").write.format("delta") \
-        .mode("overwrite").save(ctx.path)
+    spark.createDataFrame([(9, "z", 9.0)], "k long, v string, x double").write.format("delta").mode("overwrite").save(
+        ctx.path
+    )
     ctx.step()
     ctx.master.register_catalog()  # the table made by path gets its name
     spark.createDataFrame([(10, "z", 10.0)], "k long, v string, x double").writeTo(ctx.name).append()
@@ -34,11 +38,13 @@ def deltatable_api(ctx):
     from pyspark.sql import functions as F
 
     spark = ctx.spark
-    DeltaTable.create(spark).location(ctx.path).addColumn("k", "INT").addColumn("v", "STRING") \
-        .addColumn("n", "INT", comment="a counter").property("wlc.key", "k").execute()
+    DeltaTable.create(spark).location(ctx.path).addColumn("k", "INT").addColumn("v", "STRING").addColumn(
+        "n", "INT", comment="a counter"
+    ).property("wlc.key", "k").execute()
     ctx.step()
-    spark.createDataFrame([(1, "a", 0), (2, "b", 0)], "k int, v string, n int").write.format("delta") \
-        .mode("append").save(ctx.path)
+    spark.createDataFrame([(1, "a", 0), (2, "b", 0)], "k int, v string, n int").write.format("delta").mode(
+        "append"
+    ).save(ctx.path)
     ctx.step()
     table = DeltaTable.forPath(spark, ctx.path)
     table.update(F.col("k") == 1, {"v": F.lit("A")})
@@ -46,8 +52,9 @@ def deltatable_api(ctx):
     table.delete("k = 2")
     ctx.step()
     src = spark.createDataFrame([(1, "x", 5), (3, "c", 1)], "k int, v string, n int")
-    table.alias("t").merge(src.alias("s"), "t.k = s.k").whenMatchedUpdate(set={"n": "t.n + s.n"}) \
-        .whenNotMatchedInsertAll().execute()
+    table.alias("t").merge(src.alias("s"), "t.k = s.k").whenMatchedUpdate(
+        set={"n": "t.n + s.n"}
+    ).whenNotMatchedInsertAll().execute()
     ctx.step()
 
 
@@ -60,8 +67,7 @@ def delta_rs(ctx):
     def batch(ks, vs):
         return pa.table({"k": pa.array(ks, pa.int64()), "v": pa.array(vs, pa.string())})
 
-    deltalake.write_deltalake(ctx.path, batch([1, 2], ["a", "b"]),
-                              configuration={"delta.enableChangeDataFeed": "true"})
+    deltalake.write_deltalake(ctx.path, batch([1, 2], ["a", "b"]), configuration={"delta.enableChangeDataFeed": "true"})
     ctx.step()
     deltalake.write_deltalake(ctx.path, batch([3], ["c"]), mode="append")
     ctx.step()
@@ -69,8 +75,13 @@ def delta_rs(ctx):
     ctx.step()
     deltalake.DeltaTable(ctx.path).delete("k = 2")
     ctx.step()
-    (deltalake.DeltaTable(ctx.path).merge(batch([3, 4], ["C", "d"]), "t.k = s.k", source_alias="s", target_alias="t")
-     .when_matched_update_all().when_not_matched_insert_all().execute())
+    (
+        deltalake.DeltaTable(ctx.path)
+        .merge(batch([3, 4], ["C", "d"]), "t.k = s.k", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
     ctx.step()
     deltalake.write_deltalake(ctx.path, batch([7, 8, 8], ["x", "y", "y"]), mode="overwrite")
     ctx.step()

@@ -5,6 +5,7 @@ one whose capture was away while the statements ran (``late``), replayed with co
 as a multiset, definition (types, nullability, comments, generation, identity, defaults,
 partitioning, clustering, constraints, carried table features), DESCRIBE DETAIL, and what
 delta-rs reads."""
+
 from __future__ import annotations
 
 import json
@@ -43,4 +44,4 @@ def test_change_feed_limits_are_named_where_people_look(conformance, scenario):
     assert f"CHANGE FEED {table}: " in open(os.path.join(farm, "late", "wlc.log")).read()
     assert any(table in w for w in conformance.warned["late"])
     live_cfg = open(os.path.join(farm, "live", "wlc.config")).read()
-    assert (f"{SCHEMA}.{scenario.name}\"" in live_cfg) == (scenario.name == "limit_feed_off")
+    assert (f'{SCHEMA}.{scenario.name}"' in live_cfg) == (scenario.name == "limit_feed_off")

@@ -8,6 +8,7 @@ temporary dbfarm through the public API (``wlc``, ``wlr``); the files are copied
 (default: this folder). Commit ids, times and checksums differ on every run: the test reads
 the files and checks what does not depend on them.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """Helpers for fault tests: subprocesses (killed or crashing at named points), file trees,
 published transactions and the replay tags in a replica table's Delta log."""
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,20 @@ def env_with(**extra: str) -> dict:
 
 def run_python(code: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a new Python process (its own Spark if it needs one)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env_with(**env_extra),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env_with(**env_extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_module(*args: str, timeout: float = 300, **env_extra: str) -> subprocess.CompletedProcess:
     """``python -m <args>`` in a new process."""
-    return subprocess.run([sys.executable, "-m", *args], env=env_with(**env_extra),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", *args], env=env_with(**env_extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def killed_by_sigkill(proc: subprocess.CompletedProcess) -> bool:

@@ -1,5 +1,6 @@
 """Capture never loses a transaction: a refused second capturer, a failed publish, table
 names that are not plain identifiers, and capture killed at named crash points."""
+
 import os
 import shutil
 import time
@@ -109,7 +110,8 @@ def test_every_table_name_delta_accepts_is_replicated(spark, dbfarm):
 
 def _capture_until_crash(dbfarm: str, point: str) -> None:
     """A capturing process that writes three commits and flushes, killed at ``point``."""
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
         import wlc
         spark = wlc.spark_session()
         m = wlc.master("m", dbfarm={dbfarm!r})
@@ -119,7 +121,9 @@ def _capture_until_crash(dbfarm: str, point: str) -> None:
         spark.sql(f"INSERT INTO delta.`{{p}}` VALUES (11)")
         wlc.flush()
         print("NOT KILLED")
-    """, WLC_CRASH_AT=point)
+    """,
+        WLC_CRASH_AT=point,
+    )
     assert killed_by_sigkill(proc), (proc.returncode, proc.stdout[-500:], proc.stderr[-3000:])
 
 

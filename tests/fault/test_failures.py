@@ -1,4 +1,5 @@
 """Failure, accept, foreign writes, stop, restart of capture, a second Spark application."""
+
 import glob
 import os
 import subprocess
@@ -11,8 +12,8 @@ import wlr
 from wlcore.errors import ConfigError, MasterStateError
 
 from ..integration.helpers import master_rows, rows, sql
-from .helpers import run_python as _run_python
 from ..waiting import wait_until
+from .helpers import run_python as _run_python
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,10 +25,10 @@ def run_python(code: str, env_extra: dict) -> subprocess.CompletedProcess:
 
 def test_failure_is_kept_until_accept(spark, master, dbfarm):
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")       # 0
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                  # 1
-    bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")            # 2: its rows get damaged
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (3)")                  # 3
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")  # 1
+    bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")  # 2: its rows get damaged
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (3)")  # 3
     part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", "wlc_version=2", "*.parquet"))[0]
     with open(part, "r+b") as fh:
         fh.truncate(10)
@@ -40,13 +41,16 @@ def test_failure_is_kept_until_accept(spark, master, dbfarm):
     assert "FAILED" in open(os.path.join(dbfarm, "r", "wlr.log")).read()
 
     # a new process sees the same failure (no Spark needed to report it)
-    proc = run_python("""
+    proc = run_python(
+        """
         import wlr
         try:
             wlr.replicate("m", replica="r", follow=False)
         except wlr.ReplicationError as e:
             print("TXN", e.txn, e.batch, e.table)
-    """, {"WLC_DBFARM": dbfarm})
+    """,
+        {"WLC_DBFARM": dbfarm},
+    )
     assert f"TXN {bad}" in proc.stdout, proc.stderr[-2000:]
 
     assert wlr.accept() == bad
@@ -99,12 +103,15 @@ def test_capture_resumes_after_restart_and_sees_other_applications(spark, master
     master.close()  # the capturing process goes away
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (2, 'b')")  # committed while nobody captures
     # a second Spark application (another process, another JVM) writes the master table
-    proc = run_python(f"""
+    proc = run_python(
+        f"""
         import wlc
         spark = wlc.spark_session(app_name="other-writer")
         spark.sql("UPDATE delta.`{p}` SET s = 'z' WHERE i = 1")
         spark.stop()
-    """, {})
+    """,
+        {},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with pytest.warns(UserWarning, match="already in master mode"):
         m2 = wlc.master("m", dbfarm=dbfarm)
@@ -116,8 +123,8 @@ def test_capture_resumes_after_restart_and_sees_other_applications(spark, master
 
 def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
     """A scan in the middle of an rmtree sees the log shrink; that is not a re-created table."""
-    from wlcore import batch
     from wlc.master import Master
+    from wlcore import batch
 
     path = os.path.join(dbfarm, "d", "s", "t")
     spark.range(3).write.format("delta").save(path)
@@ -131,6 +138,7 @@ def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
             os.remove(f)  # the state rmtree passes through
     assert m.flush() == 1  # nothing new
     import shutil
+
     shutil.rmtree(path)
     assert m.flush() == 2
     txns = [t for _n, p in batch.list_batches(m.storage, m.logs, "d") for t in batch.read_manifest(m.storage, p).txns]
@@ -151,6 +159,7 @@ def test_table_dropped_and_made_again_between_scans(spark, dbfarm):
     spark.sql(f"INSERT INTO delta.`{a}` VALUES (1, 'old')")
     m.flush()
     import shutil
+
     # no scan in between: fewer versions (a), more versions and another schema (b)
     shutil.rmtree(a.replace("file://", ""))
     spark.sql(f"CREATE TABLE delta.`{a}` (id INT, v STRING) USING delta")
@@ -174,11 +183,21 @@ def test_standalone_capturer_process(spark, dbfarm):
     from wlcore.settings import parse_kv
 
     env = dict(os.environ, PYTHONPATH=ROOT)
-    made = subprocess.run([sys.executable, "-m", "wlc", "master", dbfarm, "ext", "--beat", "0"], env=env,
-                          capture_output=True, text=True, timeout=120)  # master mode is its own step
+    made = subprocess.run(
+        [sys.executable, "-m", "wlc", "master", dbfarm, "ext", "--beat", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # master mode is its own step
     assert made.returncode == 0 and "ext is a master now" in made.stdout, made.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "wlc", "capture", dbfarm, "ext"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wlc", "capture", dbfarm, "ext"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         cfg_path = os.path.join(dbfarm, "ext", "wlc.config")
 
@@ -187,12 +206,17 @@ def test_standalone_capturer_process(spark, dbfarm):
                 return True
             assert proc.poll() is None, proc.stdout.read()[-3000:]
             return False
+
         wait_until(beating, 180, "the capture process's first heartbeat", interval=0.2)
         path = os.path.join(dbfarm, "ext", "s", "t")
         spark.sql(f"CREATE TABLE delta.`{path}` (i INT) USING delta")
         spark.sql(f"INSERT INTO delta.`{path}` VALUES (1), (2)")
-        wait_until(lambda: parse_kv(open(cfg_path).read()).get("tick", "-1") == "1", 180,
-                   "the capture process to publish both transactions", interval=0.2)
+        wait_until(
+            lambda: parse_kv(open(cfg_path).read()).get("tick", "-1") == "1",
+            180,
+            "the capture process to publish both transactions",
+            interval=0.2,
+        )
         tick = parse_kv(open(cfg_path).read()).get("tick", "-1")
         assert tick == "1", "capture process did not publish both transactions"
     finally:
@@ -200,8 +224,9 @@ def test_standalone_capturer_process(spark, dbfarm):
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out[-3000:]
     assert "each transaction is published as its own batch at once" in out  # the start-up line says when
-    status = subprocess.run([sys.executable, "-m", "wlc", "status", dbfarm, "ext"], env=env, capture_output=True,
-                            text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "wlc", "status", dbfarm, "ext"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert status.returncode == 0 and "capture     stopped at 20" in status.stdout, status.stdout  # a clean stop
     rep = wlr.Replica("ext", replica="ext_r", dbfarm=dbfarm).replicate(follow=False)
     assert rows(rep.table("s.t")) == [(1,), (2,)]
@@ -211,6 +236,7 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
     """Capture cannot copy rows that are gone: it publishes the transaction saying so (it
     does not retry forever) and replay stops there with that cause until it is accepted."""
     import shutil
+
     from wlc.master import Master
 
     m = Master("d", dbfarm=dbfarm, capture=False).start()
@@ -230,10 +256,11 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
             return True
         m._step(take_all=False)
         return False
+
     wait_until(staged, 30, "capture to stage the two commits", interval=0)
     assert int(m.config["tick"]) == lost - 1  # nothing published yet, no rows copied yet
-    shutil.rmtree(a.replace("file://", ""))   # the table dropped before its rows were copied
-    assert m.flush() == lost + 2              # published: the insert (rows lost), u's insert, the drop
+    shutil.rmtree(a.replace("file://", ""))  # the table dropped before its rows were copied
+    assert m.flush() == lost + 2  # published: the insert (rows lost), u's insert, the drop
     with pytest.raises(wlr.ReplicationError) as err:
         rep.replicate(follow=False)
     assert (err.value.txn, err.value.table) == (lost, "s.a")

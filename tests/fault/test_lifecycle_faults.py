@@ -1,5 +1,6 @@
 """The log's life cycle killed half-way: a snapshot or a compacted batch killed before its
 rename leaves only a staging folder, which the next run removes; nothing half is ever read."""
+
 import os
 
 import pytest

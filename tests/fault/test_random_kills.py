@@ -4,6 +4,7 @@ Run by ``make faults`` (part of ``make test``); bounds from the environment:
 ``WLC_FAULT_ROUNDS`` (kills per loop, default 4), ``WLC_FAULT_SECONDS`` (time per loop,
 default 240) and ``WLC_FAULT_SEED`` (the seed; printed, so a failing run can be repeated).
 """
+
 import os
 import random
 import signal
@@ -15,29 +16,36 @@ import time
 import pytest
 
 import wlr
-from wlcore.deltalog import list_versions, metadata_at, read_commit
 from wlc.master import Master
+from wlcore.deltalog import list_versions, metadata_at, read_commit
 from wlcore.names import split_name
 from wlcore.storage import Storage
 
 from ..integration.helpers import master_rows, rows
 from .helpers import assert_applied_once, env_with, published
 
-pytestmark = [pytest.mark.spark, pytest.mark.random_kills,
-              pytest.mark.timeout(2 * float(os.environ.get("WLC_FAULT_SECONDS", "240")) + 900)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.random_kills,
+    pytest.mark.timeout(2 * float(os.environ.get("WLC_FAULT_SECONDS", "240")) + 900),
+]
 
 
 def _bounds() -> tuple[int, float, random.Random]:
     seed = int(os.environ.get("WLC_FAULT_SEED") or time.time_ns() % 1_000_000)
     print(f"WLC_FAULT_SEED={seed}")
-    return (int(os.environ.get("WLC_FAULT_ROUNDS", "4")), float(os.environ.get("WLC_FAULT_SECONDS", "240")),
-            random.Random(seed))
+    return (
+        int(os.environ.get("WLC_FAULT_ROUNDS", "4")),
+        float(os.environ.get("WLC_FAULT_SECONDS", "240")),
+        random.Random(seed),
+    )
 
 
 def _kill_after(args: list[str], seconds: float, deadline: float) -> int | None:
     """Start ``python -m <args>``; SIGKILL it after ``seconds`` unless it ended. Returns its exit code."""
-    proc = subprocess.Popen([sys.executable, "-m", *args], env=env_with(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args], env=env_with(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         return proc.wait(timeout=max(0.1, min(seconds, deadline - time.monotonic())))
     except subprocess.TimeoutExpired:
@@ -68,9 +76,11 @@ def test_capture_killed_at_random_moments_loses_and_repeats_nothing(spark, dbfar
             table = k if i % 2 else u
             # keys stay unique in the keyed table; the plain one gets duplicate rows
             second = i + 100_000 if table == k else i
-            stmt = [f"INSERT INTO delta.`{table}` VALUES ({i}, {i}), ({second}, {-i})",
-                    f"UPDATE delta.`{table}` SET v = v + 1 WHERE id % 3 = {i % 3}",
-                    f"DELETE FROM delta.`{table}` WHERE id % 7 = {i % 7} AND v < 0"][i % 3]
+            stmt = [
+                f"INSERT INTO delta.`{table}` VALUES ({i}, {i}), ({second}, {-i})",
+                f"UPDATE delta.`{table}` SET v = v + 1 WHERE id % 3 = {i % 3}",
+                f"DELETE FROM delta.`{table}` WHERE id % 7 = {i % 7} AND v < 0",
+            ][i % 3]
             spark.sql(stmt)
             writes.append(stmt)
 
@@ -118,23 +128,34 @@ def test_replay_killed_at_random_moments_converges_exactly_once(spark, master, d
         f"INSERT INTO delta.`{c}` VALUES (1, 10)",
     ]
     for i in range(1, 7):
-        stmts += [f"INSERT INTO delta.`{k}` VALUES ({i}, 'a{i}'), ({i + 100}, 'b{i}')",
-                  f"INSERT INTO delta.`{u}` VALUES ({i}, 'x'), ({i}, 'x')",
-                  f"UPDATE delta.`{k}` SET v = 'u{i}' WHERE id = {i}"]
-    stmts += [f"DELETE FROM delta.`{u}` WHERE id = 2", f"ALTER TABLE delta.`{k}` ADD COLUMNS (note STRING)",
-              f"UPDATE delta.`{k}` SET note = 'n' WHERE id > 100"]
+        stmts += [
+            f"INSERT INTO delta.`{k}` VALUES ({i}, 'a{i}'), ({i + 100}, 'b{i}')",
+            f"INSERT INTO delta.`{u}` VALUES ({i}, 'x'), ({i}, 'x')",
+            f"UPDATE delta.`{k}` SET v = 'u{i}' WHERE id = {i}",
+        ]
+    stmts += [
+        f"DELETE FROM delta.`{u}` WHERE id = 2",
+        f"ALTER TABLE delta.`{k}` ADD COLUMNS (note STRING)",
+        f"UPDATE delta.`{k}` SET note = 'n' WHERE id > 100",
+    ]
     for stmt in stmts:
         spark.sql(stmt)
-    (spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
-     .write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(c))
+    (
+        spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(c)
+    )
     spark.sql(f"INSERT INTO delta.`{c}` VALUES (4, 'forty')")
     last = master.flush()
     deadline = time.monotonic() + budget
     kills = done = 0
     while kills < rounds and time.monotonic() < deadline:
         # the first kill lands well before replay can finish (a JVM start and ~30 Delta commits)
-        code = _kill_after(["wlr", "replicate", dbfarm, "m", "r"], rnd.uniform(3, 12) if kills == 0 else
-                           rnd.uniform(3, 40), deadline)
+        code = _kill_after(
+            ["wlr", "replicate", dbfarm, "m", "r"], rnd.uniform(3, 12) if kills == 0 else rnd.uniform(3, 40), deadline
+        )
         if code is not None:
             done += 1
             assert code == 0, f"replay exited {code} after {kills} kills"
@@ -152,5 +173,7 @@ def test_replay_killed_at_random_moments_converges_exactly_once(spark, master, d
         assert_applied_once(rpath, dbid, [t.txn for t in txns if t.table == name])
         mpath = path.replace("file://", "")
         rstore = Storage.of(rpath)
-        assert metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1]).constraints == \
-            metadata_at(rstore, mpath, list_versions(rstore, mpath)[-1]).constraints
+        assert (
+            metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1]).constraints
+            == metadata_at(rstore, mpath, list_versions(rstore, mpath)[-1]).constraints
+        )

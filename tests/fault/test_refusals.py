@@ -1,6 +1,7 @@
 """A refused call changes nothing: the file tree is the same before and after, the running
 master keeps capturing, the running follower keeps following, and the error is the
 project's own, with a message that says what to do."""
+
 import os
 
 import pytest
@@ -9,8 +10,8 @@ import wlc
 import wlr
 
 from ..integration.helpers import rows, sql
-from .helpers import run_module, tree
 from ..waiting import wait_until
+from .helpers import run_module, tree
 
 pytestmark = pytest.mark.spark
 

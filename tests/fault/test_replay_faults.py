@@ -1,5 +1,6 @@
 """Replay applies each transaction exactly once, retries a fixed cause, and names batch-level
 failures by their batch (which accept() then refuses)."""
+
 import os
 import shutil
 
@@ -24,9 +25,9 @@ def _replicate_until_crash(dbfarm: str, point: str, *extra: str) -> None:
 def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
     """Replay killed between a CREATE's final commit and saving wlr.config."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")                         # 0
-    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (i > 0)")             # 1
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1), (2)")                              # 2
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # 0
+    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (i > 0)")  # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1), (2)")  # 2
     _replicate_until_crash(dbfarm, "replay.applied")  # dies right after txn 0's final commit
     cfg = open(os.path.join(dbfarm, "r", "wlr.config")).read()
     assert "tick=-1" in cfg  # wlr.config does not know that txn 0 was applied
@@ -38,12 +39,17 @@ def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
 def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, dbfarm):
     """The final commit of a reshaping image is its last; a crash before it loses nothing."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta")                 # 0
-    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (id > 0)")            # 1
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1, 10), (2, 20)")                      # 2
-    (spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
-     .write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(p))
-    last = wlc.flush()                                                                   # 3: v INT -> STRING
+    sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta")  # 0
+    sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (id > 0)")  # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1, 10), (2, 20)")  # 2
+    (
+        spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(p)
+    )
+    last = wlc.flush()  # 3: v INT -> STRING
     assert last == 3
     mpath = os.path.join(dbfarm, "m", "s", "t")
     master_meta = metadata_at(Storage.of(mpath), mpath, list_versions(Storage.of(mpath), mpath)[-1])
@@ -69,9 +75,9 @@ def _part_file(logs: str, txn_version: int) -> str:
 def test_a_fixed_cause_is_retried_and_the_recovery_logged(spark, master, dbfarm):
     """A damaged batch restored from a copy is applied by the next replicate()."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # 0
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # 1
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # 2
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")  # 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")  # 2
     part = _part_file(master.logs, 2)
     shutil.copy(part, part + ".bak")
     with open(part, "r+b") as fh:
@@ -96,9 +102,9 @@ def _batch(logs: str, n: int) -> str:
 def test_batch_level_failures_name_the_batch_and_accept_refuses_them(spark, master, dbfarm):
     """Damaged or misplaced batches are reported as such; accept() (MonetDB's wlr.accept) skips nothing."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # txn 0, batch 0
     for i in range(1, 6):
-        sql(spark, f"INSERT INTO delta.`{p}` VALUES ({i})")           # txn i, batch i
+        sql(spark, f"INSERT INTO delta.`{p}` VALUES ({i})")  # txn i, batch i
     logs = master.logs
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, until=0)
     aside = os.path.join(dbfarm, "aside")
@@ -153,9 +159,9 @@ def test_transactions_missing_between_batches_are_a_batch_failure(spark, master,
     from wlcore import batch as batchfmt
 
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # txn 1, batch 1
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # txn 2, batch 2
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # txn 0, batch 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")  # txn 1, batch 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")  # txn 2, batch 2
     storage = Storage.of(master.logs)
     b1 = batchfmt.read_manifest(storage, _batch(master.logs, 1))
     b2 = batchfmt.read_manifest(storage, _batch(master.logs, 2))
@@ -171,9 +177,9 @@ def test_transactions_missing_between_batches_are_a_batch_failure(spark, master,
 def test_a_create_killed_in_its_first_commit_is_made_again(spark, master, dbfarm):
     """A CREATE cut off before its first commit leaves an empty _delta_log: that is no table yet."""
     a, t = master.table_path("s.a"), master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{a}` (i INT) USING delta")     # 0
-    sql(spark, f"CREATE TABLE delta.`{t}` (i INT) USING delta")     # 1
-    sql(spark, f"INSERT INTO delta.`{t}` VALUES (5)")                # 2
+    sql(spark, f"CREATE TABLE delta.`{a}` (i INT) USING delta")  # 0
+    sql(spark, f"CREATE TABLE delta.`{t}` (i INT) USING delta")  # 1
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (5)")  # 2
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, until=0)
     os.makedirs(os.path.join(rep.path, "s", "t", "_delta_log"))  # what the killed CREATE left
     rep.replicate(follow=False)
@@ -191,8 +197,10 @@ def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, maste
         spark.sql(f"UPDATE delta.`{paths['s.k']}` SET v = v + 1 WHERE id = 0")
         spark.sql(f"INSERT INTO delta.`{paths['s.u']}` VALUES ({i}), ({i})")
         spark.sql(f"DELETE FROM delta.`{paths['s.u']}` WHERE a = {i - 1}")
-        spark.sql(f"MERGE INTO delta.`{paths['s.w']}` t USING (SELECT {i % 2} AS id, {i} AS v) s ON t.id = s.id "
-                  "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
+        spark.sql(
+            f"MERGE INTO delta.`{paths['s.w']}` t USING (SELECT {i % 2} AS id, {i} AS v) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
+        )
         if i % 2:
             wlc.flush()
     last = wlc.flush()
@@ -209,6 +217,7 @@ def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, maste
     assert rep.tick() == last
     published_by_table = {}
     from .helpers import assert_applied_once, published
+
     for rec in published(master.logs, "m"):
         published_by_table.setdefault(rec.table, []).append(rec.txn)
     for name, path in paths.items():
@@ -221,9 +230,9 @@ def test_damaged_logs_met_by_a_new_replica_name_the_batch(spark, master, dbfarm)
     there is the same ReplicationError (naming the batch) an existing replica raises, and
     its advice is to repair the logs, never accept() (which refuses batch failures)."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")      # txn 0, batch 0
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")                 # txn 1, batch 1
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")                 # txn 2, batch 2
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # txn 0, batch 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")  # txn 1, batch 1
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")  # txn 2, batch 2
     manifest = os.path.join(_batch(master.logs, 1), "manifest.json")
     with open(manifest, "r+b") as fh:
         fh.truncate(50)

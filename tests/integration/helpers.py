@@ -1,4 +1,5 @@
 """Small helpers for integration tests (real Spark, real Delta, temporary dbfarm)."""
+
 from __future__ import annotations
 
 
@@ -24,7 +25,7 @@ def sql(spark, text: str) -> int:
 
 def local(path: str) -> str:
     """``path`` without a ``file:`` scheme (a replica's ``path_of`` is a URI)."""
-    return path[len("file:"):] if path.startswith("file:") else path
+    return path[len("file:") :] if path.startswith("file:") else path
 
 
 def table_definition(path: str, spark=None) -> dict:

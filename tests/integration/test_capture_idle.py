@@ -1,4 +1,5 @@
 """An idle master costs (almost) nothing: capture does not wake itself with its own writes."""
+
 import os
 import threading
 import time

@@ -1,4 +1,5 @@
 """Master tables by name: the master's schemas and tables in the Spark session catalog."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,8 @@ import wlr
 from wlcore import batch
 from wlcore.deltalog import list_versions
 
-from .helpers import rows
 from ..waiting import wait_until
+from .helpers import rows
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,5 @@
 """`wlr replicate --follow` as a service: a line per applied segment, a clean stop on SIGTERM."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,8 @@ import pytest
 
 import wlr
 
-from .helpers import rows, sql
 from ..waiting import wait_until
+from .helpers import rows, sql
 
 pytestmark = pytest.mark.spark
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,6 +27,7 @@ def _lines(proc) -> tuple["queue.Queue[str]", threading.Thread]:
     def pump():
         for line in proc.stdout:
             out.put(line)
+
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     return out, reader
@@ -39,6 +41,7 @@ def _wait_for(lines: "queue.Queue[str]", text: str, seen: list[str], seconds: fl
             return False
         seen.append(line)
         return text in line
+
     wait_until(arrived, seconds, lambda: f"a line with {text!r}; output:\n{''.join(seen)[-3000:]}", interval=0)
 
 
@@ -47,8 +50,13 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
     sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--follow"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--follow"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     seen: list[str] = []
     lines, reader = _lines(proc)
     try:

@@ -1,5 +1,6 @@
 """Replay by segments: grouped replay equals serial replay at every target, lands a table's
 run of transactions as one commit, and readers see a consistent view while tables land."""
+
 import glob
 import json
 import os
@@ -67,9 +68,11 @@ def random_mix(spark, k, u, n, seed=7):
             "upd": f"UPDATE delta.`{k}` SET v = v + 1 WHERE id = {key} OR id IS NULL",
             "del": f"DELETE FROM delta.`{k}` WHERE id = {key}",
             "keymove": f"UPDATE delta.`{k}` SET id = id + 1000 WHERE id = {key}",
-            "merge": (f"MERGE INTO delta.`{k}` t USING (SELECT {key} AS id, {i} AS v, 'm{i}' AS note) s "
-                      "ON t.id <=> s.id WHEN MATCHED THEN UPDATE SET v = s.v "
-                      "WHEN NOT MATCHED THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"),
+            "merge": (
+                f"MERGE INTO delta.`{k}` t USING (SELECT {key} AS id, {i} AS v, 'm{i}' AS note) s "
+                "ON t.id <=> s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+                "WHEN NOT MATCHED THEN INSERT (id, v, note) VALUES (s.id, s.v, s.note)"
+            ),
             "u_ins": f"INSERT INTO delta.`{u}` VALUES ({key}, 'x'), ({key}, 'x')",
             "u_del": f"DELETE FROM delta.`{u}` WHERE a = {key} AND b = 'x'",
             "u_upd": f"UPDATE delta.`{u}` SET b = 'y{i}' WHERE a = {key}",
@@ -86,8 +89,7 @@ def keyed_and_unkeyed(spark, master) -> tuple[str, str]:
     """Master tables ``s.k`` (keyed by ``id``, a NULL key among its rows) and ``s.u`` (unkeyed,
     duplicate rows); returns their paths."""
     k, u = master.table_path("s.k"), master.table_path("s.u")
-    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING) USING delta "
-               "TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
     sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a'), (2, 0, 'b'), (3, 0, 'c'), (NULL, 0, 'null key')")
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'x')")
@@ -134,17 +136,17 @@ def test_unkeyed_run_with_added_columns_lands_as_one_commit(spark, master, dbfar
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'y'), (3, 'z')")
     rep = wlr.replicate("m", replica="g", dbfarm=dbfarm, follow=False)
     first = rep.tick() + 1
-    sql(spark, f"DELETE FROM delta.`{u}` WHERE a = 3")               # images from before the ALTER
+    sql(spark, f"DELETE FROM delta.`{u}` WHERE a = 3")  # images from before the ALTER
     sql(spark, f"ALTER TABLE delta.`{u}` ADD COLUMNS (c INT, d STRING)")
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (4, 'w', 7, 'new'), (1, 'x', NULL, NULL)")
-    sql(spark, f"UPDATE delta.`{u}` SET c = 5 WHERE a = 2")            # a row from before, given a value
+    sql(spark, f"UPDATE delta.`{u}` SET c = 5 WHERE a = 2")  # a row from before, given a value
     sql(spark, f"DELETE FROM delta.`{u}` WHERE a = 1 AND c IS NULL AND b = 'x' AND d IS NULL")
     last = wlc.flush()
     rep.replicate(follow=False)
     serial = wlr.replicate("m", replica="s", dbfarm=dbfarm, collapse=False)
     assert rows(rep.table("s.u")) == rows(serial.table("s.u")) == master_rows(spark, u)
     assert rep.table("s.u").columns == ["a", "b", "c", "d"]
-    assert replay_tags(rep, "s.u")[-1] == f"{first}-{last}"   # one commit, the ALTER inside it
+    assert replay_tags(rep, "s.u")[-1] == f"{first}-{last}"  # one commit, the ALTER inside it
 
 
 def test_reads_stay_consistent_while_tables_land(spark, master, dbfarm):
@@ -214,9 +216,9 @@ def test_divergence_is_detected_in_a_segment(spark, master, dbfarm):
     finally:
         spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
     spark.sql(f"INSERT INTO delta.`{k}` VALUES (4, 0)")
-    upd = sql(spark, f"UPDATE delta.`{k}` SET v = 1 WHERE id = 2")      # key 2 must be on the replica
+    upd = sql(spark, f"UPDATE delta.`{k}` SET v = 1 WHERE id = 2")  # key 2 must be on the replica
     spark.sql(f"INSERT INTO delta.`{u}` VALUES (5)")
-    dele = sql(spark, f"DELETE FROM delta.`{u}` WHERE a = 2")          # two rows (2) must be there
+    dele = sql(spark, f"DELETE FROM delta.`{u}` WHERE a = 2")  # two rows (2) must be there
     with pytest.raises(wlr.ReplicationError) as err:
         rep.replicate(follow=False)
     assert (err.value.txn, err.value.table) == (upd, "s.k") and "not on the replica" in err.value.cause

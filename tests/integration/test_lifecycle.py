@@ -1,6 +1,7 @@
 """The log's life cycle on real Delta tables: snapshots taken while capturing, compacted
 levels, retention. A replica from a newer snapshot, or through compacted batches, equals
 one replayed from the first snapshot through level 0, at every target."""
+
 import os
 from datetime import timedelta
 
@@ -8,14 +9,14 @@ import pytest
 
 import wlc
 import wlr
+from wlc.lifecycle import Lifecycle
 from wlcore import batch as batchfmt
 from wlcore.settings import Every
-from wlc.lifecycle import Lifecycle
 from wlr.errors import ReplicaStateError, TargetError
 
+from ..waiting import wait_until
 from .helpers import master_rows, rows, sql
 from .test_grouped import keyed_and_unkeyed, random_mix
-from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -133,11 +134,15 @@ def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbf
         wlr.replicate("m", until=first.txn, replica="old", dbfarm=dbfarm)
     assert not os.path.exists(os.path.join(dbfarm, "old"))
     # a target inside a compacted batch whose level-0 batches were pruned: not reachable exactly
-    inside = [(f, last) for lv, f, last, _p in batchfmt.list_compacted(master.storage, master.logs, "m")
-              if lv == 1 and f > second_batch and not os.path.exists(os.path.join(master.logs, batchfmt.batch_name("m", f)))]
+    inside = [
+        (f, last)
+        for lv, f, last, _p in batchfmt.list_compacted(master.storage, master.logs, "m")
+        if lv == 1 and f > second_batch and not os.path.exists(os.path.join(master.logs, batchfmt.batch_name("m", f)))
+    ]
     assert inside, os.listdir(master.logs)
-    first_txn = batchfmt.read_manifest(master.storage, os.path.join(
-        master.logs, batchfmt.compacted_name("m", 1, *inside[0]))).first_txn
+    first_txn = batchfmt.read_manifest(
+        master.storage, os.path.join(master.logs, batchfmt.compacted_name("m", 1, *inside[0]))
+    ).first_txn
     with pytest.raises(TargetError, match="not reachable exactly"):
         wlr.replicate("m", until=first_txn, replica="inside", dbfarm=dbfarm)
     assert not os.path.exists(os.path.join(dbfarm, "inside"))
@@ -152,8 +157,9 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
     from wlc import cli
 
     base = yaml.safe_load(open(os.environ["WLC_CONFIG"]))
-    base.setdefault("master", {}).update({"snapshot_interval": "4 transactions",
-                                          "compact": {"auto": True, "level1": "2 batches", "level2": "2 batches"}})
+    base.setdefault("master", {}).update(
+        {"snapshot_interval": "4 transactions", "compact": {"auto": True, "level1": "2 batches", "level2": "2 batches"}}
+    )
     cfg = tmp_path / "auto.yaml"
     cfg.write_text(yaml.safe_dump(base))
     monkeypatch.setenv("WLC_CONFIG", str(cfg))
@@ -162,6 +168,7 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
     try:
         k = m.table_path("s.k")
         sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+
         def write(i):
             sql(spark, f"INSERT INTO delta.`{k}` VALUES ({i}, {i})" if i % 3 else f"UPDATE delta.`{k}` SET v = v + 1")
 
@@ -187,6 +194,7 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
                 write(i)
                 since = time.monotonic()
             return False
+
         wait_until(made, 120, "a level-2 batch and three snapshots, noted in wlc.log", interval=0.2)
         assert any("_L2_" in n for n in os.listdir(m.logs)), os.listdir(m.logs)
         taken = [s.txn for s in wlc.snapshots()]

@@ -1,4 +1,5 @@
 """MonetDB's own wlc/wlr tests (wlc01..wlr35): transactions 0..9, replicas at 3, 4, 6 and 9."""
+
 import os
 
 import pytest
@@ -9,16 +10,16 @@ import wlr
 pytestmark = pytest.mark.spark
 
 STATEMENTS = [
-    "CREATE TABLE sys.tmp0 (i INT) USING delta",               # 0
-    "INSERT INTO sys.tmp0 VALUES (1)",                         # 1
-    "DROP TABLE sys.tmp0",                                     # 2
-    "CREATE TABLE sys.tmp (i INT, s STRING) USING delta",      # 3
-    "INSERT INTO sys.tmp VALUES (1, 'hello'), (2, 'world')",   # 4
-    "INSERT INTO sys.tmp VALUES (3, 'blah'), (4, 'bloh')",     # 5
-    "INSERT INTO sys.tmp VALUES (5, 'red'), (6, 'fox')",       # 6
-    "UPDATE sys.tmp SET i = 3 WHERE i = 1",                    # 7
-    "UPDATE sys.tmp SET s = 'blah'",                           # 8
-    "DELETE FROM sys.tmp WHERE i < 4",                         # 9
+    "CREATE TABLE sys.tmp0 (i INT) USING delta",  # 0
+    "INSERT INTO sys.tmp0 VALUES (1)",  # 1
+    "DROP TABLE sys.tmp0",  # 2
+    "CREATE TABLE sys.tmp (i INT, s STRING) USING delta",  # 3
+    "INSERT INTO sys.tmp VALUES (1, 'hello'), (2, 'world')",  # 4
+    "INSERT INTO sys.tmp VALUES (3, 'blah'), (4, 'bloh')",  # 5
+    "INSERT INTO sys.tmp VALUES (5, 'red'), (6, 'fox')",  # 6
+    "UPDATE sys.tmp SET i = 3 WHERE i = 1",  # 7
+    "UPDATE sys.tmp SET s = 'blah'",  # 8
+    "DELETE FROM sys.tmp WHERE i < 4",  # 9
 ]
 
 

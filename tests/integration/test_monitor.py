@@ -1,4 +1,5 @@
 """Honest lag: commits capture has not published count, and lag is the age of the oldest."""
+
 from __future__ import annotations
 
 import pytest

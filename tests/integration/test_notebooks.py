@@ -4,6 +4,7 @@ Each notebook starts its own Spark JVM inside the kernel (it cannot share the te
 the kernel inherits WLC_DBFARM (a fresh folder per test) and WLC_CONFIG from this process.
 A failing cell raises nbclient's CellExecutionError, which fails the test.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,18 +32,23 @@ def _ensure_kernel() -> None:
             return
     except NoSuchKernel:
         pass
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--user", "--name", KERNEL,
-                    "--display-name", "wlc (.venv)"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "ipykernel", "install", "--user", "--name", KERNEL, "--display-name", "wlc (.venv)"],
+        check=True,
+        capture_output=True,
+    )
 
 
 def _execute(name: str, workdir: Path) -> None:
     # the kernel imports wlc and wlr from this checkout (not another one installed in the venv)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), \
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), (
         f"{name}.ipynb is saved with outputs; clear them before committing"
-    client = nbclient.NotebookClient(nb, timeout=600, startup_timeout=300, kernel_name=KERNEL,
-                                     resources={"metadata": {"path": str(workdir)}})
+    )
+    client = nbclient.NotebookClient(
+        nb, timeout=600, startup_timeout=300, kernel_name=KERNEL, resources={"metadata": {"path": str(workdir)}}
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
 
 
@@ -86,4 +92,5 @@ def test_shipping_notebook_runs(s3, tmp_path, monkeypatch):
     assert (far / "shop_far" / "wlr.config").is_file() and (far / "shop_eu" / "wlr.config").is_file()
     assert not (farm / "shop_far").exists()
     from wlcore.storage import Storage
+
     assert Storage.of(s3).exists(f"{s3}/shop/wlc.config")

@@ -1,5 +1,6 @@
 """Quiet by default: commands that start Spark print the product's own lines only, and Spark's
 own files stay out of the folder a program runs from."""
+
 from __future__ import annotations
 
 import os
@@ -15,14 +16,21 @@ import pytest
 
 import wlc
 
-from .helpers import sql
 from ..waiting import wait_until
+from .helpers import sql
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-NOISE = ("ivy", ":: resolving", "WARNING: Using incubator", "setLogLevel", "Closing down", "sys.exit(main())",
-         "UserWarning")
+NOISE = (
+    "ivy",
+    ":: resolving",
+    "WARNING: Using incubator",
+    "setLogLevel",
+    "Closing down",
+    "sys.exit(main())",
+    "UserWarning",
+)
 
 
 def _env(cache: Path) -> dict:
@@ -34,14 +42,23 @@ def _env(cache: Path) -> dict:
 def _capture_until_interrupted(args: list[str], cwd: Path, env: dict) -> tuple[int, list[str]]:
     """Run ``python -m wlc capture ...`` until it says it captures, then Ctrl-C it; its
     exit status and every line it printed (stdout and stderr, as a terminal shows them)."""
-    proc = subprocess.Popen([sys.executable, "-m", "wlc", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wlc", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        wait_until(lambda: any(line.startswith("capturing ") for line in lines) or proc.poll() is not None, 240,
-                   lambda: f"capture to start: {''.join(lines)[-3000:]}")
+        wait_until(
+            lambda: any(line.startswith("capturing ") for line in lines) or proc.poll() is not None,
+            240,
+            lambda: f"capture to start: {''.join(lines)[-3000:]}",
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
@@ -68,8 +85,14 @@ def test_commands_that_start_spark_print_their_own_lines_only(spark, master, dbf
     assert lines[1].startswith(f"capturing {dbfarm}/m into ")
     assert lines[2] == f"capture stopped at transaction {last}"
 
-    replay = subprocess.run([sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--until", str(last)],
-                            cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    replay = subprocess.run(
+        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--until", str(last)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert replay.returncode == 0, replay.stderr[-3000:]
     assert replay.stderr == ""
     assert re.fullmatch(rf"r: at transaction {last} \(\S+\)\n", replay.stdout), replay.stdout
@@ -94,8 +117,9 @@ def test_spark_files_go_to_the_cache_folder_not_the_working_folder(tmp_path):
         assert spark.table("t").count() == 1
         print("OK")
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=_env(cache), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=work, env=_env(cache), capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout == "OK\n" and out.stderr == ""
     assert os.listdir(work) == []

@@ -1,5 +1,6 @@
 """Replay semantics on real Delta tables: consistent cut by instant, keys, duplicates,
 schema changes, MERGE, snapshot, the tmp schema, follow mode."""
+
 import os
 import time
 from datetime import datetime, timezone
@@ -9,8 +10,8 @@ import pytest
 import wlc
 import wlr
 
-from .helpers import master_rows, rows, sql
 from ..waiting import wait_until
+from .helpers import master_rows, rows, sql
 
 pytestmark = pytest.mark.spark
 
@@ -42,16 +43,21 @@ def test_point_in_time_is_a_consistent_cut_across_tables(spark, master, dbfarm):
 
 def test_keys_duplicates_merge_schema_change(spark, master, dbfarm):
     k, d = master.table_path("s.keyed"), master.table_path("s.dup")
-    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT NOT NULL, part STRING, amount DECIMAL(10,2)) USING delta "
-               "PARTITIONED BY (part) TBLPROPERTIES ('wlc.key' = 'id', 'team' = 'etl')")
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{k}` (id BIGINT NOT NULL, part STRING, amount DECIMAL(10,2)) USING delta "
+        "PARTITIONED BY (part) TBLPROPERTIES ('wlc.key' = 'id', 'team' = 'etl')",
+    )
     sql(spark, f"ALTER TABLE delta.`{k}` ADD CONSTRAINT positive CHECK (amount >= 0)")
     sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 'x', 1.50), (2, 'x', 2.00), (3, 'y', 3.25)")
     sql(spark, f"UPDATE delta.`{k}` SET amount = amount + 1 WHERE id = 2")
     sql(spark, f"UPDATE delta.`{k}` SET id = 30 WHERE id = 3")  # a key change: delete + insert by key
     from delta.tables import DeltaTable
+
     src = spark.createDataFrame([(1, "x", 9.0), (4, "z", 4.0)], "id bigint, part string, amount double")
-    DeltaTable.forPath(spark, k).alias("t").merge(src.alias("s"), "t.id = s.id") \
-        .whenMatchedUpdate(set={"amount": "s.amount"}).whenNotMatchedInsertAll().execute()
+    DeltaTable.forPath(spark, k).alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(
+        set={"amount": "s.amount"}
+    ).whenNotMatchedInsertAll().execute()
     wlc.flush()
     sql(spark, f"DELETE FROM delta.`{k}` WHERE id = 2")
     sql(spark, f"ALTER TABLE delta.`{k}` ADD COLUMNS (note STRING)")
@@ -60,8 +66,9 @@ def test_keys_duplicates_merge_schema_change(spark, master, dbfarm):
     sql(spark, f"CREATE TABLE delta.`{d}` (i INT, s STRING) USING delta")
     sql(spark, f"INSERT INTO delta.`{d}` VALUES (1, 'a'), (1, 'a'), (1, 'a'), (2, 'b')")
     # an overwrite leaving one of the three identical rows: CDF says delete 3, insert 1
-    spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "i int, s string") \
-        .write.format("delta").mode("overwrite").save(d)
+    spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "i int, s string").write.format("delta").mode(
+        "overwrite"
+    ).save(d)
     wlc.flush()
     sql(spark, f"DELETE FROM delta.`{d}` WHERE i = 2")
 

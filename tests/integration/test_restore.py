@@ -1,6 +1,7 @@
 """Restoring a replica table into a master (``Replica.restore_table``, ``wlr restore``): the
 table comes back as the replica holds it (definition and rows), capture records it like any
 other table, and every refusal is made before anything is written."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Logs shipped to another folder and to an S3-compatible server (moto, started by the test
 on 127.0.0.1): each batch once, resumable after a crash mid-copy, replicas reading the copy
 (Spark through s3a) without touching the master's folder."""
+
 from __future__ import annotations
 
 import os
@@ -38,12 +39,14 @@ def _published(dest: str) -> list[str]:
 
 def _hidden(path: str):
     """The master's folder moved aside while a replica reads the shipped copy alone."""
+
     class Hide:
         def __enter__(self):
             os.rename(path, path + ".away")
 
         def __exit__(self, *exc):
             os.rename(path + ".away", path)
+
     return Hide()
 
 
@@ -61,7 +64,9 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
     more = wlc.ship(dest)
     assert len(more.batches) == 3 and set(more.batches).isdisjoint(first.batches)
     cfg = dict(line.split("=", 1) for line in open(os.path.join(dest, "wlc.config")).read().splitlines())
-    assert cfg["database"] == "m" and cfg["logs"] == os.path.join(dest, "wlc_logs") and cfg["tick"] == str(master.tick())
+    assert (
+        cfg["database"] == "m" and cfg["logs"] == os.path.join(dest, "wlc_logs") and cfg["tick"] == str(master.tick())
+    )
     expected = master_rows(spark, t)
     log = [r["gtid"] for r in wlr.transactions("m")]
     other = str(tmp_path / "elsewhere")
@@ -85,6 +90,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
     # a destination holding another database's copy is refused before anything is copied
     with pytest.raises(ShipError, match="not of 'x'"):
         from wlcore.ship import ship
+
         ship(Storage.of(dbfarm), master.path, "x", dest)
 
 
@@ -101,21 +107,28 @@ def _crash_then_resume(spark, master, dbfarm: str, dest: str, crash_at: str) -> 
     assert len(wlc.ship(dest).batches) == 1
     _write(spark, master, 1, 2)
     env = dict(os.environ, WLC_CRASH_AT=crash_at)
-    proc = subprocess.run([sys.executable, "-m", "wlc", "ship", dbfarm, "m", dest], env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "wlc", "ship", dbfarm, "m", dest], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed by the crash point, in the middle of a batch
     src = Storage.of(master.logs)
     batches = batchfmt.list_batches(src, master.logs, "m")[1:]
     assert len(_published(dest)) == 1  # nothing half-copied is visible
     st = Storage.of(dest)
-    assert [n for n in st.listdir(Storage.join(dest, "wlc_logs")) if not n.endswith(MARKER)
-            and n not in _published(dest)], "the crash left no partial batch"
+    assert [
+        n for n in st.listdir(Storage.join(dest, "wlc_logs")) if not n.endswith(MARKER) and n not in _published(dest)
+    ], "the crash left no partial batch"
     manifests = [batchfmt.read_manifest(src, p) for _n, p in batches]
-    full = sum(sum(f["size"] for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
-               for m, (_n, p) in zip(manifests, batches))
+    full = sum(
+        sum(f["size"] for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
+        for m, (_n, p) in zip(manifests, batches)
+    )
     first = manifests[0].files
-    kept = (first[sorted(first)[0]]["size"] if crash_at == "ship.file"  # the one file copied before the kill
-            else sum(f["size"] for f in first.values()))                 # every file, verified
+    kept = (
+        first[sorted(first)[0]]["size"]
+        if crash_at == "ship.file"  # the one file copied before the kill
+        else sum(f["size"] for f in first.values())
+    )  # every file, verified
     report = wlc.ship(dest)
     assert report.batches == [os.path.basename(p) for _n, p in batches]
     assert report.bytes == full - kept  # what was there intact was not copied again

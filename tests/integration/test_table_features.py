@@ -1,5 +1,6 @@
 """Delta Lake 4's own table features and a second writer engine on a master: capture never
 stops, who can write the master never changes, and the replica equals the master."""
+
 import os
 
 import pytest
@@ -24,7 +25,10 @@ def test_type_widening_and_replaced_tables_written_while_capture_was_away(spark,
     """Versions before a non-additive schema change are read with their own schema: one
     table's type widening or replacement never stops capture of the database."""
     w, r = master.table_path("s.widened"), master.table_path("s.replaced")
-    sql(spark, f"CREATE TABLE delta.`{w}` (k INT, v INT) USING delta TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{w}` (k INT, v INT) USING delta TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+    )
     sql(spark, f"CREATE TABLE delta.`{r}` (k INT, v STRING) USING delta")
     master.close()
     spark.sql(f"INSERT INTO delta.`{w}` VALUES (1, 1)")
@@ -34,8 +38,9 @@ def test_type_widening_and_replaced_tables_written_while_capture_was_away(spark,
     spark.sql(f"INSERT INTO delta.`{r}` VALUES (1, 'a')")
     spark.sql(f"REPLACE TABLE delta.`{r}` (k BIGINT, w DOUBLE, note STRING) USING delta")
     spark.sql(f"INSERT INTO delta.`{r}` VALUES (2, 2.5, 'b')")
-    spark.createDataFrame([(3, "c")], "k int, other string").write.format("delta").mode("overwrite") \
-        .option("overwriteSchema", "true").save(r)
+    spark.createDataFrame([(3, "c")], "k int, other string").write.format("delta").mode("overwrite").option(
+        "overwriteSchema", "true"
+    ).save(r)
     spark.sql(f"INSERT INTO delta.`{r}` VALUES (4, 'd')")
     restart(dbfarm)
     late = master.table_path("s.late")  # made after: published with the rest
@@ -54,14 +59,20 @@ def test_full_rows_of_every_type_are_matched(spark, master, dbfarm):
     """Unkeyed tables with MAP, nested maps, VARIANT, NaN, -0.0, NULL and duplicate rows:
     UPDATE and DELETE replay exactly (Spark has no equality on MAP or VARIANT)."""
     t = master.table_path("s.maps")
-    sql(spark, f"CREATE TABLE delta.`{t}` (i INT, mp MAP<STRING, INT>, st STRUCT<a: ARRAY<MAP<STRING, DOUBLE>>>, "
-               "v VARIANT, d DOUBLE) USING delta")
-    sql(spark, f"""INSERT INTO delta.`{t}` VALUES
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{t}` (i INT, mp MAP<STRING, INT>, st STRUCT<a: ARRAY<MAP<STRING, DOUBLE>>>, "
+        "v VARIANT, d DOUBLE) USING delta",
+    )
+    sql(
+        spark,
+        f"""INSERT INTO delta.`{t}` VALUES
         (1, map('a', 1, 'b', 2), named_struct('a', array(map('x', 1.0D))), parse_json('{{"k": [1, 2]}}'), 0.0D),
         (1, map('a', 1, 'b', 2), named_struct('a', array(map('x', 1.0D))), parse_json('{{"k": [1, 2]}}'), 0.0D),
         (2, map('b', 2, 'a', 1), null, parse_json('1'), -0.0D),
         (3, null, named_struct('a', null), null, double('NaN')),
-        (4, map(), named_struct('a', array()), parse_json('null'), null)""")
+        (4, map(), named_struct('a', array()), parse_json('null'), null)""",
+    )
     sql(spark, f"UPDATE delta.`{t}` SET i = i * 10 WHERE i IN (2, 3)")
     sql(spark, f"DELETE FROM delta.`{t}` WHERE i = 20")
     spark.sql(f"INSERT INTO delta.`{t}` SELECT * FROM delta.`{t}` WHERE i = 1")
@@ -70,9 +81,15 @@ def test_full_rows_of_every_type_are_matched(spark, master, dbfarm):
         rep = wlr.replicate("m", replica=f"typed_{collapse}", dbfarm=dbfarm, follow=False, collapse=collapse)
         got = spark.read.format("delta").load(rep.path_of("s.maps"))
         want = spark.read.format("delta").load(t)
-        canon = lambda df: sorted(r[0] for r in df.selectExpr(  # noqa: E731
-            "to_json(struct(i, map_entries(mp) AS mp, to_json(st) AS st, to_json(v) AS v, cast(d AS string) AS d))"
-        ).collect())
+
+        def canon(df):
+            return sorted(
+                r[0]
+                for r in df.selectExpr(
+                    "to_json(struct(i, map_entries(mp) AS mp, to_json(st) AS st, to_json(v) AS v, cast(d AS string) AS d))"
+                ).collect()
+            )
+
         assert canon(got) == canon(want)
         assert got.count() == 6  # duplicates stay duplicates
 
@@ -110,8 +127,10 @@ def test_delta_rs_keeps_writing_a_captured_master(spark, master, dbfarm):
     assert "delta.enableInCommitTimestamps" not in props
     rep = wlr.replicate("m", replica="rs", dbfarm=dbfarm, follow=False)
     assert rows(rep.table("s.rs")) == master_rows(spark, t) == [(1, "z"), (3, "c")]
-    assert sorted(deltalake.DeltaTable(rep.path_of("s.rs")).to_pyarrow_table().to_pylist(),
-                  key=lambda r: r["k"]) == [{"k": 1, "v": "z"}, {"k": 3, "v": "c"}]
+    assert sorted(deltalake.DeltaTable(rep.path_of("s.rs")).to_pyarrow_table().to_pylist(), key=lambda r: r["k"]) == [
+        {"k": 1, "v": "z"},
+        {"k": 3, "v": "c"},
+    ]
 
 
 def _with_features(tmp_path, monkeypatch, features: str) -> None:
@@ -125,8 +144,11 @@ def _with_features(tmp_path, monkeypatch, features: str) -> None:
 def _records(m) -> list:
     from wlcore import batch as batchfmt
 
-    return [t for _n, path in batchfmt.list_batches(m.storage, m.logs, m.dbname)
-            for t in batchfmt.read_manifest(m.storage, path).txns]
+    return [
+        t
+        for _n, path in batchfmt.list_batches(m.storage, m.logs, m.dbname)
+        for t in batchfmt.read_manifest(m.storage, path).txns
+    ]
 
 
 def test_capture_switches_on_only_what_table_features_allows(spark, dbfarm, tmp_path, monkeypatch):
@@ -161,7 +183,7 @@ def test_capture_switches_on_only_what_table_features_allows(spark, dbfarm, tmp_
     both.beat(0)
     u = both.table_path("s.u").removeprefix("file://")
     deltalake.write_deltalake(u, pa.table({"k": pa.array([1], pa.int32())}))
-    both.flush()                                    # capture switches both on (a commit of its own)
+    both.flush()  # capture switches both on (a commit of its own)
     props = spark.sql(f"DESCRIBE DETAIL delta.`{u}`").collect()[0]["properties"]
     assert props.get("delta.enableChangeDataFeed") == "true" == props.get("delta.enableInCommitTimestamps")
     spark.sql(f"INSERT INTO delta.`{u}` VALUES (2)")
@@ -170,8 +192,11 @@ def test_capture_switches_on_only_what_table_features_allows(spark, dbfarm, tmp_
     last = _records(both)[-2:]
     assert [r.change for r in last] == ["cdf", "cdf"]
     for r in last:
-        info = next(json.loads(line)["commitInfo"] for line in open(os.path.join(
-            u, "_delta_log", f"{r.version:020d}.json")) if "commitInfo" in line)
+        info = next(
+            json.loads(line)["commitInfo"]
+            for line in open(os.path.join(u, "_delta_log", f"{r.version:020d}.json"))
+            if "commitInfo" in line
+        )
         assert int(r.time.timestamp() * 1000) == info["inCommitTimestamp"]
     rep = wlr.replicate("both", replica="both_r", dbfarm=dbfarm, follow=False)
     assert rows(rep.table("s.u")) == master_rows(spark, u) == [(1,), (20,)]

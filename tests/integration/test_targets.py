@@ -5,6 +5,7 @@ first transaction is refused unless asked for (`--empty`).
 
 The command lines run in subprocesses against a master captured in the test process; none of
 them needs a Spark session of its own (they refuse, wait, or make an empty replica)."""
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,8 @@ def _config(tmp_path, timeout: float) -> str:
 
 def _two_transactions(spark, master) -> str:
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")   # 0
-    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")              # 1
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # 0
+    sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")  # 1
     return p
 
 
@@ -49,8 +50,18 @@ def test_a_far_future_instant_is_refused_at_once(spark, master, dbfarm, tmp_path
     published, its watermark and last commit, capture's liveness and the fixes."""
     _two_transactions(spark, master)
     started = time.monotonic()
-    proc = run_module("wlr", "--config", _config(tmp_path, 30), "replicate", dbfarm, "m", "r",
-                      "--until", "2030-01-01T00:00:00Z", timeout=120)
+    proc = run_module(
+        "wlr",
+        "--config",
+        _config(tmp_path, 30),
+        "replicate",
+        dbfarm,
+        "m",
+        "r",
+        "--until",
+        "2030-01-01T00:00:00Z",
+        timeout=120,
+    )
     took = time.monotonic() - started
     err = proc.stderr
     assert proc.returncode == 2, (proc.returncode, proc.stdout, err[-3000:])
@@ -62,16 +73,16 @@ def test_a_far_future_instant_is_refused_at_once(spark, master, dbfarm, tmp_path
     assert not os.path.exists(os.path.join(dbfarm, "r"))  # nothing made
 
 
-def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_capture(spark, master, dbfarm, tmp_path,
-                                                                                   caplog):
+def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_capture(
+    spark, master, dbfarm, tmp_path, caplog
+):
     """`--until <txn not published>` prints the waiting line at once, and the timeout's
     message states capture's liveness instead of guessing; from Python, a warning on the
     wlr.replica logger; a target whose capture is stale is refused at once."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")   # 0
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")  # 0
     wlr.Replica("m", replica="r", dbfarm=dbfarm).replicate(follow=False)  # caught up: the command applies nothing
-    cmd = [sys.executable, "-m", "wlr", "--config", _config(tmp_path, 5), "replicate", dbfarm, "m", "r",
-           "--until", "5"]
+    cmd = [sys.executable, "-m", "wlr", "--config", _config(tmp_path, 5), "replicate", dbfarm, "m", "r", "--until", "5"]
     proc = subprocess.Popen(cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []  # (when it came, stderr line)
     stdout: list[str] = []
@@ -79,8 +90,10 @@ def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_captu
     def pump(stream, into):
         for line in stream:
             into.append((time.monotonic(), line) if into is lines else line)
-    readers = [threading.Thread(target=pump, args=args, daemon=True)
-               for args in ((proc.stderr, lines), (proc.stdout, stdout))]
+
+    readers = [
+        threading.Thread(target=pump, args=args, daemon=True) for args in ((proc.stderr, lines), (proc.stdout, stdout))
+    ]
     for reader in readers:
         reader.start()
     try:
@@ -100,16 +113,21 @@ def test_a_target_not_yet_published_is_said_at_once_and_its_timeout_states_captu
     assert "capture alive" in line and "waiting up to 5 s" in line
     assert ended - said_at > 3, "the waiting line came only at the end of the wait"  # said before the 5 s wait
     error = [line for _t, line in lines if line.startswith("error:")]
-    assert error and error[0].startswith("error: waited 5 s for transaction 5; the replica is at transaction 0 and "
-                                         "the master has published up to transaction 0"), text[-3000:]
+    assert error and error[0].startswith(
+        "error: waited 5 s for transaction 5; the replica is at transaction 0 and "
+        "the master has published up to transaction 0"
+    ), text[-3000:]
     assert "capture alive" in error[0] and "Is capture running" not in text
 
     # from Python: the same line as a warning on the wlr.replica logger, the same message
     with caplog.at_level(logging.WARNING, logger="wlr.replica"):
         with pytest.raises(wlr.ReplicationTimeout, match="capture alive"):
             wlr.replicate("m", replica="r", dbfarm=dbfarm, until=5, timeout=1)
-    assert any("waiting for transaction 5: the master has published up to transaction 0" in r.getMessage()
-               for r in caplog.records if r.name == "wlr.replica" and r.levelno == logging.WARNING)
+    assert any(
+        "waiting for transaction 5: the master has published up to transaction 0" in r.getMessage()
+        for r in caplog.records
+        if r.name == "wlr.replica" and r.levelno == logging.WARNING
+    )
 
     # capture gone for good (its heartbeat an hour old): refused at once, naming the fix
     master.close()
@@ -136,10 +154,14 @@ def test_a_date_before_the_first_transaction_is_refused_for_a_new_replica(spark,
     proc = run_module("wlr", "replicate", dbfarm, "m", "r", "--until", "2020-01-01", timeout=120)
     err = proc.stderr
     assert proc.returncode == 2, (proc.returncode, proc.stdout, err[-3000:])
-    assert err.startswith("--until 2020-01-01 taken as 2020-01-01T00:00:00Z (the start of that day, UTC); write "
-                          "the full instant to mean another time"), err[-3000:]
-    assert ("error: --until 2020-01-01 (taken as 2020-01-01T00:00:00Z, the start of that day, UTC) is before the "
-            "first transaction of master 'm' (transaction 0, committed 20") in err
+    assert err.startswith(
+        "--until 2020-01-01 taken as 2020-01-01T00:00:00Z (the start of that day, UTC); write "
+        "the full instant to mean another time"
+    ), err[-3000:]
+    assert (
+        "error: --until 2020-01-01 (taken as 2020-01-01T00:00:00Z, the start of that day, UTC) is before the "
+        "first transaction of master 'm' (transaction 0, committed 20"
+    ) in err
     assert "add --empty" in err and f"wlr log {dbfarm} m" in err
     assert not os.path.exists(os.path.join(dbfarm, "r"))  # nothing made
 
@@ -151,8 +173,11 @@ def test_a_date_before_the_first_transaction_is_refused_for_a_new_replica(spark,
     # the empty replica goes on as any other; going back says what the date was taken to mean
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
     assert rep.tick() == 1
-    with pytest.raises(wlr.TargetError, match=r"cannot go back to 2020-01-01 \(taken as 2020-01-01T00:00:00Z, the "
-                                              "start of that day, UTC\\)"):
+    with pytest.raises(
+        wlr.TargetError,
+        match=r"cannot go back to 2020-01-01 \(taken as 2020-01-01T00:00:00Z, the "
+        "start of that day, UTC\\)",
+    ):
         wlr.replicate("m", replica="r", dbfarm=dbfarm, until="2020-01-01", follow=False)
     # from Python: a TargetWarning, and empty=True
     with pytest.raises(wlr.TargetError, match="until=-1 is before the first transaction.*empty=True"):

@@ -1,5 +1,6 @@
 """Cascading replicas with the master's GTIDs, and a master restored from a copy refused by
 the replicas that had gone further (epochs, CouchDB's "Ruh Roh")."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The batch format: round trip, atomic publish, checksums, truncation and tampering."""
+
 import json
 import os
 from datetime import datetime, timezone
@@ -23,12 +24,27 @@ def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
         fh.write(payload)
     with open(os.path.join(rows, ".part-0.parquet.crc"), "wb") as fh:
         fh.write(b"crc")
-    rec = B.TxnRecord(txn=5, gtid="db1:5", time=T, table="sys.t", version=3, operation="WRITE",
-                      change="cdf", rows="rows/sys.t/wlc_version=3")
-    ddl = B.TxnRecord(txn=6, gtid="db1:6", time=T, table="sys.u", version=0, operation="CREATE TABLE",
-                      ddl="create", meta={"schema": "{}", "partition_columns": [], "configuration": {}, "id": "x"})
-    man = B.Manifest(database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl],
-                     cursors={"next_txn": 7})
+    rec = B.TxnRecord(
+        txn=5,
+        gtid="db1:5",
+        time=T,
+        table="sys.t",
+        version=3,
+        operation="WRITE",
+        change="cdf",
+        rows="rows/sys.t/wlc_version=3",
+    )
+    ddl = B.TxnRecord(
+        txn=6,
+        gtid="db1:6",
+        time=T,
+        table="sys.u",
+        version=0,
+        operation="CREATE TABLE",
+        ddl="create",
+        meta={"schema": "{}", "partition_columns": [], "configuration": {}, "id": "x"},
+    )
+    man = B.Manifest(database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl], cursors={"next_txn": 7})
     path = B.publish(st, logs, staging, man)
     return st, logs, path
 
@@ -70,7 +86,8 @@ def test_flipped_byte_is_detected(tmp_path):
     data[5] ^= 0xFF
     open(f, "wb").write(bytes(data))
     assert B.verify_files(st, path, B.read_manifest(st, path)) == {
-        "rows/sys.t/wlc_version=3/part-0.parquet": "SHA-256 mismatch"}
+        "rows/sys.t/wlc_version=3/part-0.parquet": "SHA-256 mismatch"
+    }
 
 
 def test_missing_and_extra_files_are_detected(tmp_path):

@@ -1,11 +1,11 @@
 """The status commands read state files only: no Spark."""
+
 import json
 import os
 from datetime import datetime, timedelta, timezone
 
-from wlcore.batch import utc_iso
-
 from wlc.cli import main as wlc_main
+from wlcore.batch import utc_iso
 from wlr.cli import main as wlr_main
 
 
@@ -23,10 +23,16 @@ def _published(tmp_path, times, db="db"):
     st = Storage.of(str(tmp_path))
     logs = str(tmp_path / db / "wlc_logs")
     st.makedirs(logs)
-    recs = [B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t, table="s.t", version=k, operation="WRITE")
-            for k, t in enumerate(times)]
-    B.publish(st, logs, B.open_staging(st, logs, db, 0),
-              B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}))
+    recs = [
+        B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t, table="s.t", version=k, operation="WRITE")
+        for k, t in enumerate(times)
+    ]
+    B.publish(
+        st,
+        logs,
+        B.open_staging(st, logs, db, 0),
+        B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}),
+    )
     return logs
 
 
@@ -34,11 +40,15 @@ def test_wlr_status_shows_lag_liveness_and_error(tmp_path, capsys):
     now = datetime.now(timezone.utc)
     times = [now - timedelta(seconds=100 - k) for k in range(10)]  # txn 7 committed 93 s ago
     logs = _published(tmp_path, times)
-    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=9\nwrite={utc_iso(times[9])}\nlogs={logs}\n"
-          f"heartbeat={utc_iso(now)}\n")
-    write(tmp_path / "rep" / "wlr.config",
-          f"master=db\ndbid=abc\ntick=6\nclock={utc_iso(times[6])}\nbatches=0\nstate=failed\nskipped=3\n"
-          "error_batch=0\nerror_txn=7\nerror_table=sys.tmp\nerror_cause=checksum verification failed\n")
+    write(
+        tmp_path / "db" / "wlc.config",
+        f"state=1\ndbid=abc\ntick=9\nwrite={utc_iso(times[9])}\nlogs={logs}\nheartbeat={utc_iso(now)}\n",
+    )
+    write(
+        tmp_path / "rep" / "wlr.config",
+        f"master=db\ndbid=abc\ntick=6\nclock={utc_iso(times[6])}\nbatches=0\nstate=failed\nskipped=3\n"
+        "error_batch=0\nerror_txn=7\nerror_table=sys.tmp\nerror_cause=checksum verification failed\n",
+    )
     rc = wlr_main(["status", str(tmp_path), "rep"])
     out = capsys.readouterr().out
     assert rc == 1
@@ -57,8 +67,9 @@ def test_wlr_status_of_a_killed_follower_is_stale(tmp_path, capsys):
     logs = _published(tmp_path, [now - timedelta(seconds=5)])
     old = utc_iso(now - timedelta(hours=1))
     write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=0\nlogs={logs}\nheartbeat={old}\n")
-    write(tmp_path / "rep" / "wlr.config",
-          f"master=db\ndbid=abc\ntick=0\nbatches=1\nstate=following\nheartbeat={old}\n")
+    write(
+        tmp_path / "rep" / "wlr.config", f"master=db\ndbid=abc\ntick=0\nbatches=1\nstate=following\nheartbeat={old}\n"
+    )
     assert wlr_main(["status", str(tmp_path), "rep", "--json"]) == 5  # stale: a health check fails
     s = json.loads(capsys.readouterr().out)
     assert (s["state"], s["lag_transactions"], s["lag_seconds"]) == ("stale", 0, 0.0)
@@ -118,10 +129,12 @@ def test_lag_history_from_the_logs(tmp_path):
     logs = _published(tmp_path, [t0, t0 + timedelta(seconds=10), t0 + timedelta(seconds=20)])
     write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=2\nlogs={logs}\n")
     write(tmp_path / "rep" / "wlr.config", f"master=db\ndbid=abc\ntick=2\nlogs={logs}\n")
-    write(tmp_path / "rep" / "wlr.log",
-          f"{utc_iso(t0 + timedelta(seconds=4))} applied s.t transaction 0 (WRITE) in 1.00 s\n"
-          f"{utc_iso(t0 + timedelta(seconds=4))} at transaction 0 (committed {utc_iso(t0)})\n"
-          f"{utc_iso(t0 + timedelta(seconds=25))} at transaction 2 (committed {utc_iso(t0)})\n")
+    write(
+        tmp_path / "rep" / "wlr.log",
+        f"{utc_iso(t0 + timedelta(seconds=4))} applied s.t transaction 0 (WRITE) in 1.00 s\n"
+        f"{utc_iso(t0 + timedelta(seconds=4))} at transaction 0 (committed {utc_iso(t0)})\n"
+        f"{utc_iso(t0 + timedelta(seconds=25))} at transaction 2 (committed {utc_iso(t0)})\n",
+    )
     h = wlr.lag_history("rep", str(tmp_path))
     assert list(h.columns) == ["time", "master_tick", "replica_tick", "lag_seconds"]
     got = [((r.time - t0).total_seconds(), r.master_tick, r.replica_tick, r.lag_seconds) for r in h.itertuples()]

@@ -1,4 +1,5 @@
 """Settings and key=value state files."""
+
 import pytest
 
 from wlcore import settings as config
@@ -11,8 +12,13 @@ def test_kv_round_trip(tmp_path):
     values = {"snapshot": "", "logs": "/x/wlc_logs", "state": 1, "beat": "0.5", "write": None}
     path = str(tmp_path / "wlc.config")
     st.write_atomic(path, config.format_kv(values))
-    assert config.parse_kv(st.read_text(path)) == {"snapshot": "", "logs": "/x/wlc_logs", "state": "1",
-                                                   "beat": "0.5", "write": ""}
+    assert config.parse_kv(st.read_text(path)) == {
+        "snapshot": "",
+        "logs": "/x/wlc_logs",
+        "state": "1",
+        "beat": "0.5",
+        "write": "",
+    }
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # nothing left aside
 
 
@@ -32,7 +38,7 @@ def test_settings_merge_and_env(tmp_path, monkeypatch):
     assert s.master.beat == 7
     assert s.capture.settle == 1.0  # untouched defaults survive the merge
     assert config.dbfarm() == str(tmp_path / "farm")
-    assert config.dbfarm("rel") .endswith("/rel")
+    assert config.dbfarm("rel").endswith("/rel")
 
 
 def test_settings_bad_yaml(tmp_path, monkeypatch):

@@ -1,12 +1,12 @@
 """Reading Delta commit files: transactions vs bookkeeping, commit times, shapes."""
+
 import json
 from datetime import datetime, timezone
 
 from wlc.capture import added_columns, shape_changed
 from wlcore.deltalog import TableMeta, monotonic, parse_commit
 
-SCHEMA = json.dumps({"type": "struct", "fields": [
-    {"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})
+SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})
 
 
 def lines(*actions):
@@ -14,34 +14,57 @@ def lines(*actions):
 
 
 def meta(schema=SCHEMA, conf=None, parts=()):
-    return {"metaData": {"id": "t1", "schemaString": schema, "partitionColumns": list(parts),
-                         "configuration": conf or {}}}
+    return {
+        "metaData": {"id": "t1", "schemaString": schema, "partitionColumns": list(parts), "configuration": conf or {}}
+    }
 
 
 def test_in_commit_timestamp_wins():
-    c = parse_commit(3, lines({"commitInfo": {"timestamp": 1000, "inCommitTimestamp": 2000, "operation": "WRITE"}},
-                              {"add": {"path": "a", "dataChange": True}}))
+    c = parse_commit(
+        3,
+        lines(
+            {"commitInfo": {"timestamp": 1000, "inCommitTimestamp": 2000, "operation": "WRITE"}},
+            {"add": {"path": "a", "dataChange": True}},
+        ),
+    )
     assert c.timestamp == datetime.fromtimestamp(2, tz=timezone.utc)
     assert c.data_change and c.operation == "WRITE" and c.version == 3
 
 
 def test_optimize_is_not_a_data_change():
-    c = parse_commit(4, lines({"commitInfo": {"timestamp": 1, "operation": "OPTIMIZE"}},
-                              {"add": {"path": "b", "dataChange": False}},
-                              {"remove": {"path": "a", "dataChange": False}}))
+    c = parse_commit(
+        4,
+        lines(
+            {"commitInfo": {"timestamp": 1, "operation": "OPTIMIZE"}},
+            {"add": {"path": "b", "dataChange": False}},
+            {"remove": {"path": "a", "dataChange": False}},
+        ),
+    )
     assert not c.data_change and c.metadata is None
 
 
 def test_txn_and_user_metadata():
-    c = parse_commit(5, lines({"commitInfo": {"timestamp": 1, "operation": "MERGE", "userMetadata": "wlr:x:3"}},
-                              {"txn": {"appId": "wlc:x", "version": 3}}))
+    c = parse_commit(
+        5,
+        lines(
+            {"commitInfo": {"timestamp": 1, "operation": "MERGE", "userMetadata": "wlr:x:3"}},
+            {"txn": {"appId": "wlc:x", "version": 3}},
+        ),
+    )
     assert c.user_metadata == "wlr:x:3" and c.txns == {"wlc:x": 3}
 
 
 def test_shape_ignores_engine_properties_and_carries_table_features():
     a = TableMeta.from_action(meta(conf={"wlc.key": "i"})["metaData"])
-    b = TableMeta.from_action(meta(conf={"wlc.key": "i", "delta.enableInCommitTimestamps": "true",
-                                         "delta.logRetentionDuration": "interval 1 day"})["metaData"])
+    b = TableMeta.from_action(
+        meta(
+            conf={
+                "wlc.key": "i",
+                "delta.enableInCommitTimestamps": "true",
+                "delta.logRetentionDuration": "interval 1 day",
+            }
+        )["metaData"]
+    )
     assert not shape_changed(a, b)
     # the change feed, column mapping, type widening, deletion vectors define the table for
     # its readers: replicas carry them (a change of them is a change of definition)
@@ -64,9 +87,19 @@ def test_commit_times_follow_deltas_time_travel_rule():
 
 
 def test_clustering_comes_from_the_domain_metadata():
-    c = parse_commit(1, lines({"commitInfo": {"timestamp": 1, "operation": "CLUSTER BY"}},
-                              {"domainMetadata": {"domain": "delta.clustering", "removed": False,
-                                                  "configuration": json.dumps({"clusteringColumns": [["i"]]})}}))
+    c = parse_commit(
+        1,
+        lines(
+            {"commitInfo": {"timestamp": 1, "operation": "CLUSTER BY"}},
+            {
+                "domainMetadata": {
+                    "domain": "delta.clustering",
+                    "removed": False,
+                    "configuration": json.dumps({"clusteringColumns": [["i"]]}),
+                }
+            },
+        ),
+    )
     assert c.clustering_changed and c.metadata is None and c.domains["delta.clustering"]
     m = TableMeta.from_action(meta()["metaData"]).with_clustering((("i",),))
     assert m.clustering_columns == [["i"]] and m.shape()["clustering"] == [["i"]]
@@ -75,17 +108,18 @@ def test_clustering_comes_from_the_domain_metadata():
 
 def test_added_columns_only_for_nullable_columns_and_nothing_else_changed():
     def with_fields(*extra):
-        return TableMeta.from_action(meta(json.dumps({"type": "struct", "fields": json.loads(SCHEMA)["fields"]
-                                                      + list(extra)}))["metaData"])
+        return TableMeta.from_action(
+            meta(json.dumps({"type": "struct", "fields": json.loads(SCHEMA)["fields"] + list(extra)}))["metaData"]
+        )
 
     s = {"name": "s", "type": "string", "nullable": True, "metadata": {}}
     old = TableMeta.from_action(meta()["metaData"])
     assert added_columns(old, with_fields(s)) == ["s"]
     assert added_columns(None, with_fields(s)) == []  # no earlier shape known
-    assert added_columns(old, old) == []              # nothing added (a property change)
+    assert added_columns(old, old) == []  # nothing added (a property change)
     assert added_columns(old, with_fields(dict(s, nullable=False))) == []
     assert added_columns(old, with_fields(dict(s, metadata={"comment": "why"}))) == []
     props = TableMeta.from_action(meta(with_fields(s).schema_json, conf={"wlc.key": "i"})["metaData"])
-    assert added_columns(old, props) == []            # a replicated property changed too
+    assert added_columns(old, props) == []  # a replicated property changed too
     retyped = json.dumps({"type": "struct", "fields": [dict(json.loads(SCHEMA)["fields"][0], type="long"), s]})
     assert added_columns(old, TableMeta.from_action(meta(retyped)["metaData"])) == []

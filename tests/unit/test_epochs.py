@@ -1,4 +1,5 @@
 """Epoch histories (wlcore.epochs): a restored master's new history is told apart from a restart."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,16 +34,16 @@ def test_at_names_the_epoch_of_a_transaction():
 
 
 def test_a_restart_is_not_a_divergence():
-    replica = [(0, "a1")]                      # applied up to 150 in the first session
-    master = [(0, "a1"), (151, "b2")]          # restarted, wrote 151..
+    replica = [(0, "a1")]  # applied up to 150 in the first session
+    master = [(0, "a1"), (151, "b2")]  # restarted, wrote 151..
     assert epochs.diverged(replica, 150, master, 400) is None
     # a source behind the replica (a relay that has not caught up) agrees up to its own tick
     assert epochs.diverged([(0, "a1"), (151, "b2")], 300, [(0, "a1")], 120) is None
 
 
 def test_a_restored_master_diverges_where_its_new_epoch_begins():
-    replica = [(0, "a1")]                      # applied up to 200
-    restored = [(0, "a1"), (101, "r9")]        # copy restored at 100, then wrote 101..
+    replica = [(0, "a1")]  # applied up to 200
+    restored = [(0, "a1"), (101, "r9")]  # copy restored at 100, then wrote 101..
     assert epochs.diverged(replica, 200, restored, 130) == 101
     # ... but a replica that stood at or before the restore point continues
     assert epochs.diverged(replica, 100, restored, 130) is None

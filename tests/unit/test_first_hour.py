@@ -1,5 +1,6 @@
 """The command line never creates or waits by accident, names what a database is, and has
 status a script can use: the real commands in a subprocess, on state files only (no Spark)."""
+
 import json
 import os
 import subprocess
@@ -15,8 +16,9 @@ from .test_cli import _published, write
 
 def run(*args, env=None):
     """``python -m <args>``: (exit status, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -29,10 +31,11 @@ def farm(tmp_path):
     """A dbfarm with master ``ops`` (capture alive), its replica ``ops_replica`` and a plain folder ``plain``."""
     now = datetime.now(timezone.utc)
     logs = _published(tmp_path, [now - timedelta(seconds=5)], db="ops")
-    write(tmp_path / "ops" / "wlc.config", f"state=1\ndbid=abc\ntick=0\nlogs={logs}\nheartbeat={utc_iso(now)}\n"
-                                           "epochs=0:aa\n")
-    write(tmp_path / "ops_replica" / "wlr.config", "master=ops\ndbid=abc\ntick=0\nbatches=1\nstate=idle\n"
-                                                    "epochs=0:aa\n")
+    write(
+        tmp_path / "ops" / "wlc.config",
+        f"state=1\ndbid=abc\ntick=0\nlogs={logs}\nheartbeat={utc_iso(now)}\nepochs=0:aa\n",
+    )
+    write(tmp_path / "ops_replica" / "wlr.config", "master=ops\ndbid=abc\ntick=0\nbatches=1\nstate=idle\nepochs=0:aa\n")
     os.makedirs(tmp_path / "plain" / "s")
     return str(tmp_path)
 
@@ -94,10 +97,16 @@ def test_unknown_table_names_the_nearest(tmp_path):
     logs = str(tmp_path / "ops" / "wlc_logs")
     st.makedirs(logs)
     t = datetime(2026, 11, 22, tzinfo=timezone.utc)
-    recs = [B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t + timedelta(seconds=k), table=name, version=k,
-                        operation="WRITE") for k, name in enumerate(["app.events", "app.users"])]
-    B.publish(st, logs, B.open_staging(st, logs, "ops", 0),
-              B.Manifest(database="ops", dbid="abc", batch=0, watermark=recs[-1].time, txns=recs, cursors={}))
+    recs = [
+        B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t + timedelta(seconds=k), table=name, version=k, operation="WRITE")
+        for k, name in enumerate(["app.events", "app.users"])
+    ]
+    B.publish(
+        st,
+        logs,
+        B.open_staging(st, logs, "ops", 0),
+        B.Manifest(database="ops", dbid="abc", batch=0, watermark=recs[-1].time, txns=recs, cursors={}),
+    )
     write(tmp_path / "ops" / "wlc.config", f"state=1\ndbid=abc\ntick=1\nlogs={logs}\n")
     code, out, err = run("wlr", "log", str(tmp_path), "ops", "--table", "events")
     assert code == 3 and out == "" and "no table 'events'" in err and "did you mean app.events?" in err
@@ -111,8 +120,10 @@ def test_unknown_table_names_the_nearest(tmp_path):
 def test_capture_liveness_stopped_stale_and_configurable(tmp_path):
     now = datetime.now(timezone.utc)
     beat = utc_iso(now - timedelta(minutes=10))
-    write(tmp_path / "db" / "wlc.config", f"state=1\ntick=4\nheartbeat={beat}\n"
-                                          f"capture_stopped={utc_iso(now - timedelta(minutes=9))}\n")
+    write(
+        tmp_path / "db" / "wlc.config",
+        f"state=1\ntick=4\nheartbeat={beat}\ncapture_stopped={utc_iso(now - timedelta(minutes=9))}\n",
+    )
     code, out, err = run("wlc", "status", str(tmp_path), "db")
     assert code == 0 and "stopped at " in out and "stale" not in out  # a clean stop (Ctrl-C, SIGTERM)
     write(tmp_path / "db" / "wlc.config", f"state=1\ntick=4\nheartbeat={beat}\n")  # killed: no clean stop

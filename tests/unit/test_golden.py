@@ -1,6 +1,7 @@
 """The on-disk formats as the code wrote them once (tests/data/, made by tests/data/make_fixtures.py):
 a level-0 batch, a level-1 batch, a snapshot and both state files stay readable by the readers of
 today's code, with the content they had. No Spark: the files are read as replay and status read them."""
+
 from __future__ import annotations
 
 import json
@@ -83,5 +84,11 @@ def test_the_masters_state_file():
 
 def test_the_replicas_state_file():
     state = read_replica_state(Storage.of(DATA), os.path.join(DATA, "replica"))
-    assert (state["master"], state["dbid"], state["tick"], state["batches"], state["state"]) == ("m", DBID, "3", "4", "idle")
+    assert (state["master"], state["dbid"], state["tick"], state["batches"], state["state"]) == (
+        "m",
+        DBID,
+        "3",
+        "4",
+        "idle",
+    )
     assert (state["version.s.t"], state["at.s.t"], state["epochs"], state["view"]) == ("1", "1", EPOCHS, "-1")

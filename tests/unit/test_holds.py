@@ -1,4 +1,5 @@
 """Held tables: backoff, the watermark kept before them, late transactions placed in order (pure)."""
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -33,9 +34,9 @@ def test_backoff_doubles_up_to_the_longest_wait_and_keeps_the_first_bound():
 def test_a_table_held_for_its_rows_is_released_by_writing_them_not_by_a_scan():
     holds = Holds(interval=1.0, longest=5.0)
     holds.hold("s.a", "corrupt file", at(10), at(0), kind="rows")
-    assert not holds.release("s.a", "log") and "s.a" in holds.held    # its log read well: still held
+    assert not holds.release("s.a", "log") and "s.a" in holds.held  # its log read well: still held
     h = holds.hold("s.a", "corrupt file", at(12), at(0), kind="rows")
-    assert h.attempts == 2 and h.bound == at(10)                       # the backoff goes on
+    assert h.attempts == 2 and h.bound == at(10)  # the backoff goes on
     assert holds.release("s.a", "rows") and not holds.held
 
 
@@ -56,8 +57,11 @@ def test_late_transactions_take_their_place_and_keep_their_commit_time():
 
 
 def test_an_instant_inside_a_late_window_is_refused_and_others_are_exact():
-    refs = [TxnRef(0, at(1), 0, "s.b"), TxnRef(1, at(5), 1, "s.b"),
-            TxnRef(2, at(5) + timedelta(microseconds=1), 2, "s.a", committed=at(3))]
+    refs = [
+        TxnRef(0, at(1), 0, "s.b"),
+        TxnRef(1, at(5), 1, "s.b"),
+        TxnRef(2, at(5) + timedelta(microseconds=1), 2, "s.a", committed=at(3)),
+    ]
     assert [r.txn for r in plan(-1, refs, Target("time", time=at(2)), at(10), False).apply] == [0]
     assert [r.txn for r in plan(-1, refs, Target("time", time=at(6)), at(10), False).apply] == [0, 1, 2]
     with pytest.raises(TargetError, match="captured late"):

@@ -1,36 +1,49 @@
 """Pure logic of the log's levels: restore path planning, which runs compaction merges,
 what retention deletes, and the interval settings (no Spark)."""
+
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from wlcore.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
 from wlcore.settings import ConfigError, Every, every
 from wlcore.target import Target
-from wlcore.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def level0(n: int, per: int = 2, minutes: int = 10) -> list[Span]:
     """``n`` level-0 batches of ``per`` transactions, one every ``minutes``."""
-    return [Span(0, b, b, b * per, b * per + per - 1, T0 + timedelta(minutes=minutes * b),
-                 first_time=T0 + timedelta(minutes=minutes * b - 1)) for b in range(n)]
+    return [
+        Span(
+            0,
+            b,
+            b,
+            b * per,
+            b * per + per - 1,
+            T0 + timedelta(minutes=minutes * b),
+            first_time=T0 + timedelta(minutes=minutes * b - 1),
+        )
+        for b in range(n)
+    ]
 
 
 def merged(level: int, parts: list[Span]) -> Span:
-    return Span(level, parts[0].first_batch, parts[-1].last_batch, parts[0].first_txn, parts[-1].last_txn,
-                parts[-1].last_time)
+    return Span(
+        level, parts[0].first_batch, parts[-1].last_batch, parts[0].first_txn, parts[-1].last_txn, parts[-1].last_time
+    )
 
 
 def ladder():
     """24 level-0 batches (48 txns), level 1 per 4 batches, level 2 per 2 level-1 batches."""
     l0 = level0(24)
-    l1 = [merged(1, l0[i:i + 4]) for i in range(0, 24, 4)]
-    l2 = [merged(2, l1[i:i + 2]) for i in range(0, 6, 2)]
+    l1 = [merged(1, l0[i : i + 4]) for i in range(0, 24, 4)]
+    l2 = [merged(2, l1[i : i + 2]) for i in range(0, 6, 2)]
     return l0, l1, l2
 
 
 # ----------------------------------------------------------------------------- restore path
+
 
 def test_restore_path_takes_the_coarsest_batches_that_fit_then_finer():
     l0, l1, l2 = ladder()
@@ -59,8 +72,11 @@ def test_restore_path_by_instant_uses_the_last_commit_time():
 
 
 def test_choose_start_is_the_newest_snapshot_at_or_before_the_target():
-    starts = [Start(-1, None, -1, "initial"), Start(9, T0 + timedelta(minutes=40), 4, "9"),
-              Start(29, T0 + timedelta(minutes=140), 14, "29")]
+    starts = [
+        Start(-1, None, -1, "initial"),
+        Start(9, T0 + timedelta(minutes=40), 4, "9"),
+        Start(29, T0 + timedelta(minutes=140), 14, "29"),
+    ]
     assert choose_start(starts).txn == 29
     assert choose_start(starts, Target("txn", txn=28)).txn == 9
     assert choose_start(starts, Target("txn", txn=29)).txn == 29
@@ -69,6 +85,7 @@ def test_choose_start_is_the_newest_snapshot_at_or_before_the_target():
 
 
 # ----------------------------------------------------------------------------- compaction runs
+
 
 def test_runs_by_count_are_complete_consecutive_and_never_overlap():
     l0 = level0(10)
@@ -92,6 +109,7 @@ def test_runs_by_time_window_wait_until_the_window_is_over():
 
 
 # ----------------------------------------------------------------------------- retention
+
 
 def test_retention_keeps_the_base_snapshot_and_the_chain_to_every_promised_point():
     l0, l1, l2 = ladder()  # batch b ends at b*10 minutes; now is 4 h after batch 23
@@ -127,8 +145,12 @@ def test_retention_never_deletes_what_a_kept_snapshot_needs():
 def test_retention_forever_deletes_nothing():
     l0, l1, l2 = ladder()
     starts = [Start(-1, None, -1, "initial")]
-    d = retain(starts, l0 + l1 + l2, T0 + timedelta(days=400),
-               {"level0": None, "level1": None, "level2": None, "snapshots": None})
+    d = retain(
+        starts,
+        l0 + l1 + l2,
+        T0 + timedelta(days=400),
+        {"level0": None, "level1": None, "level2": None, "snapshots": None},
+    )
     assert d.delete == [] and d.delete_snapshots == []
     assert d.earliest.txn == -1
 
@@ -136,8 +158,12 @@ def test_retention_forever_deletes_nothing():
 def test_level0_pruned_but_compacted_kept_leaves_boundaries_reachable():
     l0, l1, l2 = ladder()
     starts = [Start(-1, None, -1, "")]  # a master that began with no table
-    d = retain(starts, l0 + l1 + l2, T0 + timedelta(days=2),
-               {"level0": Every(3600), "level1": None, "level2": None, "snapshots": Every(3600)})
+    d = retain(
+        starts,
+        l0 + l1 + l2,
+        T0 + timedelta(days=2),
+        {"level0": Every(3600), "level1": None, "level2": None, "snapshots": Every(3600)},
+    )
     assert {s.level for s in d.delete} == {0}
     # the newest batch stays (capture resumes from it), and so do the level-0 batches that
     # reach its first transaction from level 1's boundary before it
@@ -151,11 +177,24 @@ def test_level0_pruned_but_compacted_kept_leaves_boundaries_reachable():
 
 # ----------------------------------------------------------------------------- settings
 
-@pytest.mark.parametrize("value, expected", [
-    (None, None), (False, None), ("off", None), (0, None), (3600, Every(3600)), ("90s", Every(90)),
-    ("15m", Every(900)), ("6h", Every(21600)), ("1d", Every(86400)), ("2w", Every(1209600)),
-    ("500 transactions", Every(500, "transactions")), ("4 batches", Every(4, "batches")),
-])
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, None),
+        (False, None),
+        ("off", None),
+        (0, None),
+        (3600, Every(3600)),
+        ("90s", Every(90)),
+        ("15m", Every(900)),
+        ("6h", Every(21600)),
+        ("1d", Every(86400)),
+        ("2w", Every(1209600)),
+        ("500 transactions", Every(500, "transactions")),
+        ("4 batches", Every(4, "batches")),
+    ],
+)
 def test_every_parses_durations_and_counts(value, expected):
     assert every(value, "x", ("transactions", "batches")) == expected
 

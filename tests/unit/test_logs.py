@@ -1,4 +1,5 @@
 """Reading published logs for replay: every batch-level problem names its batch (no Spark)."""
+
 import os
 import shutil
 from datetime import datetime, timedelta, timezone
@@ -61,16 +62,34 @@ def test_a_missing_log_folder_is_a_failure_not_an_empty_log(tmp_path):
         read(str(tmp_path / "unmounted"), next_batch=3, tick=9)
 
 
-@pytest.mark.parametrize("damage, number, message", [
-    (lambda lg: os.remove(os.path.join(batch(lg, 1), "manifest.json")), 1, "batch 1: .*manifest.json is missing"),
-    (lambda lg: open(os.path.join(batch(lg, 2), "manifest.json"), "r+b").truncate(40), 2, "batch 2: .*not JSON"),
-    (lambda lg: shutil.rmtree(batch(lg, 1)), 1, "batch 1 is missing .*batch 2 follows"),
-    (lambda lg: (os.rename(batch(lg, 1), batch(lg, 9)), os.rename(batch(lg, 2), batch(lg, 1)),
-                os.rename(batch(lg, 9), batch(lg, 2))), 1, "batch 1: its folder holds the manifest of batch 2"),
-    (lambda lg: shutil.copytree(batch(lg, 3), batch(lg, 4)), 4, "batch 4: its folder holds the manifest of batch 3"),
-    (lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [4])), 2, "batch 2 holds transactions 4-4 but 3 was expected"),
-    (lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [3, 4], dbid="other")), 2, "database id other"),
-])
+@pytest.mark.parametrize(
+    "damage, number, message",
+    [
+        (lambda lg: os.remove(os.path.join(batch(lg, 1), "manifest.json")), 1, "batch 1: .*manifest.json is missing"),
+        (lambda lg: open(os.path.join(batch(lg, 2), "manifest.json"), "r+b").truncate(40), 2, "batch 2: .*not JSON"),
+        (lambda lg: shutil.rmtree(batch(lg, 1)), 1, "batch 1 is missing .*batch 2 follows"),
+        (
+            lambda lg: (
+                os.rename(batch(lg, 1), batch(lg, 9)),
+                os.rename(batch(lg, 2), batch(lg, 1)),
+                os.rename(batch(lg, 9), batch(lg, 2)),
+            ),
+            1,
+            "batch 1: its folder holds the manifest of batch 2",
+        ),
+        (
+            lambda lg: shutil.copytree(batch(lg, 3), batch(lg, 4)),
+            4,
+            "batch 4: its folder holds the manifest of batch 3",
+        ),
+        (
+            lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [4])),
+            2,
+            "batch 2 holds transactions 4-4 but 3 was expected",
+        ),
+        (lambda lg: (shutil.rmtree(batch(lg, 2)), publish(lg, 2, [3, 4], dbid="other")), 2, "database id other"),
+    ],
+)
 def test_each_batch_level_problem_names_its_batch(logs, damage, number, message):
     damage(logs)
     with pytest.raises(LogError, match=message) as err:

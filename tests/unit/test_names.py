@@ -1,18 +1,22 @@
 """Table names: qualified names, parsing, path-escape checks, batch folders, state keys."""
+
 import pytest
 
 from wlcore.errors import ConfigError
 from wlcore.names import batch_folder, check_part, qualified, split_name, state_key, uncarried_reason
 
 
-@pytest.mark.parametrize("schema, table, text", [
-    ("s", "t", "s.t"),
-    ("s", "it's", "s.it's"),
-    ("my-schema", "ünïcødé", "my-schema.ünïcødé"),
-    ("s", "do.t", "s.`do.t`"),
-    ("a`b", "c", "`a``b`.c"),
-    ("s", "sp ace", "s.sp ace"),
-])
+@pytest.mark.parametrize(
+    "schema, table, text",
+    [
+        ("s", "t", "s.t"),
+        ("s", "it's", "s.it's"),
+        ("my-schema", "ünïcødé", "my-schema.ünïcødé"),
+        ("s", "do.t", "s.`do.t`"),
+        ("a`b", "c", "`a``b`.c"),
+        ("s", "sp ace", "s.sp ace"),
+    ],
+)
 def test_qualified_names_round_trip(schema, table, text):
     assert qualified(schema, table) == text
     assert split_name(text) == (schema, table)

@@ -1,11 +1,11 @@
 """until parsing and replay planning: inclusive bounds, consistent cut, no going back."""
+
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from wlr.errors import TargetError
-from wlr.plan import (Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan,
-                      segments)
+from wlr.plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan, segments
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -87,6 +87,7 @@ def test_going_back_is_refused():
 
 
 # ----------------------------------------------------------------------------- segments
+
 
 def mix(spec, batch_size=3):
     """``spec``: "a a A b a" -> refs: lower case DML on table s.<x>, upper case a barrier."""

@@ -1,4 +1,5 @@
 """Selective replication's selection (wlr.select): patterns, predicates, recorded and compared."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,10 @@ def test_recorded_selection_round_trips_and_another_is_refused():
     sel = Selection.of(["sales.*", "hr.employees"], {"sales.orders": "o_region = 'EU'"})
     state = sel.to_state()
     assert Selection.from_state(state) == sel
-    assert Selection.from_state({}) == Selection.of() and Selection.of().to_state() == {"select_tables": "",
-                                                                                        "select_where": ""}
+    assert Selection.from_state({}) == Selection.of() and Selection.of().to_state() == {
+        "select_tables": "",
+        "select_where": "",
+    }
     check_same(sel, Selection.of(["hr.employees", "sales.*"], {"sales.orders": "o_region = 'EU'"}), "r")
     with pytest.raises(ReplicaStateError, match="make a new replica"):
         check_same(sel, Selection.of(["sales.*"], {"sales.orders": "o_region = 'US'"}), "r")

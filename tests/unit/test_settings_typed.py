@@ -1,4 +1,5 @@
 """Settings as one typed object: validated once when loaded, units in the types, no writes to os.environ."""
+
 import argparse
 import os
 
@@ -31,14 +32,17 @@ def test_loaded_once_and_again_when_a_file_changes(tmp_path, monkeypatch):
     assert config.settings().dbfarm == str(tmp_path / "other")
 
 
-@pytest.mark.parametrize("yaml_text, message", [
-    ("capture:\n  poll_interval: 0\n", "capture.poll_interval must be >= 0.01 seconds, not 0"),
-    ("capture:\n  settle: soon\n", "capture.settle must be a number of seconds, not 'soon'"),
-    ("master:\n  compact:\n    level1: 4 transactions\n", "master.compact.level1 must be a number of seconds"),
-    ("replica:\n  parallelism: 0\n", "replica.parallelism must be a whole number >= 1, not 0"),
-    ("spark:\n  s3a: maybe\n", "spark.s3a must be true, false or auto, not 'maybe'"),
-    ("spark:\n  conf: 3\n", "setting 'spark.conf' must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("capture:\n  poll_interval: 0\n", "capture.poll_interval must be >= 0.01 seconds, not 0"),
+        ("capture:\n  settle: soon\n", "capture.settle must be a number of seconds, not 'soon'"),
+        ("master:\n  compact:\n    level1: 4 transactions\n", "master.compact.level1 must be a number of seconds"),
+        ("replica:\n  parallelism: 0\n", "replica.parallelism must be a whole number >= 1, not 0"),
+        ("spark:\n  s3a: maybe\n", "spark.s3a must be true, false or auto, not 'maybe'"),
+        ("spark:\n  conf: 3\n", "setting 'spark.conf' must be a mapping"),
+    ],
+)
 def test_a_bad_value_names_its_file_and_key(tmp_path, monkeypatch, yaml_text, message):
     extra = tmp_path / "x.yaml"
     extra.write_text(yaml_text)

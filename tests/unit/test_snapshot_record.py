@@ -1,5 +1,6 @@
 """A snapshot's record (``snapshot.json``) as a typed value: a damaged one is refused by name,
 not read half-way. No Spark."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import json
 import pytest
 
 from wlcore import snapshots as snap
+from wlcore.errors import TargetError
 from wlcore.storage import Storage
 from wlcore.target import Target
-from wlcore.errors import TargetError
 
 
 def _write(tmp_path, text: str) -> str:
@@ -25,8 +26,9 @@ def test_an_initial_record_without_txn_is_the_initial_snapshot(tmp_path):
     assert (record.txn, record.time, record.watermark, record.batch, record.epochs) == (-1, None, None, -1, None)
 
 
-@pytest.mark.parametrize("text", ["{not json", json.dumps({"dbid": "d"}),
-                                  json.dumps({"dbid": "d", "tables": {"s.t": {"meta": None}}})])
+@pytest.mark.parametrize(
+    "text", ["{not json", json.dumps({"dbid": "d"}), json.dumps({"dbid": "d", "tables": {"s.t": {"meta": None}}})]
+)
 def test_a_damaged_record_is_refused_by_name(tmp_path, text):
     path = _write(tmp_path, text)
     with pytest.raises(snap.SnapshotRecordError, match="snapshot.json"):

@@ -1,6 +1,7 @@
 """The state files as typed objects (wlcore.master_state.MasterState, wlcore.replica_state.ReplicaState):
 texts written by the dict-based writers before them are read, typed and written back byte for byte.
 No Spark."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -8,8 +9,15 @@ from datetime import datetime, timezone
 import pytest
 
 from wlcore.errors import ConfigError
-from wlcore.master_state import (STOPPED, WATERMARK_STOPPED, MasterState, capture_liveness, logs_of,
-                                 read_master_state, write_master_state)
+from wlcore.master_state import (
+    STOPPED,
+    WATERMARK_STOPPED,
+    MasterState,
+    capture_liveness,
+    logs_of,
+    read_master_state,
+    write_master_state,
+)
 from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
 from wlcore.storage import Storage
 
@@ -172,8 +180,9 @@ def test_keys_keep_their_order_and_new_ones_are_appended_as_a_dict_would():
     assert cfg.to_text() == "snapshot=\nlogs=/l\nstate=1\nbatches=0\nbeat=0.5\nwrite=\ntick=-1\nwatermark=\n"
     cfg.heartbeat = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     cfg.state, cfg.watermark = STOPPED, WATERMARK_STOPPED
-    assert cfg.to_text().endswith("state=2\nbatches=0\nbeat=0.5\nwrite=\ntick=-1\nwatermark=stopped\n"
-                                  "heartbeat=2026-01-02T03:04:05.000000Z\n")
+    assert cfg.to_text().endswith(
+        "state=2\nbatches=0\nbeat=0.5\nwrite=\ntick=-1\nwatermark=stopped\nheartbeat=2026-01-02T03:04:05.000000Z\n"
+    )
     st = ReplicaState.from_text(FOLLOWER_TEXT)
     st.drop_version("s.f")
     st.set_version("s.g", 7)
@@ -194,8 +203,10 @@ def test_unknown_keys_are_kept_where_they_stood():
 
 
 def test_the_shipped_keys_and_the_notes_are_typed():
-    text = (MASTER_RUNNING_TEXT + 'held={"s.a": "cannot read"}\ndatabase=m\n'
-            "shipped=2026-11-25T05:13:00.000000Z\nshipped_from=/farm/m\n")
+    text = (
+        MASTER_RUNNING_TEXT + 'held={"s.a": "cannot read"}\ndatabase=m\n'
+        "shipped=2026-11-25T05:13:00.000000Z\nshipped_from=/farm/m\n"
+    )
     cfg = MasterState.from_text(text)
     assert cfg.is_shipped and cfg.database == "m" and cfg.held == {"s.a": "cannot read"}
     assert cfg.copy().to_text() == text == cfg.to_text()
@@ -234,9 +245,21 @@ def test_replays_typed_writes_give_the_text_the_dict_based_writer_gave():
     """The order replay sets the keys in (wlr.setup's first copy, a round, the end of a call,
     a later round) lists them as REPLICA_TEXT does, written by replay before the typed state."""
     farm = "/farm/test_point_in_time_is_a_consis0/dbfarm"
-    st = ReplicaState.of(master="m", masterfarm=farm, dbid="eed78245c0274f57a7a4bc6505df89b5", source=farm + "/m",
-                         source_kind="master", select_tables="", select_where="", logs=farm + "/m/wlc_logs",
-                         batches=0, tick=-1, clock=None, skipped=[], state="restoring")
+    st = ReplicaState.of(
+        master="m",
+        masterfarm=farm,
+        dbid="eed78245c0274f57a7a4bc6505df89b5",
+        source=farm + "/m",
+        source_kind="master",
+        select_tables="",
+        select_where="",
+        logs=farm + "/m/wlc_logs",
+        batches=0,
+        tick=-1,
+        clock=None,
+        skipped=[],
+        state="restoring",
+    )
     st.set_error(None, None, "", "")
     st.epochs, st.epoch = "0:54c8c4ed20cb9806", "54c8c4ed20cb9806"
     st.set_views({})

@@ -1,5 +1,6 @@
 """Storage on an object store (the test's own S3-compatible server): published folders
 appear only with their commit marker; writes replace whole objects; copies between filesystems."""
+
 from __future__ import annotations
 
 from wlcore.storage import MARKER, Storage, copy_file, copy_tree
@@ -30,8 +31,8 @@ def test_write_atomic_and_uris_on_s3(s3):
     st.write_atomic(f"{s3}/db/wlc.config", "a=2\n")
     assert st.read_text(f"{s3}/db/wlc.config") == "a=2\n"
     assert st.listdir(f"{s3}/db") == ["wlc.config"]  # no temporary object left beside it
-    assert st.uri(f"{s3}/db/x") == "s3a://" + s3[len("s3://"):] + "/db/x"
-    assert st.uri(s3[len("s3://"):] + "/db/x") == "s3a://" + s3[len("s3://"):] + "/db/x"
+    assert st.uri(f"{s3}/db/x") == "s3a://" + s3[len("s3://") :] + "/db/x"
+    assert st.uri(s3[len("s3://") :] + "/db/x") == "s3a://" + s3[len("s3://") :] + "/db/x"
 
 
 def test_copies_between_local_folders_and_s3(s3, tmp_path):

@@ -2,6 +2,7 @@
 kind of store): the implementation ``Storage.of`` picks, the same behaviour from each, and
 locks: a file lock on local folders, a lease by S3's conditional writes on object stores,
 a refusal that says so where the store can hold neither (never a lock silently skipped)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ import pytest
 
 import wlcore.storage as storage_pkg
 from wlcore.errors import LockHeldError, LockUnsupportedError, WlcError
-from wlcore.storage import (LocalStorage, ObjectStorage, RemoteStorage, S3Storage, Storage, copy_file,
-                            storage_for)
+from wlcore.storage import LocalStorage, ObjectStorage, RemoteStorage, S3Storage, Storage, copy_file, storage_for
 from wlcore.storage import s3 as s3_impl
 from wlcore.storage.lease import Lease, machine
 
@@ -153,8 +153,9 @@ def test_lease_waited_for(s3):
 def test_an_expired_lease_is_taken_over(s3):
     st = Storage.of(s3)
     path = f"{s3}/db/wlc.lock"
-    st.fs.pipe_file(path, json.dumps({"holder": "dead", "host": "h", "pid": 1, "what": "old",
-                                      "expires": time.time() - 1}).encode())
+    st.fs.pipe_file(
+        path, json.dumps({"holder": "dead", "host": "h", "pid": 1, "what": "old", "expires": time.time() - 1}).encode()
+    )
     with st.lock(path, blocking=False, what="new"):
         assert json.loads(st.read_text(path))["what"] == "new"
 
@@ -166,8 +167,14 @@ def test_the_lease_of_a_dead_process_of_this_machine_is_taken_over_at_once(s3):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(gone.stdout)
     path = f"{s3}/db/wlc.lock"
-    other = {"holder": "x", "host": "elsewhere", "machine": "elsewhere/boot/ns", "pid": pid, "what": "old",
-             "expires": time.time() + 600}
+    other = {
+        "holder": "x",
+        "host": "elsewhere",
+        "machine": "elsewhere/boot/ns",
+        "pid": pid,
+        "what": "old",
+        "expires": time.time() + 600,
+    }
     st.fs.pipe_file(path, json.dumps(other).encode())
     with pytest.raises(LockHeldError, match="old on elsewhere"):
         st.lock(path, blocking=False, what="new")

@@ -1,5 +1,6 @@
 """What a replay target is taken to mean, and which targets are refused before anything is written
 (wlr.target), and how the wait for a target not yet published is said (wlr.wait). No Spark."""
+
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -8,8 +9,7 @@ from wlcore.master_state import MasterState
 from wlcore.settings import format_kv
 from wlr.errors import ReplicationTimeout, TargetError
 from wlr.plan import Target, parse_until
-from wlr.target import (Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only,
-                        meaning)
+from wlr.target import Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only, meaning
 from wlr.wait import TargetWait
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
@@ -17,8 +17,12 @@ ISO = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def master_config(tick=36, watermark=NOW - timedelta(seconds=1), heartbeat=NOW, state=1) -> MasterState:
-    cfg = {"tick": str(tick), "state": str(state), "write": (NOW - timedelta(seconds=30)).strftime(ISO),
-           "watermark": "stopped" if state == 2 else watermark.strftime(ISO)}
+    cfg = {
+        "tick": str(tick),
+        "state": str(state),
+        "write": (NOW - timedelta(seconds=30)).strftime(ISO),
+        "watermark": "stopped" if state == 2 else watermark.strftime(ISO),
+    }
     if heartbeat is not None:
         cfg["heartbeat"] = heartbeat.strftime(ISO)
     return MasterState.from_text(format_kv(cfg))
@@ -28,9 +32,18 @@ def published(**kw) -> Published:
     return Published.of(master_config(**kw), NOW)
 
 
-@pytest.mark.parametrize("until,expected", [("2026-11-24", True), (" 20261124 ", True), ("2026-11-24T00:00:00Z", False),
-                                            ("2026-11-24 10:00", False), (42, False), (None, False),
-                                            (datetime(2026, 11, 24), False)])
+@pytest.mark.parametrize(
+    "until,expected",
+    [
+        ("2026-11-24", True),
+        (" 20261124 ", True),
+        ("2026-11-24T00:00:00Z", False),
+        ("2026-11-24 10:00", False),
+        (42, False),
+        (None, False),
+        (datetime(2026, 11, 24), False),
+    ],
+)
 def test_date_only(until, expected):
     assert date_only(until) is expected
 
@@ -40,7 +53,8 @@ def test_a_date_alone_says_what_it_was_taken_to_mean():
     assert target.time == datetime(2026, 11, 24, tzinfo=timezone.utc)
     assert date_note("2026-11-24", target, cli=True) == (
         "--until 2026-11-24 taken as 2026-11-24T00:00:00Z (the start of that day, UTC); write the full instant to "
-        "mean another time, e.g. --until 2026-11-24T17:30:00Z")
+        "mean another time, e.g. --until 2026-11-24T17:30:00Z"
+    )
     assert date_note("2026-11-24", target).startswith("until='2026-11-24' taken as 2026-11-24T00:00:00Z")
     assert meaning("2026-11-24", target) == "2026-11-24 (taken as 2026-11-24T00:00:00Z, the start of that day, UTC)"
     for full in ("2026-11-24T00:00:00Z", datetime(2026, 11, 24, tzinfo=timezone.utc), 7):
@@ -54,8 +68,10 @@ def test_minus_one_is_before_the_first_transaction():
 
 
 def test_published_says_tick_watermark_last_commit_and_capture():
-    assert published().describe() == ("the master has published up to transaction 36 (watermark "
-                                      "2026-11-24T11:59:59Z, last commit 2026-11-24T11:59:30Z, capture alive)")
+    assert published().describe() == (
+        "the master has published up to transaction 36 (watermark "
+        "2026-11-24T11:59:59Z, last commit 2026-11-24T11:59:30Z, capture alive)"
+    )
     stale = published(heartbeat=NOW - timedelta(minutes=5))
     assert stale.capture == "stale" and "capture stale since 2026-11-24T11:55:00Z" in stale.describe()
     assert "capture not started" in published(heartbeat=None).describe()
@@ -114,8 +130,10 @@ def test_a_new_replica_before_the_first_transaction_is_refused_unless_asked():
     with pytest.raises(TargetError) as caught:
         check_not_empty(parse_until("2026-11-20"), "2026-11-20", first, published(), False, False, "m")
     cli = caught.value.cli
-    assert cli.startswith("--until 2026-11-20 (taken as 2026-11-20T00:00:00Z, the start of that day, UTC) is before "
-                          "the first transaction of master 'm' (transaction 0, committed 2026-11-24T11:00:00Z)")
+    assert cli.startswith(
+        "--until 2026-11-20 (taken as 2026-11-20T00:00:00Z, the start of that day, UTC) is before "
+        "the first transaction of master 'm' (transaction 0, committed 2026-11-24T11:00:00Z)"
+    )
     assert "no table and no row" in cli and "add --empty" in cli
     assert "empty=True" in str(caught.value)
     with pytest.raises(TargetError, match="until=-1 is before the first transaction.*first snapshot"):
@@ -142,20 +160,28 @@ def test_the_wait_is_said_at_once_then_every_30_s_and_its_end_states_capture():
     lines, clock = [], Clock()
     wait = TargetWait(Target("txn", txn=42), 42, 120, lines.append, clock=clock)
     wait.update(published())  # pytest captures stderr: no bar, lines instead
-    assert lines == ["waiting for transaction 42: the master has published up to transaction 36 (watermark "
-                     "2026-11-24T11:59:59Z, last commit 2026-11-24T11:59:30Z, capture alive); waiting up to 120 s "
-                     "(replica.timeout)"]
+    assert lines == [
+        "waiting for transaction 42: the master has published up to transaction 36 (watermark "
+        "2026-11-24T11:59:59Z, last commit 2026-11-24T11:59:30Z, capture alive); waiting up to 120 s "
+        "(replica.timeout)"
+    ]
     clock.now += 29
     wait.update(published())
     assert len(lines) == 1
     clock.now += 2
     wait.update(published(tick=38))
-    assert len(lines) == 2 and lines[1].startswith("still waiting for transaction 42 (31 of 120 s): the master has "
-                                                   "published up to transaction 38")
+    assert len(lines) == 2 and lines[1].startswith(
+        "still waiting for transaction 42 (31 of 120 s): the master has published up to transaction 38"
+    )
     end = wait.timed_out(published(tick=38), 38, cli=True)
     wait.close()
-    assert end.startswith("waited 120 s for transaction 42; the replica is at transaction 38 and the master has "
-                          "published up to transaction 38") and "capture alive" in end
+    assert (
+        end.startswith(
+            "waited 120 s for transaction 42; the replica is at transaction 38 and the master has "
+            "published up to transaction 38"
+        )
+        and "capture alive" in end
+    )
     assert "Is capture running" not in end and "replica.timeout" in end
 
 

@@ -1,4 +1,5 @@
 """What the command lines show: versions, warnings and loggers, Spark's start-up output (no Spark)."""
+
 import os
 import re
 import subprocess
@@ -9,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import wlc
-from wlcore.batch import FORMAT_VERSION
 from wlc.cli import main as wlc_main
+from wlcore.batch import FORMAT_VERSION
 from wlr.cli import main as wlr_main
+
 from ..waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,7 @@ def test_version_names_the_release_and_the_batch_format(main, prog, capsys):
     assert capsys.readouterr().out == f"{prog} {wlc.__version__} (batch format {FORMAT_VERSION})\n"
     assert re.fullmatch(r"\d+\.\d+\.\d+", wlc.__version__)  # semantic versioning
     import wlr
+
     assert wlr.__version__ == wlc.__version__
 
 
@@ -41,8 +44,9 @@ def test_changelog_names_this_release_and_its_formats():
 def _run(code: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WLC_VERBOSE", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 LINES = """
@@ -85,13 +89,19 @@ def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
     log = tmp_path / "spark-start.log"
     pump = _Pump(log)
     pump.start()
-    for line in [b"WARNING: Using incubator modules: jdk.incubator.vector\n",
-                 b":: resolving dependencies :: org.apache.spark#spark-submit-parent;1.0\n",
-                 b"\tdownloading https://repo1.maven.org/maven2/a.jar ...\n",
-                 b"\tdownloading https://repo1.maven.org/maven2/b.jar ...\n"]:
+    for line in [
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n",
+        b":: resolving dependencies :: org.apache.spark#spark-submit-parent;1.0\n",
+        b"\tdownloading https://repo1.maven.org/maven2/a.jar ...\n",
+        b"\tdownloading https://repo1.maven.org/maven2/b.jar ...\n",
+    ]:
         os.write(pump._write, line)
-    wait_until(lambda: "b.jar" in (log.read_text() if log.exists() else ""), 10, "the start-up log to hold b.jar",
-               interval=0.02)
+    wait_until(
+        lambda: "b.jar" in (log.read_text() if log.exists() else ""),
+        10,
+        "the start-up log to hold b.jar",
+        interval=0.02,
+    )
     pump.started(ok)
     os.write(pump._write, b"12:00:01 ERROR SparkContext: after the start\n")
     os.close(pump._write)

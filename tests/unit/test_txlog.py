@@ -1,22 +1,31 @@
 """The transaction log viewer (`wlr log`, wlr.transactions): filters and output, no Spark."""
+
 import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from wlcore import batch as B
+from wlcore.errors import NotFoundError
 from wlcore.settings import format_kv
 from wlcore.storage import Storage
 from wlr import cli, transactions
-from wlcore.errors import NotFoundError
 from wlr.errors import TargetError
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
 
 def _rec(txn, table, op, ddl=None, counts=None):
-    return B.TxnRecord(txn=txn, gtid=f"d1:{txn}", time=T0 + timedelta(minutes=txn), table=table, version=txn,
-                       operation=op, ddl=ddl, counts=counts or {})
+    return B.TxnRecord(
+        txn=txn,
+        gtid=f"d1:{txn}",
+        time=T0 + timedelta(minutes=txn),
+        table=table,
+        version=txn,
+        operation=op,
+        ddl=ddl,
+        counts=counts or {},
+    )
 
 
 @pytest.fixture
@@ -26,22 +35,41 @@ def farm(tmp_path):
     logs = str(db / "wlc_logs")
     st.makedirs(logs)
     (db / "wlc.config").write_text(format_kv({"logs": logs, "dbid": "d1", "state": 1}))
-    batches = [[_rec(0, "sales.orders", "CREATE TABLE", "create"),
-                _rec(1, "sales.orders", "WRITE", counts={"insert": 3, "delete": 0})],
-               [_rec(2, "sales.items", "MERGE", counts={"insert": 1, "update_preimage": 2, "update_postimage": 2}),
-                _rec(3, "sales.orders", "DROP TABLE", "drop")]]
+    batches = [
+        [
+            _rec(0, "sales.orders", "CREATE TABLE", "create"),
+            _rec(1, "sales.orders", "WRITE", counts={"insert": 3, "delete": 0}),
+        ],
+        [
+            _rec(2, "sales.items", "MERGE", counts={"insert": 1, "update_preimage": 2, "update_postimage": 2}),
+            _rec(3, "sales.orders", "DROP TABLE", "drop"),
+        ],
+    ]
     for n, recs in enumerate(batches):
         staging = B.open_staging(st, logs, "shop", n)
-        B.publish(st, logs, staging, B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time,
-                                                txns=recs, cursors={}))
+        B.publish(
+            st,
+            logs,
+            staging,
+            B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time, txns=recs, cursors={}),
+        )
     return str(tmp_path)
 
 
 def test_filters(farm):
     assert [t["txn"] for t in transactions("shop", farm)] == [0, 1, 2, 3]
     drop = transactions("shop", farm, operation="drop")
-    assert drop == [{"txn": 3, "gtid": "d1:3", "time": "2026-11-22T10:03:00.000000Z", "table": "sales.orders",
-                     "operation": "DROP TABLE", "rows": {}, "batch": 1}]
+    assert drop == [
+        {
+            "txn": 3,
+            "gtid": "d1:3",
+            "time": "2026-11-22T10:03:00.000000Z",
+            "table": "sales.orders",
+            "operation": "DROP TABLE",
+            "rows": {},
+            "batch": 1,
+        }
+    ]
     assert [t["txn"] for t in transactions("shop", farm, table="SALES.orders")] == [0, 1, 3]
     assert [t["txn"] for t in transactions("shop", farm, since=1, until="2")] == [1, 2]
     assert [t["txn"] for t in transactions("shop", farm, since="2026-11-22T10:02:00Z")] == [2, 3]

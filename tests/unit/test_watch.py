@@ -1,4 +1,5 @@
 """The folder watch: watchdog's harmless stop race is not shown as an error, others are."""
+
 import logging
 
 from wlcore import watch  # importing it installs the filter

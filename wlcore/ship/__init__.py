@@ -28,11 +28,22 @@ report), :mod:`wlcore.ship.folders` (copying one batch or snapshot folder, verif
 published), :mod:`wlcore.ship.once` (one pass, :func:`ship`) and
 :mod:`wlcore.ship.shipper` (:class:`Shipper`, passes again whenever the source publishes).
 """
+
 from __future__ import annotations
 
 from .destination import LOCK_FILE, LOGS_DIR, TAG, ShipError, ShipReport, ShipVerifyError, dest_root, read_config
 from .once import ship
 from .shipper import Shipper
 
-__all__ = ["LOCK_FILE", "LOGS_DIR", "TAG", "ShipError", "ShipReport", "ShipVerifyError", "Shipper", "dest_root",
-           "read_config", "ship"]
+__all__ = [
+    "LOCK_FILE",
+    "LOGS_DIR",
+    "TAG",
+    "ShipError",
+    "ShipReport",
+    "ShipVerifyError",
+    "Shipper",
+    "dest_root",
+    "read_config",
+    "ship",
+]

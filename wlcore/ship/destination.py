@@ -1,5 +1,6 @@
 """What a shipped copy is: its layout, how its ``wlc.config`` is read, who may ship to it,
 and the errors and report of shipping (see :mod:`wlcore.ship`)."""
+
 from __future__ import annotations
 
 import posixpath
@@ -8,7 +9,8 @@ from dataclasses import dataclass, field
 from .. import epochs
 from .. import snapshots as snap
 from ..errors import LockHeldError, WlcError
-from ..master_state import MasterState, read_master_state as read_master_config
+from ..master_state import MasterState
+from ..master_state import read_master_state as read_master_config
 from ..storage import HeldLock, Storage
 
 LOGS_DIR = "wlc_logs"
@@ -55,8 +57,10 @@ class ShipReport:
     def lines(self) -> list[str]:
         """The report as lines for a person: a summary, the batch range, each snapshot and
         each folder pruned at the source meanwhile."""
-        out = [f"shipped {len(self.batches)} batches and {len(self.snapshots)} snapshots, "
-               f"{self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s"]
+        out = [
+            f"shipped {len(self.batches)} batches and {len(self.snapshots)} snapshots, "
+            f"{self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s"
+        ]
         if self.batches:
             out.append(f"  batches {self.batches[0]} .. {self.batches[-1]}")
         for name in self.snapshots:
@@ -101,27 +105,35 @@ def check_dest(dst: Storage, to: str, dbname: str, mcfg: MasterState) -> None:
     """
     cfg = read_config(dst, to)
     if cfg is None:
-        if dst.exists(to) and any(n for n in dst.listdir(to) if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE)
-                                  and not n.startswith(".")):
+        if dst.exists(to) and any(
+            n for n in dst.listdir(to) if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE) and not n.startswith(".")
+        ):
             raise ShipError(f"{to} holds other files and no shipped copy; ship to an empty folder or URL")
         return
     if not cfg.is_shipped:
         raise ShipError(f"{to} is a master's own folder, not a shipped copy; ship to another folder or URL")
     if (cfg.database, cfg.dbid) != (dbname, mcfg.dbid):
-        raise ShipError(f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), "
-                        f"not of {dbname!r} (id {mcfg.dbid}); ship to another URL, or empty it first")
+        raise ShipError(
+            f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), "
+            f"not of {dbname!r} (id {mcfg.dbid}); ship to another URL, or empty it first"
+        )
     theirs, mine = cfg.tick, mcfg.tick
     if mine < theirs:
-        raise ShipError(f"{to} holds {dbname!r} up to transaction {theirs} but the source stands at {mine}: it was "
-                        "restored from an older copy (or its logs were reset); ship to a new URL")
+        raise ShipError(
+            f"{to} holds {dbname!r} up to transaction {theirs} but the source stands at {mine}: it was "
+            "restored from an older copy (or its logs were reset); ship to a new URL"
+        )
     try:
         at = epochs.diverged(epochs.parse(cfg.epochs), theirs, epochs.parse(mcfg.epochs), mine)
     except ValueError as exc:
-        raise ShipError(f"the epoch history in {to}'s or the source's wlc.config is damaged ({exc}); ship to a "
-                        "new URL") from None
+        raise ShipError(
+            f"the epoch history in {to}'s or the source's wlc.config is damaged ({exc}); ship to a new URL"
+        ) from None
     if at is not None:
-        raise ShipError(f"{to} holds another history of {dbname!r} from transaction {at} on than the source (the "
-                        "master was restored from a copy, or its logs were reset); ship to a new URL")
+        raise ShipError(
+            f"{to} holds another history of {dbname!r} from transaction {at} on than the source (the "
+            "master was restored from a copy, or its logs were reset); ship to a new URL"
+        )
 
 
 def lock_dest(dst: Storage, to: str) -> HeldLock:

@@ -1,6 +1,7 @@
 """Copying one batch or snapshot folder to a shipped copy: assembled aside, read back and
 verified, then published (see :mod:`wlcore.ship`). A folder pruned at the source while it
 is copied is dropped and reported in :attr:`ShipReport.gone`."""
+
 from __future__ import annotations
 
 import posixpath
@@ -53,15 +54,19 @@ def ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipRe
     try:
         manifest = batchfmt.read_manifest(src, path)
         for rel, info in sorted(manifest.files.items()):
-            report.bytes += _copy_if_changed(src, Storage.join(path, rel), dst, Storage.join(staging, rel),
-                                             int(info["size"]), info["sha256"])
+            report.bytes += _copy_if_changed(
+                src, Storage.join(path, rel), dst, Storage.join(staging, rel), int(info["size"]), info["sha256"]
+            )
             crash_point("ship.file")
-        report.bytes += copy_file(src, Storage.join(path, batchfmt.MANIFEST), dst,
-                                  Storage.join(staging, batchfmt.MANIFEST))
+        report.bytes += copy_file(
+            src, Storage.join(path, batchfmt.MANIFEST), dst, Storage.join(staging, batchfmt.MANIFEST)
+        )
     except (FileNotFoundError, BatchError) as exc:
         if src.is_published(path):
             if isinstance(exc, BatchError):
-                raise ShipError(f"batch {name} at the source cannot be read ({exc}); repair the source's logs") from None
+                raise ShipError(
+                    f"batch {name} at the source cannot be read ({exc}); repair the source's logs"
+                ) from None
             raise
         drop()
         report.gone.append(name)  # pruned at the source while being copied
@@ -72,9 +77,11 @@ def ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipRe
         problems = {batchfmt.MANIFEST: str(exc)}
     if problems:
         drop()
-        raise ShipVerifyError(f"batch {name} does not verify at {posixpath.dirname(final)} after copying ("
-                              + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
-                              + "); nothing of it was published. Check the destination and ship again")
+        raise ShipVerifyError(
+            f"batch {name} does not verify at {posixpath.dirname(final)} after copying ("
+            + "; ".join(f"{f}: {p}" for f, p in sorted(problems.items())[:3])
+            + "); nothing of it was published. Check the destination and ship again"
+        )
     crash_point("ship.verified")
     try:
         dst.publish_dir(staging, final)
@@ -107,8 +114,9 @@ def ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, 
             a = Storage.join(path, rel)
             sizes[rel] = src.size(a)
             report.bytes += _copy_if_changed(src, a, dst, Storage.join(staging, rel), sizes[rel], None)
-        report.bytes += copy_file(src, Storage.join(path, snap.SNAPSHOT_MANIFEST), dst,
-                                  Storage.join(staging, snap.SNAPSHOT_MANIFEST))
+        report.bytes += copy_file(
+            src, Storage.join(path, snap.SNAPSHOT_MANIFEST), dst, Storage.join(staging, snap.SNAPSHOT_MANIFEST)
+        )
     except FileNotFoundError:
         if src.is_published(path):
             raise
@@ -119,8 +127,10 @@ def ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, 
     wrong = [rel for rel, size in sizes.items() if dst.size(Storage.join(staging, rel)) != size]
     if wrong:
         dst.rm(staging)
-        raise ShipVerifyError(f"snapshot {posixpath.basename(final)} does not verify at the destination after copying "
-                        f"({', '.join(wrong[:3])}: size differs); nothing of it was published. Ship again")
+        raise ShipVerifyError(
+            f"snapshot {posixpath.basename(final)} does not verify at the destination after copying "
+            f"({', '.join(wrong[:3])}: size differs); nothing of it was published. Ship again"
+        )
     try:
         dst.publish_dir(staging, final)
     except FileExistsError:  # another shipper published it first

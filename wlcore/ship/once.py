@@ -1,5 +1,6 @@
 """One shipping pass (:func:`ship`): what the source publishes and the destination lacks is
 copied, then the copy's ``wlc.config`` is written last (see :mod:`wlcore.ship`)."""
+
 from __future__ import annotations
 
 import logging
@@ -18,9 +19,16 @@ from .folders import ship_batch, ship_snapshot, snapshot_name
 log = logging.getLogger("wlc.ship")
 
 
-def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | None = None,
-         up_to_txn: int | None = None, edit_config: Callable[[MasterState], MasterState] | None = None,
-         progress: bool = True) -> ShipReport:
+def ship(
+    storage: Storage,
+    root: str,
+    dbname: str,
+    to: str,
+    up_to_batch: int | None = None,
+    up_to_txn: int | None = None,
+    edit_config: Callable[[MasterState], MasterState] | None = None,
+    progress: bool = True,
+) -> ShipReport:
     """One shipping pass from the source folder ``root`` (a master's folder, or a shipped
     copy or relay holding a ``wlc.config``) to ``to``.
 
@@ -54,8 +62,10 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
     started = time.monotonic()
     mcfg = read_config(storage, root)
     if mcfg is None:
-        raise ShipError(f"{root} is not a master (no {CONFIG_FILE}): check the dbfarm and the name; a database "
-                        "becomes a master by wlc.master() (wlc master on the command line)")
+        raise ShipError(
+            f"{root} is not a master (no {CONFIG_FILE}): check the dbfarm and the name; a database "
+            "becomes a master by wlc.master() (wlc master on the command line)"
+        )
     to = dest_root(to)
     dst = Storage.of(to)
     check_dest(dst, to, dbname, mcfg)
@@ -68,22 +78,39 @@ def ship(storage: Storage, root: str, dbname: str, to: str, up_to_batch: int | N
             if len(report.gone) == gone:
                 break
         else:
-            log.warning("shipping %s to %s: %s pruned at the source while being copied and no compacted batch "
-                        "holds them yet; the shipped wlc.config is left as it was until a later pass",
-                        dbname, to, ", ".join(report.gone))
+            log.warning(
+                "shipping %s to %s: %s pruned at the source while being copied and no compacted batch "
+                "holds them yet; the shipped wlc.config is left as it was until a later pass",
+                dbname,
+                to,
+                ", ".join(report.gone),
+            )
             return report
         _write_copy_config(storage, root, dbname, mcfg, dst, to, edit_config)
     finally:
         lock.release()
         report.seconds = time.monotonic() - started
     if report.batches or report.snapshots:
-        log.info("shipped %d batches, %d snapshots of %s to %s (%.1f MB)", len(report.batches),
-                 len(report.snapshots), dbname, to, report.bytes / 1e6)
+        log.info(
+            "shipped %d batches, %d snapshots of %s to %s (%.1f MB)",
+            len(report.batches),
+            len(report.snapshots),
+            dbname,
+            to,
+            report.bytes / 1e6,
+        )
     return report
 
 
-def _write_copy_config(storage: Storage, root: str, dbname: str, mcfg: MasterState, dst: Storage, to: str,
-                       edit_config: Callable[[MasterState], MasterState] | None) -> None:
+def _write_copy_config(
+    storage: Storage,
+    root: str,
+    dbname: str,
+    mcfg: MasterState,
+    dst: Storage,
+    to: str,
+    edit_config: Callable[[MasterState], MasterState] | None,
+) -> None:
     """Write the copy's ``wlc.config``: the source's ``mcfg`` with its logs and snapshot
     inside ``to`` and ``database``, ``shipped``, ``shipped_from`` set, then ``edit_config``'s."""
     out = mcfg.copy()
@@ -97,17 +124,33 @@ def _write_copy_config(storage: Storage, root: str, dbname: str, mcfg: MasterSta
     write_master_state(dst, to, out)
 
 
-def _pass(storage: Storage, root: str, dbname: str, mcfg: MasterState, dst: Storage, to: str,
-          up_to_batch: int | None, up_to_txn: int | None, report: ShipReport, progress: bool) -> None:
+def _pass(
+    storage: Storage,
+    root: str,
+    dbname: str,
+    mcfg: MasterState,
+    dst: Storage,
+    to: str,
+    up_to_batch: int | None,
+    up_to_txn: int | None,
+    report: ShipReport,
+    progress: bool,
+) -> None:
     """Copy what the source publishes and the destination lacks: snapshots, then batches."""
     logs, dlogs = logs_of(mcfg, root), Storage.join(to, LOGS_DIR)
     dst.makedirs(dlogs)
     # snapshots and batches listed after the config was read: they hold all it claims
-    starts = [s for s in snap.list_snapshots(storage, root, mcfg.snapshot, logs, dbname)
-              if s.path and (up_to_txn is None or s.txn <= up_to_txn)]
+    starts = [
+        s
+        for s in snap.list_snapshots(storage, root, mcfg.snapshot, logs, dbname)
+        if s.path and (up_to_txn is None or s.txn <= up_to_txn)
+    ]
     level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname) if up_to_batch is None or n < up_to_batch]
-    compacted = [(lv, f, last, p) for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
-                 if up_to_batch is None or last < up_to_batch]
+    compacted = [
+        (lv, f, last, p)
+        for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
+        if up_to_batch is None or last < up_to_batch
+    ]
     have = set(dst.published(dlogs))
     todo = [p for _n, p in level0 if posixpath.basename(p) not in have]
     todo += [p for *_x, p in compacted if posixpath.basename(p) not in have]

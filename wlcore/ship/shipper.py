@@ -1,5 +1,6 @@
 """Shipping again whenever the source publishes (:class:`Shipper`, ``wlc ship --follow``);
 each pass is :func:`wlcore.ship.once.ship`."""
+
 from __future__ import annotations
 
 import logging

@@ -8,6 +8,7 @@ implementation for a path or URL: :class:`LocalStorage` (local and mounted folde
 stores), :class:`RemoteStorage` (other filesystems). The interface and each method's error
 contract are in :mod:`wlcore.storage.base`.
 """
+
 from .base import MARKER, OBJECT_STORES, Storage, protocols
 from .copy import copy_file, copy_tree
 from .factory import s3_options, storage_for
@@ -16,5 +17,18 @@ from .lock import HeldLock
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
-__all__ = ["MARKER", "OBJECT_STORES", "HeldLock", "LocalStorage", "ObjectStorage", "RemoteStorage", "S3Storage",
-           "Storage", "copy_file", "copy_tree", "protocols", "s3_options", "storage_for"]
+__all__ = [
+    "MARKER",
+    "OBJECT_STORES",
+    "HeldLock",
+    "LocalStorage",
+    "ObjectStorage",
+    "RemoteStorage",
+    "S3Storage",
+    "Storage",
+    "copy_file",
+    "copy_tree",
+    "protocols",
+    "s3_options",
+    "storage_for",
+]

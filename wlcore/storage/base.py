@@ -16,6 +16,7 @@ each method's error contract stated here and kept by every implementation:
 Paths are strings as fsspec takes them (a local path, or ``s3://bucket/key``). Unless a
 method says otherwise, a store that cannot be reached raises ``OSError``.
 """
+
 from __future__ import annotations
 
 import posixpath

@@ -1,5 +1,6 @@
 """Copies between any two storages (local folders, object stores): the source picks how,
 the destination writes (:meth:`Storage.copy_file_to`)."""
+
 from __future__ import annotations
 
 from .base import Storage

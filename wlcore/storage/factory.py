@@ -1,4 +1,5 @@
 """Which :class:`~wlcore.storage.base.Storage` implementation a path or URL gets."""
+
 from __future__ import annotations
 
 import fsspec

@@ -12,6 +12,7 @@ pattern AWS describes for S3 conditional writes (and Litestream's lease on objec
 Expiry compares the holder's clock with the reader's: hosts must agree within
 :data:`LEASE_SECONDS`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -90,9 +91,17 @@ class Lease:
         return HeldLock(self.path, self._release)
 
     def _record(self) -> bytes:
-        return json.dumps({"holder": self.token, "host": socket.gethostname(), "machine": machine(), "pid": os.getpid(),
-                           "what": self.what, "expires": time.time() + self.seconds,
-                           "write": uuid.uuid4().hex}).encode()  # every write differs: its ETag too
+        return json.dumps(
+            {
+                "holder": self.token,
+                "host": socket.gethostname(),
+                "machine": machine(),
+                "pid": os.getpid(),
+                "what": self.what,
+                "expires": time.time() + self.seconds,
+                "write": uuid.uuid4().hex,
+            }
+        ).encode()  # every write differs: its ETag too
 
     def _try(self) -> str | None:
         """One try: None when taken, else who holds it."""
@@ -112,8 +121,12 @@ class Lease:
         if expires < time.time() or _dead_here(rec):
             new = self.store.put_if_match(self.path, self._record(), etag)
             if new is not None:
-                log.warning("%s: took over the lease %s of %s (expired, or its process is gone)", self.what,
-                            self.path, _holder(rec))
+                log.warning(
+                    "%s: took over the lease %s of %s (expired, or its process is gone)",
+                    self.what,
+                    self.path,
+                    _holder(rec),
+                )
                 self._etag = new
                 return None
         return _holder(rec)

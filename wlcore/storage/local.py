@@ -1,5 +1,6 @@
 """Local and network-mounted folders: crash-safe writes the Litestream way (write aside,
 fsync, rename, fsync the folder), a folder published by one rename, file locks (filelock)."""
+
 from __future__ import annotations
 
 import os

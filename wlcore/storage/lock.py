@@ -1,4 +1,5 @@
 """What :meth:`wlcore.storage.Storage.lock` returns: a held lock, released once."""
+
 from __future__ import annotations
 
 from typing import Callable

@@ -1,6 +1,7 @@
 """Filesystems where rename is not atomic (object stores, other fsspec filesystems): a published
 folder ``X`` is visible only once its commit marker ``X.committed``, written last beside it,
 exists. Locks: leases on object stores that offer conditional writes, else refused."""
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,11 @@ class RemoteStorage(Storage):
     def subdirs(self, path: str) -> list[str]:
         """fsspec ``ls`` entries of type ``directory``, sorted; ``[]`` for a missing folder."""
         try:
-            return sorted(posixpath.basename(i["name"].rstrip("/"))
-                          for i in self.fs.ls(path, detail=True) if i["type"] == "directory")
+            return sorted(
+                posixpath.basename(i["name"].rstrip("/"))
+                for i in self.fs.ls(path, detail=True)
+                if i["type"] == "directory"
+            )
         except FileNotFoundError:
             return []
 
@@ -135,9 +139,11 @@ class RemoteStorage(Storage):
     # locks --------------------------------------------------------------------------
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
         """Refused: this filesystem has neither file locks nor conditional writes."""
-        raise LockUnsupportedError(f"{what}: {self.url(path)} is on a {self._proto()} filesystem, which can hold "
-                                   "no lock, and the work is not done unlocked; use a local or mounted folder, or "
-                                   "an S3 store with conditional writes")
+        raise LockUnsupportedError(
+            f"{what}: {self.url(path)} is on a {self._proto()} filesystem, which can hold "
+            "no lock, and the work is not done unlocked; use a local or mounted folder, or "
+            "an S3 store with conditional writes"
+        )
 
 
 class ObjectStorage(RemoteStorage):
@@ -157,6 +163,8 @@ class ObjectStorage(RemoteStorage):
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
         """Refused: a lease needs conditional writes (If-None-Match / If-Match), which wlc
         uses only on S3 stores."""
-        raise LockUnsupportedError(f"{what}: {self.url(path)} is on a {self._proto()} object store, where wlc takes "
-                                   "no lease (it needs S3's conditional writes), and the work is not done unlocked; "
-                                   "use a local or mounted folder, or an S3 store")
+        raise LockUnsupportedError(
+            f"{what}: {self.url(path)} is on a {self._proto()} object store, where wlc takes "
+            "no lease (it needs S3's conditional writes), and the work is not done unlocked; "
+            "use a local or mounted folder, or an S3 store"
+        )

@@ -1,6 +1,7 @@
 """S3 and S3-compatible object stores (s3fs): Spark reaches them as ``s3a://``; locks are
 leases (:mod:`wlcore.storage.lease`) by S3's conditional writes (``If-None-Match: *``,
 ``If-Match``), refused on a store that does not honour them."""
+
 from __future__ import annotations
 
 import posixpath
@@ -97,9 +98,11 @@ class S3Storage(ObjectStorage):
         """A lease (:class:`wlcore.storage.lease.Lease`) at ``path``; see :meth:`Storage.lock`.
         Refused (LockUnsupportedError) when the bucket does not honour conditional writes."""
         if not self.honours_conditional_writes(path):
-            raise LockUnsupportedError(f"{what}: the S3 store of {self.url(path)} does not honour conditional writes "
-                                       "(If-None-Match: *), so no lease can be taken there and the work is not done "
-                                       "unlocked; use a store that honours them (AWS S3 does) or a mounted folder")
+            raise LockUnsupportedError(
+                f"{what}: the S3 store of {self.url(path)} does not honour conditional writes "
+                "(If-None-Match: *), so no lease can be taken there and the work is not done "
+                "unlocked; use a store that honours them (AWS S3 does) or a mounted folder"
+            )
         return Lease(self, path, what).acquire(blocking=blocking, timeout=timeout)
 
 
