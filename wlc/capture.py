@@ -1,17 +1,9 @@
 """Capture: turn committed Delta versions of the master's tables into transaction records.
 
 A scan lists the master's tables (``<db>/<schema>/<table>/_delta_log``, schema ``tmp``
-excluded), reads the JSON commits after each table's cursor, and classifies each version:
-
-* a new table's first commit -> ``create`` (with its metadata); a change of what defines
-  the table (:func:`wlcore.tabledef.definition`: columns, partitioning, clustering,
-  constraints, user properties, carried table features, the change feed capture itself
-  switches on among them) -> ``alter``, with the ALTER TABLE operations that make it
-  (:mod:`wlcore.alter`), or the table's image where there are none;
-* a version with ``dataChange`` actions -> change rows: ``cdf`` when the Change Data Feed
-  was on at that version, else ``image`` (the full table at that version, correctness first);
-* a table whose log disappeared -> ``drop``;
-* anything else (OPTIMIZE, VACUUM, REORG) -> not a transaction.
+excluded), reads the JSON commits after each table's cursor, and classifies each version
+(:mod:`wlc.classify`: ``create``, ``alter``, ``cdf`` change rows, the table's ``image``, or no
+transaction); a table whose log disappeared is a ``drop``.
 
 Versions are taken in commit-time order across tables (Delta's time-travel times:
 In-Commit Timestamps, else commit file times made increasing per table) and only once they
@@ -30,16 +22,13 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from wlcore import alter as alterops
 from wlcore import features, kernel
-from wlcore.batch import TxnRecord
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
     TableMeta,
     commit_file,
     list_versions,
-    meta_after,
     metadata_at,
     monotonic,
     read_commit,
@@ -49,34 +38,10 @@ from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discov
 from wlcore.storage import Storage
 
 from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
+from .classify import classify
 from .holds import Holds
 
 log = logging.getLogger("wlc.capture")
-
-
-def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
-    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`)."""
-    return old is None or old.shape() != new.shape()
-
-
-def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
-    """The columns ``new`` only adds to ``old``: appended at the end, nullable, without a
-    comment, default, generation or identity, with everything else of the definition unchanged.
-
-    Returns their names, or ``[]`` when anything else changed (or nothing was added). Such
-    an ALTER is what replay can land inside a segment's commit (rows before it have no
-    value for the new columns, exactly as ``ADD COLUMNS`` leaves them).
-    """
-    if old is None:
-        return []
-    a, b = old.shape(), new.shape()
-    of, nf = a.pop("columns"), b.pop("columns")
-    if a != b or len(nf) <= len(of) or nf[: len(of)] != of:
-        return []
-    added = nf[len(of) :]
-    if any(set(f) != {"name", "type", "nullable"} or not f["nullable"] for f in added):
-        return []
-    return [f["name"] for f in added]
 
 
 class Capture:
@@ -341,49 +306,12 @@ class Capture:
     def _classify(
         self, name: str, path: str, commit: Commit, meta: TableMeta | None, first: bool, image: str | None = None
     ) -> tuple[Planned | None, TableMeta | None]:
-        """The transaction ``commit`` is (None: none) and the metadata after it.
+        """The transaction ``commit`` is (None: none) and the metadata after it (:func:`wlc.classify.classify`)."""
 
-        ``image``: ``"always"``: carry the version by the table's image (after a hole in its
-        log: its metadata is read anew); ``"if_change"``: so, when it changes data or
-        definition; None: as the change feed says."""
-        if first or image == "always":
-            new_meta = metadata_at(self.storage, path, commit.version) or self.meta_at(path, commit.version)
-        elif commit.metadata is None and not commit.clustering_changed:
-            new_meta = None
-        else:
-            new_meta = meta_after(meta, commit)
-        ddl = None
-        change = None
-        ops = None
-        if new_meta is not None and (first or shape_changed(meta, new_meta)):
-            ddl = "create" if first or meta is None else "alter"
-        current = new_meta or meta
-        if commit.data_change:
-            change = "cdf" if current is not None and current.change_feed else "image"
-        if ddl == "alter":
-            ops = alterops.diff(meta, new_meta)
-            if ops is None:
-                change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
-        if first and commit.version > 0:
-            change = "image"  # history before this version is gone: start from the table's image
-        if image == "always" or (image and (change is not None or ddl is not None)):
-            change = "image"
-        if ddl is None and change is None:
-            return None, current
-        alters = ddl == "alter" and new_meta is not None and change != "image"
-        adds = tuple(added_columns(meta, new_meta)) if alters and new_meta is not None else ()
-        return Planned(
-            name,
-            commit.timestamp,
-            commit.version,
-            commit.operation,
-            ddl,
-            change,
-            current,
-            commit.user,
-            adds,
-            ops if change != "image" else None,
-        ), current
+        def read_meta(version: int) -> TableMeta:
+            return metadata_at(self.storage, path, version) or self.meta_at(path, version)
+
+        return classify(name, commit, meta, first, read_meta, image)
 
     def start_cursor(self, path: str) -> tuple[Cursor, TableMeta]:
         """A cursor at the table's newest version (its metadata and commit time): where
@@ -428,39 +356,6 @@ class Capture:
                 log.info("switched on %s for %s", ", ".join(missing), name)
             except Exception as exc:  # noqa: BLE001 (a concurrent writer won: try again next scan)
                 log.warning("could not switch on %s for %s yet: %s", ", ".join(missing), name, exc)
-
-    # ------------------------------------------------------------------ records
-    def to_records(self, items: list[Planned]) -> list[TxnRecord]:
-        """Give ``items`` their transaction ids (gap-free, in order) and make records.
-
-        The records' ``rows`` and ``counts`` are filled in by the caller once
-        :meth:`write_rows` has written them.
-        """
-        records = []
-        for item in items:
-            txn = self.state.next_txn
-            self.state.next_txn += 1
-            records.append(
-                TxnRecord(
-                    txn=txn,
-                    gtid=f"{self.dbid}:{txn}",
-                    time=item.time,
-                    table=item.table,
-                    version=item.version,
-                    operation=item.operation,
-                    ddl=item.ddl,
-                    change=item.change,
-                    meta=item.meta.to_json()
-                    if (item.meta is not None and (item.ddl or item.change == "image"))
-                    else None,
-                    user=item.user,
-                    adds=list(item.adds),
-                    ops=item.ops,
-                    gap=item.gap,
-                    committed=item.committed,
-                )
-            )
-        return records
 
     def advance(self, cursors: Mapping[str, Cursor | None]) -> None:
         """Move the cursors of the tables whose transactions are staged (a table whose

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord, utc_iso
-from wlcore.capture_state import Planned
+from wlcore.capture_state import CaptureState, Planned
 from wlcore.errors import BatchError
 from wlcore.faults import crash_point
 from wlcore.names import batch_folder
@@ -39,6 +39,37 @@ _EPS = timedelta(microseconds=1)
 def settle_limit(now: datetime, settle: float) -> datetime:
     """The newest commit time capture takes at ``now``: ``settle`` seconds before it (``capture.settle``)."""
     return now - timedelta(seconds=settle)
+
+
+def to_records(items: list[Planned], state: CaptureState, dbid: str) -> list[TxnRecord]:
+    """Give ``items`` their transaction ids (gap-free, in order, from ``state.next_txn``, which
+    moves past them) and make their records; ``dbid`` makes their GTIDs (``<dbid>:<txn>``).
+
+    The records' ``rows`` and ``counts`` are filled in once the change rows are written.
+    """
+    records = []
+    for item in items:
+        txn = state.next_txn
+        state.next_txn += 1
+        records.append(
+            TxnRecord(
+                txn=txn,
+                gtid=f"{dbid}:{txn}",
+                time=item.time,
+                table=item.table,
+                version=item.version,
+                operation=item.operation,
+                ddl=item.ddl,
+                change=item.change,
+                meta=item.meta.to_json() if (item.meta is not None and (item.ddl or item.change == "image")) else None,
+                user=item.user,
+                adds=list(item.adds),
+                ops=item.ops,
+                gap=item.gap,
+                committed=item.committed,
+            )
+        )
+    return records
 
 
 @dataclass
@@ -180,7 +211,7 @@ class Publisher:
             if item.table not in opening:
                 old = cap.state.tables.get(item.table)
                 opening[item.table] = None if old is None else Cursor.from_json(old.to_json())
-        records = cap.to_records(items)
+        records = to_records(items, cap.state, cap.dbid)
         if self._unwritten_since is None:
             self._unwritten_since = time.monotonic()
         self._unwritten.extend(zip(records, items))

@@ -10,21 +10,13 @@ import sys
 
 from wlcore.commands import ExitCodes, run, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
-from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND, aligned
+from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, use_config
 from wlcore.terminal import setup as setup_terminal
 
 from .cli_replica import open_replica
 from .errors import ReplicationError, RestoreError
-
-
-def _fmt(value) -> str:
-    """``value`` as status prints it: ``-`` for None, ISO-8601 for a datetime, else ``str``."""
-    if value is None:
-        return "-"
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
+from .status_text import format_replica_status, shown
 
 
 def _say(exc: WlcError, args: argparse.Namespace) -> str:
@@ -274,9 +266,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     s = open_replica(args).status()
     if args.json:
-        print(json.dumps({k: _fmt(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
+        print(json.dumps({k: shown(v) if hasattr(v, "isoformat") else v for k, v in s.items()}, indent=1))
     else:
-        print(format_replica_status(s, args))
+        print(format_replica_status(s, args.dbfarm))
     return s["exit"]
 
 
@@ -327,7 +319,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         where=where,
         empty=args.empty,
     )
-    print(f"{rep.name}: at transaction {rep.tick()} ({_fmt(rep.clock())})")
+    print(f"{rep.name}: at transaction {rep.tick()} ({shown(rep.clock())})")
     return 0
 
 
@@ -394,41 +386,3 @@ def main(argv: list[str] | None = None) -> int:
     use_config(args)
     setup_terminal(args)
     return run(args, EXIT_CODES, _say)
-
-
-def format_replica_status(s: dict, args: argparse.Namespace) -> str:
-    """Human text of :meth:`wlr.Replica.status`: one aligned line per fact; the master's
-    published tick and its commits not yet published are two lines, so that
-    ``lag = master tick - tick + unpublished``."""
-    err = s["error"]
-    rows = [
-        ("replica", s["replica"]),
-        ("master", s["master"]),
-        ("source", s["source"]),
-        ("state", s["state"]),
-        ("tick", f"{s['tick']} (last applied transaction)"),
-        ("clock", _fmt(s["clock"])),
-        ("master tick", f"{s['master_tick']} (last published transaction)"),
-        ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
-        (
-            "lag (transactions)",
-            f"{s['lag_transactions']} (= master tick - tick + unpublished)" if s["lag_transactions"] else "0",
-        ),
-        ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
-        ("capture", s["capture_text"]),
-        ("follower heartbeat", _fmt(s["heartbeat"])),
-        ("skipped", ",".join(map(str, s["skipped"])) or "-"),
-    ]
-    rows.append(
-        (
-            "error",
-            "-"
-            if not err
-            else f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
-            f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
-            f"{args.dbfarm} {args.replica}",
-        )
-    )
-    if s.get("diverged"):
-        rows.append(("diverged", s["diverged"]))
-    return aligned(rows)

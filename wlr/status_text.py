@@ -1,0 +1,57 @@
+"""What ``wlr status`` prints: a replica's status as aligned lines of text."""
+
+from __future__ import annotations
+
+from wlcore.health import aligned
+
+
+def shown(value) -> str:
+    """``value`` as status prints it: ``-`` for None, ISO-8601 for a datetime, else ``str``."""
+    if value is None:
+        return "-"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def format_replica_status(s: dict, dbfarm: str) -> str:
+    """Human text of :meth:`wlr.Replica.status`: one aligned line per fact; the master's
+    published tick and its commits not yet published are two lines, so that
+    ``lag = master tick - tick + unpublished``.
+
+    Args:
+        s: the status (:meth:`wlr.Replica.status`).
+        dbfarm: the replica's dbfarm as the command line named it (for the fix a failure names).
+    """
+    err = s["error"]
+    rows = [
+        ("replica", s["replica"]),
+        ("master", s["master"]),
+        ("source", s["source"]),
+        ("state", s["state"]),
+        ("tick", f"{s['tick']} (last applied transaction)"),
+        ("clock", shown(s["clock"])),
+        ("master tick", f"{s['master_tick']} (last published transaction)"),
+        ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
+        (
+            "lag (transactions)",
+            f"{s['lag_transactions']} (= master tick - tick + unpublished)" if s["lag_transactions"] else "0",
+        ),
+        ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
+        ("capture", s["capture_text"]),
+        ("follower heartbeat", shown(s["heartbeat"])),
+        ("skipped", ",".join(map(str, s["skipped"])) or "-"),
+    ]
+    rows.append(
+        (
+            "error",
+            "-"
+            if not err
+            else f"batch {err.get('batch', '-')} txn {err.get('txn', '-')} table {err.get('table', '-')}: "
+            f"{err.get('cause')}; fix it, or skip exactly that transaction with: wlr accept "
+            f"{dbfarm} {s['replica']}",
+        )
+    )
+    if s.get("diverged"):
+        rows.append(("diverged", s["diverged"]))
+    return aligned(rows)
