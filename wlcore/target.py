@@ -69,6 +69,18 @@ class Target:
             raise TargetError(f"a {self.kind!r} target has no instant; check target.kind first")
         return self.time
 
+    def published_by(self, tick: int, watermark: datetime | None, stopped: bool = False) -> bool:
+        """True when a source that has published every transaction up to ``tick`` (-1: none), with
+        the watermark ``watermark`` (UTC; None: none yet), holds the whole target: by id for ``up
+        to N``; for an instant, its watermark passes it (:meth:`reached_by`), or the master
+        ``stopped`` logging (every commit of a stopped master is published). Always for
+        ``"all"``: everything published is published."""
+        if self.kind == TXN:
+            return self.reached_by(tick, None)
+        if self.kind == TIME:
+            return stopped or self.reached_by(tick, watermark)
+        return True
+
     def precedes(self, txn: int, time: datetime) -> bool:
         """True when the point ``txn`` committed at ``time`` (UTC) comes before the bound, exclusive:
         the rule of a lower bound such as ``wlr log --since``. Never for ``"all"``."""

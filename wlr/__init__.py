@@ -27,6 +27,7 @@ from .errors import (
     TargetWarning,
 )
 from .monitor import lag_history
+from .options import ReplicateCall
 from .plan import parse_until
 from .replica import Replica
 from .txlog import transactions
@@ -174,22 +175,7 @@ def replicate(
     global _current
     rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)
     rep.ask_selection(tables, where)
-    target = parse_until(until)  # parsed once; ``until`` as given names it in messages
-    if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
-        if (logs is not None or source is not None) and rep.source.root != _current.source.root:
-            rep._validate(target, until, timeout, empty)
-            _current.stop()
-            _current.source = rep.source
-        rep = _current
-    else:
-        rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
-        # refused here: the current follower goes on, nothing is written
-        rep._validate(target, until, timeout, empty)
-        if _current is not None:
-            _current.stop()
-    _current = rep
-    return rep._replicate(
-        target,
+    call = ReplicateCall.of(  # until parsed once; as given, it names the target in messages
         until,
         follow=follow,
         timeout=timeout,
@@ -201,6 +187,20 @@ def replicate(
         where=where,
         empty=empty,
     )
+    if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
+        if (logs is not None or source is not None) and rep.source.root != _current.source.root:
+            rep.check(call)
+            _current.stop()
+            _current.source = rep.source
+        rep = _current
+    else:
+        rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
+        # refused here: the current follower goes on, nothing is written
+        rep.check(call)
+        if _current is not None:
+            _current.stop()
+    _current = rep
+    return rep.run(call)
 
 
 def current() -> Replica:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -120,9 +121,15 @@ def next_published_time(storage: Storage, logs: str, master: str, first_batch: i
     return None
 
 
-def replica_status(rep) -> dict:
-    """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
-    st = rep._load_or_state()
+def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState, MasterState], None]) -> dict:
+    """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys).
+
+    Args:
+        rep (wlr.Replica): the replica (its names, source and beat).
+        st: its state as last read (a new replica's: empty).
+        check_history: raises DivergedError when the source's epoch history is not the
+            replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
+    """
     src = rep.source
     mcfg = src.config()
     now = datetime.now(timezone.utc)
@@ -153,7 +160,7 @@ def replica_status(rep) -> dict:
     diverged = None
     if mcfg is not None:
         try:
-            rep._check_history(st, mcfg)
+            check_history(st, mcfg)
         except DivergedError as exc:
             diverged = str(exc)
     error = failure.described(st)

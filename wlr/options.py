@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from wlcore.target import Target, parse_until
 
 
 @dataclass
@@ -32,3 +36,38 @@ class ReplayOptions:
     def use_compacted(self) -> bool:
         """True when replay may use compacted batches (``collapse`` and ``compacted``)."""
         return self.collapse and self.compacted
+
+
+@dataclass(frozen=True)
+class ReplicateCall:
+    """One ``replicate()`` call, its ``until`` parsed once (see :meth:`wlr.Replica.replicate` for
+    each option).
+
+    Attributes:
+        target: ``until`` parsed (:func:`wlcore.target.parse_until`).
+        until: the target as the caller gave it (messages name it so).
+        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty: as
+            :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
+    """
+
+    target: Target
+    until: int | str | datetime | None = None
+    follow: bool | None = None
+    timeout: float | None = None
+    collapse: bool | None = None
+    snapshot: int | None = None
+    compacted: bool = True
+    relay: bool | None = None
+    tables: str | list[str] | None = None
+    where: dict[str, str] | None = None
+    empty: bool = False
+
+    @classmethod
+    def of(cls, until: int | str | datetime | None = None, **options: Any) -> ReplicateCall:
+        """The call for ``until`` (parsed here, once) and ``options`` (keywords of :meth:`wlr.Replica.replicate`).
+
+        Raises:
+            TargetError: ``until`` is malformed.
+            TypeError: an option that :meth:`wlr.Replica.replicate` does not take.
+        """
+        return cls(parse_until(until), until, **options)

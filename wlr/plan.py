@@ -115,14 +115,16 @@ def check_not_passed(
     Raises:
         TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
     """
-    if target.kind == "txn" and target.upto_txn < tick:
+    if (target.kind == "time" and clock is None) or target.admits(tick, clock):
+        return  # at or after the last transaction handled (a time not known proves nothing)
+    if target.kind == "txn":
         msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.upto_txn}: "
         raise TargetError(
             msg + f"make a new replica with replicate(until={target.upto_txn})",
             cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
             f"--until {target.upto_txn}",
         )
-    if target.kind == "time" and clock is not None and target.upto_time < clock:
+    if clock is not None:
         msg = (
             f"the replica has already applied transactions up to {clock.isoformat()}; it "
             f"cannot go back to {named or target.upto_time.isoformat()}: make a new replica with "

@@ -8,36 +8,24 @@ commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a lin
 
 from __future__ import annotations
 
-import threading
 import warnings
 from datetime import datetime
-from typing import Any
 
 from wlcore.fields import FieldOf
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
-from wlcore.session import active_session
 from wlcore.settings import number, settings
 from wlcore.storage import Storage
 
 from . import failure, monitor
-from .apply import Applier, replay_session
-from .book import LOG_FILE, StateBook
+from .book import StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
-from .follow import Follower
-from .lock import ReplicaLock
-from .options import ReplayOptions
-from .plan import Target, parse_until
-from .relay import Relay
-from .rounds import Replay, RoundResult
+from .options import ReplayOptions, ReplicateCall
+from .parts import ReplicaParts
 from .route import Route
 from .select import Selection
-from .setup import CONFIG_FILE, ReplicaSetup
 from .source import MasterLike, Source, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
-from .view import ConsistentView
-
-__all__ = ["CONFIG_FILE", "LOG_FILE", "Replica"]  # wlr.replica.CONFIG_FILE is used by others
 
 
 class Replica:
@@ -87,11 +75,6 @@ class Replica:
         self.default_follow: bool = cfg.follow
         self.default_collapse: bool = cfg.collapse
         self._options = ReplayOptions(collapse=self.default_collapse, parallelism=cfg.parallelism)
-        self._spark: Any = spark
-        self._session: Any = None
-        self._applier_obj: Applier | None = None
-        self._lock = threading.RLock()  # held while a round runs (follow thread and calls)
-        self._stop = threading.Event()
         self._book = StateBook(self.storage, self.path, self.name)
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
@@ -102,59 +85,15 @@ class Replica:
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)
         )
-        self._build()
-
-    def _build(self) -> None:
-        """Make the collaborators, each with what it uses."""
-
-        def source() -> Source:
-            return self.source
-
-        self._file_lock = ReplicaLock(self.storage, self.path)
-        self._view = ConsistentView(self._book, lambda: self._spark, self._applier)
-        self._setup = ReplicaSetup(
-            self._book,
-            self._file_lock,
-            source,
-            self.master,
-            self.master_dbfarm,
-            self.dbfarm,
-            self._options,
-            self.default_timeout,
-            lambda: self.spark,
-            self._applier,
-            self._view,
-        )
-        self._relay = Relay(self._book, source, self.master)
-        self._replay = Replay(
-            self._book,
-            self._setup,
-            self._view,
-            self._relay,
-            self._options,
-            source,
-            self._applier,
-            lambda: self._setup.selection,
-            self._stop,
-        )
-        self._follower = Follower(
-            self._book,
-            self._file_lock,
-            self._lock,
-            self._stop,
-            self._step,
-            self._setup.published,
-            source,
-            self.beat_seconds,
-            f"wlc capture {self.master_dbfarm} {self.master}",
+        self._parts = ReplicaParts(
+            names, self._book, self._options, lambda: self.source, spark, self.beat_seconds, self.default_timeout
         )
 
     # ------------------------------------------------------------------ options and state
     @property
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
-        (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty
-        before the replica is made). ``state["key"]`` reads a key's text as the file holds it."""
+        (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty before it is made)."""
         return self._book.state
 
     @property
@@ -174,32 +113,21 @@ class Replica:
     @property
     def selection(self) -> Selection | None:
         """The tables (and rows) this replica carries; None until set up."""
-        return self._setup.selection
+        return self._parts.setup.selection
 
-    def _load(self) -> ReplicaState | None:
+    def load_state(self) -> ReplicaState | None:
+        """The replica's ``wlr.config`` read now (None: the folder is no replica yet)."""
         return self._book.load()
-
-    def _load_or_state(self) -> ReplicaState:
-        return self._book.current()
-
-    def _check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
-        self._setup.check_history(state, mcfg)
 
     @property
     def spark(self):
-        """The replay session: a child of the active SparkSession with its own SQL settings."""
-        if self._session is None:
-            self._session = replay_session(self._spark or active_session())
-        return self._session
+        """The replay session: a child of the SparkSession given (else the active one) with its own SQL settings."""
+        return self._parts.spark
 
-    def _applier(self) -> Applier:
-        if self._applier_obj is None or self._applier_obj.dbid != self.state.dbid:
-            self._applier_obj = Applier(
-                lambda: self.spark, self.storage, self.path, self.state.dbid, self.source.storage
-            )
-        self._applier_obj.logs_storage = self.source.storage
-        self._applier_obj.selection = self.selection
-        return self._applier_obj
+    @property
+    def base_spark(self):
+        """The SparkSession given to the replica, else the active one (made from config when none is)."""
+        return self._parts.base_spark
 
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
@@ -230,13 +158,13 @@ class Replica:
         this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
         1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlcore.health`).
         """
-        return monitor.replica_status(self)
+        return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
     # ------------------------------------------------------------------ set-up (wlr.setup)
     def ask_selection(self, tables=None, where=None) -> None:
         """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
         for a new replica ``replica.tables``/``replica.where`` in config)."""
-        self._setup.ask_selection(tables, where)
+        self._parts.setup.ask_selection(tables, where)
 
     def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the
@@ -246,23 +174,28 @@ class Replica:
             TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
                 as :meth:`wlr.setup.ReplicaSetup.validate` says.
         """
-        return self._validate(parse_until(until), until, timeout, empty)
+        return self.check(ReplicateCall.of(until, timeout=timeout, empty=empty))
 
-    def _validate(self, target: Target, until, timeout: float | None, empty: bool) -> MasterState:
-        return self._setup.validate(target, until, timeout=timeout, empty=empty)
+    def check(self, call: ReplicateCall) -> MasterState:
+        """:meth:`validate` for a call whose ``until`` is parsed already; returns the master's wlc.config.
+
+        Raises:
+            as :meth:`validate`.
+        """
+        return self._parts.setup.validate(call.target, call.until, timeout=call.timeout, empty=call.empty)
 
     def published(self, mcfg: MasterState) -> Published:
         """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness."""
-        return self._setup.published(mcfg)
+        return self._parts.setup.published(mcfg)
 
     def route(self, mcfg: MasterState) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""
-        return self._setup.route(mcfg)
+        return self._parts.setup.route(mcfg)
 
     # ------------------------------------------------------------------ reads (wlr.view)
     def path_of(self, table: str) -> str:
         """Folder (URI) of replica table ``"schema.table"``."""
-        return self._view.path_of(table)
+        return self._parts.view.path_of(table)
 
     def table(self, table: str):
         """The replica table ``"schema.table"`` as a DataFrame as of the last consistent tick
@@ -271,41 +204,41 @@ class Replica:
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
         """
-        return self._view.table(table)
+        return self._parts.view.table(table)
 
     def tables(self) -> dict:
         """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
-        return self._view.tables()
+        return self._parts.view.tables()
 
     def versions(self) -> dict[str, int]:
         """``{"schema.table": Delta version}`` of every replica table at the last consistent tick."""
-        return self._view.versions()
+        return self._parts.view.versions()
 
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
-        return self._view.view_tick()
+        return self._parts.view.view_tick()
 
     @property
     def relay_path(self) -> str:
         """The relay folder, ``<replica>/wlr_relay``."""
-        return self._relay.relay_path
+        return self._parts.relay.relay_path
 
     @property
     def relaying(self) -> bool:
         """True when this replica relays what it applied."""
-        return self._relay.relaying
+        return self._parts.relay.relaying
 
     def following(self) -> bool:
         """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
-        return self._follower.following()
+        return self._parts.follower.following()
 
     def stop(self) -> None:
         """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
-        self._follower.stop()
+        self._parts.follower.stop()
 
     def close(self) -> None:
         """Stop following and release the replica's lock and watcher."""
-        self._follower.close()
+        self._parts.follower.close()
 
     # ------------------------------------------------------------------ replay
     def raise_if_failed(self) -> None:
@@ -382,8 +315,7 @@ class Replica:
                 the one this replica followed (a master restored from a copy).
             ConfigError: a ``tables`` pattern or ``where`` predicate is malformed.
         """
-        return self._replicate(
-            parse_until(until),
+        call = ReplicateCall.of(
             until,
             follow=follow,
             timeout=timeout,
@@ -395,38 +327,33 @@ class Replica:
             where=where,
             empty=empty,
         )
+        return self.run(call)
 
-    def _replicate(
-        self,
-        target: Target,
-        until,
-        follow: bool | None = None,
-        timeout: float | None = None,
-        collapse: bool | None = None,
-        snapshot: int | None = None,
-        compacted: bool = True,
-        relay: bool | None = None,
-        tables=None,
-        where=None,
-        empty: bool = False,
-    ) -> "Replica":
-        """:meth:`replicate` with ``until`` parsed once as ``target`` (``until`` names it in messages)."""
-        self.start_snapshot, self.compacted = snapshot, bool(compacted)
-        self.ask_selection(tables, where)
-        follow = self.default_follow if follow is None else bool(follow)
-        self.collapse = self.default_collapse if collapse is None else bool(collapse)
-        timeout = self.default_timeout if timeout is None else number(timeout, "timeout")
-        mcfg = self._validate(target, until, timeout, empty)
-        note = date_note(until, target)
+    def run(self, call: ReplicateCall) -> Replica:
+        """Carry out ``call`` (:meth:`replicate` with its ``until`` parsed once).
+
+        Args:
+            call: the call.
+
+        Returns:
+            self, as :meth:`replicate`.
+
+        Raises:
+            as :meth:`replicate`.
+        """
+        self.start_snapshot, self.compacted = call.snapshot, bool(call.compacted)
+        self.ask_selection(call.tables, call.where)
+        follow = self.default_follow if call.follow is None else bool(call.follow)
+        self.collapse = self.default_collapse if call.collapse is None else bool(call.collapse)
+        timeout = self.default_timeout if call.timeout is None else number(call.timeout, "timeout")
+        mcfg = self._parts.setup.validate(call.target, call.until, timeout=timeout, empty=call.empty)
+        note = date_note(call.until, call.target)
         if note:
             warnings.warn(note, TargetWarning, stacklevel=3)
         self.stop()
-        self._options.relay_wanted = relay
-        self._follower.run_to(target, until, timeout, mcfg, follow)
+        self._options.relay_wanted = call.relay
+        self._parts.follower.run_to(call.target, call.until, timeout, mcfg, follow)
         return self
-
-    def _step(self, target: Target, progress: bool = True) -> RoundResult:
-        return self._replay.steps(target, progress)
 
     def accept(self) -> int:
         """Skip exactly the failed transaction (as PostgreSQL's ALTER SUBSCRIPTION ... SKIP).
@@ -438,13 +365,13 @@ class Replica:
                 tied to one transaction (e.g. a gap in the logs).
         """
         self.stop()
-        with self._lock, self._file_lock.holding():
+        with self._parts.mutex, self._parts.lock.holding():
             txn = failure.skip(
                 self._book.reload(),
                 self.name,
                 self.source.storage,
                 self.master,
-                lambda table: self._applier().current_version(table),
+                lambda table: self._parts.applier().current_version(table),
             )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")

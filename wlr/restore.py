@@ -91,7 +91,7 @@ def restore_table(
         RestoreError: a write failed (the message names the step and what was undone).
     """
     plan = check(replica, table, into, as_, replace, dbfarm)
-    base = replica._spark or _active()
+    base = replica.base_spark
     spark = exact_session(base.newSession())
     from wlcore.features import session_defaults
 
@@ -126,12 +126,6 @@ def restore_table(
     return done
 
 
-def _active():
-    from wlcore.session import active_session
-
-    return active_session()
-
-
 # ----------------------------------------------------------------------------- checks
 
 
@@ -146,7 +140,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
         ConfigError: a malformed name; the target is a master's own folder or a folder
             that is not a Delta table.
     """
-    state = replica._load()
+    state = replica.load_state()
     if state is None:
         raise NotFoundError(
             f"{replica.path} is not a replica (no wlr.config); check the dbfarm and the name",
@@ -177,7 +171,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
         from wlcore import kernel
 
-        meta = kernel.metadata_at(replica._spark or _active(), uri, version)
+        meta = kernel.metadata_at(replica.base_spark, uri, version)
     notes = []
     keep = Selection.from_state(state).predicate(source)
     if keep is not None:

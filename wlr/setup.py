@@ -30,7 +30,7 @@ from .options import ReplayOptions
 from .plan import Target, check_not_passed
 from .route import Route
 from .select import Selection, check_same
-from .source import Source
+from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 from .view import ConsistentView
 
@@ -44,7 +44,7 @@ class ReplicaSetup:
         book: the replica's state and log.
         lock: the replica's ``wlr.lock`` (probed by :meth:`validate`).
         source: returns where the replica reads now (:mod:`wlr.source`).
-        master: the master's name; master_dbfarm: its dbfarm; dbfarm: the replica's.
+        names: the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options: how replay runs (:class:`wlr.options.ReplayOptions`).
         default_timeout: seconds ``replicate`` waits for a target (``replica.timeout``).
         spark: returns the replay session; applier: returns the replica's applier.
@@ -56,9 +56,7 @@ class ReplicaSetup:
         book: StateBook,
         lock: ReplicaLock,
         source: Callable[[], Source],
-        master: str,
-        master_dbfarm: str,
-        dbfarm: str,
+        names: Names,
         options: ReplayOptions,
         default_timeout: float,
         spark: Callable[[], Any],
@@ -68,9 +66,9 @@ class ReplicaSetup:
         self.book = book
         self.lock = lock
         self._source = source
-        self.master = master
-        self.master_dbfarm = master_dbfarm
-        self.dbfarm = dbfarm
+        self.master = names.master
+        self.master_dbfarm = names.master_dbfarm
+        self.dbfarm = names.dbfarm
         self.options = options
         self.default_timeout = default_timeout
         self._spark = spark

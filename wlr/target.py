@@ -150,14 +150,9 @@ class Published:
 
 
 def ahead(target: Target, pub: Published) -> bool:
-    """True when ``target`` is not published yet: a transaction id above ``pub.tick``, or an
-    instant after the watermark of a master still logging (a stopped master's every commit is
-    published)."""
-    if target.kind == "txn":
-        return target.upto_txn > pub.tick
-    if target.kind == "time":
-        return not pub.stopped and (pub.watermark is None or pub.watermark < target.upto_time)
-    return False
+    """True when ``target`` is not published yet (:meth:`wlcore.target.Target.published_by`): a
+    transaction id above ``pub.tick``, or an instant after the watermark of a master still logging."""
+    return not target.published_by(pub.tick, pub.watermark, pub.stopped)
 
 
 def check_capture(target: Target, until, pub: Published, capture_command: str) -> None:
@@ -243,9 +238,9 @@ def check_not_empty(
     if empty or target.kind == "all":
         return
     if target.kind == "txn":
-        before = target.upto_txn < 0
+        before = not target.admits(0, None)  # the first transaction of a start at -1 is 0
     elif first is not None:
-        before = target.upto_time < first[1]
+        before = not target.admits(*first)
     else:
         before = not ahead(target, pub)  # nothing published, and the watermark is past the target
     if not before:
