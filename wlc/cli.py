@@ -104,8 +104,8 @@ def cmd_ship(args: argparse.Namespace) -> int:
     print("\n".join(report.lines()), flush=True)
     if not args.follow:
         return 0
-    signal.signal(signal.SIGTERM, lambda *_: shipper._stop.set())
-    signal.signal(signal.SIGINT, lambda *_: shipper._stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: shipper.stop())
+    signal.signal(signal.SIGINT, lambda *_: shipper.stop())
     print(f"shipping {args.dbname} to {shipper.to} as batches are published; Ctrl-C stops", flush=True)
     shipper.follow(background=False)
     print("\n".join(shipper.report.lines()))

@@ -35,20 +35,22 @@ NOT_FOUND: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND),)
 exist exits 3; every other refusal 2."""
 
 
-def subcommand(sub, name: str, func: Command, **kwargs) -> argparse.ArgumentParser:
+def subcommand(sub, name: str, func: Command, codes: ExitCodes = (), **kwargs) -> argparse.ArgumentParser:
     """Add subcommand ``name`` run by ``func`` to a command line.
 
     Args:
         sub: the command line's subparsers (``ArgumentParser.add_subparsers()``).
         name (str): the subcommand's name, e.g. ``"status"``.
         func (Command): the function :func:`run` calls with the parsed arguments.
+        codes (ExitCodes): this subcommand's own exit statuses, looked up before the command
+            line's (e.g. ``wlr log`` of a database that is no master: 3, not found).
         **kwargs: ``help``, ``description``, ``epilog``, ... as ``add_parser`` takes them.
 
     Returns:
         the subcommand's parser, for its arguments.
     """
     parser = sub.add_parser(name, **kwargs)
-    parser.set_defaults(func=func)
+    parser.set_defaults(func=func, exit_codes=tuple(codes))
     return parser
 
 
@@ -79,7 +81,8 @@ def run(
 
     Args:
         args (argparse.Namespace): the parsed command line.
-        codes (ExitCodes): the exit status of each error class (see :func:`exit_code`).
+        codes (ExitCodes): the exit status of each error class (see :func:`exit_code`), after
+            the subcommand's own (:func:`subcommand`).
         wording: the message printed for an error (default :func:`say`, ``error.cli``).
 
     Returns:
@@ -91,4 +94,4 @@ def run(
         return args.func(args)
     except WlcError as exc:
         print(f"error: {wording(exc, args)}", file=sys.stderr)
-        return exit_code(exc, codes)
+        return exit_code(exc, (*getattr(args, "exit_codes", ()), *codes))

@@ -15,7 +15,8 @@ from wlcore.settings import add_common, use_config
 from wlcore.terminal import setup as setup_terminal
 
 from .cli_replica import open_replica
-from .errors import ReplicationError, RestoreError
+from .errors import ReplicaStateError, ReplicationError, RestoreError
+from .options import ReplicateCall
 from .status_text import format_replica_status, shown
 
 
@@ -49,8 +50,16 @@ def selection_args(args: argparse.Namespace) -> tuple[list[str] | None, dict[str
     return tables, where or None
 
 
-def _follow(rep, args: argparse.Namespace) -> int:
-    """``wlr replicate --follow``: follow until SIGINT/SIGTERM; 1 when replay stopped at a failure."""
+def _follow(rep, call: ReplicateCall) -> int:
+    """``wlr replicate --follow``: follow until SIGINT/SIGTERM.
+
+    Returns:
+        0; 1 when replay stopped at a failed transaction (stored in wlr.config).
+
+    Raises:
+        WlcError: the error that stopped the catch-up (said and given its exit status by
+            :func:`wlcore.commands.run`, after the line saying where the replica stopped).
+    """
     import signal
     import threading
 
@@ -67,16 +76,7 @@ def _follow(rep, args: argparse.Namespace) -> int:
 
     def run() -> None:
         try:
-            tables, where = selection_args(args)
-            rep.replicate(
-                None,
-                follow=True,
-                snapshot=args.snapshot,
-                compacted=not args.level0_only,
-                relay=args.relay,
-                tables=tables,
-                where=where,
-            )
+            rep.run(call)
         except WlcError as exc:  # stored in wlr.config too; the service stops
             failed.append(exc)
             done.set()
@@ -90,25 +90,22 @@ def _follow(rep, args: argparse.Namespace) -> int:
     rep.stop()  # each table ends the segment it is applying
     catch_up.join()
     rep.close()  # and the follow thread, when the catch-up had started it
-    err = rep.status()["error"]
-    print(
-        f"{rep.name}: stopped at transaction {rep.tick()}" + (f"; failed: {_say(failed[0], args)}" if failed else ""),
-        flush=True,
-    )
-    return 1 if (err or failed) else 0
+    print(f"{rep.name}: stopped at transaction {rep.tick()}", flush=True)
+    if failed:
+        raise failed[0]
+    return 1 if rep.status()["error"] else 0
 
 
-def _say_target(until) -> None:
+def _say_target(call: ReplicateCall) -> None:
     """``wlr replicate --until``: say at once what a date-only ``until`` was taken to mean, and
     print the replica's warnings (the wait for a target not published yet) as plain lines on
     stderr while it runs."""
     import warnings
 
     from .errors import TargetWarning
-    from .plan import parse_until
     from .target import date_note
 
-    note = date_note(until, parse_until(until), cli=True)
+    note = date_note(call.until, call.target, cli=True)
     if note:
         print(note, file=sys.stderr, flush=True)
     warnings.simplefilter("ignore", TargetWarning)  # said above, as the command line spells it
@@ -224,6 +221,7 @@ def _add_log(sub) -> None:
         sub,
         "log",
         cmd_log,
+        ((ReplicaStateError, EXIT_NOT_FOUND),),  # not a master: "not found", as the command lines say it
         help="list the master's published transactions (to find a recovery target)",
         description="List a master's published transactions, oldest first: txn id, GTID, commit "
         "time (UTC), table, operation, change rows by type, batch. Exit status 0, or "
@@ -297,21 +295,15 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     """
     from .replica import Replica
 
-    if args.follow:
-        if args.until is not None:
-            raise ConfigError("--follow and --until exclude each other: follow everything, or stop at a target")
-        return _follow(
-            Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source), args
-        )
+    if args.follow and args.until is not None:
+        raise ConfigError("--follow and --until exclude each other: follow everything, or stop at a target")
     until = args.until
     if until is not None and until.lstrip("-").isdigit():
         until = int(until)
-    _say_target(until)
-    rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
     tables, where = selection_args(args)
-    rep.replicate(
+    call = ReplicateCall.of(
         until,
-        follow=False,
+        follow=bool(args.follow),
         snapshot=args.snapshot,
         compacted=not args.level0_only,
         relay=args.relay,
@@ -319,6 +311,13 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         where=where,
         empty=args.empty,
     )
+    if args.follow:
+        return _follow(
+            Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source), call
+        )
+    _say_target(call)
+    rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
+    rep.run(call)
     print(f"{rep.name}: at transaction {rep.tick()} ({shown(rep.clock())})")
     return 0
 
@@ -333,25 +332,21 @@ def cmd_log(args: argparse.Namespace) -> int:
     """
     import json
 
-    from .errors import ReplicaStateError
     from .txlog import SNAPSHOT_COLUMNS, format_table, snapshots, transactions
 
-    try:
-        if args.snapshots:
-            found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
-        else:
-            found = transactions(
-                args.master,
-                args.dbfarm,
-                table=args.table,
-                operation=args.operation,
-                since=args.since,
-                until=args.until,
-                logs=args.logs,
-            )
-            columns = None
-    except ReplicaStateError as exc:  # not a master: "not found", as the command lines say it
-        raise NotFoundError(str(exc), cli=exc.cli) from None
+    if args.snapshots:
+        found, columns = snapshots(args.master, args.dbfarm, args.logs), SNAPSHOT_COLUMNS
+    else:
+        found = transactions(
+            args.master,
+            args.dbfarm,
+            table=args.table,
+            operation=args.operation,
+            since=args.since,
+            until=args.until,
+            logs=args.logs,
+        )
+        columns = None
     if args.json:
         print(json.dumps(found, indent=1))
     elif columns:
