@@ -18,7 +18,9 @@ when declared, else by the full row image with exact duplicate counts.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -33,37 +35,10 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
 from .merge import ApplyError, Merger
-from .plan import span_text
 from .select import Selection
+from .tags import FINAL_PROPERTY, parse_span, parse_tag, tag
 
 log = logging.getLogger("wlr.apply")
-
-TAG_PREFIX = "wlr:"
-FINAL_PROPERTY = "wlr.txn"
-
-
-def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
-    """The replay tag of a commit of transaction ``txn`` (of the segment ``first``..``txn``)."""
-    return f"{TAG_PREFIX}{dbid}:{span_text(txn if first is None else first, txn)}" + (":part" if part else "")
-
-
-def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
-    """``(first txn, last txn, final)`` from a replay tag of master ``dbid``, else None."""
-    prefix = f"{TAG_PREFIX}{dbid}:"
-    if not text or not text.startswith(prefix):
-        return None
-    rest = text[len(prefix) :].split(":")
-    first, _, last = rest[0].partition("-")
-    try:
-        return int(first), int(last or first), len(rest) == 1
-    except ValueError:
-        return None
-
-
-def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
-    """``(last txn, final)`` from a replay tag of master ``dbid``, else None."""
-    span = parse_span(text, dbid)
-    return None if span is None else (span[1], span[2])
 
 
 def definition(rec: TxnRecord) -> TableMeta:
@@ -109,12 +84,25 @@ def replay_session(base):
 class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
-    ``spark`` is a SparkSession or a function returning one, called at the first Spark use
-    (checks that read only Delta logs need no session).
+    Args:
+        spark: returns the SparkSession to apply with, called once, at the first Spark use
+            (checks that read only Delta logs need no session).
+        storage: the replica's filesystem.
+        replica_path: the replica database's folder.
+        dbid: the master's database id (replay tags and Delta's idempotent markers carry it).
+        logs_storage: where the batches' change rows are read (default ``storage``).
     """
 
-    def __init__(self, spark, storage: Storage, replica_path: str, dbid: str, logs_storage: Storage | None = None):
-        self._spark = spark
+    def __init__(
+        self,
+        spark: Callable[[], Any],
+        storage: Storage,
+        replica_path: str,
+        dbid: str,
+        logs_storage: Storage | None = None,
+    ):
+        self._make_spark = spark
+        self._spark: Any = None
         self.storage = storage
         self.logs_storage = logs_storage or storage  # where the batches' change rows are read
         self.replica_path = replica_path
@@ -127,9 +115,9 @@ class Applier:
 
     @property
     def spark(self):
-        """The applier's SparkSession, made on first use when it was given as a factory."""
-        if callable(self._spark) and not hasattr(self._spark, "sql"):
-            self._spark = self._spark()
+        """The applier's SparkSession, made on first use."""
+        if self._spark is None:
+            self._spark = self._make_spark()
         return self._spark
 
     def fork(self) -> "Applier":

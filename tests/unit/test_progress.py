@@ -4,7 +4,8 @@ import json
 import os
 
 from wlcore.storage import Storage
-from wlr.apply import Applier, tag
+from wlr.apply import Applier
+from wlr.tags import tag
 
 DBID = "abc"
 
