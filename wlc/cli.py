@@ -16,6 +16,12 @@ from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.terminal import setup as setup_terminal
 
 
+def _names(parser: argparse.ArgumentParser, dbname: str = "the master database's name") -> None:
+    """A subcommand's two positional arguments: the dbfarm and the database (help ``dbname``)."""
+    parser.add_argument("dbfarm", help="folder holding the databases")
+    parser.add_argument("dbname", help=dbname)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argparse parser (its subcommands, arguments and help)."""
     parser = argparse.ArgumentParser(
@@ -43,14 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     cap = subcommand(
         sub, "capture", cmd_capture, help="capture a master's commits until interrupted (wlc master makes one)"
     )
-    cap.add_argument("dbfarm", help="folder holding the databases")
-    cap.add_argument("dbname", help="the master database's name (made a master by wlc master)")
+    _names(cap, "the master database's name (made a master by wlc master)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
     st = subcommand(
         sub, "status", cmd_status, help="print a master's state, tick, logs, heartbeat and capture liveness"
     )
-    st.add_argument("dbfarm", help="folder holding the databases")
-    st.add_argument("dbname", help="the master database's name")
+    _names(st)
     st.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     sn = subcommand(
         sub,
@@ -59,24 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="take a snapshot at the last published transaction while capture goes on "
         "(flushes first when no other process captures)",
     )
-    sn.add_argument("dbfarm", help="folder holding the databases")
-    sn.add_argument("dbname", help="the master database's name")
+    _names(sn)
     co = subcommand(
         sub, "compact", cmd_compact, help="merge published batches into level-1 and level-2 batches, as far as due"
     )
-    co.add_argument("dbfarm", help="folder holding the databases")
-    co.add_argument("dbname", help="the master database's name")
+    _names(co)
     co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
     co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
     pr = subcommand(
         sub, "prune", cmd_prune, help="delete the batches and snapshots master.retention no longer promises"
     )
-    pr.add_argument("dbfarm", help="folder holding the databases")
-    pr.add_argument("dbname", help="the master database's name")
+    _names(pr)
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
     sh = subcommand(sub, "ship", cmd_ship, help="copy published batches and snapshots to another folder or an S3 URL")
-    sh.add_argument("dbfarm", help="folder holding the databases")
-    sh.add_argument("dbname", help="the master database's name")
+    _names(sh)
     sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
     sh.add_argument("--follow", action="store_true", help="keep shipping whatever is published until interrupted")
     return parser

@@ -307,6 +307,19 @@ class Applier:
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     # ------------------------------------------------------------------ DML
+    def _append(self, text: str, txn: int, uri: str, rows: DataFrame, evolve: bool) -> None:
+        """Append ``rows`` to the table at ``uri`` in one commit tagged ``text``, idempotent for
+        ``txn`` (Delta's txnAppId/txnVersion); ``evolve``: the rows add columns."""
+        with self.tagged(text):
+            (
+                rows.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", txn)
+                .option("mergeSchema", str(evolve).lower())
+                .save(uri)
+            )
+
     def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> dict[str, int]:
         """Apply a DML segment as one commit: ``items`` are ``(batch path, record)`` of one
         table, ascending: change-feed transactions and ALTERs that only add nullable columns
@@ -334,13 +347,8 @@ class Applier:
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
         if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
             for alter in alters:
-                self.ddl.alter(
-                    name,
-                    delta_ref(uri),
-                    definition(alter),
-                    alter.ops,
-                    tag(self.dbid, last.txn, part=True, first=first.txn),
-                )
+                part = tag(self.dbid, last.txn, part=True, first=first.txn)
+                self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
@@ -357,16 +365,7 @@ class Applier:
         keep = self.row_filter(name)  # selective replication: the rows the replica carries
         if kinds <= {"insert"}:
             out = rows.select(*[quote_ident(c) for c in cols])
-            out = out if keep is None else out.filter(keep)
-            with self.tagged(text):
-                (
-                    out.write.format("delta")
-                    .mode("append")
-                    .option("txnAppId", self.app_id)
-                    .option("txnVersion", last.txn)
-                    .option("mergeSchema", str(evolve).lower())
-                    .save(uri)
-                )
+            self._append(text, last.txn, uri, out if keep is None else out.filter(keep), evolve)
         elif keys:
             identity = tuple(
                 f["name"]

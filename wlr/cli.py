@@ -186,6 +186,18 @@ def _add_replicate(sub) -> None:
         default=None,
         help="ship what this replica applied to <replica>/wlr_relay for further replicas (--source)",
     )
+    _add_selection(rp)
+    rp.add_argument(
+        "--follow",
+        action="store_true",
+        help="run as a service: apply what is published, then keep following until SIGINT or "
+        "SIGTERM (which stop it after the current round of segments); a line per applied "
+        "segment or transaction",
+    )
+
+
+def _add_selection(rp: argparse.ArgumentParser) -> None:
+    """``wlr replicate``'s arguments for a new replica: its tables and rows, and ``--empty``."""
     rp.add_argument(
         "--tables",
         action="append",
@@ -205,13 +217,6 @@ def _add_replicate(sub) -> None:
         action="store_true",
         help="make a new replica even when --until is before the master's first transaction (it then "
         "holds none of the master's transactions); refused without it",
-    )
-    rp.add_argument(
-        "--follow",
-        action="store_true",
-        help="run as a service: apply what is published, then keep following until SIGINT or "
-        "SIGTERM (which stop it after the current round of segments); a line per applied "
-        "segment or transaction",
     )
 
 
