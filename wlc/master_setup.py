@@ -291,7 +291,7 @@ class MasterSetup:
                     f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
                     f"{cfg.dbid}); move that folder out of {self.record.logs}, then start capture again"
                 )
-            state = CaptureState.from_json(manifest.cursors)
+            state = manifest.cursors.copy()
             state.next_batch = number + 1
             last = manifest.txns[-1] if manifest.txns else None
             cfg.batches, cfg.tick = number + 1, manifest.last_txn

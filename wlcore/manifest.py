@@ -13,8 +13,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
 
+from .capture_state import CaptureState
 from .errors import BatchError
 from .version import FORMAT_VERSION
 
@@ -120,7 +120,8 @@ class TxnRecord:
 
 @dataclass
 class Manifest:
-    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
+    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts),
+    written as its JSON (:meth:`wlcore.capture_state.CaptureState.to_json`; an empty state as ``{}``).
 
     ``epochs`` is the master's epoch history when the batch was written (:mod:`wlcore.epochs`).
     A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
@@ -134,7 +135,7 @@ class Manifest:
     batch: int
     watermark: datetime
     txns: list[TxnRecord]
-    cursors: dict[str, Any] = field(default_factory=dict)
+    cursors: CaptureState = field(default_factory=CaptureState)
     files: dict[str, dict] = field(default_factory=dict)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     level: int = 0
@@ -182,7 +183,7 @@ class Manifest:
             "created": utc_iso(self.created),
             "txns": [t.to_json() for t in self.txns],
             "files": self.files,
-            "cursors": self.cursors,
+            "cursors": {} if self.cursors.empty else self.cursors.to_json(),
         }
         if self.epochs:
             body["epochs"] = self.epochs
@@ -234,14 +235,14 @@ class Manifest:
                 watermark=parse_utc(body["watermark"]),
                 created=parse_utc(body["created"]),
                 txns=[TxnRecord.from_json(t) for t in body["txns"]],
-                cursors=body.get("cursors") or {},
+                cursors=CaptureState.from_json(body.get("cursors") or {}),
                 files=body.get("files") or {},
                 level=int(body.get("level", 0)),
                 last_batch=int(body["last_batch"]) if "last_batch" in body else None,
                 span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
                 epochs=str(body.get("epochs") or ""),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
 
 

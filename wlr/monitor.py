@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from wlcore import batch as batchfmt
 from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
-from wlcore.capture_state import Cursor
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError
@@ -78,7 +77,7 @@ def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dic
             state = batchfmt.read_manifest(storage, published[-1][1]).cursors
         except BatchError:
             return {}
-        return {k: Cursor.from_json(v).version for k, v in (state.get("tables") or {}).items()}
+        return {k: c.version for k, c in state.tables.items()}
     if mcfg.snapshot:
         return {k: c.version for k, c in snap.read(storage, mcfg.snapshot).tables.items()}
     return {}
