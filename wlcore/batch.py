@@ -25,7 +25,7 @@ import uuid
 from typing import Iterable
 
 from .errors import BatchError
-from .manifest import FORMAT, Manifest, TxnRecord, batch_name, compacted_name, parse_utc, utc_iso
+from .manifest import FORMAT, FileEntry, Manifest, TxnRecord, batch_name, compacted_name, parse_utc, utc_iso
 from .storage import Storage
 from .version import FORMAT_VERSION
 
@@ -34,6 +34,7 @@ __all__ = [
     "CHANGE_TYPES",
     "FORMAT",
     "FORMAT_VERSION",
+    "FileEntry",
     "MANIFEST",
     "STAGING_PREFIX",
     "VERSION_COLUMN",
@@ -116,7 +117,7 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
             f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
             "process?); its change rows are lost: restart capture, which captures them again"
         )
-    files = {}
+    files: dict[str, FileEntry] = {}
     for rel in storage.walk_files(staging):
         if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):
             if rel != MANIFEST:  # Spark's hidden .crc files: not part of the batch
@@ -126,7 +127,7 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
             storage.rm(Storage.join(staging, rel))
             continue
         size, digest = file_sha256(storage, Storage.join(staging, rel))
-        files[rel] = {"size": size, "sha256": digest}
+        files[rel] = FileEntry(size, digest)
     manifest.files = files
     storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
     final = Storage.join(logs, manifest.folder)
@@ -183,7 +184,7 @@ def verify_files(
         return prefixes is None or any(rel.startswith(p.rstrip("/") + "/") for p in prefixes)
 
     problems: dict[str, str] = {}
-    for rel, info in manifest.files.items():
+    for rel, entry in manifest.files.items():
         if not wanted(rel):
             continue
         path = Storage.join(batch_path, rel)
@@ -192,9 +193,9 @@ def verify_files(
         except FileNotFoundError:
             problems[rel] = "missing"
             continue
-        if size != info["size"]:
-            problems[rel] = f"size {size} bytes, expected {info['size']} (truncated or extended)"
-        elif digest != info["sha256"]:
+        if size != entry.size:
+            problems[rel] = f"size {size} bytes, expected {entry.size} (truncated or extended)"
+        elif digest != entry.sha256:
             problems[rel] = "SHA-256 mismatch"
     for prefix in prefixes or []:
         for rel in storage.walk_files(Storage.join(batch_path, prefix)):

@@ -45,6 +45,27 @@ def compacted_name(dbname: str, level: int, first: int, last: int) -> str:
     return f"{dbname}_L{level}_{first:012d}_{last:012d}"
 
 
+@dataclass(frozen=True)
+class FileEntry:
+    """A file of a batch as its manifest lists it: ``size`` in bytes and ``sha256``, its hex digest."""
+
+    size: int
+    sha256: str
+
+    def to_json(self) -> dict:
+        """The entry as a manifest's ``files`` holds it: ``{"size": ..., "sha256": ...}``."""
+        return {"size": self.size, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FileEntry":
+        """The entry in ``data`` (a manifest's ``files`` value).
+
+        Raises:
+            KeyError, TypeError, ValueError: ``size`` or ``sha256`` is missing or malformed.
+        """
+        return cls(int(data["size"]), str(data["sha256"]))
+
+
 @dataclass
 class TxnRecord:
     """One master transaction: one committed Delta version of one table (or a table drop).
@@ -136,7 +157,7 @@ class Manifest:
     watermark: datetime
     txns: list[TxnRecord]
     cursors: CaptureState = field(default_factory=CaptureState)
-    files: dict[str, dict] = field(default_factory=dict)
+    files: dict[str, FileEntry] = field(default_factory=dict)
     created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     level: int = 0
     last_batch: int | None = None
@@ -182,7 +203,7 @@ class Manifest:
             "watermark": utc_iso(self.watermark),
             "created": utc_iso(self.created),
             "txns": [t.to_json() for t in self.txns],
-            "files": self.files,
+            "files": {rel: entry.to_json() for rel, entry in self.files.items()},
             "cursors": {} if self.cursors.empty else self.cursors.to_json(),
         }
         if self.epochs:
@@ -236,7 +257,7 @@ class Manifest:
                 created=parse_utc(body["created"]),
                 txns=[TxnRecord.from_json(t) for t in body["txns"]],
                 cursors=CaptureState.from_json(body.get("cursors") or {}),
-                files=body.get("files") or {},
+                files={rel: FileEntry.from_json(e) for rel, e in (body.get("files") or {}).items()},
                 level=int(body.get("level", 0)),
                 last_batch=int(body["last_batch"]) if "last_batch" in body else None,
                 span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,

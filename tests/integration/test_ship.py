@@ -120,14 +120,14 @@ def _crash_then_resume(spark, master, dbfarm: str, dest: str, crash_at: str) -> 
     ], "the crash left no partial batch"
     manifests = [batchfmt.read_manifest(src, p) for _n, p in batches]
     full = sum(
-        sum(f["size"] for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
+        sum(f.size for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
         for m, (_n, p) in zip(manifests, batches)
     )
     first = manifests[0].files
     kept = (
-        first[sorted(first)[0]]["size"]
+        first[sorted(first)[0]].size
         if crash_at == "ship.file"  # the one file copied before the kill
-        else sum(f["size"] for f in first.values())
+        else sum(f.size for f in first.values())
     )  # every file, verified
     report = wlc.ship(dest)
     assert report.batches == [os.path.basename(p) for _n, p in batches]

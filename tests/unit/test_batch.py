@@ -66,10 +66,12 @@ def test_round_trip(tmp_path):
     assert not [n for n in os.listdir(logs) if n.startswith(".open-")]
 
 
-def test_capture_state_is_typed(tmp_path):
+def test_capture_state_and_file_list_are_typed(tmp_path):
     st, _logs, path = make_batch(tmp_path)
     man = B.read_manifest(st, path)
     assert man.cursors == CaptureState(next_txn=7) and man.cursors.tables == {}
+    [entry] = man.files.values()
+    assert entry.size == len(b"PAR1 rows PAR1") and len(entry.sha256) == 64
     with open(os.path.join(path, "manifest.json"), "rb") as fh:
         assert man.to_bytes() == fh.read()
     assert json.loads(B.Manifest("db", "db1", 0, T, []).to_bytes())["cursors"] == {}  # no state: {} as before
