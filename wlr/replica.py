@@ -154,7 +154,7 @@ class Replica:
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
         (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty
-        before the replica is made). ``state["key"]`` reads a key's text as the file holds it."""
+        before the replica is made; keys this version does not know are in ``state.extra``, as text)."""
         return self._book.state
 
     @property

@@ -76,7 +76,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
         assert [r["gtid"] for r in wlr.transactions("m", logs=dest)] == log
         rep = wlr.replicate("m", replica="far", dbfarm=other, logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
-        assert rep.state["source"] == dest and rep.state["source_kind"] == "shipped"
+        assert rep.state.source == dest and rep.state.source_kind == "shipped"
         assert rep.status()["source"] == f"shipped copy {dest}"
         # a later call without logs= reads where it read last
         again = wlr.Replica("m", replica="far", dbfarm=other)
@@ -160,7 +160,7 @@ def test_ship_to_s3_and_replicate_through_s3a(spark, dbfarm, s3, tmp_path):
         (tmp_path / "far").mkdir()
         rep = wlr.replicate("m", replica="r_s3", dbfarm=str(tmp_path / "far"), logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
-        assert rep.state["source"] == dest
+        assert rep.state.source == dest
         # the replica's own tables may live in the object store too
         on_s3 = wlr.replicate("m", replica="r_on_s3", dbfarm=f"{s3}/replicas", logs=dest, follow=False)
         assert rows(on_s3.table("sales.orders")) == expected

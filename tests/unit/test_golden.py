@@ -83,19 +83,13 @@ def test_a_snapshot_record_is_written_back_as_it_was_read():
 def test_the_masters_state_file():
     store = Storage.of(DATA)
     cfg = read_master_state(store, os.path.join(DATA, "master"))
-    assert (cfg["tick"], cfg["batches"], cfg["format"], cfg["state"], cfg["beat"]) == ("3", "4", "1", "2", "0")
-    assert (cfg["dbid"], cfg["epochs"], cfg["watermark"]) == (DBID, EPOCHS, "stopped")
+    assert (cfg.tick, cfg.batches, cfg.format, cfg.state, cfg.beat) == (3, 4, 1, 2, 0)
+    assert (cfg.dbid, cfg.epochs, cfg.watermark) == (DBID, EPOCHS, "stopped")
     state, when = capture_liveness(cfg, datetime(2030, 1, 1, tzinfo=timezone.utc))
-    assert state == "stopped" and when == batchfmt.parse_utc(cfg["capture_stopped"])
+    assert state == "stopped" and when is not None and when == cfg.capture_stopped
 
 
 def test_the_replicas_state_file():
     state = read_replica_state(Storage.of(DATA), os.path.join(DATA, "replica"))
-    assert (state["master"], state["dbid"], state["tick"], state["batches"], state["state"]) == (
-        "m",
-        DBID,
-        "3",
-        "4",
-        "idle",
-    )
-    assert (state["version.s.t"], state["at.s.t"], state["epochs"], state["view"]) == ("1", "1", EPOCHS, "-1")
+    assert (state.master, state.dbid, state.tick, state.batches, state.state) == ("m", DBID, 3, 4, "idle")
+    assert (state.versions["s.t"], state.views["s.t"], state.epochs, state.view) == (1, 1, EPOCHS, -1)
