@@ -20,7 +20,8 @@ from wlcore import snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
-from wlcore.master_state import LOCK_FILE, REPLICA_CONFIG_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.master_state import LOCK_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 

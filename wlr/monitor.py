@@ -36,6 +36,7 @@ from wlcore.settings import settings
 from wlcore.storage import Storage
 
 from . import failure
+from .book import LOG_FILE
 from .errors import DivergedError
 from .source import recorded_source
 
@@ -219,7 +220,7 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
         for rec in batchfmt.read_manifest(lstore, p).txns
     )
     ticks = []  # (time, replica tick)
-    log_path = Storage.join(path, "wlr.log")
+    log_path = Storage.join(path, LOG_FILE)
     if storage.exists(log_path):
         for line in storage.read_text(log_path).splitlines():
             stamp, _, text = line.partition(" ")

@@ -22,7 +22,7 @@ from wlcore.storage import Storage
 
 from . import failure, monitor
 from .apply import Applier, replay_session
-from .book import LOG_FILE, StateBook
+from .book import StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .lock import ReplicaLock
@@ -32,12 +32,10 @@ from .relay import Relay
 from .rounds import Replay, RoundResult
 from .route import Route
 from .select import Selection
-from .setup import CONFIG_FILE, ReplicaSetup
+from .setup import ReplicaSetup
 from .source import MasterLike, Source, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
 from .view import ConsistentView
-
-__all__ = ["CONFIG_FILE", "LOG_FILE", "Replica"]  # wlr.replica.CONFIG_FILE is used by others
 
 
 class Replica:
