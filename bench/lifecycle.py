@@ -121,7 +121,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
         spark.sql(f"UPDATE {ref['editor']} SET edits_pending = edits_pending - 1 WHERE id = {editor}")
         if i % 25 == 24:
             print(
-                f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.tick()}, {time.perf_counter() - t0:.0f} s",
+                f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.last_logged()}, {time.perf_counter() - t0:.0f} s",
                 end="",
                 flush=True,
             )

@@ -305,17 +305,18 @@ class Master:
             return last.time if last else None
 
     def last_logged(self) -> int:
-        """Id of the last *logged* transaction (captured into a batch, published or open), -1 when none."""
+        """Id of the last *logged* transaction (captured into a batch, published or still open), -1 when
+        none; it may run ahead of :meth:`tick`, the last published one."""
         with self._lock:
             last = self.publisher.last_logged if self.publisher is not None else None
             return last.txn if last else -1
 
     def tick(self) -> int:
-        """Id of the last logged transaction (captured into a batch, published or open), -1 when none
-        (MonetDB's ``wlc.tick()``). This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s
-        ``tick`` (``self.config.tick``), the last *published* one, which replicas and status compare against.
-        """
-        return self.last_logged()
+        """Id of the last *published* transaction, as ``wlc.config``'s ``tick`` (-1: none; MonetDB's
+        ``wlc.tick()``): what replicas can reach and status shows, as a replica's ``tick()`` is its
+        last applied one. The last logged one (maybe in a batch still open) is :meth:`last_logged`."""
+        with self._lock:
+            return self.config.tick
 
     # ------------------------------------------------------------------ life cycle, catalog, shipping
     def snapshot(self) -> Start:
@@ -416,4 +417,4 @@ class Master:
             raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
 
     def __repr__(self) -> str:
-        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.last_logged()}>"
+        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"

@@ -252,7 +252,7 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
     lost = rep.tick() + 1
 
     def staged() -> bool:  # both commits staged (they are taken once capture.settle old)
-        if m.tick() >= lost + 1:
+        if m.last_logged() >= lost + 1:
             return True
         m._step(take_all=False)
         return False
