@@ -54,6 +54,21 @@ class MasterSetup:
         self.spark = spark
         self.lockfile: HeldLock | None = None  # <db>/wlc.lock while this object holds it
 
+    def check_started(self) -> None:
+        """Check that this object holds the capture lock of a master still logging.
+
+        Raises:
+            MasterStateError: it is not capturing (closed, or never started), or the master
+                stopped logging (state=2).
+        """
+        if self.lockfile is None:
+            raise MasterStateError(
+                f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
+                "call wlc.master() again"
+            )
+        if self.record.config.state != STARTED:
+            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
+
     def attach(self) -> None:
         """Read ``wlc.config`` of a master another process may capture (see :meth:`wlc.Master.attach`).
 
