@@ -67,11 +67,11 @@ def compaction_ratio(storage: Storage, logs: str, db: str, level: int) -> tuple[
         n += 1
         m = batchfmt.read_manifest(storage, path)
         rows_a += sum(sum(t.counts.values()) for t in m.txns)
-        bytes_a += sum(f["size"] for f in m.files.values())
+        bytes_a += sum(f.size for f in m.files.values())
         for b in range(first, last + 1):
             mb = batchfmt.read_manifest(storage, level0[b])
             rows_b += sum(sum(t.counts.values()) for t in mb.txns)
-            bytes_b += sum(f["size"] for f in mb.files.values())
+            bytes_b += sum(f.size for f in mb.files.values())
     return n, rows_b, rows_a, bytes_b, bytes_a
 
 
@@ -121,7 +121,7 @@ def edit_stream(args, spark, farm: str) -> list[str]:
         spark.sql(f"UPDATE {ref['editor']} SET edits_pending = edits_pending - 1 WHERE id = {editor}")
         if i % 25 == 24:
             print(
-                f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.tick()}, {time.perf_counter() - t0:.0f} s",
+                f"\r  edits: {i + 1}/{args.edits}, master transaction {wlc.last_logged()}, {time.perf_counter() - t0:.0f} s",
                 end="",
                 flush=True,
             )

@@ -404,7 +404,7 @@ def published(demo: Demo) -> Published:
         manifest = wlc_batch.read_manifest(m.storage, path)
         records += [(rec, manifest.created) for rec in manifest.txns]
     records.sort(key=lambda x: x[0].txn)
-    snap = wlc_snapshot.read(m.storage, m.config["snapshot"])
+    snap = wlc_snapshot.read(m.storage, m.config.snapshot)
     return Published(records, {name: c.version for name, c in snap.tables.items()})
 
 

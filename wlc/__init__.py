@@ -34,6 +34,7 @@ __all__ = [
     "flush",
     "clock",
     "tick",
+    "last_logged",
     "current",
     "snapshot",
     "snapshots",
@@ -152,8 +153,15 @@ def clock() -> datetime | None:
 
 
 def tick() -> int:
-    """Id of the last logged transaction; -1 when nothing was logged."""
+    """Id of the last published transaction, as wlc.config's ``tick``; -1 when none was published.
+    The last logged one is :func:`last_logged`."""
     return current().tick()
+
+
+def last_logged() -> int:
+    """Id of the last logged transaction (captured into a batch, published or still open); -1 when
+    none was logged. It may run ahead of :func:`tick`, the last published one."""
+    return current().last_logged()
 
 
 def snapshot():

@@ -3,7 +3,8 @@
 Each scan stages what capture finds and publishes the open batch when its beat is over
 (:class:`wlc.publisher.Publisher`), writes the heartbeat, and warns about schemas made
 outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged
-and retried from the same cursors, as PostgreSQL's apply worker retries.
+and retried from the same cursors, as PostgreSQL's apply worker retries. :class:`Background`
+holds it, and the background life cycle beside it, while a master captures.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
 from wlcore.watch import FolderWatch
 
 from .master_catalog import MasterCatalog
+from .master_lifecycle import AutoLifecycle
 from .master_record import MasterRecord
 from .publisher import CaptureTiming, Publisher
 
@@ -121,3 +123,44 @@ class CaptureThread:
                 self._watch.wait(timeout)
             else:
                 self._stop.wait(timeout)
+
+
+class Background:
+    """The threads of a capturing master, from :meth:`start` (:meth:`wlc.Master.start`) until
+    :meth:`stop` (:meth:`wlc.Master.close`): the capture thread and, when the settings ask for
+    one, the background life cycle (:class:`wlc.master_lifecycle.AutoLifecycle`)."""
+
+    def __init__(self) -> None:
+        self.capture: CaptureThread | None = None  # from start() on
+        self.auto: AutoLifecycle | None = None  # while running, when the settings ask for one
+
+    @property
+    def alive(self) -> bool:
+        """True while the capture thread runs."""
+        return self.capture is not None and self.capture.alive
+
+    def start(self, capture: CaptureThread, auto: AutoLifecycle) -> None:
+        """Start ``capture``, then ``auto`` when the settings ask for it (:attr:`AutoLifecycle.wanted`)."""
+        self.capture = capture
+        capture.start()
+        if auto.wanted:
+            self.auto = auto
+            auto.start()
+
+    def wake(self) -> None:
+        """Have the capture thread scan now (nothing when none was started)."""
+        if self.capture is not None:
+            self.capture.wake()
+
+    def stop(self) -> bool:
+        """Stop the background life cycle, then the capture thread (its current scan ends first).
+
+        Returns:
+            bool: True when a capture thread was started (its stop is a clean stop to record).
+        """
+        if self.auto is not None:
+            self.auto.stop()
+            self.auto = None
+        if self.capture is not None:
+            self.capture.stop()
+        return self.capture is not None

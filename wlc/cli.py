@@ -279,7 +279,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     done.wait()
     m.flush()
     m.close()
-    print(f"capture stopped at transaction {m.tick()}")
+    print(f"capture stopped at transaction {m.tick()}")  # flushed: the last published is the last logged
     return 0
 
 

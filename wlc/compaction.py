@@ -34,7 +34,7 @@ from wlcore.names import batch_folder
 from wlcore.settings import Every
 from wlcore.storage import Storage
 
-from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, CaptureState
+from .capture import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN
 
 log = logging.getLogger("wlc.compaction")
 
@@ -263,8 +263,3 @@ def _piece(
     )
     out.counts = {t: int(n) for t, n in seen.get.items() if n}
     return out
-
-
-def metas_from_state(cursors: dict) -> dict[str, TableMeta]:
-    """``{table: TableMeta}`` from a manifest's (or snapshot's) capture cursors."""
-    return {n: c.meta for n, c in CaptureState.from_json({"tables": cursors}).tables.items() if c.meta is not None}

@@ -227,8 +227,7 @@ class Lifecycle:
         for path in paths:
             if not os.path.basename(path).startswith(self.dbname):
                 return snap.read(self.storage, path).metas()
-            cursors = batchfmt.read_manifest(self.storage, path).cursors
-            return compaction.metas_from_state(cursors.get("tables") or {})
+            return batchfmt.read_manifest(self.storage, path).cursors.metas()
         raise BatchError(
             f"cannot compact from batch {batch}: neither batch {batch - 1} nor a compacted batch or "
             "snapshot ending there is left to say which tables are keyed"

@@ -2,7 +2,7 @@
 
 A :class:`Master` owns its parts, each built with what it needs: ``wlc.config`` and ``wlc.log``
 (:mod:`wlc.master_record`), set-up and capture lock (:mod:`wlc.master_setup`), capture reading the
-Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the capture thread
+Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the background threads
 (:mod:`wlc.capture_thread`), snapshots, compaction and retention (:mod:`wlc.master_lifecycle`),
 the session catalog (:mod:`wlc.master_catalog`) and the shippers (:mod:`wlc.shipping`).
 """
@@ -17,7 +17,7 @@ from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
-from wlcore.master_state import STARTED, STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
+from wlcore.master_state import STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.settings import check_name, number, settings
@@ -26,7 +26,7 @@ from wlcore.ship import Shipper, ShipReport
 from wlcore.storage import Storage
 
 from .capture import Capture
-from .capture_thread import CaptureThread
+from .capture_thread import Background, CaptureThread
 from .holds import Holds
 from .lifecycle import Lifecycle, PruneReport
 from .master_catalog import MasterCatalog
@@ -74,7 +74,7 @@ class Master:
         self._want_capture = capture
         self.timing = CaptureTiming.from_settings()
         self._lock = threading.RLock()
-        self._thread: CaptureThread | None = None  # the capture thread, from start() on
+        self.background = Background()  # the capture thread and the background life cycle, from start() on
         self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
         self.notes = TableNotes(lambda: self.record.config, self.record.save, self.record.note)
         self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, lambda: self.spark)
@@ -90,7 +90,6 @@ class Master:
         self.shipping = MasterShipping(self.storage, self.path, self.dbname)
         self.capture: Capture | None = None  # from start() on
         self.publisher: Publisher | None = None  # from start() on
-        self._auto: AutoLifecycle | None = None  # the background life cycle, when the settings ask for one
 
     # ------------------------------------------------------------------ properties
     @property
@@ -178,7 +177,10 @@ class Master:
             self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
             self.register_catalog()
             if self._want_capture:
-                self._start_thread(self.publisher)
+                self.background.start(
+                    CaptureThread(self.publisher, self.catalog, self.record, self.timing, self._lock),
+                    AutoLifecycle(self.cycle, max(5 * self.poll_interval, 1.0)),
+                )
         except BaseException:
             self.setup.release_lock()
             if created and read_master_state(self.storage, self.path) is None:
@@ -206,15 +208,7 @@ class Master:
     @property
     def running(self) -> bool:
         """True from start() until close(): this object holds the capture lock (or its thread runs)."""
-        return self.setup.lockfile is not None or (self._thread is not None and self._thread.alive)
-
-    def _start_thread(self, publisher: Publisher) -> None:
-        self._thread = CaptureThread(publisher, self.catalog, self.record, self.timing, self._lock)
-        self._thread.start()
-        auto = AutoLifecycle(self.cycle, max(5 * self.poll_interval, 1.0))
-        if auto.wanted:
-            self._auto = auto
-            auto.start()
+        return self.setup.lockfile is not None or self.background.alive
 
     def validate(self) -> MasterState | None:
         """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
@@ -243,11 +237,10 @@ class Master:
         """
         value = number(seconds, "beat")
         with self._lock:
-            self._check_started()
+            self.setup.check_started()
             self.config.beat = value
             self.record.save()
-        if self._thread is not None:
-            self._thread.wake()
+        self.background.wake()
 
     def flush(self) -> int:
         """Capture every commit made before this call and publish the open batch now.
@@ -264,7 +257,7 @@ class Master:
                 transactions stay staged with their ids and the next flush tries again.
         """
         with self._lock:
-            self._check_started()
+            self.setup.check_started()
             self._step(take_all=True)
             if self.capture is not None and self.capture.switched:  # capture's own commits (switching a feature on)
                 self._step(take_all=True)
@@ -277,7 +270,7 @@ class Master:
         with self._lock:
             if self.state == STOPPED:
                 return
-            self._check_started()
+            self.setup.check_started()
             self._step(take_all=True)
             self.config.state = STOPPED
             self.config.watermark = WATERMARK_STOPPED
@@ -287,12 +280,7 @@ class Master:
     def close(self) -> None:
         """Stop this process's capture thread and shippers (the database stays in master mode)."""
         self.ship_stop()
-        if self._auto is not None:
-            self._auto.stop()
-            self._auto = None
-        if self._thread is not None:
-            self._thread.stop()
-        if self._thread is not None and self.setup.lockfile is not None:  # a clean stop: status shows "stopped"
+        if self.background.stop() and self.setup.lockfile is not None:  # a clean stop: status shows "stopped"
             with self._lock:
                 self.config.capture_stopped = utcnow()
                 self.record.save()
@@ -305,17 +293,18 @@ class Master:
             return last.time if last else None
 
     def last_logged(self) -> int:
-        """Id of the last *logged* transaction (captured into a batch, published or open), -1 when none."""
+        """Id of the last *logged* transaction (captured into a batch, published or still open), -1 when
+        none; it may run ahead of :meth:`tick`, the last published one."""
         with self._lock:
             last = self.publisher.last_logged if self.publisher is not None else None
             return last.txn if last else -1
 
     def tick(self) -> int:
-        """Id of the last logged transaction (captured into a batch, published or open), -1 when none
-        (MonetDB's ``wlc.tick()``). This is :meth:`last_logged`; it may run ahead of ``wlc.config``'s
-        ``tick`` (``self.config.tick``), the last *published* one, which replicas and status compare against.
-        """
-        return self.last_logged()
+        """Id of the last *published* transaction, as ``wlc.config``'s ``tick`` (-1: none; MonetDB's
+        ``wlc.tick()``): what replicas can reach and status shows, as a replica's ``tick()`` is its
+        last applied one. The last logged one (maybe in a batch still open) is :meth:`last_logged`."""
+        with self._lock:
+            return self.config.tick
 
     # ------------------------------------------------------------------ life cycle, catalog, shipping
     def snapshot(self) -> Start:
@@ -406,14 +395,5 @@ class Master:
         """Stop following shippers: the one to ``to``, or all."""
         self.shipping.stop(to)
 
-    def _check_started(self) -> None:
-        if self.setup.lockfile is None:
-            raise MasterStateError(
-                f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
-                "call wlc.master() again"
-            )
-        if self.state != STARTED:
-            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
-
     def __repr__(self) -> str:
-        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.last_logged()}>"
+        return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"

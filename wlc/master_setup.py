@@ -20,7 +20,8 @@ from wlcore import snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
-from wlcore.master_state import LOCK_FILE, REPLICA_CONFIG_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.master_state import LOCK_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 
@@ -52,6 +53,21 @@ class MasterSetup:
         self.logs_arg = logs
         self.spark = spark
         self.lockfile: HeldLock | None = None  # <db>/wlc.lock while this object holds it
+
+    def check_started(self) -> None:
+        """Check that this object holds the capture lock of a master still logging.
+
+        Raises:
+            MasterStateError: it is not capturing (closed, or never started), or the master
+                stopped logging (state=2).
+        """
+        if self.lockfile is None:
+            raise MasterStateError(
+                f"this wlc.Master of {self.dbname!r} is not capturing (closed, or never started): "
+                "call wlc.master() again"
+            )
+        if self.record.config.state != STARTED:
+            raise MasterStateError(f"database {self.dbname!r} has stopped logging (state=2)")
 
     def attach(self) -> None:
         """Read ``wlc.config`` of a master another process may capture (see :meth:`wlc.Master.attach`).
@@ -291,7 +307,7 @@ class MasterSetup:
                     f"{manifest.database!r} (id {manifest.dbid}), not batch {number} of this master (id "
                     f"{cfg.dbid}); move that folder out of {self.record.logs}, then start capture again"
                 )
-            state = CaptureState.from_json(manifest.cursors)
+            state = manifest.cursors.copy()
             state.next_batch = number + 1
             last = manifest.txns[-1] if manifest.txns else None
             cfg.batches, cfg.tick = number + 1, manifest.last_txn

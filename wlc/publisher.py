@@ -312,7 +312,7 @@ class Publisher:
         )
         state = cap.state.copy()
         state.next_batch += 1
-        manifest.cursors = state.to_json()
+        manifest.cursors = state
         try:
             batchfmt.publish(self.storage, self.record.logs, self._open.staging, manifest)
         except FileExistsError:

@@ -72,7 +72,12 @@ class CaptureState:
 
     @classmethod
     def from_json(cls, data: dict) -> "CaptureState":
-        """The state in ``data`` (a manifest's ``cursors``; missing keys: none, 0)."""
+        """The state in ``data`` (a manifest's ``cursors``; missing keys: none, 0).
+
+        Raises:
+            KeyError, ValueError: a cursor lacks its ``version`` or a value is malformed.
+            TypeError, AttributeError: ``data`` or a cursor is not a JSON object.
+        """
         return cls(
             {k: Cursor.from_json(v) for k, v in (data.get("tables") or {}).items()},
             int(data.get("next_txn", 0)),
@@ -82,6 +87,16 @@ class CaptureState:
     def copy(self) -> "CaptureState":
         """A deep copy (through its JSON form)."""
         return CaptureState.from_json(self.to_json())
+
+    @property
+    def empty(self) -> bool:
+        """True when the state holds nothing: no table, both next ids 0 (a manifest written
+        without capture's state holds ``{}``, read as this)."""
+        return not self.tables and self.next_txn == 0 and self.next_batch == 0
+
+    def metas(self) -> dict[str, TableMeta]:
+        """``{table: TableMeta}`` of the tables whose cursor records their metadata."""
+        return {n: c.meta for n, c in self.tables.items() if c.meta is not None}
 
 
 @dataclass

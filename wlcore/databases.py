@@ -14,11 +14,11 @@ from __future__ import annotations
 import difflib
 
 from .errors import MasterStateError, NotFoundError
-from .replica_state import ReplicaState
+from .master_state import CONFIG_FILE as MASTER_CONFIG
+from .replica_state import CONFIG_FILE as REPLICA_CONFIG
+from .replica_state import read_replica_state
 from .storage import Storage
 
-MASTER_CONFIG = "wlc.config"
-REPLICA_CONFIG = "wlr.config"
 MASTER, REPLICA, PLAIN, MISSING = "master", "replica", "database", "missing"
 
 
@@ -87,11 +87,11 @@ class Dbfarm:
 
     def master_of(self, replica: str) -> str | None:
         """The master a replica's ``wlr.config`` names (None when it names none)."""
-        path = Storage.join(self.path, replica, REPLICA_CONFIG)
         try:
-            return ReplicaState.from_text(self.storage.read_text(path), path).master or None
+            state = read_replica_state(self.storage, Storage.join(self.path, replica))
         except (OSError, ValueError):
             return None
+        return (state.master or None) if state is not None else None
 
     def replicas_of(self, master: str) -> list[str]:
         """The replicas in this dbfarm whose ``wlr.config`` names ``master``."""

@@ -16,7 +16,6 @@ code per condition, documented with the commands:
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 
 from .batch import utc_iso
@@ -44,6 +43,24 @@ def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <
     return state
 
 
+_NUMBERS = ("state", "tick", "batches", "format")  # wlc.config's keys status gives as ints
+_NOTES = ("not_replicated", "feed_notes", "held")  # ... and as dicts of table -> text
+
+
+def _status_value(cfg: MasterState, key: str) -> object:
+    """What status gives for ``key`` of ``cfg``: a number as an int, per-table notes as a dict
+    (sorted by table, as the file holds them), anything else (an empty number too) as the
+    file's text of it."""
+    if key not in MasterState.CODECS:
+        return cfg.extra[key]  # a key this version does not know, as read
+    value = getattr(cfg, key)
+    if key in _NOTES:
+        return dict(sorted(value.items()))
+    if key in _NUMBERS and value is not None:
+        return int(value)
+    return MasterState.CODECS[key].render(value)
+
+
 def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, dbfarm: str = "<dbfarm>") -> dict:
     """``wlc status`` as a dict.
 
@@ -60,13 +77,8 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
         (the line status prints) and ``exit`` (the command's exit code, see the module).
     """
     out: dict = {"master": dbname}
-    for key, value in cfg.pairs().items():
-        if key in ("state", "tick", "batches", "format") and value.lstrip("-").isdigit():
-            out[key] = int(value)
-        elif key in ("not_replicated", "feed_notes", "held"):
-            out[key] = json.loads(value) if value else {}
-        else:
-            out[key] = value
+    for key in cfg.keys():
+        out[key] = _status_value(cfg, key)
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
     state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
     out["capture"], out["capture_text"] = state, liveness_line(state, when, f"wlc capture {dbfarm} {dbname}")

@@ -24,7 +24,6 @@ from .storage import Storage
 CONFIG_FILE = "wlc.config"
 LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the database
 LOG_FILE = "wlc.log"  # a line per published batch
-REPLICA_CONFIG_FILE = "wlr.config"  # a replica's state file: such a database is never a master
 STARTED, STOPPED = 1, 2
 WATERMARK_STOPPED: Final = "stopped"  # ``watermark`` once the master stopped logging
 

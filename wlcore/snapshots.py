@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .batch import Manifest, parse_utc, utc_iso
-from .capture_state import CaptureState, Cursor
+from .capture_state import Cursor
 from .deltalog import TableMeta, metadata_at
 from .discovery import delta_ref, table_path
 from .errors import MasterStateError, WlcError
@@ -230,7 +230,7 @@ def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid
         if name.startswith(_STAGING):
             storage.rm(Storage.join(parent, name))
     staging = Storage.join(parent, f"{_STAGING}{txn}-{uuid.uuid4().hex[:8]}")
-    cursors = CaptureState.from_json(manifest.cursors).tables
+    cursors = manifest.cursors.tables
     tables = {n: table_path(db_path, n) for n in cursors}
     versions = {n: c.version for n, c in cursors.items()}
     metas = {n: c.meta or _meta_at(storage, tables[n], n, c.version, txn) for n, c in cursors.items()}

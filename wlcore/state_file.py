@@ -138,34 +138,14 @@ class StateFile:
         except ValueError as exc:
             raise ConfigError(f"{source}: {key}={text!r} is malformed ({exc}); fix or remove the line") from None
 
-    def pairs(self) -> dict[str, str]:
-        """The file's ``key -> text`` pairs, in order, as :meth:`to_text` writes them."""
-        out = {}
+    def to_text(self) -> str:
+        """The file's text: ``key=value`` lines (:func:`wlcore.settings.format_kv`), its keys in order."""
+        pairs = {}
         for key in self.keys():
             text = self._text_of(key)
             if text is not None:
-                out[key] = text
-        return out
-
-    def __getitem__(self, key: str) -> str:
-        """The text of ``key`` as the file holds it (read-only; for callers that knew the
-        state as a dict of strings: ``master.config["dbid"]``).
-
-        Raises:
-            KeyError: ``key`` is not in the file.
-        """
-        return self.pairs()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The text of ``key`` as the file holds it, or ``default`` when it is not in the file."""
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def to_text(self) -> str:
-        """The file's text: ``key=value`` lines (:func:`wlcore.settings.format_kv`)."""
-        return format_kv(self.pairs())
+                pairs[key] = text
+        return format_kv(pairs)
 
     @classmethod
     def from_text(cls: type[S], text: str, source: str = "<text>") -> S:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from wlcore import batch as batchfmt
 from wlcore import snapshots as snap
 from wlcore.batch import parse_utc
-from wlcore.capture_state import Cursor
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError
@@ -38,6 +37,7 @@ from wlcore.settings import settings
 from wlcore.storage import Storage
 
 from . import failure
+from .book import LOG_FILE
 from .errors import DivergedError
 from .source import recorded_source
 
@@ -79,7 +79,7 @@ def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dic
             state = batchfmt.read_manifest(storage, published[-1][1]).cursors
         except BatchError:
             return {}
-        return {k: Cursor.from_json(v).version for k, v in (state.get("tables") or {}).items()}
+        return {k: c.version for k, c in state.tables.items()}
     if mcfg.snapshot:
         return {k: c.version for k, c in snap.read(storage, mcfg.snapshot).tables.items()}
     return {}
@@ -227,7 +227,7 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
         for rec in batchfmt.read_manifest(lstore, p).txns
     )
     ticks = []  # (time, replica tick)
-    log_path = Storage.join(path, "wlr.log")
+    log_path = Storage.join(path, LOG_FILE)
     if storage.exists(log_path):
         for line in storage.read_text(log_path).splitlines():
             stamp, _, text = line.partition(" ")

@@ -24,7 +24,7 @@ from wlcore.storage import Storage, copy_tree
 from .apply import Applier
 from .book import LOG_FILE, StateBook
 from .errors import DivergedError, ReplicaStateError, ReplicationError
-from .lock import ReplicaLock
+from .lock import LOCK_FILE, ReplicaLock
 from .logs import LogError
 from .options import ReplayOptions
 from .plan import Target, check_not_passed
@@ -33,8 +33,6 @@ from .select import Selection, check_same
 from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 from .view import ConsistentView
-
-CONFIG_FILE = "wlr.config"
 
 
 class ReplicaSetup:
@@ -162,7 +160,7 @@ class ReplicaSetup:
             self.check_history(state, mcfg)
             check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
         elif any(
-            n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in ("wlr.lock", LOG_FILE)
+            n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in (LOCK_FILE, LOG_FILE)
         ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)

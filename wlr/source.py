@@ -23,6 +23,7 @@ from wlcore.errors import ConfigError, WlcError
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
 from wlcore.master_state import MasterState, logs_of
 from wlcore.master_state import read_master_state as read_master_config
+from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG
 from wlcore.replica_state import ReplicaState
 from wlcore.settings import check_name
 from wlcore.settings import dbfarm as resolve_dbfarm
@@ -32,7 +33,6 @@ from wlcore.storage import Storage
 from .errors import ReplicaStateError
 
 RELAY_DIR = "wlr_relay"  # a relaying replica's shipped copy, inside its folder
-REPLICA_CONFIG = "wlr.config"
 KINDS = ("master", "shipped", "relay")
 
 

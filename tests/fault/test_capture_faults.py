@@ -27,7 +27,7 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (1), (2)")
     time.sleep(0.3)  # capture takes commits once they are capture.settle (0.2 s) old
     m._step(take_all=False)  # stage both commits in the open batch, publish nothing
-    assert m.tick() == 1 and int(m.config["tick"]) == -1
+    assert m.last_logged() == 1 and m.tick() == m.config.tick == -1
     staged = [n for n in os.listdir(m.logs) if n.startswith(".open-")]
     assert len(staged) == 1
     before = tree(m.path)
@@ -58,7 +58,7 @@ def test_failed_publish_leaves_capture_where_it_was(spark, dbfarm):
     os.makedirs(blocker)  # the name of the second batch of this scan is taken
     with pytest.raises(wlc.BatchError, match="m_000000000002 already exists"):
         m.flush()
-    assert int(m.config["tick"]) == 1  # txn 1 published, txn 2 staged with its id
+    assert m.config.tick == 1  # txn 1 published, txn 2 staged with its id
     with pytest.raises(wlc.BatchError):
         m.flush()  # still taken: refused again, nothing lost
     os.rmdir(blocker)

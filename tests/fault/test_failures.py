@@ -252,13 +252,13 @@ def test_table_dropped_before_capture_copied_its_rows(spark, dbfarm):
     lost = rep.tick() + 1
 
     def staged() -> bool:  # both commits staged (they are taken once capture.settle old)
-        if m.tick() >= lost + 1:
+        if m.last_logged() >= lost + 1:
             return True
         m._step(take_all=False)
         return False
 
     wait_until(staged, 30, "capture to stage the two commits", interval=0)
-    assert int(m.config["tick"]) == lost - 1  # nothing published yet, no rows copied yet
+    assert m.config.tick == lost - 1  # nothing published yet, no rows copied yet
     shutil.rmtree(a.replace("file://", ""))  # the table dropped before its rows were copied
     assert m.flush() == lost + 2  # published: the insert (rows lost), u's insert, the drop
     with pytest.raises(wlr.ReplicationError) as err:

@@ -165,7 +165,7 @@ def test_replay_killed_at_random_moments_converges_exactly_once(spark, master, d
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm).replicate(follow=False)
     assert rep.tick() == last and rep.status()["error"] is None
     txns = published(master.logs, "m")
-    dbid = master.config["dbid"]
+    dbid = master.config.dbid
     for name, path in (("s.keyed", k), ("s.plain", u), ("s.reshaped", c)):
         assert rows(rep.table(name)) == master_rows(spark, path)
         schema, table = split_name(name)

@@ -44,8 +44,8 @@ def test_refused_master_calls_change_nothing(spark, master, dbfarm):
     # the master this process was capturing still captures (its thread, on its own)
     assert wlc.current() is master and master.running
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (1)")
-    wait_until(lambda: int(master.config.get("tick", -1)) >= 1, 60, "the capture thread to publish transaction 1")
-    assert int(master.config["tick"]) == 1, "the capture thread stopped after a refused master() call"
+    wait_until(lambda: master.config.tick >= 1, 60, "the capture thread to publish transaction 1")
+    assert master.config.tick == 1, "the capture thread stopped after a refused master() call"
     assert rep.replicate(follow=False).tick() == 1 and rows(rep.table("s.t")) == [(1,)]
 
 

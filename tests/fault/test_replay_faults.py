@@ -33,7 +33,7 @@ def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
     assert "tick=-1" in cfg  # wlr.config does not know that txn 0 was applied
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
     assert rep.tick() == 2 and rows(rep.table("s.t")) == [(1,), (2,)]
-    assert final_txns(os.path.join(dbfarm, "r", "s", "t"), master.config["dbid"]) == [0, 1, 2]
+    assert final_txns(os.path.join(dbfarm, "r", "s", "t"), master.config.dbid) == [0, 1, 2]
 
 
 def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, dbfarm):
@@ -60,7 +60,7 @@ def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, 
     rpath = os.path.join(dbfarm, "r", "s", "t")
     rstore = Storage.of(rpath)
     assert metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1]).constraints == {"pos": "id > 0"}
-    assert final_txns(rpath, master.config["dbid"]) == [0, 1, 2, 3]
+    assert final_txns(rpath, master.config.dbid) == [0, 1, 2, 3]
     with pytest.raises(Exception, match="(?i)check constraint"):
         spark.sql(f"INSERT INTO delta.`{rpath}` VALUES (-1, 'x')")  # the constraint is enforced
 
@@ -204,7 +204,7 @@ def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, maste
         if i % 2:
             wlc.flush()
     last = wlc.flush()
-    dbid = master.config["dbid"]
+    dbid = master.config.dbid
     kills = 0
     for _ in range(8):  # each run dies right after a segment lands (others may land beside it)
         proc = run_module("wlr", "replicate", dbfarm, "m", "r", WLC_CRASH_AT="replay.applied")

@@ -28,7 +28,7 @@ def test_idle_master_rewrites_its_config_at_most_once_per_poll_interval(spark, m
     counter, observer = _Count("wlc.config"), Observer()
     observer.schedule(counter, master.path, recursive=False)
     observer.start()
-    before = master.config["watermark"]
+    before = master.config.watermark_time
     try:
         window = 3.0
         time.sleep(window)  # the measured idle window (nothing to wait for: we count what happens in it)
@@ -38,4 +38,4 @@ def test_idle_master_rewrites_its_config_at_most_once_per_poll_interval(spark, m
     # poll_interval is 0.2 s in tests: the watermark may move ~15 times; a write that woke
     # capture again made hundreds of events (a replace is one moved event each)
     assert counter.hits <= window / master.poll_interval + 3, counter.hits
-    assert master.config["watermark"] > before  # the watermark still moves while idle (UTC ISO text)
+    assert master.config.watermark_time > before  # the watermark still moves while idle

@@ -209,7 +209,7 @@ def test_divergence_is_detected_in_a_segment(spark, master, dbfarm):
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (1), (2), (2)")
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
     # rows removed behind replay's back, in commits tagged as replay's: only the divergence check can see it
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"wlr:{master.config['dbid']}:{rep.tick()}:part")
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"wlr:{master.config.dbid}:{rep.tick()}:part")
     try:
         spark.sql(f"DELETE FROM delta.`{rep.path_of('s.k')}` WHERE id = 2")
         spark.sql(f"DELETE FROM delta.`{rep.path_of('s.u')}` WHERE a = 2")

@@ -59,7 +59,7 @@ def test_a_snapshot_is_named_in_wlc_log_once_whoever_takes_it(spark, master):
     assert own.txn < beside.txn
     assert text.count(f"snapshot at transaction {own.txn}: {own.path}") == 1, text
     assert text.count(f"snapshot at transaction {beside.txn}: {beside.path}") == 1, text
-    assert master.config["snapshot"] == beside.path
+    assert master.config.snapshot == beside.path
 
 
 def test_snapshots_and_compacted_levels_replay_like_level_zero(spark, master, dbfarm):
@@ -68,7 +68,7 @@ def test_snapshots_and_compacted_levels_replay_like_level_zero(spark, master, db
     assert 0 <= first.txn < second.txn < end
     names = sorted(os.listdir(os.path.join(dbfarm, "m", "wlc_snapshot")))
     assert names == sorted([str(first.txn), str(second.txn)])
-    assert master.config["snapshot"] == second.path
+    assert master.config.snapshot == second.path
     assert [s.txn for s in wlc.snapshots()] == [-1, first.txn, second.txn]
     made = wlc.compact(level1="3 batches", level2="2 batches")
     assert {s.level for s in made} == {1, 2}

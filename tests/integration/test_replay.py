@@ -113,7 +113,7 @@ def test_snapshot_alone(spark, dbfarm):
     base = os.path.join(dbfarm, "sdb")
     spark.range(4).write.format("delta").save(f"{base}/s/t")
     m = wlc.master("sdb", dbfarm=dbfarm)
-    assert m.config["snapshot"].endswith("wlc_snapshot/initial")
+    assert m.config.snapshot.endswith("wlc_snapshot/initial")
     rep = wlr.replicate("sdb", replica="srep", dbfarm=dbfarm, follow=False)
     assert rep.tick() == -1 and rows(rep.table("s.t")) == [(i,) for i in range(4)]
     m.close()

@@ -76,7 +76,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
         assert [r["gtid"] for r in wlr.transactions("m", logs=dest)] == log
         rep = wlr.replicate("m", replica="far", dbfarm=other, logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
-        assert rep.state["source"] == dest and rep.state["source_kind"] == "shipped"
+        assert rep.state.source == dest and rep.state.source_kind == "shipped"
         assert rep.status()["source"] == f"shipped copy {dest}"
         # a later call without logs= reads where it read last
         again = wlr.Replica("m", replica="far", dbfarm=other)
@@ -120,14 +120,14 @@ def _crash_then_resume(spark, master, dbfarm: str, dest: str, crash_at: str) -> 
     ], "the crash left no partial batch"
     manifests = [batchfmt.read_manifest(src, p) for _n, p in batches]
     full = sum(
-        sum(f["size"] for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
+        sum(f.size for f in m.files.values()) + os.path.getsize(os.path.join(p, batchfmt.MANIFEST))
         for m, (_n, p) in zip(manifests, batches)
     )
     first = manifests[0].files
     kept = (
-        first[sorted(first)[0]]["size"]
+        first[sorted(first)[0]].size
         if crash_at == "ship.file"  # the one file copied before the kill
-        else sum(f["size"] for f in first.values())
+        else sum(f.size for f in first.values())
     )  # every file, verified
     report = wlc.ship(dest)
     assert report.batches == [os.path.basename(p) for _n, p in batches]
@@ -160,7 +160,7 @@ def test_ship_to_s3_and_replicate_through_s3a(spark, dbfarm, s3, tmp_path):
         (tmp_path / "far").mkdir()
         rep = wlr.replicate("m", replica="r_s3", dbfarm=str(tmp_path / "far"), logs=dest, follow=False)
         assert rows(rep.table("sales.orders")) == expected
-        assert rep.state["source"] == dest
+        assert rep.state.source == dest
         # the replica's own tables may live in the object store too
         on_s3 = wlr.replicate("m", replica="r_on_s3", dbfarm=f"{s3}/replicas", logs=dest, follow=False)
         assert rows(on_s3.table("sales.orders")) == expected

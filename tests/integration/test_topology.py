@@ -39,9 +39,9 @@ def test_two_level_cascade_switching_source_without_a_new_copy(spark, master, db
     shipped = batchfmt.list_batches(Storage.of(relay_logs), relay_logs, "m")
     assert len(shipped) == 3
     gtids = [rec.gtid for _n, p in shipped for rec in batchfmt.read_manifest(Storage.of(p), p).txns]
-    assert gtids == [f"{master.config['dbid']}:{i}" for i in range(3)]  # the master's own GTIDs
+    assert gtids == [f"{master.config.dbid}:{i}" for i in range(3)]  # the master's own GTIDs
     r2 = wlr.replicate(source="r1", replica="r2", follow=False)
-    assert r2.master == "m" and r2.tick() == 2 and r2.state["source_kind"] == "relay"
+    assert r2.master == "m" and r2.tick() == 2 and r2.state.source_kind == "relay"
     assert rows(r2.table("s.t")) == master_rows(spark, t)
     # the master moves on; the relay has not applied it: r2 reading the relay sees nothing new
     last = _insert(spark, t, 3, 4)
@@ -50,7 +50,7 @@ def test_two_level_cascade_switching_source_without_a_new_copy(spark, master, db
     history = _versions(r2, "s.t")
     # switch to the master: the same replica goes on from transaction 3, no new copy
     r2 = wlr.replicate(source="m", replica="r2", follow=False)
-    assert r2.tick() == last and r2.state["source_kind"] == "master"
+    assert r2.tick() == last and r2.state.source_kind == "master"
     assert rows(r2.table("s.t")) == master_rows(spark, t)
     assert _versions(r2, "s.t") > history  # appended to, not copied again
     # and back to the relay once it caught up and beyond

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from wlcore import batch as B
+from wlcore.capture_state import CaptureState
 from wlcore.errors import BatchError
 from wlcore.storage import Storage
 
@@ -44,7 +45,9 @@ def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
         ddl="create",
         meta={"schema": "{}", "partition_columns": [], "configuration": {}, "id": "x"},
     )
-    man = B.Manifest(database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl], cursors={"next_txn": 7})
+    man = B.Manifest(
+        database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl], cursors=CaptureState(next_txn=7)
+    )
     path = B.publish(st, logs, staging, man)
     return st, logs, path
 
@@ -61,6 +64,17 @@ def test_round_trip(tmp_path):
     raw = json.loads(open(os.path.join(path, "manifest.json")).read())
     assert raw["format"] == "wlc-batch" and raw["format_version"] == B.FORMAT_VERSION
     assert not [n for n in os.listdir(logs) if n.startswith(".open-")]
+
+
+def test_capture_state_and_file_list_are_typed(tmp_path):
+    st, _logs, path = make_batch(tmp_path)
+    man = B.read_manifest(st, path)
+    assert man.cursors == CaptureState(next_txn=7) and man.cursors.tables == {}
+    [entry] = man.files.values()
+    assert entry.size == len(b"PAR1 rows PAR1") and len(entry.sha256) == 64
+    with open(os.path.join(path, "manifest.json"), "rb") as fh:
+        assert man.to_bytes() == fh.read()
+    assert json.loads(B.Manifest("db", "db1", 0, T, []).to_bytes())["cursors"] == {}  # no state: {} as before
 
 
 def test_published_name_is_never_overwritten(tmp_path):

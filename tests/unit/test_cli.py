@@ -31,7 +31,7 @@ def _published(tmp_path, times, db="db"):
         st,
         logs,
         B.open_staging(st, logs, db, 0),
-        B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs, cursors={}),
+        B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs),
     )
     return logs
 

@@ -105,7 +105,7 @@ def test_unknown_table_names_the_nearest(tmp_path):
         st,
         logs,
         B.open_staging(st, logs, "ops", 0),
-        B.Manifest(database="ops", dbid="abc", batch=0, watermark=recs[-1].time, txns=recs, cursors={}),
+        B.Manifest(database="ops", dbid="abc", batch=0, watermark=recs[-1].time, txns=recs),
     )
     write(tmp_path / "ops" / "wlc.config", f"state=1\ndbid=abc\ntick=1\nlogs={logs}\n")
     code, out, err = run("wlr", "log", str(tmp_path), "ops", "--table", "events")

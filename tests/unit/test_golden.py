@@ -36,7 +36,7 @@ def test_a_level0_batch_holds_the_insert_of_two_rows():
     [rec] = manifest.txns
     assert (rec.txn, rec.table, rec.version, rec.ddl, rec.change) == (1, "s.t", 1, None, "cdf")
     assert rec.gtid == f"{DBID}:1" and rec.counts == {"insert": 2} and rec.rows == "rows/s.t/wlc_version=1"
-    assert manifest.cursors["next_txn"] == 2 and manifest.cursors["tables"]["s.t"]["version"] == 1
+    assert manifest.cursors.next_txn == 2 and manifest.cursors.tables["s.t"].version == 1
 
 
 def test_a_level1_batch_spans_batches_0_to_2_as_a_create_and_one_piece():
@@ -50,6 +50,13 @@ def test_a_level1_batch_spans_batches_0_to_2_as_a_create_and_one_piece():
     assert create.meta["configuration"] == {"delta.enableChangeDataFeed": "true", "wlc.key": "id"}
     assert (piece.first, piece.txn, piece.change, piece.rows) == (1, 2, "cdf", "rows/s.t/1-2")
     assert piece.start == 1 and piece.counts == {"insert": 2}
+
+
+def test_a_manifest_is_written_back_as_it_was_read():
+    for name in ("batch_level0", "batch_level1"):
+        with open(os.path.join(DATA, name, batchfmt.MANIFEST), "rb") as f:
+            raw = f.read()
+        assert _manifest(name).to_bytes() == raw  # typed records, files and capture state render the same JSON
 
 
 def test_a_snapshot_record_and_its_table():
@@ -76,19 +83,13 @@ def test_a_snapshot_record_is_written_back_as_it_was_read():
 def test_the_masters_state_file():
     store = Storage.of(DATA)
     cfg = read_master_state(store, os.path.join(DATA, "master"))
-    assert (cfg["tick"], cfg["batches"], cfg["format"], cfg["state"], cfg["beat"]) == ("3", "4", "1", "2", "0")
-    assert (cfg["dbid"], cfg["epochs"], cfg["watermark"]) == (DBID, EPOCHS, "stopped")
+    assert (cfg.tick, cfg.batches, cfg.format, cfg.state, cfg.beat) == (3, 4, 1, 2, 0)
+    assert (cfg.dbid, cfg.epochs, cfg.watermark) == (DBID, EPOCHS, "stopped")
     state, when = capture_liveness(cfg, datetime(2030, 1, 1, tzinfo=timezone.utc))
-    assert state == "stopped" and when == batchfmt.parse_utc(cfg["capture_stopped"])
+    assert state == "stopped" and when is not None and when == cfg.capture_stopped
 
 
 def test_the_replicas_state_file():
     state = read_replica_state(Storage.of(DATA), os.path.join(DATA, "replica"))
-    assert (state["master"], state["dbid"], state["tick"], state["batches"], state["state"]) == (
-        "m",
-        DBID,
-        "3",
-        "4",
-        "idle",
-    )
-    assert (state["version.s.t"], state["at.s.t"], state["epochs"], state["view"]) == ("1", "1", EPOCHS, "-1")
+    assert (state.master, state.dbid, state.tick, state.batches, state.state) == ("m", DBID, 3, 4, "idle")
+    assert (state.versions["s.t"], state.views["s.t"], state.epochs, state.view) == (1, 1, EPOCHS, -1)

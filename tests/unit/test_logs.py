@@ -123,7 +123,7 @@ def test_failure_records_retries_and_skips():
     assert failure.stored(state) is None
 
     failure.record(state, 5, 5, "s.t", "checksum\nmismatch")
-    assert state["error_cause"] == "checksum mismatch"
+    assert state.error_cause == "checksum mismatch"
     assert failure.skippable(state, "r") == (5, 5)
     assert failure.clear_if_passed(state, read_up_to=99) is None  # tick 4 has not passed txn 5
     state.tick = 5

@@ -51,7 +51,7 @@ def farm(tmp_path):
             st,
             logs,
             staging,
-            B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time, txns=recs, cursors={}),
+            B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time, txns=recs),
         )
     return str(tmp_path)
 

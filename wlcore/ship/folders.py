@@ -53,9 +53,9 @@ def ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipRe
 
     try:
         manifest = batchfmt.read_manifest(src, path)
-        for rel, info in sorted(manifest.files.items()):
+        for rel, entry in sorted(manifest.files.items()):
             report.bytes += _copy_if_changed(
-                src, Storage.join(path, rel), dst, Storage.join(staging, rel), int(info["size"]), info["sha256"]
+                src, Storage.join(path, rel), dst, Storage.join(staging, rel), entry.size, entry.sha256
             )
             crash_point("ship.file")
         report.bytes += copy_file(
