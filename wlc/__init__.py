@@ -148,7 +148,7 @@ def stop() -> None:
 
 
 def clock() -> datetime | None:
-    """Commit time (UTC) of the last logged transaction; None when nothing was logged."""
+    """Commit time (UTC) of the last published transaction (:func:`tick`'s); None when none was published."""
     return current().clock()
 
 

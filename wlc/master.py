@@ -287,10 +287,11 @@ class Master:
         self.setup.release_lock()
 
     def clock(self) -> datetime | None:
-        """Commit time (UTC) of the last logged transaction, or None when none was logged."""
+        """Commit time (UTC) of the last published transaction (:meth:`tick`'s; MonetDB's
+        ``wlc.clock()``), or None when none was published."""
         with self._lock:
-            last = self.publisher.last_logged if self.publisher is not None else None
-            return last.time if last else None
+            last = self.publisher.last_published if self.publisher is not None else None
+            return last.time if last else self.config.write
 
     def last_logged(self) -> int:
         """Id of the last *logged* transaction (captured into a batch, published or still open), -1 when
