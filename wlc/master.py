@@ -226,7 +226,7 @@ class Master:
 
     def not_replicated(self) -> dict[str, str]:
         """Delta tables in the database that capture cannot carry: ``{path: reason}`` (empty: none)."""
-        return self.notes.get("not_replicated")
+        return self.notes.not_replicated()
 
     # ------------------------------------------------------------------ public API
     def beat(self, seconds: float) -> None:

@@ -32,8 +32,6 @@ class TableNotes:
     """The per-table notes of one master, kept in its ``wlc.config`` (``config()`` returns
     it, ``save()`` writes it) and told through ``note`` (a ``wlc.log`` line)."""
 
-    KEYS = ("not_replicated", "feed_notes", "held")
-
     def __init__(self, config: Callable[[], MasterState], save: Callable[[], None], note: Callable[[str], None]):
         self._config, self.save, self.note = config, save, note
         self._unwarned: list[str] = []  # change-feed notes not yet warned about by flush()
@@ -43,20 +41,15 @@ class TableNotes:
         """The master's ``wlc.config`` as its master holds it now."""
         return self._config()
 
-    def get(self, key: str) -> dict[str, str]:
-        """A copy of the notes under ``key`` (one of :attr:`KEYS`), ``{}`` when none."""
-        return dict(getattr(self.config, key))
-
-    def _put(self, key: str, value: dict[str, str]) -> bool:
-        if dict(value) == getattr(self.config, key):  # an absent key reads as {}: the same text as empty
-            return False
-        setattr(self.config, key, dict(value))
-        self.save()
-        return True
+    def not_replicated(self) -> dict[str, str]:
+        """A copy of the Delta tables capture cannot carry, ``{path: reason}`` (``{}``: none)."""
+        return dict(self.config.not_replicated)
 
     def refused(self, refused: dict[str, str]) -> None:
         """The Delta tables capture cannot carry now (``{path: reason}``)."""
-        if self._put("not_replicated", refused):
+        if dict(refused) != self.config.not_replicated:
+            self.config.not_replicated = dict(refused)
+            self.save()
             for path, reason in sorted(refused.items()):
                 log.error("NOT REPLICATED: %s: %s", path, reason)
 
@@ -64,18 +57,22 @@ class TableNotes:
         """Change-feed limits met (``(table, text)``): a log line and a warning each."""
         if not notes:
             return
-        current = self.get("feed_notes")
+        current = dict(self.config.feed_notes)
         for table, text in notes:
             current[table] = text
             log.warning("%s: %s", table, text)
             self.note(f"CHANGE FEED {table}: {text}")
             self._unwarned.append(f"{table}: {text}")
-        self._put("feed_notes", current)
+        if current != self.config.feed_notes:
+            self.config.feed_notes = current
+            self.save()
 
     def held(self, held: dict[str, str]) -> None:
         """The tables capture holds back now (``{table: cause}``), logged when they change."""
-        before = self.get("held")
-        if self._put("held", held):
+        before = dict(self.config.held)
+        if dict(held) != before:
+            self.config.held = dict(held)
+            self.save()
             for table, cause in sorted(held.items()):
                 if before.get(table) != cause:
                     log.error("HELD %s: %s", table, cause)
@@ -86,7 +83,7 @@ class TableNotes:
     def warn(self, stacklevel: int = 3) -> None:
         """Warn about what :meth:`flush` callers should know: tables not replicated, and the
         change-feed limits met since the last warning."""
-        refused = self.get("not_replicated")
+        refused = self.config.not_replicated
         if refused:
             warnings.warn(
                 NotReplicatedWarning("not replicated: " + "; ".join(f"{p}: {r}" for p, r in sorted(refused.items()))),
