@@ -37,6 +37,16 @@ def test_of_picks_the_implementation(tmp_path):
     assert Storage.of(str(tmp_path)).local and not Storage.of(str(tmp_path)).object_store
 
 
+def test_the_factory_is_registered_through_a_public_function(tmp_path, monkeypatch):
+    from wlcore.storage import base, factory
+
+    monkeypatch.setattr(base, "_FACTORY", [])  # restored after the test
+    storage_pkg.register_factory(lambda path: RemoteStorage(fsspec.filesystem("memory")))
+    assert type(Storage.of(str(tmp_path))) is RemoteStorage
+    storage_pkg.register_factory(factory.storage_of)
+    assert isinstance(Storage.of(str(tmp_path)), LocalStorage)
+
+
 def test_nothing_in_storage_branches_on_local():
     root = Path(storage_pkg.__file__).parent
     for src in root.glob("*.py"):

@@ -9,7 +9,7 @@ stores), :class:`RemoteStorage` (other filesystems). The interface and each meth
 contract are in :mod:`wlcore.storage.base`.
 """
 
-from .base import MARKER, OBJECT_STORES, Storage, protocols
+from .base import MARKER, OBJECT_STORES, Storage, protocols, register_factory
 from .copy import copy_file, copy_tree
 from .factory import s3_options, storage_for
 from .local import LocalStorage
@@ -29,6 +29,7 @@ __all__ = [
     "copy_file",
     "copy_tree",
     "protocols",
+    "register_factory",
     "s3_options",
     "storage_for",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from typing import Iterable
+from typing import Callable, Iterable
 
 import fsspec
 
@@ -38,7 +38,21 @@ def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
     return set(proto) if isinstance(proto, (tuple, list)) else {proto}
 
 
-_FACTORY: list = []  # the function that picks an implementation (wlcore.storage.factory registers it)
+_FACTORY: list = []  # the function that picks an implementation (set by register_factory)
+
+
+def register_factory(factory: Callable[[str], "Storage"]) -> None:
+    """Make ``factory`` the function :meth:`Storage.of` picks an implementation with.
+
+    :mod:`wlcore.storage.factory` registers its ``storage_of`` when the package loads, so the
+    interface need not import its implementations; a later registration replaces it (a test
+    may register a function of its own).
+
+    Args:
+        factory (Callable[[str], Storage]): takes a local path or an fsspec URL and returns
+            the storage for it, raising as :meth:`Storage.of` does.
+    """
+    _FACTORY[:] = [factory]
 
 
 class Storage(ABC):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from .base import _FACTORY, OBJECT_STORES, Storage, protocols
+from .base import OBJECT_STORES, Storage, protocols, register_factory
 from .local import LocalStorage
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
@@ -49,4 +49,4 @@ def s3_options() -> dict:
     return options
 
 
-_FACTORY[:] = [storage_of]  # Storage.of picks through this module: the interface does not import it
+register_factory(storage_of)  # Storage.of picks through this module: the interface does not import it
