@@ -77,7 +77,36 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
         st.rename(f"{base}/db/state", f"{base}/logs/b1")
     st.unpublish(f"{base}/logs/b1")
     assert st.published(f"{base}/logs") == [] and not st.exists(f"{base}/logs/b1/manifest.json")
+    assert st.listdir(f"{base}/logs") == []  # nothing left aside
+    st.unpublish(f"{base}/logs/b1")  # not there: nothing done
     st.rm(f"{base}/none")  # nothing there: nothing done
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_tree_size_on_both(kind, tmp_path, request):
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    assert st.tree_size(f"{base}/none") == 0
+    st.write_atomic(f"{base}/t/a.bin", b"x" * 100)
+    st.write_atomic(f"{base}/t/sub/.hidden", b"y" * 20)
+    st.write_atomic(f"{base}/t/sub/deeper/c", b"z" * 3)
+    assert st.tree_size(f"{base}/t") == 123 and st.tree_size(f"{base}/t/sub") == 23
+    assert st.tree_size(f"{base}/t/a.bin") == 100
+
+
+def test_local_unpublish_renames_aside_first(tmp_path, monkeypatch):
+    st = Storage.of(str(tmp_path))
+    (tmp_path / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "logs" / "b1" / "f").write_text("x")
+    (tmp_path / "logs" / ".pruned-b1").mkdir()  # an interrupted try's leftover
+    seen = []
+    real_rm = LocalStorage.rm
+    monkeypatch.setattr(
+        LocalStorage, "rm", lambda self, p: (seen.append(sorted(st.listdir(str(tmp_path / "logs")))), real_rm(self, p))
+    )
+    st.unpublish(str(tmp_path / "logs" / "b1"))
+    assert seen[-1] == [".pruned-b1"]  # b1 gone at once, its files deleted aside
+    assert st.listdir(str(tmp_path / "logs")) == []
 
 
 def test_copy_file_every_direction(s3, tmp_path):

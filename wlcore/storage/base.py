@@ -156,6 +156,25 @@ class Storage(ABC):
     def walk_files(self, path: str) -> Iterable[str]:
         """Every file below ``path``, as paths relative to it, sorted (empty when missing)."""
 
+    @abstractmethod
+    def tree_size(self, path: str) -> int:
+        """The bytes the files below the folder ``path`` hold, hidden ones too (a file: its
+        size; nothing there: 0). What ``wlc prune`` reports freed.
+
+        Local folders add up ``os.walk``'s file sizes; other stores the sizes one recursive
+        listing gives (fsspec ``du``): no file is read. A file deleted while it is counted
+        counts 0.
+
+        Args:
+            path (str): the folder (or file) to measure.
+
+        Returns:
+            int: the total size in bytes.
+
+        Raises:
+            OSError: the store cannot be reached.
+        """
+
     def size(self, path: str) -> int | None:
         """Size of the file ``path`` in bytes, None when it is not there."""
         try:
@@ -200,7 +219,15 @@ class Storage(ABC):
     @abstractmethod
     def unpublish(self, path: str) -> None:
         """Delete the published folder ``path``: readers stop seeing it first, then its files
-        go (nothing when it is not there)."""
+        go, so a reader sees it whole or not at all (nothing when it is not there).
+
+        Local folders are renamed aside to a hidden sibling first (one atomic rename), then
+        deleted; where rename is not atomic the commit marker goes first, then the files.
+
+        Raises:
+            OSError: the store cannot be reached, or a file cannot be deleted (what is left
+                is hidden or unmarked: never seen as published again).
+        """
 
     @abstractmethod
     def staging_for(self, final: str, tag: str) -> str:

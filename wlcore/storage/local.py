@@ -14,6 +14,8 @@ from ..errors import LockHeldError
 from .base import Storage
 from .lock import HeldLock
 
+_ASIDE = ".pruned-"  # the hidden name prefix a folder is renamed to before it is deleted (unpublish)
+
 
 class LocalStorage(Storage):
     """Files on a local or mounted folder (fsspec's ``LocalFileSystem``)."""
@@ -66,6 +68,19 @@ class LocalStorage(Storage):
                 out.append(posixpath.relpath(posixpath.join(root, name), path))
         return sorted(out)
 
+    def tree_size(self, path: str) -> int:
+        """``os.walk``'s file sizes added up (a file: its size; missing: 0)."""
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        total = 0
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, name))
+                except FileNotFoundError:
+                    pass  # deleted meanwhile: counts 0
+        return total
+
     def mtime_ms(self, path: str) -> int | None:
         """``os.stat``'s modification time in milliseconds (never None here)."""
         return os.stat(path).st_mtime_ns // 1_000_000
@@ -96,8 +111,16 @@ class LocalStorage(Storage):
         self.rename(staging, final)
 
     def unpublish(self, path: str) -> None:
-        """Removes the folder (it was published by its existence)."""
-        self.rm(path)
+        """Renames the folder aside to the hidden ``.pruned-<name>`` (one rename: readers see
+        it whole or not at all), then deletes it; a leftover of an interrupted try at that
+        name, never read, is deleted first."""
+        if not os.path.lexists(path):
+            return
+        parent, name = posixpath.split(path.rstrip("/"))
+        aside = posixpath.join(parent, f"{_ASIDE}{name}")
+        self.rm(aside)
+        self.rename(path, aside)
+        self.rm(aside)
 
     def staging_for(self, final: str, tag: str) -> str:
         """A hidden sibling ``.<tag>-<name>`` (resumed by the next try)."""

@@ -72,6 +72,13 @@ class RemoteStorage(Storage):
                 out.append(posixpath.relpath(posixpath.join(root, name), base))
         return sorted(out)
 
+    def tree_size(self, path: str) -> int:
+        """fsspec ``du``: the sizes of one recursive listing added up (missing: 0)."""
+        try:
+            return int(self.fs.du(path, total=True, withdirs=False))
+        except FileNotFoundError:
+            return 0
+
     def mtime_ms(self, path: str) -> int | None:
         """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``); None when the store gives none."""
         info = self.fs.info(path)
