@@ -246,8 +246,7 @@ class MasterSetup:
             )
             for n, (c, _meta) in starts.items():
                 state.tables[n].time = c.time
-            if not self.storage.local:  # visible on an object store by its commit marker
-                self.storage.publish_dir(snapshot, snapshot)
+            self.storage.mark_published(snapshot)  # written in place: its commit marker where stores need one
         self.record.config = MasterState.of(
             snapshot=snapshot,
             logs=logs,

@@ -78,6 +78,10 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     st.unpublish(f"{base}/logs/b1")
     assert st.published(f"{base}/logs") == [] and not st.exists(f"{base}/logs/b1/manifest.json")
     assert st.listdir(f"{base}/logs") == []  # nothing left aside
+    st.write_atomic(f"{base}/snaps/s1/snapshot.json", "{}")  # written in place, not staged
+    st.mark_published(f"{base}/snaps/s1")
+    st.mark_published(f"{base}/snaps/s1")  # published already: nothing more
+    assert st.published(f"{base}/snaps") == ["s1"] and st.is_published(f"{base}/snaps/s1")
     st.unpublish(f"{base}/logs/b1")  # not there: nothing done
     st.rm(f"{base}/none")  # nothing there: nothing done
 

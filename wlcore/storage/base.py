@@ -217,6 +217,23 @@ class Storage(ABC):
         FileExistsError when ``final`` is published."""
 
     @abstractmethod
+    def mark_published(self, path: str) -> None:
+        """Publish the folder ``path`` that was written in place rather than in a staging
+        folder (e.g. the first snapshot, copied by Spark straight into its final folder);
+        nothing when it is published already.
+
+        Local folders: nothing (a folder there is visible as it is written; callers that need
+        it to appear whole use :meth:`staging_for` and :meth:`publish_dir`). Where rename is
+        not atomic: its commit marker is written, so :meth:`published` lists it from now on.
+
+        Args:
+            path (str): the folder, complete.
+
+        Raises:
+            OSError: the store cannot be reached or written.
+        """
+
+    @abstractmethod
     def unpublish(self, path: str) -> None:
         """Delete the published folder ``path``: readers stop seeing it first, then its files
         go, so a reader sees it whole or not at all (nothing when it is not there).

@@ -110,6 +110,9 @@ class LocalStorage(Storage):
         self.fsync_tree(staging)
         self.rename(staging, final)
 
+    def mark_published(self, path: str) -> None:
+        """Nothing: a local folder is visible as it is written."""
+
     def unpublish(self, path: str) -> None:
         """Renames the folder aside to the hidden ``.pruned-<name>`` (one rename: readers see
         it whole or not at all), then deletes it; a leftover of an interrupted try at that

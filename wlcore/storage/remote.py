@@ -112,6 +112,11 @@ class RemoteStorage(Storage):
             self.fs.mv(staging, final, recursive=True)
         self.fs.pipe_file(final.rstrip("/") + MARKER, b"")
 
+    def mark_published(self, path: str) -> None:
+        """Writes the commit marker ``<path>.committed`` when it is not there yet."""
+        if not self.is_published(path):
+            self.fs.pipe_file(path.rstrip("/") + MARKER, b"")
+
     def unpublish(self, path: str) -> None:
         """The commit marker first (readers stop seeing it), then the files."""
         marker = path.rstrip("/") + MARKER
