@@ -98,6 +98,46 @@ def test_tree_size_on_both(kind, tmp_path, request):
     assert st.tree_size(f"{base}/t/a.bin") == 100
 
 
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_append_text_on_both(kind, tmp_path, request):
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    st.append_text(f"{base}/db/wlc.log", "one\n")  # made, with its folder
+    st.append_text(f"{base}/db/wlc.log", "twö\n")
+    assert st.read_text(f"{base}/db/wlc.log") == "one\ntwö\n" and st.listdir(f"{base}/db") == ["wlc.log"]
+    threads = [
+        threading.Thread(target=lambda i=i: [st.append_text(f"{base}/db/wlc.log", f"{i}.{k}\n") for k in range(5)])
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    lines = st.read_text(f"{base}/db/wlc.log").splitlines()
+    assert len(lines) == 22 and sorted(lines[2:]) == sorted(f"{i}.{k}" for i in range(4) for k in range(5))
+
+
+def test_s3_appends_of_two_writers_lose_no_line(s3, monkeypatch):
+    """Another process appends between this one's read and write: the conditional write
+    fails, the object is read again, both lines stay."""
+    st = Storage.of(s3)
+    path = f"{s3}/db/wlr.log"
+    st.append_text(path, "a\n")
+    real = S3Storage.read_with_etag
+    raced = []
+
+    def read_then_race(self, p):
+        got = real(self, p)
+        if not raced:
+            raced.append(1)
+            self.fs.pipe_file(p, got[0] + b"other\n")  # the other writer's PUT
+        return got
+
+    monkeypatch.setattr(S3Storage, "read_with_etag", read_then_race)
+    st.append_text(path, "b\n")
+    assert st.read_text(path) == "a\nother\nb\n"
+
+
 def test_local_unpublish_renames_aside_first(tmp_path, monkeypatch):
     st = Storage.of(str(tmp_path))
     (tmp_path / "logs" / "b1").mkdir(parents=True)

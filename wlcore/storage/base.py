@@ -207,6 +207,27 @@ class Storage(ABC):
         whole new one; the parent folder is created when missing."""
 
     @abstractmethod
+    def append_text(self, path: str, text: str) -> None:
+        """Add ``text`` (UTF-8) at the end of the file ``path``, made (with its parent folder)
+        when missing: the event logs ``wlc.log`` and ``wlr.log``, a few lines an hour.
+
+        Local folders append in place (``open(path, "a")``). Object stores cannot append to
+        an object: it is read and written again whole (one GET and one PUT, their cost
+        growing with the log); on S3 the PUT is conditional on the object being unchanged
+        since the GET (its ETag), read again when it changed, so no line of another process
+        is lost. Where the store has no conditional writes, appends of one process are
+        serialised, but two processes appending at once can lose a line (the last write
+        wins); a reader never sees a line half written.
+
+        Args:
+            path (str): the log file.
+            text (str): what to add, newline included.
+
+        Raises:
+            OSError: the store cannot be reached or written.
+        """
+
+    @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Rename a file or folder. Raises FileExistsError when ``dst`` exists (a published
         name is never overwritten), FileNotFoundError when ``src`` does not."""

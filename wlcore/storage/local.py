@@ -98,6 +98,12 @@ class LocalStorage(Storage):
         os.replace(tmp, path)
         self.fsync_dir(parent)
 
+    def append_text(self, path: str, text: str) -> None:
+        """``open(path, "a")``: one write at the end of the file."""
+        self.makedirs(posixpath.dirname(path) or ".")
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+
     def rename(self, src: str, dst: str) -> None:
         """``os.rename`` (atomic on one filesystem), then the target folder fsynced."""
         if os.path.exists(dst):

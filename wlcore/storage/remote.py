@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import threading
 from typing import Iterable
 
 from ..errors import LockUnsupportedError
 from .base import MARKER, Storage, protocols
 from .lock import HeldLock
+
+_appends = threading.Lock()  # append_text's read-modify-write: one at a time in this process
 
 
 class RemoteStorage(Storage):
@@ -96,6 +99,16 @@ class RemoteStorage(Storage):
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
         self.fs.mv(tmp, path)
+
+    def append_text(self, path: str, text: str) -> None:
+        """Reads the file whole and writes it again with ``text`` at the end
+        (:meth:`write_atomic`), one append of this process at a time."""
+        with _appends:
+            try:
+                old = self.read_bytes(path)
+            except FileNotFoundError:
+                old = b""
+            self.write_atomic(path, old + text.encode("utf-8"))
 
     def rename(self, src: str, dst: str) -> None:
         """fsspec ``mv`` (a copy then a delete on most stores: not atomic)."""
