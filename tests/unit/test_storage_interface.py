@@ -138,6 +138,26 @@ def test_s3_appends_of_two_writers_lose_no_line(s3, monkeypatch):
     assert st.read_text(path) == "a\nother\nb\n"
 
 
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_watcher_on_both(kind, tmp_path, request):
+    """A local folder is watched; an object store sends no events: None, the caller polls."""
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    assert st.watcher(f"{base}/none", recursive=False, polling=True, interval=0.05, create=False) is None
+    watch = st.watcher(f"{base}/logs", recursive=False, polling=True, interval=0.05, accept=lambda p: p.endswith("/b1"))
+    if kind == "s3":
+        assert watch is None and not st.exists(f"{base}/logs")
+        return
+    assert watch is not None and st.isdir(f"{base}/logs")  # made
+    try:
+        st.write_atomic(f"{base}/logs/other", "x")
+        assert not watch.wait(0.3)  # not accepted
+        st.makedirs(f"{base}/logs/b1")
+        assert watch.wait(10)
+    finally:
+        watch.close()
+
+
 def test_local_unpublish_renames_aside_first(tmp_path, monkeypatch):
     st = Storage.of(str(tmp_path))
     (tmp_path / "logs" / "b1").mkdir(parents=True)

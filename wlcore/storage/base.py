@@ -22,11 +22,14 @@ from __future__ import annotations
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import fsspec
 
 from .lock import HeldLock
+
+if TYPE_CHECKING:
+    from ..watch import FolderWatch
 
 MARKER = ".committed"  # the commit marker of a published folder where rename is not atomic
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}  # one PUT is atomic, rename is a copy
@@ -187,6 +190,40 @@ class Storage(ABC):
         """Modification time of the file ``path`` in whole milliseconds since the epoch (as
         Hadoop's ``FileStatus.getModificationTime``), None when the store does not say.
         Raises FileNotFoundError when it is not there."""
+
+    def watcher(
+        self,
+        path: str,
+        *,
+        recursive: bool,
+        polling: bool,
+        interval: float,
+        accept: Callable[[str], bool] | None = None,
+        create: bool = True,
+    ) -> "FolderWatch | None":
+        """A watcher whose ``wait(timeout)`` returns early when something changes in the
+        folder ``path``, or None where the store sends no change events: the caller then
+        polls (waits by timeout only between looks).
+
+        Local folders: a :class:`wlcore.watch.FolderWatch` (watchdog's events, or its polling
+        observer for network mounts). Object stores and other fsspec filesystems: None.
+
+        Args:
+            path (str): the folder to watch.
+            recursive (bool): watch its sub-folders too.
+            polling (bool): look every ``interval`` rather than wait for the OS's events.
+            interval (float): seconds between the polling observer's looks.
+            accept (Callable[[str], bool] | None): which changed paths wake a waiter
+                (None: every one).
+            create (bool): make the folder when missing (False: None when it is missing).
+
+        Returns:
+            FolderWatch | None: the watcher (close it with ``close()``), or None: poll.
+
+        Raises:
+            OSError: ``create`` and the folder cannot be made.
+        """
+        return None
 
     # writes -------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from typing import Iterable
+from typing import Callable, Iterable
 
 from filelock import FileLock, Timeout
 
 from ..errors import LockHeldError
+from ..watch import FolderWatch
 from .base import Storage
 from .lock import HeldLock
 
@@ -84,6 +85,24 @@ class LocalStorage(Storage):
     def mtime_ms(self, path: str) -> int | None:
         """``os.stat``'s modification time in milliseconds (never None here)."""
         return os.stat(path).st_mtime_ns // 1_000_000
+
+    def watcher(
+        self,
+        path: str,
+        *,
+        recursive: bool,
+        polling: bool,
+        interval: float,
+        accept: Callable[[str], bool] | None = None,
+        create: bool = True,
+    ) -> FolderWatch | None:
+        """A :class:`wlcore.watch.FolderWatch` on ``path`` (None when it is missing and not
+        ``create``); see :meth:`Storage.watcher`."""
+        if not create and not os.path.isdir(path):
+            return None
+        if accept is None:
+            return FolderWatch(path, recursive=recursive, polling=polling, interval=interval)
+        return FolderWatch(path, recursive=recursive, polling=polling, interval=interval, accept=accept)
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
