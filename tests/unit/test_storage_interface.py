@@ -65,6 +65,9 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     st.write_atomic(f"{base}/db/state", "a=2\n")
     assert st.read_text(f"{base}/db/state") == "a=2\n" and st.listdir(f"{base}/db") == ["state"]
     assert st.mtime_ms(f"{base}/db/state") > 0
+    assert st.stat(f"{base}/db/state") == (4, st.mtime_ms(f"{base}/db/state")) and st.stat(f"{base}/db/state").size == 4
+    with pytest.raises(FileNotFoundError):
+        st.stat(f"{base}/none")
     staging = st.staging_for(f"{base}/logs/b1", "t")
     st.write_atomic(f"{staging}/manifest.json", "{}")
     assert st.published(f"{base}/logs") == []

@@ -9,7 +9,7 @@ stores), :class:`RemoteStorage` (other filesystems). The interface and each meth
 contract are in :mod:`wlcore.storage.base`.
 """
 
-from .base import MARKER, OBJECT_STORES, Storage, protocols, register_factory
+from .base import MARKER, OBJECT_STORES, FileStat, Storage, protocols, register_factory
 from .copy import copy_file, copy_tree
 from .factory import s3_options, storage_for
 from .local import LocalStorage
@@ -20,6 +20,7 @@ from .s3 import S3Storage
 __all__ = [
     "MARKER",
     "OBJECT_STORES",
+    "FileStat",
     "HeldLock",
     "LocalStorage",
     "ObjectStorage",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 import fsspec
 
@@ -56,6 +56,19 @@ def register_factory(factory: Callable[[str], "Storage"]) -> None:
             the storage for it, raising as :meth:`Storage.of` does.
     """
     _FACTORY[:] = [factory]
+
+
+class FileStat(NamedTuple):
+    """What one look at a file says (:meth:`Storage.stat`).
+
+    Attributes:
+        size (int): its size in bytes.
+        mtime_ms (int | None): its modification time in whole milliseconds since the epoch,
+            None when the store does not say.
+    """
+
+    size: int
+    mtime_ms: int | None
 
 
 class Storage(ABC):
@@ -224,6 +237,23 @@ class Storage(ABC):
             OSError: ``create`` and the folder cannot be made.
         """
         return None
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat:
+        """The size and modification time of the file ``path`` from one look: one ``stat``
+        call on local folders, one request (fsspec ``info``: a HEAD on S3) on other stores,
+        where :meth:`size` and :meth:`mtime_ms` would make two.
+
+        Args:
+            path (str): the file.
+
+        Returns:
+            FileStat: ``size`` in bytes and ``mtime_ms`` as :meth:`mtime_ms` gives it.
+
+        Raises:
+            FileNotFoundError: ``path`` is not there.
+            OSError: the store cannot be reached.
+        """
 
     # writes -------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:

@@ -12,7 +12,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import LockHeldError
 from ..watch import FolderWatch
-from .base import Storage
+from .base import FileStat, Storage
 from .lock import HeldLock
 
 _ASIDE = ".pruned-"  # the hidden name prefix a folder is renamed to before it is deleted (unpublish)
@@ -85,6 +85,11 @@ class LocalStorage(Storage):
     def mtime_ms(self, path: str) -> int | None:
         """``os.stat``'s modification time in milliseconds (never None here)."""
         return os.stat(path).st_mtime_ns // 1_000_000
+
+    def stat(self, path: str) -> FileStat:
+        """One ``os.stat``: its size, and its modification time in milliseconds."""
+        st = os.stat(path)
+        return FileStat(st.st_size, st.st_mtime_ns // 1_000_000)
 
     def watcher(
         self,

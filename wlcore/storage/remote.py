@@ -11,7 +11,7 @@ import threading
 from typing import Iterable
 
 from ..errors import LockUnsupportedError
-from .base import MARKER, Storage, protocols
+from .base import MARKER, FileStat, Storage, protocols
 from .lock import HeldLock
 
 _appends = threading.Lock()  # append_text's read-modify-write: one at a time in this process
@@ -84,13 +84,12 @@ class RemoteStorage(Storage):
 
     def mtime_ms(self, path: str) -> int | None:
         """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``); None when the store gives none."""
+        return _mtime_ms(self.fs.info(path))
+
+    def stat(self, path: str) -> FileStat:
+        """One fsspec ``info``: its ``size``, and its time as :meth:`mtime_ms` reads it."""
         info = self.fs.info(path)
-        stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-        if stamp is None:
-            return None
-        if hasattr(stamp, "timestamp"):
-            return int(stamp.timestamp() * 1000)
-        return int(float(stamp) * 1000)
+        return FileStat(int(info["size"]), _mtime_ms(info))
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
@@ -193,3 +192,14 @@ class ObjectStorage(RemoteStorage):
             "no lease (it needs S3's conditional writes), and the work is not done unlocked; "
             "use a local or mounted folder, or an S3 store"
         )
+
+
+def _mtime_ms(info: dict) -> int | None:
+    """Milliseconds since the epoch from an fsspec ``info`` (``mtime``, ``LastModified`` or
+    ``last_modified``: a datetime or seconds); None when it gives none."""
+    stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+    if stamp is None:
+        return None
+    if hasattr(stamp, "timestamp"):
+        return int(stamp.timestamp() * 1000)
+    return int(float(stamp) * 1000)
