@@ -68,6 +68,10 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     assert st.stat(f"{base}/db/state") == (4, st.mtime_ms(f"{base}/db/state")) and st.stat(f"{base}/db/state").size == 4
     with pytest.raises(FileNotFoundError):
         st.stat(f"{base}/none")
+    with st.open_read(f"{base}/db/state") as fh:
+        assert fh.read(2) == b"a=" and fh.read() == b"2\n"
+    with pytest.raises(FileNotFoundError):
+        st.open_read(f"{base}/none")
     staging = st.staging_for(f"{base}/logs/b1", "t")
     st.write_atomic(f"{staging}/manifest.json", "{}")
     assert st.published(f"{base}/logs") == []

@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
+from typing import IO, TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 import fsspec
 
@@ -158,9 +158,26 @@ class Storage(ABC):
     def is_published(self, path: str) -> bool:
         """True when the folder or file ``path`` is published (see :meth:`published`)."""
 
+    def open_read(self, path: str) -> IO[bytes]:
+        """The file ``path`` opened for reading bytes, to read in pieces (a file too large to
+        hold whole); use it in a ``with`` block. fsspec's ``open`` on every store: a local
+        file, or an object read by ranged GETs as the reader goes.
+
+        Args:
+            path (str): the file.
+
+        Returns:
+            IO[bytes]: a binary file object, positioned at the start.
+
+        Raises:
+            FileNotFoundError: ``path`` is not there.
+            OSError: the store cannot be reached.
+        """
+        return self.fs.open(path, "rb")
+
     def read_bytes(self, path: str) -> bytes:
         """The whole file ``path``. Raises FileNotFoundError when it is not there."""
-        with self.fs.open(path, "rb") as fh:
+        with self.open_read(path) as fh:
             return fh.read()
 
     def read_text(self, path: str) -> str:
