@@ -91,6 +91,33 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     assert st.published(f"{base}/snaps") == ["s1"] and st.is_published(f"{base}/snaps/s1")
     st.unpublish(f"{base}/logs/b1")  # not there: nothing done
     st.rm(f"{base}/none")  # nothing there: nothing done
+    st.makedirs(f"{base}/empty")
+    assert st.isdir(f"{base}/empty") == st.empty_folders == (kind == "local")  # an object store makes no folder
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_dbfarm_is_listed_alike_on_both(kind, tmp_path, request):
+    from wlcore.databases import MASTER, MISSING, PLAIN, REPLICA, Dbfarm
+    from wlcore.errors import NotFoundError
+
+    base = str(tmp_path / "farm") if kind == "local" else request.getfixturevalue("s3") + "/farm"
+    st = Storage.of(base)
+    if kind == "local":
+        with pytest.raises(NotFoundError, match="no dbfarm"):
+            Dbfarm(base)
+        st.makedirs(base)
+    else:
+        assert Dbfarm(base).names() == []  # an empty prefix: a new dbfarm, not refused
+    st.write_atomic(f"{base}/m/wlc.config", "state=1\n")
+    st.write_atomic(f"{base}/r/wlr.config", "master=m\n")
+    st.write_atomic(f"{base}/plain/t/x.parquet", b"x")
+    st.write_atomic(f"{base}/.hidden/x", b"x")
+    farm = Dbfarm(base)
+    assert farm.names() == ["m", "plain", "r"]
+    assert [farm.kind(n) for n in ("m", "r", "plain", "nope")] == [MASTER, REPLICA, PLAIN, MISSING]
+    assert farm.names(MASTER) == ["m"] and farm.replicas_of("m") == ["r"]
+    with pytest.raises(NotFoundError, match="did you mean m"):
+        farm.require_master("mm")
 
 
 @pytest.mark.parametrize("kind", ["local", "s3"])

@@ -79,11 +79,17 @@ class Storage(ABC):
         local (bool): a local or mounted folder (Spark and the OS read it directly).
         object_store (bool): one PUT replaces an object whole; rename is a copy.
         s3 (bool): an S3 or S3-compatible store (Spark reaches it as ``s3a://``).
+        empty_folders (bool): a folder exists by itself, empty or not (local folders and
+            most filesystems: :meth:`makedirs` makes one, :meth:`isdir` is False for a
+            missing one). False on object stores, where a folder is the common prefix of
+            its objects: :meth:`makedirs` makes nothing, and a missing folder cannot be told
+            from a new empty one (:meth:`isdir` is False for both).
     """
 
     local = False
     object_store = False
     s3 = False
+    empty_folders = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem):
         self.fs = fs

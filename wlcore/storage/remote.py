@@ -176,6 +176,7 @@ class ObjectStorage(RemoteStorage):
     (:class:`wlcore.storage.s3.S3Storage`); this generic one refuses them."""
 
     object_store = True
+    empty_folders = False  # a folder is the common prefix of its objects
 
     def write_atomic(self, path: str, data: bytes | str) -> None:
         """One PUT replaces the object whole."""
