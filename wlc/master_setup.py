@@ -225,8 +225,7 @@ class MasterSetup:
             CaptureState: where capture starts.
         """
         logs = str(self.logs_arg) if self.logs_arg is not None else Storage.join(self.path, "wlc_logs")
-        if "://" not in logs:
-            logs = os.path.abspath(logs)
+        logs = self.storage.absolute(logs)
         self.storage.makedirs(logs)
         dbid = uuid.uuid4().hex
         refused: dict[str, str] = {}

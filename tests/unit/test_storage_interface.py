@@ -6,6 +6,7 @@ a refusal that says so where the store can hold neither (never a lock silently s
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def test_nothing_in_storage_branches_on_local():
 
 
 @pytest.mark.parametrize("kind", ["local", "s3"])
-def test_the_same_contract_on_both(kind, tmp_path, request):
+def test_the_same_contract_on_both(kind, tmp_path, request, monkeypatch):
     base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
     st = Storage.of(base)
     assert st.listdir(f"{base}/none") == [] and st.subdirs(f"{base}/none") == [] and st.published(f"{base}/none") == []
@@ -91,6 +92,10 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     assert st.published(f"{base}/snaps") == ["s1"] and st.is_published(f"{base}/snaps/s1")
     st.unpublish(f"{base}/logs/b1")  # not there: nothing done
     st.rm(f"{base}/none")  # nothing there: nothing done
+    assert st.absolute(f"{base}/db") == f"{base}/db"
+    if kind == "local":
+        monkeypatch.chdir(tmp_path)
+        assert st.absolute("rel/x") == os.path.join(os.getcwd(), "rel", "x") and st.absolute("s3://b/k") == "s3://b/k"
     st.makedirs(f"{base}/empty")
     assert st.isdir(f"{base}/empty") == st.empty_folders == (kind == "local")  # an object store makes no folder
 

@@ -129,6 +129,20 @@ class Storage(ABC):
         """``parts`` joined with ``/`` (POSIX rules: an absolute part restarts the path)."""
         return posixpath.join(*[str(p) for p in parts])
 
+    def absolute(self, path: str) -> str:
+        """``path`` as an absolute path or URL, to record in a state file that other working
+        folders read: a relative local path is made absolute (``os.path.abspath``) on local
+        folders; on other stores paths are URLs, absolute already, returned as they are (so is
+        a URL given to a local storage).
+
+        Args:
+            path (str): a path or URL on this storage.
+
+        Returns:
+            str: the absolute path or URL.
+        """
+        return path
+
     @abstractmethod
     def uri(self, path: str) -> str:
         """The path as Spark wants it (``file:`` URI for local folders, ``s3a://`` for S3)."""

@@ -27,6 +27,12 @@ class LocalStorage(Storage):
         """True for another :class:`LocalStorage` (every local path is one filesystem)."""
         return isinstance(other, LocalStorage)
 
+    def absolute(self, path: str) -> str:
+        """``os.path.abspath`` (a URL is returned as it is)."""
+        if "://" in path:
+            return path
+        return os.path.abspath(path)
+
     def uri(self, path: str) -> str:
         """``file://`` and the absolute path (a URL is returned as it is)."""
         if "://" in path:
