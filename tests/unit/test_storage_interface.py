@@ -54,6 +54,18 @@ def test_nothing_in_storage_branches_on_local():
         assert not re.search(r"\b(self|src|dst|other|a|b)\.local\b", src.read_text()), src.name
 
 
+def test_nothing_outside_storage_branches_on_the_kind_of_store():
+    """Every difference between stores lives in the implementations: no code outside
+    wlcore.storage asks which kind a storage is or reaches its fsspec filesystem."""
+    root = Path(storage_pkg.__file__).parent.parent.parent
+    for package in ("wlc", "wlr", "wlcore"):
+        for src in (root / package).rglob("*.py"):
+            if src.parent.name == "storage" and src.parent.parent.name == "wlcore":
+                continue
+            found = re.search(r"\b(storage|store|src|dst|st)\.(local|object_store|fs)\b", src.read_text())
+            assert not found, f"{src.relative_to(root)}: {found.group(0)}"
+
+
 @pytest.mark.parametrize("kind", ["local", "s3"])
 def test_the_same_contract_on_both(kind, tmp_path, request, monkeypatch):
     base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
