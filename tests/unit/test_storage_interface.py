@@ -39,9 +39,9 @@ def test_of_picks_the_implementation(tmp_path):
 
 
 def test_the_factory_is_registered_through_a_public_function(tmp_path, monkeypatch):
-    from wlcore.storage import base, factory
+    from wlcore.storage import factory, registry
 
-    monkeypatch.setattr(base, "_FACTORY", [])  # restored after the test
+    monkeypatch.setattr(registry, "_FACTORY", [])  # restored after the test
     storage_pkg.register_factory(lambda path: RemoteStorage(fsspec.filesystem("memory")))
     assert type(Storage.of(str(tmp_path))) is RemoteStorage
     storage_pkg.register_factory(factory.storage_of)

@@ -9,11 +9,12 @@ stores), :class:`RemoteStorage` (other filesystems). The interface and each meth
 contract are in :mod:`wlcore.storage.base`.
 """
 
-from .base import MARKER, OBJECT_STORES, FileStat, Storage, protocols, register_factory
+from .base import MARKER, OBJECT_STORES, FileStat, Storage, protocols
 from .copy import copy_file, copy_tree
 from .factory import s3_options, storage_for
 from .local import LocalStorage
 from .lock import HeldLock
+from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 

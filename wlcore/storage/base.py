@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 import fsspec
 
+from . import registry
 from .lock import HeldLock
 
 if TYPE_CHECKING:
@@ -39,23 +40,6 @@ def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
     """The protocol names of the fsspec filesystem ``fs`` (e.g. ``{"s3", "s3a"}``)."""
     proto = fs.protocol
     return set(proto) if isinstance(proto, (tuple, list)) else {proto}
-
-
-_FACTORY: list = []  # the function that picks an implementation (set by register_factory)
-
-
-def register_factory(factory: Callable[[str], "Storage"]) -> None:
-    """Make ``factory`` the function :meth:`Storage.of` picks an implementation with.
-
-    :mod:`wlcore.storage.factory` registers its ``storage_of`` when the package loads, so the
-    interface need not import its implementations; a later registration replaces it (a test
-    may register a function of its own).
-
-    Args:
-        factory (Callable[[str], Storage]): takes a local path or an fsspec URL and returns
-            the storage for it, raising as :meth:`Storage.of` does.
-    """
-    _FACTORY[:] = [factory]
 
 
 class FileStat(NamedTuple):
@@ -79,11 +63,9 @@ class Storage(ABC):
         local (bool): a local or mounted folder (Spark and the OS read it directly).
         object_store (bool): one PUT replaces an object whole; rename is a copy.
         s3 (bool): an S3 or S3-compatible store (Spark reaches it as ``s3a://``).
-        empty_folders (bool): a folder exists by itself, empty or not (local folders and
-            most filesystems: :meth:`makedirs` makes one, :meth:`isdir` is False for a
-            missing one). False on object stores, where a folder is the common prefix of
-            its objects: :meth:`makedirs` makes nothing, and a missing folder cannot be told
-            from a new empty one (:meth:`isdir` is False for both).
+        empty_folders (bool): a folder exists by itself, empty or not (local folders, most
+            filesystems). False on object stores, where a folder is the common prefix of its
+            objects: :meth:`makedirs` makes nothing, a missing folder looks like a new empty one.
     """
 
     local = False
@@ -112,7 +94,7 @@ class Storage(ABC):
             ValueError: fsspec knows no filesystem for the URL's protocol.
             ImportError: the protocol's fsspec implementation is not installed.
         """
-        return _FACTORY[0](path)  # wlcore.storage.factory.storage_of, registered when the package loads
+        return registry.storage_of(path)  # wlcore.storage.factory's, registered when the package loads
 
     @staticmethod
     def same(a: "Storage", b: "Storage") -> bool:
@@ -130,10 +112,9 @@ class Storage(ABC):
         return posixpath.join(*[str(p) for p in parts])
 
     def absolute(self, path: str) -> str:
-        """``path`` as an absolute path or URL, to record in a state file that other working
-        folders read: a relative local path is made absolute (``os.path.abspath``) on local
-        folders; on other stores paths are URLs, absolute already, returned as they are (so is
-        a URL given to a local storage).
+        """``path`` made absolute, as state files record it for other working folders: local
+        folders apply ``os.path.abspath``; URLs (every path on other stores) are returned as
+        they are.
 
         Args:
             path (str): a path or URL on this storage.
@@ -179,9 +160,8 @@ class Storage(ABC):
         """True when the folder or file ``path`` is published (see :meth:`published`)."""
 
     def open_read(self, path: str) -> IO[bytes]:
-        """The file ``path`` opened for reading bytes, to read in pieces (a file too large to
-        hold whole); use it in a ``with`` block. fsspec's ``open`` on every store: a local
-        file, or an object read by ranged GETs as the reader goes.
+        """The file ``path`` opened to read bytes in pieces, in a ``with`` block: fsspec's
+        ``open`` on every store (an object is read by ranged GETs as the reader goes).
 
         Args:
             path (str): the file.
@@ -211,15 +191,13 @@ class Storage(ABC):
 
     @abstractmethod
     def tree_size(self, path: str) -> int:
-        """The bytes the files below the folder ``path`` hold, hidden ones too (a file: its
-        size; nothing there: 0). What ``wlc prune`` reports freed.
-
-        Local folders add up ``os.walk``'s file sizes; other stores the sizes one recursive
-        listing gives (fsspec ``du``): no file is read. A file deleted while it is counted
-        counts 0.
+        """The bytes in the files below the folder ``path``, hidden ones too (a file: its size;
+        nothing there: 0), e.g. what ``wlc prune`` frees. Local folders add up ``os.walk``'s
+        sizes; other stores those of one recursive listing (fsspec ``du``), reading no file.
+        A file deleted meanwhile counts 0.
 
         Args:
-            path (str): the folder (or file) to measure.
+            path (str): the folder (or file).
 
         Returns:
             int: the total size in bytes.
@@ -251,20 +229,17 @@ class Storage(ABC):
         accept: Callable[[str], bool] | None = None,
         create: bool = True,
     ) -> "FolderWatch | None":
-        """A watcher whose ``wait(timeout)`` returns early when something changes in the
-        folder ``path``, or None where the store sends no change events: the caller then
-        polls (waits by timeout only between looks).
-
-        Local folders: a :class:`wlcore.watch.FolderWatch` (watchdog's events, or its polling
-        observer for network mounts). Object stores and other fsspec filesystems: None.
+        """A watcher whose ``wait(timeout)`` returns early on a change in the folder ``path``:
+        a :class:`wlcore.watch.FolderWatch` on local folders (watchdog's events, or its
+        polling observer); None on object stores and other fsspec filesystems, which send no
+        events: the caller polls them (waits by timeout only).
 
         Args:
             path (str): the folder to watch.
             recursive (bool): watch its sub-folders too.
             polling (bool): look every ``interval`` rather than wait for the OS's events.
             interval (float): seconds between the polling observer's looks.
-            accept (Callable[[str], bool] | None): which changed paths wake a waiter
-                (None: every one).
+            accept (Callable[[str], bool] | None): which changed paths wake a waiter (None: all).
             create (bool): make the folder when missing (False: None when it is missing).
 
         Returns:
@@ -277,9 +252,8 @@ class Storage(ABC):
 
     @abstractmethod
     def stat(self, path: str) -> FileStat:
-        """The size and modification time of the file ``path`` from one look: one ``stat``
-        call on local folders, one request (fsspec ``info``: a HEAD on S3) on other stores,
-        where :meth:`size` and :meth:`mtime_ms` would make two.
+        """Size and modification time of the file ``path`` from one look (``os.stat``; one
+        fsspec ``info``, a HEAD on S3), where :meth:`size` and :meth:`mtime_ms` make two.
 
         Args:
             path (str): the file.
@@ -312,16 +286,14 @@ class Storage(ABC):
 
     @abstractmethod
     def append_text(self, path: str, text: str) -> None:
-        """Add ``text`` (UTF-8) at the end of the file ``path``, made (with its parent folder)
-        when missing: the event logs ``wlc.log`` and ``wlr.log``, a few lines an hour.
+        """Add ``text`` (UTF-8) at the end of the file ``path``, made (parent folder too) when
+        missing: the event logs ``wlc.log`` and ``wlr.log``, a few lines an hour.
 
-        Local folders append in place (``open(path, "a")``). Object stores cannot append to
-        an object: it is read and written again whole (one GET and one PUT, their cost
-        growing with the log); on S3 the PUT is conditional on the object being unchanged
-        since the GET (its ETag), read again when it changed, so no line of another process
-        is lost. Where the store has no conditional writes, appends of one process are
-        serialised, but two processes appending at once can lose a line (the last write
-        wins); a reader never sees a line half written.
+        Local folders append in place. An object cannot be appended to: it is read and
+        written again whole (a GET and a PUT, growing with the log). On S3 the PUT is
+        conditional on the ETag read, retried on a change, so no process loses a line;
+        elsewhere appends of one process take turns, but two processes appending at once
+        can lose a line (last write wins). No reader sees a line half written.
 
         Args:
             path (str): the log file.
@@ -343,13 +315,10 @@ class Storage(ABC):
 
     @abstractmethod
     def mark_published(self, path: str) -> None:
-        """Publish the folder ``path`` that was written in place rather than in a staging
-        folder (e.g. the first snapshot, copied by Spark straight into its final folder);
-        nothing when it is published already.
-
-        Local folders: nothing (a folder there is visible as it is written; callers that need
-        it to appear whole use :meth:`staging_for` and :meth:`publish_dir`). Where rename is
-        not atomic: its commit marker is written, so :meth:`published` lists it from now on.
+        """Publish the complete folder ``path``, written in place rather than staged (e.g. the
+        first snapshot); nothing when it is published already. Local folders: nothing (a
+        folder is visible as it is written; to appear whole, stage it: :meth:`publish_dir`).
+        Where rename is not atomic: its commit marker is written (:meth:`published`).
 
         Args:
             path (str): the folder, complete.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from .base import OBJECT_STORES, Storage, protocols, register_factory
+from .base import OBJECT_STORES, Storage, protocols
 from .local import LocalStorage
+from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
