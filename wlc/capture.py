@@ -163,10 +163,10 @@ class Capture:
     def _signature(self, path: str, version: int) -> tuple:
         """(version, mtime, size) of a table's first commit file: changes when the table is made anew."""
         try:
-            info = self.storage.fs.info(commit_file(path, version))
+            st = self.storage.stat(commit_file(path, version))  # one look (one HEAD on S3)
         except FileNotFoundError:
             return (version, None, None)
-        return (version, info.get("mtime") or info.get("LastModified"), info.get("size"))
+        return (version, st.mtime_ms, st.size)
 
     def _scan_table(
         self,

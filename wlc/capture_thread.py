@@ -60,15 +60,15 @@ class CaptureThread:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        """Watch the database folder (local storage) and start the thread."""
-        if self.record.storage.local:
-            self._watch = FolderWatch(
-                self.path,
-                recursive=True,
-                polling=self.timing.polling,
-                interval=self.timing.poll_interval,
-                accept=self.relevant_event,
-            )
+        """Watch the database folder where the storage can (:meth:`Storage.watcher`; else
+        scans are polled) and start the thread."""
+        self._watch = self.record.storage.watcher(
+            self.path,
+            recursive=True,
+            polling=self.timing.polling,
+            interval=self.timing.poll_interval,
+            accept=self.relevant_event,
+        )
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
         self._thread.start()
 

@@ -7,7 +7,8 @@ snapshot as a frame of reference". :class:`Lifecycle` does it for a master datab
   (:func:`wlcore.snapshots.take_rolling`);
 * :meth:`Lifecycle.compact`: the level-1 and level-2 batches that are due (:mod:`wlc.compaction`);
 * :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlcore.levels.retain`),
-  each batch or snapshot renamed aside first, so a reader sees it whole or not at all.
+  each batch or snapshot unpublished first (:meth:`Storage.unpublish`), so a reader sees it
+  whole or not at all.
 
 Each holds ``<db>/wlc.lifecycle.lock`` (:meth:`Storage.lock`), so the capturing process's background runs
 (``master.snapshot_interval``, ``master.compact.auto``) and the ``wlc snapshot``, ``wlc
@@ -38,7 +39,6 @@ from . import compaction
 log = logging.getLogger("wlc.lifecycle")
 
 LOCK_FILE = "wlc.lifecycle.lock"
-_PRUNED = ".pruned-"
 
 
 @dataclass
@@ -257,23 +257,13 @@ class Lifecycle:
                     if isinstance(item, Span)
                     else f"{snap.SNAPSHOT_DIR}/{os.path.basename(item.path)}"
                 )
-                report.bytes_freed += (
-                    sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(item.path) for f in fs)
-                    if self.storage.local
-                    else 0
-                )
+                report.bytes_freed += self.storage.tree_size(item.path)
                 if not dry_run:
                     self._remove(item.path)
         return report
 
     def _remove(self, path: str) -> None:
-        """Rename ``path`` aside, then delete it: readers see it whole or not at all."""
-        if not self.storage.local:  # no atomic rename: the marker goes first
-            self.storage.unpublish(path)
-            self._spans.pop(path, None)
-            return
-        parent, name = os.path.dirname(path), os.path.basename(path)
-        aside = Storage.join(parent, f"{_PRUNED}{name}")
-        self.storage.rename(path, aside)
-        self.storage.rm(aside)
+        """Delete the published ``path`` so that readers see it whole or not at all
+        (:meth:`Storage.unpublish`)."""
+        self.storage.unpublish(path)
         self._spans.pop(path, None)

@@ -12,7 +12,6 @@ notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and c
 from __future__ import annotations
 
 import logging
-import os
 from datetime import datetime, timezone
 
 from wlcore import snapshots as snap
@@ -76,6 +75,4 @@ class MasterRecord:
     def note(self, message: str) -> None:
         """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""
         log.info("%s: %s", self.dbname, message)
-        if self.storage.local:
-            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
-                fh.write(f"{utc_iso(utcnow())} {message}\n")
+        self.storage.append_text(Storage.join(self.path, LOG_FILE), f"{utc_iso(utcnow())} {message}\n")

@@ -241,8 +241,7 @@ class MasterSetup:
             CaptureState: where capture starts.
         """
         logs = str(self.logs_arg) if self.logs_arg is not None else Storage.join(self.path, "wlc_logs")
-        if "://" not in logs:
-            logs = os.path.abspath(logs)
+        logs = self.storage.absolute(logs)
         self.storage.makedirs(logs)
         dbid = uuid.uuid4().hex
         refused: dict[str, str] = {}
@@ -262,8 +261,7 @@ class MasterSetup:
             )
             for n, (c, _meta) in starts.items():
                 state.tables[n].time = c.time
-            if not self.storage.local:  # visible on an object store by its commit marker
-                self.storage.publish_dir(snapshot, snapshot)
+            self.storage.mark_published(snapshot)  # written in place: its commit marker where stores need one
         self.record.config = MasterState.of(
             snapshot=snapshot,
             logs=logs,

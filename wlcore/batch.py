@@ -72,7 +72,7 @@ def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
     """
     h = hashlib.sha256()
     size = 0
-    with storage.fs.open(path, "rb") as fh:
+    with storage.open_read(path) as fh:
         while True:
             chunk = fh.read(1 << 20)
             if not chunk:

@@ -52,14 +52,20 @@ def did_you_mean(name: str, candidates, what: str) -> str:
 class Dbfarm:
     """The databases of the dbfarm folder (or URL) ``path``: their kinds, and refusals naming them.
 
+    Listed alike on every store (:meth:`Storage.subdirs`). On an object store a folder is the
+    common prefix of its objects: a dbfarm there exists as soon as anything is written below
+    it, so a missing one is not refused (it cannot be told from a new empty one; see
+    :attr:`Storage.empty_folders`), and a database folder holding nothing is not listed.
+
     Raises (constructor):
-        NotFoundError: ``path`` is a local folder that does not exist (a dbfarm is never made by accident).
+        NotFoundError: ``path`` is a folder that does not exist on a store where folders
+            exist by themselves (a dbfarm is never made by accident).
     """
 
     def __init__(self, path: str):
         self.path = path
         self.storage = Storage.of(path)
-        if self.storage.local and not self.storage.isdir(path):
+        if self.storage.empty_folders and not self.storage.isdir(path):
             raise NotFoundError(
                 f"no dbfarm {path}: the folder does not exist; check the path (a new dbfarm is an "
                 f"empty folder you make first: os.makedirs({path!r}))",
@@ -74,14 +80,12 @@ class Dbfarm:
             return MASTER
         if self.storage.exists(Storage.join(folder, REPLICA_CONFIG)):
             return REPLICA
-        if self.storage.local and self.storage.isdir(folder):
+        if self.storage.isdir(folder):
             return PLAIN
         return MISSING
 
     def names(self, kind: str | None = None) -> list[str]:
         """The databases of the dbfarm (of ``kind`` only, when given), sorted; hidden folders are not databases."""
-        if not self.storage.local:
-            return []
         out = [d for d in self.storage.subdirs(self.path) if not d.startswith(".")]
         return sorted(d for d in out if kind is None or self.kind(d) == kind)
 

@@ -5,7 +5,6 @@ relay and consistent view."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from datetime import datetime, timezone
 
@@ -65,9 +64,7 @@ class StateBook:
         write_replica_state(self.storage, self.path, self.state)
 
     def log(self, message: str, level: int = logging.INFO) -> None:
-        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (local folders)."""
+        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (:meth:`Storage.append_text`)."""
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
         log.log(level, "%s: %s", self.name, message)
-        if self.storage.local:
-            with open(os.path.join(self.path, LOG_FILE), "a", encoding="utf-8") as fh:
-                fh.write(line)
+        self.storage.append_text(Storage.join(self.path, LOG_FILE), line)

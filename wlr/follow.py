@@ -77,8 +77,8 @@ class Follower:
         if self.watch is not None and self.watch.path != logs:  # the source changed
             self.watch.close()
             self.watch = None
-        if self.watch is None and logs and self._source().storage.local:
-            self.watch = batch_watch(logs, settings().capture.polling, self.beat_seconds)
+        if self.watch is None and logs:
+            self.watch = batch_watch(self._source().storage, logs, settings().capture.polling, self.beat_seconds)
         if self.watch is not None:
             self.watch.wait(seconds)
         else:

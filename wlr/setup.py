@@ -143,7 +143,10 @@ class ReplicaSetup:
                 replica of another master or of an earlier incarnation, or a non-empty folder.
             ConfigError: the replica folder is a file.
         """
-        for url in (self.source.root, self.dbfarm):  # Spark must reach S3 before anything is written
+        # Spark must reach S3 before anything is written. The URL's scheme, not the storage,
+        # decides it: this is about Spark's configuration (its s3a filesystem on the
+        # classpath, as wlcore.session decides from the same prefixes), not about files
+        for url in (self.source.root, self.dbfarm):
             if url.startswith(("s3://", "s3a://")):
                 check_s3a(self.spark, url)
         mcfg = self.master_config()

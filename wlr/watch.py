@@ -6,16 +6,21 @@ for its target; the watcher itself is :class:`wlcore.watch.FolderWatch`, shared 
 
 from __future__ import annotations
 
-import os
-
+from wlcore.storage import Storage
 from wlcore.watch import FolderWatch
 
 
-def batch_watch(logs: str, polling: bool, interval: float) -> FolderWatch | None:
+def batch_watch(storage: Storage, logs: str, polling: bool, interval: float) -> FolderWatch | None:
     """A watcher on the log folder ``logs`` (not recursive: batches appear by one rename).
 
-    Returns None when ``logs`` is not a local folder; callers then wait by timeout only.
+    Args:
+        storage (Storage): the storage holding ``logs``.
+        logs (str): the log folder.
+        polling (bool): look every ``interval`` seconds rather than wait for the OS's events.
+        interval (float): seconds between the polling observer's looks.
+
+    Returns:
+        FolderWatch | None: None when ``logs`` is missing or on a storage that cannot be
+        watched (an object store: :meth:`Storage.watcher`); callers then wait by timeout only.
     """
-    if "://" in logs or not os.path.isdir(logs):
-        return None
-    return FolderWatch(logs, recursive=False, polling=polling, interval=interval)
+    return storage.watcher(logs, recursive=False, polling=polling, interval=interval, create=False)

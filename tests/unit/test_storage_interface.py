@@ -6,6 +6,7 @@ a refusal that says so where the store can hold neither (never a lock silently s
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,14 +38,36 @@ def test_of_picks_the_implementation(tmp_path):
     assert Storage.of(str(tmp_path)).local and not Storage.of(str(tmp_path)).object_store
 
 
+def test_the_factory_is_registered_through_a_public_function(tmp_path, monkeypatch):
+    from wlcore.storage import factory, registry
+
+    monkeypatch.setattr(registry, "_FACTORY", [])  # restored after the test
+    storage_pkg.register_factory(lambda path: RemoteStorage(fsspec.filesystem("memory")))
+    assert type(Storage.of(str(tmp_path))) is RemoteStorage
+    storage_pkg.register_factory(factory.storage_of)
+    assert isinstance(Storage.of(str(tmp_path)), LocalStorage)
+
+
 def test_nothing_in_storage_branches_on_local():
     root = Path(storage_pkg.__file__).parent
     for src in root.glob("*.py"):
         assert not re.search(r"\b(self|src|dst|other|a|b)\.local\b", src.read_text()), src.name
 
 
+def test_nothing_outside_storage_branches_on_the_kind_of_store():
+    """Every difference between stores lives in the implementations: no code outside
+    wlcore.storage asks which kind a storage is or reaches its fsspec filesystem."""
+    root = Path(storage_pkg.__file__).parent.parent.parent
+    for package in ("wlc", "wlr", "wlcore"):
+        for src in (root / package).rglob("*.py"):
+            if src.parent.name == "storage" and src.parent.parent.name == "wlcore":
+                continue
+            found = re.search(r"\b(storage|store|src|dst|st)\.(local|object_store|fs)\b", src.read_text())
+            assert not found, f"{src.relative_to(root)}: {found.group(0)}"
+
+
 @pytest.mark.parametrize("kind", ["local", "s3"])
-def test_the_same_contract_on_both(kind, tmp_path, request):
+def test_the_same_contract_on_both(kind, tmp_path, request, monkeypatch):
     base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
     st = Storage.of(base)
     assert st.listdir(f"{base}/none") == [] and st.subdirs(f"{base}/none") == [] and st.published(f"{base}/none") == []
@@ -55,6 +78,13 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
     st.write_atomic(f"{base}/db/state", "a=2\n")
     assert st.read_text(f"{base}/db/state") == "a=2\n" and st.listdir(f"{base}/db") == ["state"]
     assert st.mtime_ms(f"{base}/db/state") > 0
+    assert st.stat(f"{base}/db/state") == (4, st.mtime_ms(f"{base}/db/state")) and st.stat(f"{base}/db/state").size == 4
+    with pytest.raises(FileNotFoundError):
+        st.stat(f"{base}/none")
+    with st.open_read(f"{base}/db/state") as fh:
+        assert fh.read(2) == b"a=" and fh.read() == b"2\n"
+    with pytest.raises(FileNotFoundError):
+        st.open_read(f"{base}/none")
     staging = st.staging_for(f"{base}/logs/b1", "t")
     st.write_atomic(f"{staging}/manifest.json", "{}")
     assert st.published(f"{base}/logs") == []
@@ -67,7 +97,131 @@ def test_the_same_contract_on_both(kind, tmp_path, request):
         st.rename(f"{base}/db/state", f"{base}/logs/b1")
     st.unpublish(f"{base}/logs/b1")
     assert st.published(f"{base}/logs") == [] and not st.exists(f"{base}/logs/b1/manifest.json")
+    assert st.listdir(f"{base}/logs") == []  # nothing left aside
+    st.write_atomic(f"{base}/snaps/s1/snapshot.json", "{}")  # written in place, not staged
+    st.mark_published(f"{base}/snaps/s1")
+    st.mark_published(f"{base}/snaps/s1")  # published already: nothing more
+    assert st.published(f"{base}/snaps") == ["s1"] and st.is_published(f"{base}/snaps/s1")
+    st.unpublish(f"{base}/logs/b1")  # not there: nothing done
     st.rm(f"{base}/none")  # nothing there: nothing done
+    assert st.absolute(f"{base}/db") == f"{base}/db"
+    if kind == "local":
+        monkeypatch.chdir(tmp_path)
+        assert st.absolute("rel/x") == os.path.join(os.getcwd(), "rel", "x") and st.absolute("s3://b/k") == "s3://b/k"
+    st.makedirs(f"{base}/empty")
+    assert st.isdir(f"{base}/empty") == st.empty_folders == (kind == "local")  # an object store makes no folder
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_dbfarm_is_listed_alike_on_both(kind, tmp_path, request):
+    from wlcore.databases import MASTER, MISSING, PLAIN, REPLICA, Dbfarm
+    from wlcore.errors import NotFoundError
+
+    base = str(tmp_path / "farm") if kind == "local" else request.getfixturevalue("s3") + "/farm"
+    st = Storage.of(base)
+    if kind == "local":
+        with pytest.raises(NotFoundError, match="no dbfarm"):
+            Dbfarm(base)
+        st.makedirs(base)
+    else:
+        assert Dbfarm(base).names() == []  # an empty prefix: a new dbfarm, not refused
+    st.write_atomic(f"{base}/m/wlc.config", "state=1\n")
+    st.write_atomic(f"{base}/r/wlr.config", "master=m\n")
+    st.write_atomic(f"{base}/plain/t/x.parquet", b"x")
+    st.write_atomic(f"{base}/.hidden/x", b"x")
+    farm = Dbfarm(base)
+    assert farm.names() == ["m", "plain", "r"]
+    assert [farm.kind(n) for n in ("m", "r", "plain", "nope")] == [MASTER, REPLICA, PLAIN, MISSING]
+    assert farm.names(MASTER) == ["m"] and farm.replicas_of("m") == ["r"]
+    with pytest.raises(NotFoundError, match="did you mean m"):
+        farm.require_master("mm")
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_tree_size_on_both(kind, tmp_path, request):
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    assert st.tree_size(f"{base}/none") == 0
+    st.write_atomic(f"{base}/t/a.bin", b"x" * 100)
+    st.write_atomic(f"{base}/t/sub/.hidden", b"y" * 20)
+    st.write_atomic(f"{base}/t/sub/deeper/c", b"z" * 3)
+    assert st.tree_size(f"{base}/t") == 123 and st.tree_size(f"{base}/t/sub") == 23
+    assert st.tree_size(f"{base}/t/a.bin") == 100
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_append_text_on_both(kind, tmp_path, request):
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    st.append_text(f"{base}/db/wlc.log", "one\n")  # made, with its folder
+    st.append_text(f"{base}/db/wlc.log", "twö\n")
+    assert st.read_text(f"{base}/db/wlc.log") == "one\ntwö\n" and st.listdir(f"{base}/db") == ["wlc.log"]
+    threads = [
+        threading.Thread(target=lambda i=i: [st.append_text(f"{base}/db/wlc.log", f"{i}.{k}\n") for k in range(5)])
+        for i in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    lines = st.read_text(f"{base}/db/wlc.log").splitlines()
+    assert len(lines) == 22 and sorted(lines[2:]) == sorted(f"{i}.{k}" for i in range(4) for k in range(5))
+
+
+def test_s3_appends_of_two_writers_lose_no_line(s3, monkeypatch):
+    """Another process appends between this one's read and write: the conditional write
+    fails, the object is read again, both lines stay."""
+    st = Storage.of(s3)
+    path = f"{s3}/db/wlr.log"
+    st.append_text(path, "a\n")
+    real = S3Storage.read_with_etag
+    raced = []
+
+    def read_then_race(self, p):
+        got = real(self, p)
+        if not raced:
+            raced.append(1)
+            self.fs.pipe_file(p, got[0] + b"other\n")  # the other writer's PUT
+        return got
+
+    monkeypatch.setattr(S3Storage, "read_with_etag", read_then_race)
+    st.append_text(path, "b\n")
+    assert st.read_text(path) == "a\nother\nb\n"
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_watcher_on_both(kind, tmp_path, request):
+    """A local folder is watched; an object store sends no events: None, the caller polls."""
+    base = str(tmp_path) if kind == "local" else request.getfixturevalue("s3")
+    st = Storage.of(base)
+    assert st.watcher(f"{base}/none", recursive=False, polling=True, interval=0.05, create=False) is None
+    watch = st.watcher(f"{base}/logs", recursive=False, polling=True, interval=0.05, accept=lambda p: p.endswith("/b1"))
+    if kind == "s3":
+        assert watch is None and not st.exists(f"{base}/logs")
+        return
+    assert watch is not None and st.isdir(f"{base}/logs")  # made
+    try:
+        st.write_atomic(f"{base}/logs/other", "x")
+        assert not watch.wait(0.3)  # not accepted
+        st.makedirs(f"{base}/logs/b1")
+        assert watch.wait(10)
+    finally:
+        watch.close()
+
+
+def test_local_unpublish_renames_aside_first(tmp_path, monkeypatch):
+    st = Storage.of(str(tmp_path))
+    (tmp_path / "logs" / "b1").mkdir(parents=True)
+    (tmp_path / "logs" / "b1" / "f").write_text("x")
+    (tmp_path / "logs" / ".pruned-b1").mkdir()  # an interrupted try's leftover
+    seen = []
+    real_rm = LocalStorage.rm
+    monkeypatch.setattr(
+        LocalStorage, "rm", lambda self, p: (seen.append(sorted(st.listdir(str(tmp_path / "logs")))), real_rm(self, p))
+    )
+    st.unpublish(str(tmp_path / "logs" / "b1"))
+    assert seen[-1] == [".pruned-b1"]  # b1 gone at once, its files deleted aside
+    assert st.listdir(str(tmp_path / "logs")) == []
 
 
 def test_copy_file_every_direction(s3, tmp_path):

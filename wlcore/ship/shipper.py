@@ -61,11 +61,10 @@ class Shipper:
 
     def _loop(self) -> None:
         from ..settings import settings
-        from ..watch import FolderWatch
 
         logs = logs_of(read_config(self.storage, self.root), self.root)
         polling = settings().capture.polling
-        watch = FolderWatch(logs, recursive=False, polling=polling, interval=self.poll) if self.storage.local else None
+        watch = self.storage.watcher(logs, recursive=False, polling=polling, interval=self.poll)  # None: polled
         self._watch = watch
         try:
             while not self._stop.is_set():

@@ -9,17 +9,19 @@ stores), :class:`RemoteStorage` (other filesystems). The interface and each meth
 contract are in :mod:`wlcore.storage.base`.
 """
 
-from .base import MARKER, OBJECT_STORES, Storage, protocols
+from .base import MARKER, OBJECT_STORES, FileStat, Storage, protocols
 from .copy import copy_file, copy_tree
 from .factory import s3_options, storage_for
 from .local import LocalStorage
 from .lock import HeldLock
+from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
 __all__ = [
     "MARKER",
     "OBJECT_STORES",
+    "FileStat",
     "HeldLock",
     "LocalStorage",
     "ObjectStorage",
@@ -29,6 +31,7 @@ __all__ = [
     "copy_file",
     "copy_tree",
     "protocols",
+    "register_factory",
     "s3_options",
     "storage_for",
 ]

@@ -22,11 +22,15 @@ from __future__ import annotations
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from typing import Iterable
+from typing import IO, TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 import fsspec
 
+from . import registry
 from .lock import HeldLock
+
+if TYPE_CHECKING:
+    from ..watch import FolderWatch
 
 MARKER = ".committed"  # the commit marker of a published folder where rename is not atomic
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "memory"}  # one PUT is atomic, rename is a copy
@@ -38,7 +42,17 @@ def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
     return set(proto) if isinstance(proto, (tuple, list)) else {proto}
 
 
-_FACTORY: list = []  # the function that picks an implementation (wlcore.storage.factory registers it)
+class FileStat(NamedTuple):
+    """What one look at a file says (:meth:`Storage.stat`).
+
+    Attributes:
+        size (int): its size in bytes.
+        mtime_ms (int | None): its modification time in whole milliseconds since the epoch,
+            None when the store does not say.
+    """
+
+    size: int
+    mtime_ms: int | None
 
 
 class Storage(ABC):
@@ -49,11 +63,15 @@ class Storage(ABC):
         local (bool): a local or mounted folder (Spark and the OS read it directly).
         object_store (bool): one PUT replaces an object whole; rename is a copy.
         s3 (bool): an S3 or S3-compatible store (Spark reaches it as ``s3a://``).
+        empty_folders (bool): a folder exists by itself, empty or not (local folders, most
+            filesystems). False on object stores, where a folder is the common prefix of its
+            objects: :meth:`makedirs` makes nothing, a missing folder looks like a new empty one.
     """
 
     local = False
     object_store = False
     s3 = False
+    empty_folders = True
 
     def __init__(self, fs: fsspec.AbstractFileSystem):
         self.fs = fs
@@ -76,7 +94,7 @@ class Storage(ABC):
             ValueError: fsspec knows no filesystem for the URL's protocol.
             ImportError: the protocol's fsspec implementation is not installed.
         """
-        return _FACTORY[0](path)  # wlcore.storage.factory.storage_of, registered when the package loads
+        return registry.storage_of(path)  # wlcore.storage.factory's, registered when the package loads
 
     @staticmethod
     def same(a: "Storage", b: "Storage") -> bool:
@@ -92,6 +110,19 @@ class Storage(ABC):
     def join(*parts: str) -> str:
         """``parts`` joined with ``/`` (POSIX rules: an absolute part restarts the path)."""
         return posixpath.join(*[str(p) for p in parts])
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute, as state files record it for other working folders: local
+        folders apply ``os.path.abspath``; URLs (every path on other stores) are returned as
+        they are.
+
+        Args:
+            path (str): a path or URL on this storage.
+
+        Returns:
+            str: the absolute path or URL.
+        """
+        return path
 
     @abstractmethod
     def uri(self, path: str) -> str:
@@ -128,9 +159,25 @@ class Storage(ABC):
     def is_published(self, path: str) -> bool:
         """True when the folder or file ``path`` is published (see :meth:`published`)."""
 
+    def open_read(self, path: str) -> IO[bytes]:
+        """The file ``path`` opened to read bytes in pieces, in a ``with`` block: fsspec's
+        ``open`` on every store (an object is read by ranged GETs as the reader goes).
+
+        Args:
+            path (str): the file.
+
+        Returns:
+            IO[bytes]: a binary file object, positioned at the start.
+
+        Raises:
+            FileNotFoundError: ``path`` is not there.
+            OSError: the store cannot be reached.
+        """
+        return self.fs.open(path, "rb")
+
     def read_bytes(self, path: str) -> bytes:
         """The whole file ``path``. Raises FileNotFoundError when it is not there."""
-        with self.fs.open(path, "rb") as fh:
+        with self.open_read(path) as fh:
             return fh.read()
 
     def read_text(self, path: str) -> str:
@@ -141,6 +188,23 @@ class Storage(ABC):
     @abstractmethod
     def walk_files(self, path: str) -> Iterable[str]:
         """Every file below ``path``, as paths relative to it, sorted (empty when missing)."""
+
+    @abstractmethod
+    def tree_size(self, path: str) -> int:
+        """The bytes in the files below the folder ``path``, hidden ones too (a file: its size;
+        nothing there: 0), e.g. what ``wlc prune`` frees. Local folders add up ``os.walk``'s
+        sizes; other stores those of one recursive listing (fsspec ``du``), reading no file.
+        A file deleted meanwhile counts 0.
+
+        Args:
+            path (str): the folder (or file).
+
+        Returns:
+            int: the total size in bytes.
+
+        Raises:
+            OSError: the store cannot be reached.
+        """
 
     def size(self, path: str) -> int | None:
         """Size of the file ``path`` in bytes, None when it is not there."""
@@ -154,6 +218,53 @@ class Storage(ABC):
         """Modification time of the file ``path`` in whole milliseconds since the epoch (as
         Hadoop's ``FileStatus.getModificationTime``), None when the store does not say.
         Raises FileNotFoundError when it is not there."""
+
+    def watcher(
+        self,
+        path: str,
+        *,
+        recursive: bool,
+        polling: bool,
+        interval: float,
+        accept: Callable[[str], bool] | None = None,
+        create: bool = True,
+    ) -> "FolderWatch | None":
+        """A watcher whose ``wait(timeout)`` returns early on a change in the folder ``path``:
+        a :class:`wlcore.watch.FolderWatch` on local folders (watchdog's events, or its
+        polling observer); None on object stores and other fsspec filesystems, which send no
+        events: the caller polls them (waits by timeout only).
+
+        Args:
+            path (str): the folder to watch.
+            recursive (bool): watch its sub-folders too.
+            polling (bool): look every ``interval`` rather than wait for the OS's events.
+            interval (float): seconds between the polling observer's looks.
+            accept (Callable[[str], bool] | None): which changed paths wake a waiter (None: all).
+            create (bool): make the folder when missing (False: None when it is missing).
+
+        Returns:
+            FolderWatch | None: the watcher (close it with ``close()``), or None: poll.
+
+        Raises:
+            OSError: ``create`` and the folder cannot be made.
+        """
+        return None
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat:
+        """Size and modification time of the file ``path`` from one look (``os.stat``; one
+        fsspec ``info``, a HEAD on S3), where :meth:`size` and :meth:`mtime_ms` make two.
+
+        Args:
+            path (str): the file.
+
+        Returns:
+            FileStat: ``size`` in bytes and ``mtime_ms`` as :meth:`mtime_ms` gives it.
+
+        Raises:
+            FileNotFoundError: ``path`` is not there.
+            OSError: the store cannot be reached.
+        """
 
     # writes -------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
@@ -174,6 +285,25 @@ class Storage(ABC):
         whole new one; the parent folder is created when missing."""
 
     @abstractmethod
+    def append_text(self, path: str, text: str) -> None:
+        """Add ``text`` (UTF-8) at the end of the file ``path``, made (parent folder too) when
+        missing: the event logs ``wlc.log`` and ``wlr.log``, a few lines an hour.
+
+        Local folders append in place. An object cannot be appended to: it is read and
+        written again whole (a GET and a PUT, growing with the log). On S3 the PUT is
+        conditional on the ETag read, retried on a change, so no process loses a line;
+        elsewhere appends of one process take turns, but two processes appending at once
+        can lose a line (last write wins). No reader sees a line half written.
+
+        Args:
+            path (str): the log file.
+            text (str): what to add, newline included.
+
+        Raises:
+            OSError: the store cannot be reached or written.
+        """
+
+    @abstractmethod
     def rename(self, src: str, dst: str) -> None:
         """Rename a file or folder. Raises FileExistsError when ``dst`` exists (a published
         name is never overwritten), FileNotFoundError when ``src`` does not."""
@@ -184,9 +314,31 @@ class Storage(ABC):
         FileExistsError when ``final`` is published."""
 
     @abstractmethod
+    def mark_published(self, path: str) -> None:
+        """Publish the complete folder ``path``, written in place rather than staged (e.g. the
+        first snapshot); nothing when it is published already. Local folders: nothing (a
+        folder is visible as it is written; to appear whole, stage it: :meth:`publish_dir`).
+        Where rename is not atomic: its commit marker is written (:meth:`published`).
+
+        Args:
+            path (str): the folder, complete.
+
+        Raises:
+            OSError: the store cannot be reached or written.
+        """
+
+    @abstractmethod
     def unpublish(self, path: str) -> None:
         """Delete the published folder ``path``: readers stop seeing it first, then its files
-        go (nothing when it is not there)."""
+        go, so a reader sees it whole or not at all (nothing when it is not there).
+
+        Local folders are renamed aside to a hidden sibling first (one atomic rename), then
+        deleted; where rename is not atomic the commit marker goes first, then the files.
+
+        Raises:
+            OSError: the store cannot be reached, or a file cannot be deleted (what is left
+                is hidden or unmarked: never seen as published again).
+        """
 
     @abstractmethod
     def staging_for(self, final: str, tag: str) -> str:

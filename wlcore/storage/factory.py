@@ -5,8 +5,9 @@ from __future__ import annotations
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from .base import _FACTORY, OBJECT_STORES, Storage, protocols
+from .base import OBJECT_STORES, Storage, protocols
 from .local import LocalStorage
+from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
@@ -49,4 +50,4 @@ def s3_options() -> dict:
     return options
 
 
-_FACTORY[:] = [storage_of]  # Storage.of picks through this module: the interface does not import it
+register_factory(storage_of)  # Storage.of picks through this module: the interface does not import it

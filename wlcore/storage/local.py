@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from typing import Iterable
+from typing import Callable, Iterable
 
 from filelock import FileLock, Timeout
 
 from ..errors import LockHeldError
-from .base import Storage
+from ..watch import FolderWatch
+from .base import FileStat, Storage
 from .lock import HeldLock
+
+_ASIDE = ".pruned-"  # the hidden name prefix a folder is renamed to before it is deleted (unpublish)
 
 
 class LocalStorage(Storage):
@@ -23,6 +26,12 @@ class LocalStorage(Storage):
     def same_filesystem(self, other: Storage) -> bool:
         """True for another :class:`LocalStorage` (every local path is one filesystem)."""
         return isinstance(other, LocalStorage)
+
+    def absolute(self, path: str) -> str:
+        """``os.path.abspath`` (a URL is returned as it is)."""
+        if "://" in path:
+            return path
+        return os.path.abspath(path)
 
     def uri(self, path: str) -> str:
         """``file://`` and the absolute path (a URL is returned as it is)."""
@@ -66,9 +75,45 @@ class LocalStorage(Storage):
                 out.append(posixpath.relpath(posixpath.join(root, name), path))
         return sorted(out)
 
+    def tree_size(self, path: str) -> int:
+        """``os.walk``'s file sizes added up (a file: its size; missing: 0)."""
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        total = 0
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, name))
+                except FileNotFoundError:
+                    pass  # deleted meanwhile: counts 0
+        return total
+
     def mtime_ms(self, path: str) -> int | None:
         """``os.stat``'s modification time in milliseconds (never None here)."""
         return os.stat(path).st_mtime_ns // 1_000_000
+
+    def stat(self, path: str) -> FileStat:
+        """One ``os.stat``: its size, and its modification time in milliseconds."""
+        st = os.stat(path)
+        return FileStat(st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def watcher(
+        self,
+        path: str,
+        *,
+        recursive: bool,
+        polling: bool,
+        interval: float,
+        accept: Callable[[str], bool] | None = None,
+        create: bool = True,
+    ) -> FolderWatch | None:
+        """A :class:`wlcore.watch.FolderWatch` on ``path`` (None when it is missing and not
+        ``create``); see :meth:`Storage.watcher`."""
+        if not create and not os.path.isdir(path):
+            return None
+        if accept is None:
+            return FolderWatch(path, recursive=recursive, polling=polling, interval=interval)
+        return FolderWatch(path, recursive=recursive, polling=polling, interval=interval, accept=accept)
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
@@ -83,6 +128,12 @@ class LocalStorage(Storage):
         os.replace(tmp, path)
         self.fsync_dir(parent)
 
+    def append_text(self, path: str, text: str) -> None:
+        """``open(path, "a")``: one write at the end of the file."""
+        self.makedirs(posixpath.dirname(path) or ".")
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+
     def rename(self, src: str, dst: str) -> None:
         """``os.rename`` (atomic on one filesystem), then the target folder fsynced."""
         if os.path.exists(dst):
@@ -95,9 +146,20 @@ class LocalStorage(Storage):
         self.fsync_tree(staging)
         self.rename(staging, final)
 
+    def mark_published(self, path: str) -> None:
+        """Nothing: a local folder is visible as it is written."""
+
     def unpublish(self, path: str) -> None:
-        """Removes the folder (it was published by its existence)."""
-        self.rm(path)
+        """Renames the folder aside to the hidden ``.pruned-<name>`` (one rename: readers see
+        it whole or not at all), then deletes it; a leftover of an interrupted try at that
+        name, never read, is deleted first."""
+        if not os.path.lexists(path):
+            return
+        parent, name = posixpath.split(path.rstrip("/"))
+        aside = posixpath.join(parent, f"{_ASIDE}{name}")
+        self.rm(aside)
+        self.rename(path, aside)
+        self.rm(aside)
 
     def staging_for(self, final: str, tag: str) -> str:
         """A hidden sibling ``.<tag>-<name>`` (resumed by the next try)."""

@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import threading
 from typing import Iterable
 
 from ..errors import LockUnsupportedError
-from .base import MARKER, Storage, protocols
+from .base import MARKER, FileStat, Storage, protocols
 from .lock import HeldLock
+
+_appends = threading.Lock()  # append_text's read-modify-write: one at a time in this process
 
 
 class RemoteStorage(Storage):
@@ -72,15 +75,21 @@ class RemoteStorage(Storage):
                 out.append(posixpath.relpath(posixpath.join(root, name), base))
         return sorted(out)
 
+    def tree_size(self, path: str) -> int:
+        """fsspec ``du``: the sizes of one recursive listing added up (missing: 0)."""
+        try:
+            return int(self.fs.du(path, total=True, withdirs=False))
+        except FileNotFoundError:
+            return 0
+
     def mtime_ms(self, path: str) -> int | None:
         """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``); None when the store gives none."""
+        return _mtime_ms(self.fs.info(path))
+
+    def stat(self, path: str) -> FileStat:
+        """One fsspec ``info``: its ``size``, and its time as :meth:`mtime_ms` reads it."""
         info = self.fs.info(path)
-        stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
-        if stamp is None:
-            return None
-        if hasattr(stamp, "timestamp"):
-            return int(stamp.timestamp() * 1000)
-        return int(float(stamp) * 1000)
+        return FileStat(int(info["size"]), _mtime_ms(info))
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
@@ -89,6 +98,16 @@ class RemoteStorage(Storage):
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
         self.fs.mv(tmp, path)
+
+    def append_text(self, path: str, text: str) -> None:
+        """Reads the file whole and writes it again with ``text`` at the end
+        (:meth:`write_atomic`), one append of this process at a time."""
+        with _appends:
+            try:
+                old = self.read_bytes(path)
+            except FileNotFoundError:
+                old = b""
+            self.write_atomic(path, old + text.encode("utf-8"))
 
     def rename(self, src: str, dst: str) -> None:
         """fsspec ``mv`` (a copy then a delete on most stores: not atomic)."""
@@ -104,6 +123,11 @@ class RemoteStorage(Storage):
             self.rm(final)  # what a move cut short left there: never published, never read
             self.fs.mv(staging, final, recursive=True)
         self.fs.pipe_file(final.rstrip("/") + MARKER, b"")
+
+    def mark_published(self, path: str) -> None:
+        """Writes the commit marker ``<path>.committed`` when it is not there yet."""
+        if not self.is_published(path):
+            self.fs.pipe_file(path.rstrip("/") + MARKER, b"")
 
     def unpublish(self, path: str) -> None:
         """The commit marker first (readers stop seeing it), then the files."""
@@ -152,6 +176,7 @@ class ObjectStorage(RemoteStorage):
     (:class:`wlcore.storage.s3.S3Storage`); this generic one refuses them."""
 
     object_store = True
+    empty_folders = False  # a folder is the common prefix of its objects
 
     def write_atomic(self, path: str, data: bytes | str) -> None:
         """One PUT replaces the object whole."""
@@ -168,3 +193,14 @@ class ObjectStorage(RemoteStorage):
             "no lease (it needs S3's conditional writes), and the work is not done unlocked; "
             "use a local or mounted folder, or an S3 store"
         )
+
+
+def _mtime_ms(info: dict) -> int | None:
+    """Milliseconds since the epoch from an fsspec ``info`` (``mtime``, ``LastModified`` or
+    ``last_modified``: a datetime or seconds); None when it gives none."""
+    stamp = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+    if stamp is None:
+        return None
+    if hasattr(stamp, "timestamp"):
+        return int(stamp.timestamp() * 1000)
+    return int(float(stamp) * 1000)

@@ -75,6 +75,23 @@ class S3Storage(ObjectStorage):
         except FileNotFoundError:
             return None
 
+    def append_text(self, path: str, text: str) -> None:
+        """Reads the object with its ETag and replaces it with ``text`` added, on condition
+        that it is unchanged (``If-Match``; a new object: ``If-None-Match: *``); read again
+        when another writer came first. A bucket without conditional writes gets
+        :meth:`RemoteStorage.append_text`'s read-modify-write."""
+        if not self.honours_conditional_writes(path):
+            super().append_text(path, text)
+            return
+        data = text.encode("utf-8")
+        while True:  # a try fails only when another append succeeded: every round, one goes in
+            got = self.read_with_etag(path)
+            if got is None:
+                if self.put_if_absent(path, data) is not None:
+                    return
+            elif self.put_if_match(path, got[0] + data, got[1]) is not None:
+                return
+
     def honours_conditional_writes(self, path: str) -> bool:
         """True when the bucket of ``path`` refuses a second create-if-absent of one key
         (some S3-compatible stores ignore ``If-None-Match`` and would let two holders in);
