@@ -210,20 +210,7 @@ class Capture:
             if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
                 new_cursor = Cursor(v, meta, last_time, hole, feed_off)
                 if commit.data_change:
-                    planned.append(
-                        Planned(
-                            name,
-                            commit.timestamp,
-                            v,
-                            commit.operation,
-                            None,
-                            None,
-                            meta,
-                            commit.user,
-                            gap=hole,
-                            cursor=new_cursor,
-                        )
-                    )
+                    planned.append(Planned.gap_of(name, commit, meta, hole, new_cursor))
                 continue
             imaged = rebuild is not None and v == rebuild
             item, new_meta = self._classify(
@@ -234,16 +221,7 @@ class Capture:
                 if imaged:
                     self.note(name, f"{hole}; the table is carried by its image at version {v}")
                 force = None
-            if new_meta is not None and meta is not None and meta.change_feed and not new_meta.change_feed:
-                feed_off = True
-                self.note(
-                    name,
-                    f"the change feed of {name} was switched off at version {v}: every write to it is "
-                    "carried by the table's full image until it is on again "
-                    f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))",
-                )
-            elif new_meta is not None and new_meta.change_feed:
-                feed_off = False
+            feed_off = self._feed_after(name, v, meta, new_meta, feed_off)
             meta = new_meta
             new_cursor = Cursor(v, meta, last_time, force, feed_off)
             if item is not None:
@@ -256,6 +234,19 @@ class Capture:
             for here, last in zip(mine, stable):
                 here.stable = last
         return new_cursor
+
+    def _feed_after(self, name: str, version: int, meta: TableMeta | None, new: TableMeta | None, off: bool) -> bool:
+        """Whether the change feed of ``name`` is off after ``version`` (``meta`` before it, ``new``
+        its definition when it changed one, ``off``: off before it); a switch-off is noted."""
+        if new is not None and meta is not None and meta.change_feed and not new.change_feed:
+            self.note(
+                name,
+                f"the change feed of {name} was switched off at version {version}: every write to it is "
+                "carried by the table's full image until it is on again "
+                f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))",
+            )
+            return True
+        return False if new is not None and new.change_feed else off
 
     def _hole(
         self, name: str, path: str, cur: Cursor | None, versions: list[int]

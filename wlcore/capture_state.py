@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .deltalog import TableMeta
+from .deltalog import Commit, TableMeta
 
 
 @dataclass
@@ -117,3 +117,29 @@ class Planned:
     committed: datetime | None = None  # captured late (wlc.holds): the commit time; ``time`` is its place in order
     cursor: "Cursor | None" = None  # the table's cursor just after this transaction
     stable: int | None = None  # the last version with the same rows (the versions after change no data)
+
+    @classmethod
+    def gap_of(cls, table: str, commit: Commit, meta: TableMeta | None, gap: str | None, cursor: Cursor) -> Planned:
+        """A version that changed data but that neither the change feed nor an image can
+        describe (its commits were removed by log clean-up): a transaction with no change,
+        ``gap`` saying why, so replay stops there loudly (:mod:`wlc.changes`).
+
+        Args:
+            table: ``schema.table``.
+            commit: the version's commit as read from the table's log.
+            meta: the table's definition at that version (None: not known).
+            gap: why it cannot be described.
+            cursor: the table's cursor just after this version.
+        """
+        return cls(
+            table,
+            commit.timestamp,
+            commit.version,
+            commit.operation,
+            None,
+            None,
+            meta,
+            commit.user,
+            gap=gap,
+            cursor=cursor,
+        )
