@@ -16,7 +16,9 @@ import pytest
 from .conftest import COLLAPSE, chosen
 from .harness import MODES, SCHEMA
 
-pytestmark = pytest.mark.spark
+# the first test builds the whole conformance run (a session fixture: every scenario written,
+# captured and replayed in both modes), which takes longer than pytest-timeout's default
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(2700)]
 
 
 @pytest.mark.parametrize("replay", list(COLLAPSE))
