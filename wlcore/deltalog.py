@@ -110,11 +110,6 @@ class TableMeta:
         """True when the table's change data feed is on (``delta.enableChangeDataFeed``)."""
         return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
-    @property
-    def in_commit_timestamps(self) -> bool:
-        """True when the table records In-Commit Timestamps (``delta.enableInCommitTimestamps``)."""
-        return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
-
     def shape(self) -> dict:
         """What replication carries (:func:`wlcore.tabledef.definition`): columns with types,
         nullability, comments, generation, identity and defaults; partitioning; clustering;

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 from .errors import ConfigError
 from .names import name_of_key, state_key
-from .settings import format_kv
 from .state_file import FLAG, INT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
@@ -172,11 +171,6 @@ class ReplicaState(StateFile):
 
     def _holds(self, key: str) -> bool:
         return self._family(key) is not None or super()._holds(key)
-
-    @classmethod
-    def from_pairs(cls, pairs: Mapping[str, object]) -> "ReplicaState":
-        """The state holding ``pairs`` (``key -> value`` as text, in the file's order)."""
-        return cls.from_text(format_kv(pairs), "<replica state>")
 
     def copy(self) -> "ReplicaState":
         """An independent copy (same keys, same order)."""
