@@ -18,6 +18,7 @@ import copy
 import os
 import re
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -58,13 +59,23 @@ def _merge(base: dict, over: Mapping) -> dict:
     return out
 
 
+# the coarsest modification-time granularity of the filesystems met (FAT: 2 s): a file whose
+# modification time is not this much older than the moment it was read may have been written
+# again since with the same status (git's "racily clean" entries), so its text is compared
+_RACY_NS = 2_000_000_000
+
+
 class _Loader:
-    """The chosen configuration file and the settings last loaded, with what they came from."""
+    """The chosen configuration file and the settings last loaded, with what they came from:
+    ``key`` the files' status (:func:`_stamp`) and ``WLC_DBFARM``, ``texts`` their contents,
+    ``read_ns`` when they were read (``time.time_ns()``)."""
 
     def __init__(self) -> None:
         self.chosen: Path | None = None
         self.lock = threading.Lock()
         self.key: tuple | None = None
+        self.texts: tuple[tuple[Path, str], ...] = ()
+        self.read_ns = 0
         self.value: Settings | None = None
 
 
@@ -94,7 +105,11 @@ def settings() -> Settings:
     folder (when present), then :func:`config_file`, then ``$WLC_DBFARM``, as one
     :class:`~wlcore.settings_model.Settings` (durations in seconds, intervals as
     :class:`~wlcore.durations.Every`). Loaded and validated once; loaded again when one of
-    the files' contents, the chosen file or ``WLC_DBFARM`` changes.
+    the files' contents, the chosen file or ``WLC_DBFARM`` changes. A call reads no file
+    while each file's status (:func:`os.stat`: modification and change times, size, inode)
+    is unchanged; a file modified less than 2 s before it was last read (the coarsest
+    modification-time granularity) is read again and compared by its text, as git treats
+    "racily clean" index entries.
 
     Raises:
         ConfigError: the YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
@@ -105,15 +120,34 @@ def settings() -> Settings:
     extra = config_file()
     if extra is not None:
         files.append(extra)
+    stamps = tuple(_stamp(path) for path in files)
+    farm = os.environ.get("WLC_DBFARM") or None
+    key = (stamps, farm)
+    with _loader.lock:
+        value = _loader.value
+        if value is not None and _loader.key == key and all(s[3] + _RACY_NS < _loader.read_ns for s in stamps):
+            return value  # the files' status unchanged, and none written too near its reading
+    read_ns = time.time_ns()
     texts = tuple((path, _read(path)) for path in files)
-    key = (texts, os.environ.get("WLC_DBFARM") or None)
     with _loader.lock:
-        if _loader.key == key and _loader.value is not None:
+        if _loader.value is not None and _loader.key is not None and (_loader.texts, _loader.key[1]) == (texts, farm):
+            _loader.key, _loader.read_ns = key, read_ns  # touched, or racily unchanged: the same text
             return _loader.value
-    value = _load(texts, key[1])
+    value = _load(texts, farm)
     with _loader.lock:
-        _loader.key, _loader.value = key, value
+        _loader.key, _loader.texts, _loader.read_ns, _loader.value = key, texts, read_ns, value
     return value
+
+
+def _stamp(path: Path) -> tuple[str, int, int, int, int, int]:
+    """What tells a file changed without reading it: its absolute path (``config/wlc.yaml``
+    is relative to the working folder), device, inode, modification time (ns), status
+    change time (ns) and size (bytes), from :func:`os.stat`."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as exc:
+        raise _missing(path) from exc
+    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _load(texts: tuple[tuple[Path, str], ...], farm: str | None) -> Settings:
@@ -133,7 +167,11 @@ def _read(path: Path) -> str:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError as exc:
-        raise ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)") from exc
+        raise _missing(path) from exc
+
+
+def _missing(path: Path) -> ConfigError:
+    return ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)")
 
 
 def _parse_yaml(path: Path, text: str) -> dict:
