@@ -36,6 +36,7 @@ from .tabledef import (
     sql_string,
     type_sql,
 )
+from .widening import widens
 
 Op = dict[str, Any]
 
@@ -264,36 +265,6 @@ def _type_ops(path: list[str], a: Any, b: Any, am: dict | None = None, bm: dict 
             raise NoAlter(f"type of {path}: {a} to {b}")
         return [{"op": "type", "path": path, "type": b}]
     return []
-
-
-_INTEGERS = ("byte", "short", "integer", "long")
-_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
-
-
-def _decimal(t: str) -> tuple[int, int] | None:
-    if not t.startswith("decimal"):
-        return None
-    p, _, s = t[t.index("(") + 1 : t.index(")")].partition(",")
-    return int(p), int(s or 0)
-
-
-def widens(a: str, b: str) -> bool:
-    """True when Delta's type widening changes primitive type ``a`` to ``b`` without loss:
-    a wider integer, float to double, an integer to double or to a decimal with room for
-    its digits, a decimal with no fewer integer or fraction digits, date to timestamp_ntz."""
-    if a in _INTEGERS and b in _INTEGERS:
-        return _INTEGERS.index(b) > _INTEGERS.index(a)
-    if b == "double" and (a == "float" or a in ("byte", "short", "integer")):
-        return True
-    if a == "date" and b == "timestamp_ntz":
-        return True
-    db = _decimal(b)
-    if db is None:
-        return False
-    if a in _INTEGERS:
-        return db[0] - db[1] >= _DIGITS[a]
-    da = _decimal(a)
-    return da is not None and db[1] >= da[1] and db[0] - db[1] >= da[0] - da[1] and db != da
 
 
 # ----------------------------------------------------------------------------- SQL
