@@ -172,14 +172,44 @@ def snapshots() -> list:
 
 def compact(level1: float | str | None = None, level2: float | str | None = None) -> list:
     """Merge the current master's published batches into level-1/2 batches as far as due
-    (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`."""
+    (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`.
+
+    Args:
+        level1 (float | str | None): the level-1 interval instead of ``master.compact.level1``:
+            seconds, a duration (``"1h"``: the batches of each UTC-aligned hour, once it is
+            over) or ``"<n> batches"``; None: config's.
+        level2 (float | str | None): the level-2 interval, of the same kinds; None: config's.
+
+    Returns:
+        list: the batches made (:class:`wlcore.levels.Span`: ``level``, ``first_txn``,
+        ``last_txn``, ``path``), in order.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+        ConfigError: a malformed interval.
+        BatchError: an input batch is damaged.
+    """
     return current().compact(level1=level1, level2=level2)
 
 
 def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None = None):
-    """Delete what ``master.retention`` (or ``keep``) no longer promises; see
-    :meth:`wlc.Master.prune`. Returns a report whose ``lines()`` say what was deleted and
-    which recovery points remain."""
+    """Delete what ``master.retention`` (or ``keep``) no longer promises; see :meth:`wlc.Master.prune`.
+
+    Args:
+        dry_run (bool): only report what would be deleted.
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict | None): ``{"level0": "1d", "level1": "30d", "level2": "365d",
+            "snapshots": "365d"}`` instead of ``master.retention`` (durations as in config;
+            left out or ``"off"``: forever).
+
+    Returns:
+        PruneReport: ``deleted``, ``bytes_freed`` and ``lines()``, which say what was deleted
+        and which recovery points remain.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+        ConfigError: a malformed retention.
+    """
     return current().prune(dry_run=dry_run, now=now, keep=keep)
 
 

@@ -143,7 +143,7 @@ class Retention(_Section):
 
     def by_name(self) -> dict[str, Every | None]:
         """``{"level0": ..., "level1": ..., "level2": ..., "snapshots": ...}``, as
-        :func:`wlcore.levels.retain` takes it."""
+        :func:`wlcore.retention.retain` takes it."""
         return {"level0": self.level0, "level1": self.level1, "level2": self.level2, "snapshots": self.snapshots}
 
 
