@@ -47,7 +47,7 @@ class NoAlter(Exception):
 
 def diff(old, new, by_name: bool = False) -> list[Op] | None:
     """The operations that turn a table defined as ``old`` into one defined as ``new``
-    (both :class:`wlcore.deltalog.TableMeta`), in the order to apply them; ``[]`` when the
+    (both :class:`wlcore.tablemeta.TableMeta`), in the order to apply them; ``[]`` when the
     definitions are equal; None when the change has no ALTER TABLE form.
 
     ``by_name``: match columns by name even under column mapping (two different tables,

@@ -17,18 +17,23 @@ the SHA-256 of its own canonical content. Replay verifies all of it before apply
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Iterable
 
 from .errors import BatchError
+from .manifest import (  # noqa: F401 (the manifest's model, re-exported: importers take it from here)
+    FORMAT,
+    FORMAT_VERSION,
+    Manifest,
+    TxnRecord,
+    batch_name,
+    compacted_name,
+    parse_utc,
+    utc_iso,
+)
 from .storage import Storage
-from .version import FORMAT_VERSION
 
-FORMAT = "wlc-batch"
 MANIFEST = "manifest.json"
 STAGING_PREFIX = ".open-"
 
@@ -39,236 +44,15 @@ CHANGE_TYPE = "_change_type"
 CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # Delta's _change_type values
 
 
-def utc_iso(ts: datetime) -> str:
-    """An aware datetime as ISO-8601 UTC with microseconds and ``Z``."""
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_utc(text: str) -> datetime:
-    """The ISO-8601 instant ``text`` (``Z`` or an offset) as an aware UTC datetime.
-
-    Raises:
-        ValueError: ``text`` is not an ISO-8601 instant.
-    """
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
-
-
-def batch_name(dbname: str, number: int) -> str:
-    """Folder name of level-0 batch ``number`` of database ``dbname``: ``<dbname>_<number, 12 digits>``."""
-    return f"{dbname}_{number:012d}"
-
-
-def compacted_name(dbname: str, level: int, first: int, last: int) -> str:
-    """Folder name of the level-``level`` batch merging level-0 batches ``first``..``last``."""
-    return f"{dbname}_L{level}_{first:012d}_{last:012d}"
-
-
-@dataclass
-class TxnRecord:
-    """One master transaction: one committed Delta version of one table (or a table drop).
-
-    ``ddl`` is ``create``, ``alter``, ``drop`` or None; ``change`` is ``cdf`` (rows from the
-    Change Data Feed in ``rows``), ``image`` (the table's full image at ``version`` in
-    ``rows``) or None. ``meta`` is the table's metadata after the transaction when it is
-    DDL or an image. ``adds`` names the columns of an ALTER that only adds nullable
-    columns (nothing else changes; written only when not empty): replay lands such an
-    ALTER inside a segment's commit instead of cutting the segment there. ``lost`` says why
-    the change rows could not be captured (the table was dropped before capture read them;
-    written only when set): replay stops at such a transaction with that cause. ``first``
-    (compacted batches only): the record is the net change of this table's transactions
-    ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
-    ``ops`` (an ALTER, written only when set): the change of definition as ALTER TABLE
-    operations (:mod:`wlcore.alter`), which replay applies without an image. ``gap`` (written
-    only when set): why the change feed could not describe this version (its change files
-    were vacuumed, its commit removed by log clean-up): the record has no rows, or the
-    table's image where Delta could still rebuild that version. ``committed`` (written only
-    when set): the transaction was captured late (its table could not be read for a while,
-    :mod:`wlc.holds`); ``time`` is its place in the order of transactions and this its
-    commit time, earlier.
-    """
-
-    txn: int
-    gtid: str
-    time: datetime
-    table: str
-    version: int | None
-    operation: str
-    ddl: str | None = None
-    change: str | None = None
-    meta: dict | None = None
-    rows: str | None = None
-    counts: dict[str, int] = field(default_factory=dict)
-    user: str | None = None
-    adds: list[str] = field(default_factory=list)
-    lost: str | None = None
-    first: int | None = None
-    ops: list | None = None
-    gap: str | None = None
-    committed: datetime | None = None
-
-    @property
-    def start(self) -> int:
-        """The first transaction this record covers (``first`` of a piece, else ``txn``)."""
-        return self.txn if self.first is None else self.first
-
-    def to_json(self) -> dict:
-        """The record as a manifest holds it: instants as ISO-8601 UTC, empty optional keys left out."""
-        out = asdict(self)
-        out["time"] = utc_iso(self.time)
-        out["committed"] = utc_iso(self.committed) if self.committed else None
-        for optional in ("adds", "lost", "first", "ops", "gap", "committed"):
-            if not out[optional]:
-                del out[optional]
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "TxnRecord":
-        """The record in ``data`` (a manifest's ``txns`` entry).
-
-        Raises:
-            KeyError, TypeError, ValueError: a field is missing or malformed (:meth:`Manifest.from_bytes`
-                turns these into :class:`BatchError`).
-        """
-        data = dict(data)
-        data["time"] = parse_utc(data["time"])
-        if data.get("committed"):
-            data["committed"] = parse_utc(data["committed"])
-        return cls(**data)
-
-
-@dataclass
-class Manifest:
-    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
-
-    ``epochs`` is the master's epoch history when the batch was written (:mod:`wlcore.epochs`).
-    A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
-    and covers transactions ``span`` (first, last); its records are pieces and barriers
-    (see :class:`TxnRecord`). Level 0 writes none of these keys, so its manifests are as
-    before.
-    """
-
-    database: str
-    dbid: str
-    batch: int
-    watermark: datetime
-    txns: list[TxnRecord]
-    cursors: dict[str, Any] = field(default_factory=dict)
-    files: dict[str, dict] = field(default_factory=dict)
-    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    level: int = 0
-    last_batch: int | None = None
-    span: tuple[int, int] | None = None
-    epochs: str = ""  # the master's epoch history (wlcore.epochs) as the session that wrote it knew it
-
-    @property
-    def first_txn(self) -> int:
-        """The first transaction the batch covers (-1: none)."""
-        if self.span is not None:
-            return self.span[0]
-        return self.txns[0].start if self.txns else -1
-
-    @property
-    def last_txn(self) -> int:
-        """The last transaction the batch covers (-1: none)."""
-        if self.span is not None:
-            return self.span[1]
-        return self.txns[-1].txn if self.txns else -1
-
-    @property
-    def end_batch(self) -> int:
-        """The last level-0 batch this batch holds (itself at level 0)."""
-        return self.batch if self.last_batch is None else self.last_batch
-
-    @property
-    def folder(self) -> str:
-        """The batch's folder name in the log folder."""
-        if self.level == 0:
-            return batch_name(self.database, self.batch)
-        return compacted_name(self.database, self.level, self.batch, self.end_batch)
-
-    def body(self) -> dict:
-        """The manifest as JSON without its checksum (level 0 writes no level keys)."""
-        body = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "database": self.database,
-            "dbid": self.dbid,
-            "batch": self.batch,
-            "first_txn": self.first_txn,
-            "last_txn": self.last_txn,
-            "watermark": utc_iso(self.watermark),
-            "created": utc_iso(self.created),
-            "txns": [t.to_json() for t in self.txns],
-            "files": self.files,
-            "cursors": self.cursors,
-        }
-        if self.epochs:
-            body["epochs"] = self.epochs
-        if self.level:  # and the commit time of its last transaction, for people reading it
-            body.update(
-                {
-                    "level": self.level,
-                    "last_batch": self.end_batch,
-                    "last_time": utc_iso(self.txns[-1].time) if self.txns else None,
-                }
-            )
-        return body
-
-    def to_bytes(self) -> bytes:
-        """The text of ``manifest.json``: :meth:`body` and its SHA-256 ``checksum``, sorted keys, UTF-8."""
-        body = self.body()
-        body["checksum"] = _digest(body)
-        return json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
-
-    @classmethod
-    def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
-        """The manifest in ``raw`` (the bytes of ``manifest.json``); ``source`` names it in errors.
-
-        Raises:
-            BatchError: not JSON, not a wlc batch manifest, another format version, a checksum
-                mismatch, or a missing or malformed field.
-        """
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BatchError(
-                f"{source}: manifest is truncated or not JSON ({exc}); the batch is damaged: restore it from a copy"
-            ) from exc
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise BatchError(f"{source}: not a {FORMAT} manifest")
-        if body.get("format_version") != FORMAT_VERSION:
-            raise BatchError(
-                f"{source}: batch format version {body.get('format_version')!r} is not "
-                f"supported (this wlr reads version {FORMAT_VERSION}); upgrade wlr"
-            )
-        claimed = body.pop("checksum", None)
-        if claimed != _digest(body):
-            raise BatchError(f"{source}: manifest checksum mismatch; the manifest was altered or damaged")
-        try:
-            return cls(
-                database=body["database"],
-                dbid=body["dbid"],
-                batch=int(body["batch"]),
-                watermark=parse_utc(body["watermark"]),
-                created=parse_utc(body["created"]),
-                txns=[TxnRecord.from_json(t) for t in body["txns"]],
-                cursors=body.get("cursors") or {},
-                files=body.get("files") or {},
-                level=int(body.get("level", 0)),
-                last_batch=int(body["last_batch"]) if "last_batch" in body else None,
-                span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
-                epochs=str(body.get("epochs") or ""),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
-
-
-def _digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
-
-
 def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
-    """``(size in bytes, SHA-256 hex digest)`` of the file ``path``, read in 1 MiB chunks.
+    """``(size, SHA-256)`` of the file ``path``, read in 1 MiB chunks.
+
+    Args:
+        storage (Storage): the storage holding the file.
+        path (str): the file.
+
+    Returns:
+        tuple[int, str]: its size in bytes and its SHA-256 as 64 hex digits.
 
     Raises:
         FileNotFoundError: ``path`` is not there.
@@ -293,7 +77,17 @@ def _staging_prefix(dbname: str) -> str:
 
 
 def open_staging(storage: Storage, logs: str, dbname: str, number: int) -> str:
-    """Create and return a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``."""
+    """Create a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        number (int): the level-0 batch number it will be published as.
+
+    Returns:
+        str: ``<logs>/.open-<dbname>-<number, 12 digits>-<8 hex>``, made.
+    """
     path = Storage.join(logs, f"{_staging_prefix(dbname)}{number:012d}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(path)
     return path
@@ -303,6 +97,11 @@ def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
     """Remove the staging folders of ``dbname`` left by a capture that stopped before publishing.
 
     Only that database's: masters may share a log folder. The caller holds the database's lock.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
     """
     for name in storage.listdir(logs):
         if name.startswith(_staging_prefix(dbname)):
@@ -310,10 +109,24 @@ def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
 
 
 def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> str:
-    """Checksum the staged files, write the manifest last, and rename the folder into place.
+    """Checksum the staged files, write the manifest last, and publish the folder at once
+    (:meth:`wlcore.storage.Storage.publish_dir`: one rename, or a commit marker written last).
 
-    Returns the published path. Raises FileExistsError when that batch number is taken
-    (another capturer is running on the same master).
+    Spark's hidden ``.crc`` files and ``_SUCCESS`` markers are deleted first; every other
+    file is listed in the manifest with its size and SHA-256.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        staging (str): the staging folder holding the batch's files (:func:`open_staging`).
+        manifest (Manifest): the batch's manifest; its ``files`` are filled in here.
+
+    Returns:
+        str: the published batch's path (``<logs>/<manifest.folder>``).
+
+    Raises:
+        BatchError: the staging folder is gone.
+        FileExistsError: the batch's name is taken (another capturer is running on the same master).
     """
     if not storage.isdir(staging):
         raise BatchError(
@@ -342,7 +155,17 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
 
 
 def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> list[tuple[int, str]]:
-    """Published batches of ``dbname`` in ``logs`` with number >= ``start``: ``[(number, path)]`` ascending."""
+    """Published level-0 batches of ``dbname`` in ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        start (int): the lowest batch number to list.
+
+    Returns:
+        list[tuple[int, str]]: ``[(number, path)]``, ascending; ``[]`` when ``logs`` is missing.
+    """
     pattern = re.compile(rf"^{re.escape(dbname)}_(\d{{12}})$")
     out = []
     for name in storage.published(logs):
@@ -353,8 +176,17 @@ def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> li
 
 
 def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, int, int, str]]:
-    """Compacted batches of ``dbname`` in ``logs``: ``[(level, first batch, last batch, path)]``
-    ordered by first batch, then level."""
+    """Published compacted batches (levels 1 and 2) of ``dbname`` in ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+
+    Returns:
+        list[tuple[int, int, int, str]]: ``[(level, first batch, last batch, path)]`` ordered by
+        first batch, then level.
+    """
     pattern = re.compile(rf"^{re.escape(dbname)}_L(\d)_(\d{{12}})_(\d{{12}})$")
     out = []
     for name in storage.published(logs):
@@ -365,7 +197,18 @@ def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, 
 
 
 def read_manifest(storage: Storage, batch_path: str) -> Manifest:
-    """Read and check a batch's manifest. Raises BatchError when it is missing or damaged."""
+    """Read and check a batch's manifest (:meth:`Manifest.from_bytes`: format, version, checksum).
+
+    Args:
+        storage (Storage): the storage holding the batch.
+        batch_path (str): the batch's folder.
+
+    Returns:
+        Manifest: the manifest.
+
+    Raises:
+        BatchError: the manifest is missing or damaged.
+    """
     try:
         raw = storage.read_bytes(Storage.join(batch_path, MANIFEST))
     except FileNotFoundError as exc:
@@ -378,8 +221,16 @@ def verify_files(
 ) -> dict[str, str]:
     """Check listed files (all, or those under ``prefixes``) against size and SHA-256.
 
-    Returns ``{relative path: problem}``, empty when everything is intact. Files present on
-    disk under a checked prefix but not listed count as problems too (they would be read).
+    Args:
+        storage (Storage): the storage holding the batch.
+        batch_path (str): the batch's folder.
+        manifest (Manifest): its manifest (:func:`read_manifest`).
+        prefixes (Iterable[str] | None): folders relative to the batch (``rows/s.t``) to check
+            only; None: every listed file.
+
+    Returns:
+        dict[str, str]: ``{relative path: problem}``, empty when everything is intact. Files present
+        under a checked prefix but not listed count as problems too (they would be read).
     """
     prefixes = list(prefixes) if prefixes is not None else None
 

@@ -118,7 +118,7 @@ def field_def(field: dict) -> dict:
 
 
 def definition(meta) -> dict:
-    """The definition of the table whose Delta metadata is ``meta`` (a :class:`wlcore.deltalog.TableMeta`):
+    """The definition of the table whose Delta metadata is ``meta`` (a :class:`wlcore.tablemeta.TableMeta`):
     a JSON-able dict, equal for two tables exactly when replication would make them alike."""
     schema = meta.schema
     return {

@@ -1,0 +1,276 @@
+"""A batch's manifest (``manifest.json``): its transaction records, watermark, capture
+cursors, epoch history and the checksums of its files, with the SHA-256 of its own canonical
+content; the batch's folder name. Pure (no I/O): :mod:`wlcore.batch` writes, publishes, lists
+and verifies batches on a storage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import BatchError
+from .version import FORMAT_VERSION
+
+FORMAT = "wlc-batch"
+
+
+def utc_iso(ts: datetime) -> str:
+    """An instant as ISO-8601 UTC with microseconds and ``Z`` (``2026-11-25T05:12:16.394000Z``).
+
+    Args:
+        ts (datetime): an aware instant (any offset; converted to UTC).
+
+    Returns:
+        str: the text manifests and state files hold.
+    """
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_utc(text: str) -> datetime:
+    """The ISO-8601 instant ``text`` as an aware UTC datetime (the inverse of :func:`utc_iso`).
+
+    Args:
+        text (str): an ISO-8601 instant with ``Z`` or an offset.
+
+    Returns:
+        datetime: the instant in UTC.
+
+    Raises:
+        ValueError: ``text`` is not an ISO-8601 instant.
+    """
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def batch_name(dbname: str, number: int) -> str:
+    """Folder name of level-0 batch ``number`` of database ``dbname``.
+
+    Args:
+        dbname (str): the master database's name.
+        number (int): the batch number.
+
+    Returns:
+        str: ``<dbname>_<number, 12 digits>``.
+    """
+    return f"{dbname}_{number:012d}"
+
+
+def compacted_name(dbname: str, level: int, first: int, last: int) -> str:
+    """Folder name of the level-``level`` batch merging level-0 batches ``first``..``last``.
+
+    Args:
+        dbname (str): the master database's name.
+        level (int): 1 or 2.
+        first (int): its first level-0 batch number.
+        last (int): its last level-0 batch number.
+
+    Returns:
+        str: ``<dbname>_L<level>_<first, 12 digits>_<last, 12 digits>``.
+    """
+    return f"{dbname}_L{level}_{first:012d}_{last:012d}"
+
+
+@dataclass
+class TxnRecord:
+    """One master transaction: one committed Delta version of one table (or a table drop).
+
+    ``ddl`` is ``create``, ``alter``, ``drop`` or None; ``change`` is ``cdf`` (rows from the
+    Change Data Feed in ``rows``), ``image`` (the table's full image at ``version`` in
+    ``rows``) or None. ``meta`` is the table's metadata after the transaction when it is
+    DDL or an image. ``adds`` names the columns of an ALTER that only adds nullable
+    columns (nothing else changes; written only when not empty): replay lands such an
+    ALTER inside a segment's commit instead of cutting the segment there. ``lost`` says why
+    the change rows could not be captured (the table was dropped before capture read them;
+    written only when set): replay stops at such a transaction with that cause. ``first``
+    (compacted batches only): the record is the net change of this table's transactions
+    ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
+    ``ops`` (an ALTER, written only when set): the change of definition as ALTER TABLE
+    operations (:mod:`wlcore.alter`), which replay applies without an image. ``gap`` (written
+    only when set): why the change feed could not describe this version (its change files
+    were vacuumed, its commit removed by log clean-up): the record has no rows, or the
+    table's image where Delta could still rebuild that version. ``committed`` (written only
+    when set): the transaction was captured late (its table could not be read for a while,
+    :mod:`wlc.holds`); ``time`` is its place in the order of transactions and this its
+    commit time, earlier.
+    """
+
+    txn: int
+    gtid: str
+    time: datetime
+    table: str
+    version: int | None
+    operation: str
+    ddl: str | None = None
+    change: str | None = None
+    meta: dict | None = None
+    rows: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    user: str | None = None
+    adds: list[str] = field(default_factory=list)
+    lost: str | None = None
+    first: int | None = None
+    ops: list | None = None
+    gap: str | None = None
+    committed: datetime | None = None
+
+    @property
+    def start(self) -> int:
+        """The first transaction this record covers (``first`` of a piece, else ``txn``)."""
+        return self.txn if self.first is None else self.first
+
+    def to_json(self) -> dict:
+        """The record as a manifest holds it: instants as ISO-8601 UTC, empty optional keys left out."""
+        out = asdict(self)
+        out["time"] = utc_iso(self.time)
+        out["committed"] = utc_iso(self.committed) if self.committed else None
+        for optional in ("adds", "lost", "first", "ops", "gap", "committed"):
+            if not out[optional]:
+                del out[optional]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TxnRecord":
+        """The record in ``data`` (a manifest's ``txns`` entry).
+
+        Raises:
+            KeyError, TypeError, ValueError: a field is missing or malformed (:meth:`Manifest.from_bytes`
+                turns these into :class:`BatchError`).
+        """
+        data = dict(data)
+        data["time"] = parse_utc(data["time"])
+        if data.get("committed"):
+            data["committed"] = parse_utc(data["committed"])
+        return cls(**data)
+
+
+@dataclass
+class Manifest:
+    """What a batch holds. ``cursors`` is capture's state after this batch (for restarts).
+
+    ``epochs`` is the master's epoch history when the batch was written (:mod:`wlcore.epochs`).
+    A compacted batch (``level`` 1 or 2) merges level-0 batches ``batch``..``last_batch``
+    and covers transactions ``span`` (first, last); its records are pieces and barriers
+    (see :class:`TxnRecord`). Level 0 writes none of these keys, so its manifests are as
+    before.
+    """
+
+    database: str
+    dbid: str
+    batch: int
+    watermark: datetime
+    txns: list[TxnRecord]
+    cursors: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, dict] = field(default_factory=dict)
+    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    level: int = 0
+    last_batch: int | None = None
+    span: tuple[int, int] | None = None
+    epochs: str = ""  # the master's epoch history (wlcore.epochs) as the session that wrote it knew it
+
+    @property
+    def first_txn(self) -> int:
+        """The first transaction the batch covers (-1: none)."""
+        if self.span is not None:
+            return self.span[0]
+        return self.txns[0].start if self.txns else -1
+
+    @property
+    def last_txn(self) -> int:
+        """The last transaction the batch covers (-1: none)."""
+        if self.span is not None:
+            return self.span[1]
+        return self.txns[-1].txn if self.txns else -1
+
+    @property
+    def end_batch(self) -> int:
+        """The last level-0 batch this batch holds (itself at level 0)."""
+        return self.batch if self.last_batch is None else self.last_batch
+
+    @property
+    def folder(self) -> str:
+        """The batch's folder name in the log folder."""
+        if self.level == 0:
+            return batch_name(self.database, self.batch)
+        return compacted_name(self.database, self.level, self.batch, self.end_batch)
+
+    def body(self) -> dict:
+        """The manifest as JSON without its checksum (level 0 writes no level keys)."""
+        body = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "database": self.database,
+            "dbid": self.dbid,
+            "batch": self.batch,
+            "first_txn": self.first_txn,
+            "last_txn": self.last_txn,
+            "watermark": utc_iso(self.watermark),
+            "created": utc_iso(self.created),
+            "txns": [t.to_json() for t in self.txns],
+            "files": self.files,
+            "cursors": self.cursors,
+        }
+        if self.epochs:
+            body["epochs"] = self.epochs
+        if self.level:  # and the commit time of its last transaction, for people reading it
+            body.update(
+                {
+                    "level": self.level,
+                    "last_batch": self.end_batch,
+                    "last_time": utc_iso(self.txns[-1].time) if self.txns else None,
+                }
+            )
+        return body
+
+    def to_bytes(self) -> bytes:
+        """The text of ``manifest.json``: :meth:`body` and its SHA-256 ``checksum``, sorted keys, UTF-8."""
+        body = self.body()
+        body["checksum"] = _digest(body)
+        return json.dumps(body, indent=1, sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
+        """The manifest in ``raw`` (the bytes of ``manifest.json``); ``source`` names it in errors.
+
+        Raises:
+            BatchError: not JSON, not a wlc batch manifest, another format version, a checksum
+                mismatch, or a missing or malformed field.
+        """
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BatchError(
+                f"{source}: manifest is truncated or not JSON ({exc}); the batch is damaged: restore it from a copy"
+            ) from exc
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            raise BatchError(f"{source}: not a {FORMAT} manifest")
+        if body.get("format_version") != FORMAT_VERSION:
+            raise BatchError(
+                f"{source}: batch format version {body.get('format_version')!r} is not "
+                f"supported (this wlr reads version {FORMAT_VERSION}); upgrade wlr"
+            )
+        claimed = body.pop("checksum", None)
+        if claimed != _digest(body):
+            raise BatchError(f"{source}: manifest checksum mismatch; the manifest was altered or damaged")
+        try:
+            return cls(
+                database=body["database"],
+                dbid=body["dbid"],
+                batch=int(body["batch"]),
+                watermark=parse_utc(body["watermark"]),
+                created=parse_utc(body["created"]),
+                txns=[TxnRecord.from_json(t) for t in body["txns"]],
+                cursors=body.get("cursors") or {},
+                files=body.get("files") or {},
+                level=int(body.get("level", 0)),
+                last_batch=int(body["last_batch"]) if "last_batch" in body else None,
+                span=(int(body["first_txn"]), int(body["last_txn"])) if body.get("level") else None,
+                epochs=str(body.get("epochs") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BatchError(f"{source}: manifest lacks or mangles a field ({exc})") from exc
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
