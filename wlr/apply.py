@@ -33,70 +33,25 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
 from .merge import ApplyError, Merger
-from .plan import span_text
+from .records import definition, rows_of
 from .select import Selection
+from .tags import parse_span, parse_tag, tag
 
 log = logging.getLogger("wlr.apply")
 
-TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"
-
-
-def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
-    """The replay tag of a commit of transaction ``txn`` (of the segment ``first``..``txn``)."""
-    return f"{TAG_PREFIX}{dbid}:{span_text(txn if first is None else first, txn)}" + (":part" if part else "")
-
-
-def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
-    """``(first txn, last txn, final)`` from a replay tag of master ``dbid``, else None."""
-    prefix = f"{TAG_PREFIX}{dbid}:"
-    if not text or not text.startswith(prefix):
-        return None
-    rest = text[len(prefix) :].split(":")
-    first, _, last = rest[0].partition("-")
-    try:
-        return int(first), int(last or first), len(rest) == 1
-    except ValueError:
-        return None
-
-
-def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
-    """``(last txn, final)`` from a replay tag of master ``dbid``, else None."""
-    span = parse_span(text, dbid)
-    return None if span is None else (span[1], span[2])
-
-
-def definition(rec: TxnRecord) -> TableMeta:
-    """The table definition a create, alter or image record carries.
-
-    Raises:
-        ApplyError: the record carries none (its batch was written wrong or damaged).
-    """
-    if not rec.meta:
-        raise ApplyError(
-            f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
-            "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()"
-        )
-    return TableMeta.from_json(rec.meta)
-
-
-def rows_of(rec: TxnRecord) -> str:
-    """The folder, inside its batch, of the change rows or image a record carries.
-
-    Raises:
-        ApplyError: the record has none (its batch was written wrong or damaged).
-    """
-    if not rec.rows:
-        raise ApplyError(
-            f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
-            "damaged; restore the batch, or skip the transaction with wlr.accept()"
-        )
-    return rec.rows
 
 
 def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
-    markers), so threads applying different tables never see each other's settings."""
+    markers), so threads applying different tables never see each other's settings.
+
+    Args:
+        base (SparkSession): the replica's session.
+
+    Returns:
+        SparkSession: ``base.newSession()`` with the replica tables' exact definition settings.
+    """
     session = base.newSession()
     # replica tables carry the master's definition (change feed, deletion vectors...), nothing else
     exact_session(session)
@@ -109,8 +64,14 @@ def replay_session(base):
 class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
-    ``spark`` is a SparkSession or a function returning one, called at the first Spark use
-    (checks that read only Delta logs need no session).
+    Args:
+        spark (SparkSession | Callable[[], SparkSession]): the session, or a function returning
+            one, called at the first Spark use (checks that read only Delta logs need no session).
+        storage (Storage): the storage holding the replica.
+        replica_path (str): the replica's folder (path or URL).
+        dbid (str): the master's database id (in every replay tag and idempotent marker).
+        logs_storage (Storage | None): the storage the batches' change rows are read from
+            (None: ``storage``).
     """
 
     def __init__(self, spark, storage: Storage, replica_path: str, dbid: str, logs_storage: Storage | None = None):
@@ -139,13 +100,23 @@ class Applier:
         return out
 
     def table_path(self, name: str) -> str:
-        """The folder (path or URL) of replica table ``name`` (``schema.table``): ``<replica>/<schema>/<table>``."""
+        """The folder (path or URL) of replica table ``name``: ``<replica>/<schema>/<table>``.
+
+        Args:
+            name (str): ``schema.table``.
+        """
         schema, table = split_name(name)
         return Storage.join(self.replica_path, schema, table)
 
     # ------------------------------------------------------------------ inspection
     def last_final_txn(self, name: str, since_version: int = -1) -> int:
-        """Highest txn whose final replay commit is in the table's log after ``since_version`` (-1: none)."""
+        """The highest transaction whose final replay commit is in the table's log after
+        ``since_version``; -1 when there is none.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            since_version (int): the Delta version to look after (-1: every version).
+        """
         path = self.table_path(name)
         best = -1
         for v in reversed(list_versions(self.storage, path)):
@@ -164,8 +135,13 @@ class Applier:
     def version_at(self, name: str, txn: int) -> int | None:
         """The table's Delta version holding exactly the transactions <= ``txn``.
 
-        Returns -1 when the table did not exist then, None when one commit spans ``txn``
-        (a segment from before it to after it: no version holds exactly that point).
+        Args:
+            name (str): the replica table, ``schema.table``.
+            txn (int): a transaction id.
+
+        Returns:
+            int | None: the version; -1 when the table did not exist then; None when one commit
+            spans ``txn`` (a segment from before it to after it: no version holds exactly that point).
         """
         path = self.table_path(name)
         for v in reversed(list_versions(self.storage, path)):
@@ -182,13 +158,26 @@ class Applier:
         return -1
 
     def resuming(self, name: str, txn: int) -> bool:
-        """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short."""
+        """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            txn (int): the transaction about to be applied.
+        """
         path = self.table_path(name)
         versions = list_versions(self.storage, path)
         return bool(versions) and self._tag_at(path, versions[-1]) == (txn, False)
 
     def foreign_writes(self, name: str, since_version: int) -> list[str]:
-        """Commits after ``since_version`` that change data or shape and were not made by replay."""
+        """Commits after ``since_version`` that change data or shape and were not made by replay.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            since_version (int): the last Delta version replay knows.
+
+        Returns:
+            list[str]: ``"version <v> (<operation>)"`` for each; ``[]`` when none.
+        """
         path = self.table_path(name)
         out = []
         for v in list_versions(self.storage, path):
@@ -202,12 +191,23 @@ class Applier:
         return out
 
     def current_version(self, name: str) -> int:
-        """The replica table ``name``'s latest Delta version, -1 when it has no commit (no table yet)."""
+        """The replica table's latest Delta version; -1 when it has no commit (no table yet).
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+        """
         versions = list_versions(self.storage, self.table_path(name))
         return versions[-1] if versions else -1
 
     def current_meta(self, name: str) -> TableMeta | None:
-        """The replica table's metadata now; reads only the commits since the last call (cached)."""
+        """The replica table's metadata now; reads only the commits since the last call (cached).
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+
+        Returns:
+            TableMeta | None: None when the table has no commit.
+        """
         path = self.table_path(name)
         v = self.current_version(name)
         if v < 0:
@@ -289,7 +289,11 @@ class Applier:
             self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{txn}')")
 
     def created_by_replay(self, name: str) -> bool:
-        """True when the replica table's first commit was made by replay of this master."""
+        """True when the replica table's first commit was made by replay of this master.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+        """
         path = self.table_path(name)
         versions = list_versions(self.storage, path)
         return bool(versions) and self._tag_at(path, versions[0]) is not None
