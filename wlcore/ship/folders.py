@@ -96,6 +96,14 @@ def ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, 
     manifest last, then sizes checked, then published. Adds the bytes copied to ``report``
     (and the name to ``gone`` when it was deleted at the source meanwhile).
 
+    Args:
+        src (Storage): the source's storage.
+        path (str): the snapshot's folder at the source.
+        root (str): the source's root folder (names the snapshot of an earlier layout).
+        dst (Storage): the destination's storage.
+        final (str): the snapshot's folder at the destination.
+        report (ShipReport): the pass's report, added to in place.
+
     Returns:
         bool: True when this call published it; False when it was deleted at the source
         meanwhile or another shipper published it first.
