@@ -183,8 +183,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """``wlc prune``: delete what ``master.retention`` no longer promises (``--dry-run``: only say it) and
-    print the report; 0 ok.
+    """``wlc prune``: delete what ``master.retention`` no longer promises (``args.dry_run``:
+    ``--dry-run``, only say it) of master ``args.dbname`` and print the report; 0 ok.
 
     Raises:
         NotFoundError, MasterStateError: as :func:`cmd_snapshot`.

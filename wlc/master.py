@@ -27,7 +27,6 @@ from wlcore.storage import Storage
 
 from .capture import Capture
 from .capture_thread import CaptureThread
-from .holds import Holds
 from .lifecycle import Lifecycle, PruneReport
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle, MasterLifecycle
@@ -53,7 +52,8 @@ class Master:
         capture: False: :meth:`start` does not start the capture thread.
 
     Raises:
-        ConfigError: a malformed name or dbfarm. NotFoundError: the dbfarm does not exist.
+        ConfigError: a malformed name or dbfarm.
+        NotFoundError: the dbfarm does not exist.
     """
 
     settle = FieldOf("timing")  # seconds a commit must be old before capture takes it (capture.settle)
@@ -131,7 +131,14 @@ class Master:
         return self.cycle.lifecycle
 
     def table_path(self, name: str) -> str:
-        """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
+        """The URI of master table ``name``'s folder, as Spark reads it (for ``df.write.save(...)``).
+
+        Args:
+            name: ``"schema.table"`` (a part holding ``.`` in backticks).
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
         schema, table = split_name(name)
         return self.storage.uri(Storage.join(self.path, schema, table))
 
@@ -164,18 +171,7 @@ class Master:
         self.setup.take_lock()
         try:
             state, last = self.setup.begin()
-            self.capture = Capture(
-                self.spark,
-                self.storage,
-                self.path,
-                self.dbname,
-                self.config.dbid,
-                state,
-                skip_schemas=self.setup.skip_schemas(),
-                floor=self.config.watermark_time,
-                holds=Holds(self.poll_interval, self.retry_max),
-            )
-            self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
+            self.capture, self.publisher = self.setup.capture_parts(self.spark, self.timing, state, last)
             self.register_catalog()
             if self._want_capture:
                 self._start_thread(self.publisher)
@@ -198,9 +194,11 @@ class Master:
             int: the number of tables in the first snapshot (0: replicas start empty).
 
         Raises:
-            NotFoundError: the dbfarm does not exist. ConfigError: ``logs`` or ``beat`` is malformed,
-                or the database folder is a file. MasterStateError: the database is already a master
-                or a replica, or another process holds its capture lock."""
+            NotFoundError: the dbfarm does not exist.
+            ConfigError: ``logs`` or ``beat`` is malformed, or the database folder is a file.
+            MasterStateError: the database is already a master or a replica, or another process
+                holds its capture lock.
+        """
         return self.setup.create(beat)
 
     @property
@@ -211,10 +209,7 @@ class Master:
     def _start_thread(self, publisher: Publisher) -> None:
         self._thread = CaptureThread(publisher, self.catalog, self.record, self.timing, self._lock)
         self._thread.start()
-        auto = AutoLifecycle(self.cycle, max(5 * self.poll_interval, 1.0))
-        if auto.wanted:
-            self._auto = auto
-            auto.start()
+        self._auto = AutoLifecycle.started(self.cycle, max(5 * self.poll_interval, 1.0))
 
     def validate(self) -> MasterState | None:
         """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
@@ -352,7 +347,9 @@ class Master:
         level-0 batches stay until :meth:`prune` deletes them.
 
         Raises:
-            ConfigError: a malformed interval. BatchError: an input batch is damaged."""
+            ConfigError: a malformed interval.
+            BatchError: an input batch is damaged.
+        """
         return self.cycle.compact(level1, level2)
 
     def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
@@ -360,7 +357,8 @@ class Master:
         kept snapshot's path to a promised recovery point uses.
 
         Args:
-            dry_run: only report what would be deleted. now: the instant (UTC) retention counts back from.
+            dry_run: only report what would be deleted.
+            now: the instant (UTC) retention counts back from; default now.
             keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1": "30d", "level2":
                 "365d", "snapshots": "365d"}`` (durations as in config; left out or ``"off"``: forever).
 
@@ -368,7 +366,8 @@ class Master:
         reachable transaction and instant, the granularity by age).
 
         Raises:
-            ConfigError: a malformed retention."""
+            ConfigError: a malformed retention.
+        """
         return self.cycle.prune(dry_run=dry_run, now=now, keep=keep)
 
     def create_schema(self, schema: str) -> str:
@@ -403,7 +402,7 @@ class Master:
         return self.shipping.ship(to, follow, flush=self.flush if self.running else None)
 
     def ship_stop(self, to: str | None = None) -> None:
-        """Stop following shippers: the one to ``to``, or all."""
+        """Stop following shippers: the one to ``to`` (a destination folder or URL), or all (None)."""
         self.shipping.stop(to)
 
     def _check_started(self) -> None:

@@ -142,6 +142,24 @@ class AutoLifecycle:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
+    @classmethod
+    def started(cls, master: MasterLifecycle, period: float) -> "AutoLifecycle | None":
+        """The background runs of ``master``, started when the settings ask for them.
+
+        Args:
+            master (MasterLifecycle): the master's life-cycle calls.
+            period (float): seconds between two checks.
+
+        Returns:
+            AutoLifecycle | None: the running background; None when nothing is asked for
+            (no snapshot interval, no automatic compaction).
+        """
+        auto = cls(master, period)
+        if not auto.wanted:
+            return None
+        auto.start()
+        return auto
+
     @property
     def wanted(self) -> bool:
         """True when the settings ask for a background run (a snapshot interval, or automatic compaction)."""

@@ -156,7 +156,14 @@ class Publisher:
 
         A publish that fails leaves capture exactly where it was: the staged transactions
         keep their ids and rows and are published first by the next scan.
-        Returns True when commits were seen but left for a later scan (too recent).
+
+        Args:
+            take_all (bool): take every visible commit, however recent, and publish what is
+                staged now (a flush); False: only commits ``capture.settle`` seconds old, publish
+                when the beat says so.
+
+        Returns:
+            bool: True when commits were seen but left for a later scan (too recent).
         """
         now = utcnow()
         limit = None if take_all else settle_limit(now, self.timing.settle)

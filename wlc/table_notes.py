@@ -44,7 +44,14 @@ class TableNotes:
         return self._config()
 
     def get(self, key: str) -> dict[str, str]:
-        """A copy of the notes under ``key`` (one of :attr:`KEYS`), ``{}`` when none."""
+        """A copy of the notes under ``key``.
+
+        Args:
+            key (str): one of :attr:`KEYS` (``not_replicated``, ``feed_notes``, ``held``).
+
+        Returns:
+            dict[str, str]: ``{table or path: text}``; ``{}`` when none.
+        """
         return dict(getattr(self.config, key))
 
     def _put(self, key: str, value: dict[str, str]) -> bool:
@@ -55,13 +62,22 @@ class TableNotes:
         return True
 
     def refused(self, refused: dict[str, str]) -> None:
-        """The Delta tables capture cannot carry now (``{path: reason}``)."""
+        """Record the Delta tables capture cannot carry now, each logged as an error when the set changes.
+
+        Args:
+            refused (dict[str, str]): ``{table folder: reason}`` (empty: none).
+        """
         if self._put("not_replicated", refused):
             for path, reason in sorted(refused.items()):
                 log.error("NOT REPLICATED: %s: %s", path, reason)
 
     def feed(self, notes: list[tuple[str, str]]) -> None:
-        """Change-feed limits met (``(table, text)``): a log line and a warning each."""
+        """Record change-feed limits met: a ``wlc.log`` line, a log warning and a
+        :class:`ChangeFeedWarning` (at the next :meth:`warn`) each.
+
+        Args:
+            notes (list[tuple[str, str]]): ``(table, text)`` pairs (empty: nothing to record).
+        """
         if not notes:
             return
         current = self.get("feed_notes")
@@ -73,7 +89,11 @@ class TableNotes:
         self._put("feed_notes", current)
 
     def held(self, held: dict[str, str]) -> None:
-        """The tables capture holds back now (``{table: cause}``), logged when they change."""
+        """Record the tables capture holds back now (:mod:`wlc.holds`), logged when they change.
+
+        Args:
+            held (dict[str, str]): ``{table: cause}`` (empty: none held).
+        """
         before = self.get("held")
         if self._put("held", held):
             for table, cause in sorted(held.items()):
@@ -84,8 +104,13 @@ class TableNotes:
                 self.note(f"RELEASED {table}: it is read again")
 
     def warn(self, stacklevel: int = 3) -> None:
-        """Warn about what :meth:`flush` callers should know: tables not replicated, and the
-        change-feed limits met since the last warning."""
+        """Warn about what :meth:`wlc.Master.flush` callers should know: a
+        :class:`NotReplicatedWarning` for tables not replicated, a :class:`ChangeFeedWarning` for
+        the change-feed limits met since the last warning.
+
+        Args:
+            stacklevel (int): the frame the warnings point at, counted from the caller of this method.
+        """
         refused = self.get("not_replicated")
         if refused:
             warnings.warn(
