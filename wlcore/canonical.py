@@ -61,7 +61,15 @@ def canon(col: Column, dtype: DataType) -> Column:
 
 
 def canon_type(dtype: DataType) -> DataType:
-    """The type of :func:`canon`'s result (for schemas of empty frames)."""
+    """The type of :func:`canon`'s result (for schemas of empty frames).
+
+    Args:
+        dtype (DataType): the Spark type of the column :func:`canon` is given.
+
+    Returns:
+        DataType: ``dtype`` itself when it needs no canonical form; else strings for floats and
+        VARIANT, and structs, arrays and maps of those.
+    """
     if not needs_canon(dtype):
         return dtype
     from pyspark.sql.types import StringType
@@ -78,13 +86,31 @@ def canon_type(dtype: DataType) -> DataType:
 
 
 def same(left: Column, right: Column, dtype: DataType) -> Column:
-    """``left`` and ``right`` hold the same value (NULL equals NULL), for any type."""
+    """``left`` and ``right`` hold the same value (NULL equals NULL), for any type.
+
+    Args:
+        left (Column): a value.
+        right (Column): the value to compare it with, of the same type.
+        dtype (DataType): their Spark type (maps, floats and VARIANT are compared by their
+            canonical form, :func:`canon`).
+
+    Returns:
+        Column: a boolean column, never NULL.
+    """
     return canon(left, dtype).eqNullSafe(canon(right, dtype))
 
 
 def all_same(left: str, right: str, fields: list[StructField]) -> Column:
-    """Every column of ``fields`` equal between the frames aliased ``left`` and ``right``
-    (``F.lit(True)`` when there are none)."""
+    """Every column of ``fields`` equal between the frames aliased ``left`` and ``right``.
+
+    Args:
+        left (str): the alias of one frame.
+        right (str): the alias of the other.
+        fields (list[StructField]): the columns to compare (each by :func:`same`).
+
+    Returns:
+        Column: a boolean column (``F.lit(True)`` when there are no fields).
+    """
     from .names import quote_ident
 
     cond = F.lit(True)

@@ -75,14 +75,28 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
 
 
 def aligned(rows: list[tuple[str, object]]) -> str:
-    """``(name, value)`` rows as ``name  value`` lines, the values in one column."""
+    """``(name, value)`` rows as ``name  value`` lines, the values in one column.
+
+    Args:
+        rows (list[tuple[str, object]]): the rows (not empty).
+
+    Returns:
+        str: the lines joined by newlines.
+    """
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def format_status(s: dict) -> str:
     """Human text of :func:`master_status`: one aligned line per fact, then a line per table
-    not replicated, held back, or met by a limit of the change feed."""
+    not replicated, held back, or met by a limit of the change feed.
+
+    Args:
+        s (dict): a status as :func:`master_status` returns it.
+
+    Returns:
+        str: the text ``wlc status`` prints.
+    """
     rows = [
         ("master", s["master"]),
         ("state", f"{s.get('state', '-')} ({s['state_name']})"),

@@ -179,9 +179,13 @@ def s3a_conf() -> dict[str, str]:
 
 
 def configure_s3a(spark, bucket: str | None = None) -> None:
-    """Apply :func:`s3a_conf` to a running session (settings changed after it started), for
-    every bucket or only ``bucket`` (``fs.s3a.bucket.<bucket>.*``: a bucket's filesystem is
-    made, and cached, at its first use)."""
+    """Apply :func:`s3a_conf` to a running session (settings changed after it started).
+
+    Args:
+        spark (SparkSession): the running session (its Hadoop configuration is changed).
+        bucket (str | None): only this bucket (``fs.s3a.bucket.<bucket>.*``: a bucket's
+            filesystem is made, and cached, at its first use); None: every bucket.
+    """
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in s3a_conf().items():
         if bucket:

@@ -35,7 +35,14 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def defaults_file(name: str) -> Path:
-    """The packaged default file ``name`` (``wlc.yaml``, ``log4j2.properties``) as a path."""
+    """The packaged default file ``name`` as a path (read with ``importlib.resources``).
+
+    Args:
+        name (str): ``wlc.yaml`` or ``log4j2.properties``.
+
+    Returns:
+        Path: the file inside the installed ``wlcore`` package.
+    """
     return Path(str(resources.files("wlcore").joinpath("defaults", name)))
 
 
@@ -94,8 +101,12 @@ def config_file() -> Path | None:
 
 
 def choose_config(path: str | os.PathLike | None) -> None:
-    """Merge the YAML file ``path`` over the defaults from now on, in place of ``WLC_CONFIG``
-    (None: ``WLC_CONFIG`` again). Nothing is checked here: see :func:`use_config`."""
+    """Merge the YAML file ``path`` over the defaults from now on, in place of ``WLC_CONFIG``.
+    Nothing is checked here: see :func:`use_config`.
+
+    Args:
+        path (str | os.PathLike | None): the file (None: ``WLC_CONFIG`` again).
+    """
     with _loader.lock:
         _loader.chosen = None if path is None else Path(path)
 
@@ -185,8 +196,12 @@ def _parse_yaml(path: Path, text: str) -> dict:
 
 
 def add_common(parser) -> None:
-    """The options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
-    (the package version and the batch format version, :func:`wlcore.version.version_text`)."""
+    """Add the options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
+    (the package version and the batch format version, :func:`wlcore.version.version_text`).
+
+    Args:
+        parser (argparse.ArgumentParser): the command line's parser, changed in place.
+    """
     from .version import version_text
 
     parser.add_argument(
@@ -204,7 +219,14 @@ def add_common(parser) -> None:
 def use_config(args) -> None:
     """Apply ``--config`` of parsed command-line ``args`` (later reads of the settings in this
     process use it, :func:`choose_config`) and check the settings; a missing file or a
-    misspelled key exits with status 2 and nothing is chosen."""
+    misspelled key exits with status 2 and nothing is chosen.
+
+    Args:
+        args (argparse.Namespace): the parsed command line (its ``config``, None or absent: none).
+
+    Raises:
+        SystemExit: status 2, after an ``error: ...`` line on stderr.
+    """
     path = None
     if getattr(args, "config", None):
         path = Path(args.config).expanduser().resolve()
@@ -232,6 +254,12 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
 
     Local paths are made absolute; URLs (``scheme://...``) are returned unchanged.
 
+    Args:
+        value (str | os.PathLike | None): the dbfarm given (None: from the environment or config).
+
+    Returns:
+        str: the absolute folder, or the URL without a trailing ``/``.
+
     Raises:
         ConfigError: the value is empty, or names a file rather than a folder.
     """
@@ -254,10 +282,18 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
 
 
 def check_name(name: str, what: str) -> str:
-    """Return ``name`` when it is a plain identifier (letters, digits, ``_``; not starting with a digit).
+    """Return ``name`` when it is a plain identifier (letters, digits, ``_``; not starting with a
+    digit; at most 128 characters).
 
     Database, schema and table names become folder names and SQL identifiers, so nothing
     else is accepted (no ``/``, ``..``, spaces or quotes).
+
+    Args:
+        name (str): the name given.
+        what (str): what it names (``database``, ``schema``), for the message.
+
+    Returns:
+        str: ``name``.
 
     Raises:
         ConfigError: the name is not a plain identifier; the message names ``what`` it was for.
@@ -276,6 +312,13 @@ def check_name(name: str, what: str) -> str:
 def parse_kv(text: str, source: str = "<text>") -> dict[str, str]:
     """Parse ``key=value`` lines (MonetDB's wlc.config form); ``#`` starts a comment line.
 
+    Args:
+        text (str): the file's text.
+        source (str): the file's name, for messages.
+
+    Returns:
+        dict[str, str]: ``{key: value}`` in the file's order, both stripped (a repeated key: the last).
+
     Raises:
         ConfigError: a non-empty line has no ``=``; the message names the file and line.
     """
@@ -292,7 +335,17 @@ def parse_kv(text: str, source: str = "<text>") -> dict[str, str]:
 
 
 def format_kv(values: Mapping[str, Any]) -> str:
-    """Render a mapping as ``key=value`` lines; ``None`` values are written empty."""
+    """Render a mapping as ``key=value`` lines (the inverse of :func:`parse_kv`).
+
+    Args:
+        values (Mapping[str, Any]): ``{key: value}``; a value is written as ``str(value)``, None empty.
+
+    Returns:
+        str: the lines, each ending with a newline.
+
+    Raises:
+        ConfigError: a key or value spans lines, or a key holds ``=``.
+    """
     lines = []
     for key, value in values.items():
         text = "" if value is None else str(value)
