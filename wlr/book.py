@@ -65,7 +65,13 @@ class StateBook:
         write_replica_state(self.storage, self.path, self.state)
 
     def log(self, message: str, level: int = logging.INFO) -> None:
-        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (local folders)."""
+        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (local folders;
+        UTC instant first).
+
+        Args:
+            message (str): the line, without the instant.
+            level (int): the logging level of the logger's record (``logging.INFO``, ``logging.WARNING``).
+        """
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
         log.log(level, "%s: %s", self.name, message)
         if self.storage.local:

@@ -49,6 +49,13 @@ TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of rep
 def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     """The ``wlr.config`` of the replica database at ``path``.
 
+    Args:
+        storage (Storage): the storage holding the dbfarm.
+        path (str): the replica's folder.
+
+    Returns:
+        ReplicaState: the replica's state.
+
     Raises:
         NotFoundError: there is no such database (or dbfarm); the nearest replicas are named.
         ReplicaStateError: ``path`` holds no ``wlr.config``: it is a master (``wlc status`` and
@@ -85,10 +92,21 @@ def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dic
 
 
 def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: str) -> tuple[int, datetime | None]:
-    """``(commits, oldest commit time)`` of the master's tables after capture's cursors.
+    """The commits of the master's tables after capture's cursors (those of the newest
+    published batch, else of the snapshot).
 
     Commits that change no data (OPTIMIZE, VACUUM) are not transactions and not counted;
     a table dropped since is one commit of unknown time.
+
+    Args:
+        storage (Storage): the storage holding the master.
+        master_path (str): the master's folder.
+        mcfg (MasterState): the master's ``wlc.config``.
+        master (str): the master's name.
+
+    Returns:
+        tuple[int, datetime | None]: the number of such commits, and the oldest one's commit
+        time (UTC; None when none is known).
     """
     logs = logs_of(mcfg, master_path)
     cursors = _cursors(storage, mcfg, master, logs)
@@ -108,7 +126,18 @@ def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: st
 
 
 def next_published_time(storage: Storage, logs: str, master: str, first_batch: int, tick: int) -> datetime | None:
-    """Commit time of the first published transaction after ``tick`` (in batch ``first_batch`` or later)."""
+    """Commit time of the first published transaction after ``tick``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the log folder.
+        master (str): the master's name.
+        first_batch (int): the level-0 batch to look from.
+        tick (int): the replica's last applied transaction.
+
+    Returns:
+        datetime | None: the commit time (UTC); None when none is published or a manifest is damaged.
+    """
     for _number, path in batchfmt.list_batches(storage, logs, master, first_batch):
         try:
             txns = batchfmt.read_manifest(storage, path).txns

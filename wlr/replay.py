@@ -97,7 +97,18 @@ class Round:
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
     ) -> Failure | None:
-        """Apply ``todo``; returns the failure at the lowest transaction, or None."""
+        """Apply ``todo``: its segments (:func:`wlr.plan.segments`), each table's in order, tables in parallel.
+
+        Args:
+            todo (list[TxnRef]): the transactions to apply, ascending.
+            collapse (bool): collapse each run of change-feed transactions of a table into one
+                commit (False: one commit per transaction).
+            parallelism (int): tables applied at once (at least 1; threads with Spark sessions of their own).
+            progress (bool): a bar when the round takes over 2 s, on a terminal or in a notebook.
+
+        Returns:
+            Failure | None: the failure at the lowest transaction; None when every segment applied.
+        """
         plan = segments(todo, collapse)
         if not plan:
             return None

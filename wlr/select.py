@@ -39,7 +39,17 @@ class Selection:
 
     @classmethod
     def of(cls, tables=None, where=None) -> "Selection":
-        """Check and normalise (lower-case names, sorted) what a caller gave.
+        """Check and normalise (lower-case names, sorted) what a caller gave (PostgreSQL's
+        publication table list and row filters).
+
+        Args:
+            tables (str | list[str] | None): ``schema.table`` names or ``fnmatch`` patterns
+                (``"sales.*"``); None or empty: every table.
+            where (dict[str, str] | None): ``{schema.table: Spark SQL predicate}``: the rows a table
+                carries; None: every row.
+
+        Returns:
+            Selection: the normalised selection.
 
         Raises:
             ConfigError: a pattern is not ``schema.table`` (wildcards allowed), a ``where``
@@ -125,7 +135,17 @@ class Selection:
 
 
 def check_same(recorded: Selection, asked: Selection, replica: str) -> None:
-    """Raise ReplicaStateError when an existing replica is asked for another selection."""
+    """Refuse an existing replica asked for another selection (rows it left out cannot be
+    brought back from the logs).
+
+    Args:
+        recorded (Selection): the selection the replica's ``wlr.config`` records.
+        asked (Selection): the selection asked for now.
+        replica (str): the replica's name, for the message.
+
+    Raises:
+        ReplicaStateError: the two differ.
+    """
     if recorded != asked:
         raise ReplicaStateError(
             f"replica {replica!r} carries {recorded.describe()}, not {asked.describe()}: rows it left out cannot be "

@@ -91,7 +91,16 @@ class Source:
         return self.kind == "master"
 
     def missing(self, master: str) -> WlcError:
-        """The error for a source without wlc.config, naming the fix for its kind."""
+        """The error for a source without wlc.config, naming the fix for its kind.
+
+        Args:
+            master (str): the master's name, in the command the message gives.
+
+        Returns:
+            WlcError: for a master's folder, what ``Dbfarm.require_master`` says it is
+            (NotFoundError naming the nearest masters, or ReplicaStateError); for a shipped copy or a
+            relay, a ReplicaStateError naming how to fill it.
+        """
         if self.kind == "master":
             from wlcore.databases import Dbfarm
 
@@ -157,7 +166,14 @@ def named_source(name, dbfarm: str | None) -> Source:
 
 
 def recorded_source(state: ReplicaState) -> Source | None:
-    """The source a replica's ``wlr.config`` records (None for one made before sources)."""
+    """The source a replica's ``wlr.config`` records.
+
+    Args:
+        state (ReplicaState): the replica's state (``source``, ``source_kind``).
+
+    Returns:
+        Source | None: None for a replica made before sources were recorded.
+    """
     root, kind = state.source, state.source_kind
     if not root or kind not in KINDS:
         return None
@@ -197,6 +213,18 @@ def resolve(
     master, replica: str | None, dbfarm: str | None, master_dbfarm: str | None, logs: str | None, source
 ) -> Names:
     """Resolve and check a replica's names (see :class:`wlr.Replica` for the arguments).
+
+    Args:
+        master (str | Master | None): the master's name, or a ``wlc.Master`` (its dbfarm becomes
+            the master dbfarm); None: the one ``source`` or ``logs`` names.
+        replica (str | None): the replica's name (None: ``<master>_replica``).
+        dbfarm (str | None): the replica's dbfarm (None: ``$WLC_DBFARM`` or config).
+        master_dbfarm (str | None): the master's dbfarm (None: ``dbfarm``).
+        logs (str | None): a shipped copy to read (folder or URL).
+        source (str | Source | None): a master or a relaying replica to read from, by name.
+
+    Returns:
+        Names: the dbfarms, the master, the replica and the chosen source.
 
     Raises:
         ConfigError: a malformed name; both ``logs`` and ``source``; no master named.

@@ -77,12 +77,16 @@ class ConsistentView:
         return self.book.current().view_tick
 
     def set_view(self, tick: int, done: dict[str, int]) -> None:
-        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
+        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``); the caller saves.
 
         A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
         so a commit still landing is not seen). A table past ``tick`` (landing faster, or
         another table failed before it) is read back at its version holding exactly
         ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
+
+        Args:
+            tick (int): the transaction the view stands at (every transaction <= ``tick`` applied).
+            done (dict[str, int]): ``{table: last transaction applied}`` of the round's tables.
         """
         applier = self._applier()
         state = self.book.state

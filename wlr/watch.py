@@ -14,7 +14,13 @@ from wlcore.watch import FolderWatch
 def batch_watch(logs: str, polling: bool, interval: float) -> FolderWatch | None:
     """A watcher on the log folder ``logs`` (not recursive: batches appear by one rename).
 
-    Returns None when ``logs`` is not a local folder; callers then wait by timeout only.
+    Args:
+        logs (str): the log folder.
+        polling (bool): poll the folder instead of waiting for filesystem events (``capture.polling``).
+        interval (float): seconds between two polls.
+
+    Returns:
+        FolderWatch | None: None when ``logs`` is not a local folder; callers then wait by timeout only.
     """
     if "://" in logs or not os.path.isdir(logs):
         return None
