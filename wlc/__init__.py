@@ -118,41 +118,75 @@ def attach(dbname: str, dbfarm: str | None = None) -> Master:
 
 
 def current() -> Master:
-    """The master started last in this process. Raises MasterStateError when there is none."""
+    """The master started last in this process (the one the module functions act on).
+
+    Returns:
+        wlc.Master: the master.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     if _current is None:
         raise MasterStateError("no master in this process: call wlc.master(dbname) first")
     return _current
 
 
 def beat(seconds: float) -> None:
-    """Publish each batch ``seconds`` after its first record (0: one batch per transaction).
+    """Publish each batch ``seconds`` after its first record (MonetDB's ``wlc.beat``), saved in ``wlc.config``.
 
-    Raises ConfigError for a negative or non-numeric value (nothing changes), MasterStateError
-    when no master runs or it stopped.
+    Args:
+        seconds: the heartbeat in seconds (0: one batch per transaction).
+
+    Raises:
+        ConfigError: a negative or non-numeric value (nothing changes).
+        MasterStateError: no master runs in this process, or it stopped.
     """
     current().beat(seconds)
 
 
 def flush() -> int:
-    """Capture every commit made before the call and publish the open batch now.
+    """Capture every commit made before the call and publish the open batch now (:meth:`wlc.Master.flush`).
 
-    Returns the id of the last transaction published (-1: none yet).
+    Returns:
+        The id of the last transaction published (-1: none yet).
+
+    Raises:
+        MasterStateError: no master runs in this process, or it stopped.
+        BatchError: the batch could not be published; its transactions stay staged.
     """
     return current().flush()
 
 
 def stop() -> None:
-    """Flush and stop logging for good (``state=2`` in wlc.config); as MonetDB's ``wlc.stop()``."""
+    """Flush and stop logging for good (``state=2`` in wlc.config); as MonetDB's ``wlc.stop()``.
+
+    Raises:
+        MasterStateError: no master runs in this process.
+    """
     current().stop()
 
 
 def clock() -> datetime | None:
-    """Commit time (UTC) of the last logged transaction; None when nothing was logged."""
+    """Commit time (UTC) of the last logged transaction (MonetDB's ``wlc.clock()``).
+
+    Returns:
+        The instant (UTC); None when nothing was logged.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().clock()
 
 
 def tick() -> int:
-    """Id of the last logged transaction; -1 when nothing was logged."""
+    """Id of the last logged transaction (MonetDB's ``wlc.tick()``).
+
+    Returns:
+        The transaction id; -1 when nothing was logged.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().tick()
 
 
@@ -160,13 +194,25 @@ def snapshot():
     """Flush, then take a snapshot of the current master at its last published transaction
     T while capture goes on (``wlc_snapshot/<T>/``); see :meth:`wlc.Master.snapshot`.
 
-    Returns a :class:`wlcore.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+    Returns:
+        A :class:`wlcore.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+
+    Raises:
+        MasterStateError: no master runs in this process, it stopped, or a table is no longer
+            readable at its version.
     """
     return current().snapshot()
 
 
 def snapshots() -> list:
-    """The current master's snapshots, oldest first (:meth:`wlc.Master.snapshots`)."""
+    """The current master's snapshots, oldest first (:meth:`wlc.Master.snapshots`).
+
+    Returns:
+        A :class:`wlcore.levels.Start` for each (``txn``, ``time`` UTC, ``batch``, ``path``).
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().snapshots()
 
 
