@@ -23,7 +23,11 @@ def _is_variant(dtype: DataType) -> bool:
 
 def needs_canon(dtype: DataType) -> bool:
     """True when values of ``dtype`` cannot be compared as they are (map, VARIANT, float,
-    double, or a struct or array holding one)."""
+    double, or a struct or array holding one).
+
+    Args:
+        dtype (DataType): a Spark type.
+    """
     if isinstance(dtype, (MapType, FloatType, DoubleType)) or _is_variant(dtype):
         return True
     if isinstance(dtype, StructType):
@@ -34,8 +38,16 @@ def needs_canon(dtype: DataType) -> bool:
 
 
 def canon(col: Column, dtype: DataType) -> Column:
-    """The comparable form of ``col`` (of type ``dtype``); ``col`` itself when it needs none.
-    NULL stays NULL."""
+    """The comparable form of ``col``: floats and VARIANT as text (``-0.0`` and NaN exact), maps as
+    sorted arrays of entries, structs and arrays of such forms. NULL stays NULL.
+
+    Args:
+        col (Column): the value.
+        dtype (DataType): its Spark type.
+
+    Returns:
+        Column: ``col`` itself when it needs no canonical form (:func:`needs_canon`).
+    """
     if not needs_canon(dtype):
         return col
     if isinstance(dtype, (FloatType, DoubleType)):
@@ -121,7 +133,15 @@ def all_same(left: str, right: str, fields: list[StructField]) -> Column:
 
 
 def comparable(df, columns: list[str] | None = None) -> list[Column]:
-    """The canonical forms of ``df``'s ``columns`` (all when None), named as the columns."""
+    """The canonical forms of ``df``'s columns (:func:`canon`), named as the columns.
+
+    Args:
+        df (DataFrame): the frame.
+        columns (list[str] | None): the columns (None: all).
+
+    Returns:
+        list[Column]: one per column, in order.
+    """
     from .names import quote_ident
 
     fields = {f.name: f for f in df.schema.fields}

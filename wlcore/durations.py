@@ -58,7 +58,14 @@ class Every:
 
 
 def seconds(value: Any, minimum: float = 0.0) -> float:
-    """Return ``value`` (a number, or text holding one) as float seconds of at least ``minimum``.
+    """Return ``value`` as float seconds of at least ``minimum``.
+
+    Args:
+        value (Any): a number, or text holding one.
+        minimum (float): the least accepted, seconds.
+
+    Returns:
+        float: the seconds.
 
     Raises:
         ValueError: not a number (booleans included), NaN, or below ``minimum``; the message
@@ -78,8 +85,16 @@ def seconds(value: Any, minimum: float = 0.0) -> float:
 def number(value: Any, what: str, minimum: float = 0.0) -> float:
     """Return ``value`` as float seconds of at least ``minimum`` (see :func:`seconds`).
 
+    Args:
+        value (Any): a number, or text holding one.
+        what (str): the setting or argument it is, for the message.
+        minimum (float): the least accepted, seconds.
+
+    Returns:
+        float: the seconds.
+
     Raises:
-        ConfigError: ``value`` is not such a number; the message names ``what`` (a setting or argument).
+        ConfigError: ``value`` is not such a number; the message names ``what``.
     """
     try:
         return seconds(value, minimum)

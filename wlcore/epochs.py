@@ -38,7 +38,13 @@ def new_epoch() -> str:
 
 
 def parse(text: str | None) -> History:
-    """``"0:ab12,151:cd34"`` as ``[(0, "ab12"), (151, "cd34")]``; empty text: ``[]``.
+    """An epoch history's text as entries: ``"0:ab12,151:cd34"`` as ``[(0, "ab12"), (151, "cd34")]``.
+
+    Args:
+        text (str | None): ``first:epoch`` entries joined by commas (None or empty: no history).
+
+    Returns:
+        History: ``[(first txn, epoch id)]``, first ascending; ``[]`` for empty text.
 
     Raises:
         ValueError: an entry is malformed or the firsts do not ascend.
@@ -59,7 +65,14 @@ def parse(text: str | None) -> History:
 
 
 def format(history: History) -> str:  # noqa: A001 (the module's own name for the inverse of parse)
-    """The history as text, ``first:epoch`` entries joined by commas (the inverse of :func:`parse`)."""
+    """The history as text, ``first:epoch`` entries joined by commas (the inverse of :func:`parse`).
+
+    Args:
+        history (History): ``[(first txn, epoch id)]``, first ascending.
+
+    Returns:
+        str: the text ("" for no entry).
+    """
     return ",".join(f"{first}:{epoch}" for first, epoch in history)
 
 

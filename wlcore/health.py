@@ -27,10 +27,18 @@ STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 
 def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <dbfarm> <dbname>") -> str:
-    """The line the status commands print for capture's liveness ``state`` at ``when``
-    (:func:`wlcore.master_state.capture_liveness`), e.g. ``stopped at 2026-11-25T10:00:00.000000Z``
-    or ``stale since ...`` (its last heartbeat); ``start`` is the command that starts capture,
-    named when it never ran."""
+    """The line the status commands print for capture's liveness.
+
+    Args:
+        state (str): ``alive``, ``stale``, ``stopped``, ``not started`` or another word
+            (:func:`wlcore.master_state.capture_liveness`; another word is printed as it is).
+        when (datetime | None): the instant it refers to (UTC): the last heartbeat, or when
+            capture stopped.
+        start (str): the command that starts capture, named when it never ran.
+
+    Returns:
+        str: e.g. ``stopped at 2026-11-25T10:00:00.000000Z`` or ``stale since ...``.
+    """
     if state == "stale":
         assert when is not None  # capture_liveness gives the last heartbeat with "stale" and "alive"
         return f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"

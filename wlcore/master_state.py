@@ -129,8 +129,15 @@ class MasterState(StateFile):
 
 
 def logs_of(cfg: MasterState | None, db_path: str) -> str:
-    """The log folder of the master at ``db_path`` whose wlc.config is ``cfg``: its ``logs``,
-    else ``<db>/wlc_logs`` (also when ``cfg`` is None)."""
+    """The log folder of the master at ``db_path``.
+
+    Args:
+        cfg (MasterState | None): its ``wlc.config`` (None: not known).
+        db_path (str): the master's folder.
+
+    Returns:
+        str: ``logs`` of ``cfg`` when set, else ``<db>/wlc_logs``.
+    """
     return (cfg.logs if cfg is not None else "") or Storage.join(db_path, "wlc_logs")
 
 

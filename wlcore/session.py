@@ -121,8 +121,15 @@ def s3a_wanted() -> bool:
 
 
 def check_s3a(spark, url: str) -> None:
-    """Raise ConfigError when ``url`` is on S3 and ``spark`` has no ``s3a`` filesystem (it
-    was started without hadoop-aws)."""
+    """Refuse an S3 ``url`` when ``spark`` has no ``s3a`` filesystem (it was started without hadoop-aws).
+
+    Args:
+        spark (SparkSession): the session that would read or write ``url``.
+        url (str): a folder or URL (nothing is checked unless it is ``s3://`` or ``s3a://``).
+
+    Raises:
+        ConfigError: ``url`` is on S3 and the session cannot reach it; the message names ``spark.s3a``.
+    """
     if not str(url).startswith(("s3://", "s3a://")):
         return
     try:

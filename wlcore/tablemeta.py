@@ -41,7 +41,17 @@ class TableMeta:
 
     @classmethod
     def from_action(cls, action: dict[str, Any], clustering: tuple[tuple[str, ...], ...] | None = None) -> "TableMeta":
-        """The metadata of a Delta ``metaData`` action (``clustering``: the clustering domain's columns, read apart)."""
+        """The metadata of a Delta ``metaData`` action (Delta's transaction log protocol).
+
+        Args:
+            action (dict[str, Any]): the action's body (``schemaString``, ``partitionColumns``,
+                ``configuration``, ``id``, ``description``).
+            clustering (tuple[tuple[str, ...], ...] | None): the ``delta.clustering`` domain's
+                columns, read apart (physical name paths; None: none).
+
+        Returns:
+            TableMeta: the metadata.
+        """
         return cls(
             schema_json=action.get("schemaString") or '{"type":"struct","fields":[]}',
             partition_columns=tuple(action.get("partitionColumns") or ()),
@@ -52,7 +62,15 @@ class TableMeta:
         )
 
     def with_clustering(self, clustering: tuple[tuple[str, ...], ...] | None) -> "TableMeta":
-        """The same metadata with the ``delta.clustering`` domain's columns ``clustering``."""
+        """The same metadata with other clustering columns.
+
+        Args:
+            clustering (tuple[tuple[str, ...], ...] | None): the ``delta.clustering`` domain's columns
+                (physical name paths; None: none).
+
+        Returns:
+            TableMeta: a new object; this one is unchanged.
+        """
         return replace(self, clustering=clustering)
 
     @property
@@ -124,6 +142,13 @@ class TableMeta:
     def from_json(cls, data: dict) -> "TableMeta":
         """The metadata in ``data`` (:meth:`to_json`'s form).
 
+        Args:
+            data (dict): ``schema`` (the schema JSON text), ``partition_columns``,
+                ``configuration``, ``id``, and ``clustering``, ``description`` when set.
+
+        Returns:
+            TableMeta: the metadata.
+
         Raises:
             KeyError: ``schema`` is missing.
         """
@@ -139,7 +164,14 @@ class TableMeta:
 
 
 def clustering_of(configuration: str | None) -> tuple[tuple[str, ...], ...] | None:
-    """The columns of a ``delta.clustering`` domain's configuration JSON (None: removed)."""
+    """The columns of a ``delta.clustering`` domain's configuration JSON.
+
+    Args:
+        configuration (str | None): the domain's ``configuration`` text (None: the domain was removed).
+
+    Returns:
+        tuple[tuple[str, ...], ...] | None: ``clusteringColumns`` as physical name paths; None when removed.
+    """
     if configuration is None:
         return None
     cols = json.loads(configuration or "{}").get("clusteringColumns") or []

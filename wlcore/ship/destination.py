@@ -47,7 +47,11 @@ class ShipReport:
     seconds: float = 0.0
 
     def add(self, other: "ShipReport") -> None:
-        """Add ``other`` (a later pass's report) to this one, in place."""
+        """Add a later pass's report to this one, in place.
+
+        Args:
+            other (ShipReport): the later pass's report.
+        """
         self.batches += other.batches
         self.snapshots += other.snapshots
         self.gone += other.gone
