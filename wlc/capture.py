@@ -288,7 +288,12 @@ class Capture:
             return None
 
     def note(self, table: str, text: str) -> None:
-        """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text."""
+        """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text.
+
+        Args:
+            table (str): the table's qualified name.
+            text (str): what was met and how it was carried.
+        """
         if self.notices.get(table) != text:
             self.notices[table] = text
             self.new_notices.append((table, text))

@@ -49,7 +49,12 @@ def _why(missing: str) -> str:
 
 class TableUnreadable(Exception):
     """One table's rows could not be read for a reason of that table (a corrupt file, a
-    permission error); ``table`` names it, ``cause`` says why."""
+    permission error).
+
+    Args:
+        table (str): the table's qualified name (kept as ``table``).
+        cause (str): why, one line (kept as ``cause``).
+    """
 
     def __init__(self, table: str, cause: str):
         super().__init__(f"{table}: {cause}")

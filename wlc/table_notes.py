@@ -29,8 +29,14 @@ class ChangeFeedWarning(UserWarning):
 
 
 class TableNotes:
-    """The per-table notes of one master, kept in its ``wlc.config`` (``config()`` returns
-    it, ``save()`` writes it) and told through ``note`` (a ``wlc.log`` line)."""
+    """The per-table notes of one master, kept in its ``wlc.config``: tables not replicated,
+    change-feed limits met, tables held back.
+
+    Args:
+        config (Callable[[], MasterState]): returns the master's ``wlc.config`` as its master holds it.
+        save (Callable[[], None]): writes it.
+        note (Callable[[str], None]): writes a ``wlc.log`` line.
+    """
 
     KEYS = ("not_replicated", "feed_notes", "held")
 

@@ -66,7 +66,11 @@ def discover_tables(
 
 
 def table_path(db_path: str, name: str) -> str:
-    """The folder of the table ``name`` (``schema.table``) in the database folder ``db_path``.
+    """The folder of table ``name`` in the database folder ``db_path``: ``<db>/<schema>/<table>``.
+
+    Args:
+        db_path (str): the database's folder.
+        name (str): ``schema.table``.
 
     Raises:
         ConfigError: ``name`` is not ``schema.table``.

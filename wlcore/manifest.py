@@ -132,7 +132,13 @@ class TxnRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> "TxnRecord":
-        """The record in ``data`` (a manifest's ``txns`` entry).
+        """The record in ``data`` (the inverse of :meth:`to_json`).
+
+        Args:
+            data (dict): a manifest's ``txns`` entry.
+
+        Returns:
+            TxnRecord: the record (instants as aware UTC datetimes).
 
         Raises:
             KeyError, TypeError, ValueError: a field is missing or malformed (:meth:`Manifest.from_bytes`
@@ -231,7 +237,14 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
-        """The manifest in ``raw`` (the bytes of ``manifest.json``); ``source`` names it in errors.
+        """The manifest in the bytes of ``manifest.json``, checked (format, format version, checksum).
+
+        Args:
+            raw (bytes): the file's bytes.
+            source (str): the file, named in errors.
+
+        Returns:
+            Manifest: the manifest.
 
         Raises:
             BatchError: not JSON, not a wlc batch manifest, another format version, a checksum

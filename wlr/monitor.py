@@ -150,7 +150,15 @@ def next_published_time(storage: Storage, logs: str, master: str, first_batch: i
 
 
 def replica_status(rep) -> dict:
-    """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys)."""
+    """:meth:`wlr.Replica.status` of a replica (see there for the keys). Reads state files and
+    manifests only, never Spark.
+
+    Args:
+        rep (Replica): the replica.
+
+    Returns:
+        dict: the status.
+    """
     st = rep._load_or_state()
     src = rep.source
     mcfg = src.config()

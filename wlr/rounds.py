@@ -367,7 +367,13 @@ class Replay:
         return failed
 
     def fail(self, batch: int | None, txn: int | None, table: str | None, cause: str) -> None:
-        """Store the failure in wlr.config and raise it.
+        """Store the failure in wlr.config, log it, and raise it (PostgreSQL's apply worker stops the same way).
+
+        Args:
+            batch (int | None): the level-0 batch the failure is in.
+            txn (int | None): the transaction that failed (None: a failure of the logs themselves).
+            table (str | None): the table it failed on.
+            cause (str): the error's text.
 
         Raises:
             ReplicationError: always (``batch``, ``txn``, ``table`` and ``cause`` name it).

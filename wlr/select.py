@@ -85,12 +85,23 @@ class Selection:
         return not self.tables and not self.where
 
     def wants(self, table: str) -> bool:
-        """True when the replica carries ``table`` (``schema.table``)."""
+        """True when the replica carries ``table`` (PostgreSQL's publication table list).
+
+        Args:
+            table (str): ``schema.table``, any case.
+        """
         t = table.lower()
         return not self.tables or any(fnmatch.fnmatchcase(t, p) for p in self.tables)
 
     def predicate(self, table: str) -> str | None:
-        """The row filter of ``table``, None when every row is carried."""
+        """The row filter of ``table`` (PostgreSQL's publication row filter).
+
+        Args:
+            table (str): ``schema.table``, any case.
+
+        Returns:
+            str | None: the Spark SQL predicate; None when every row is carried.
+        """
         return dict(self.where).get(table.lower())
 
     def to_state(self) -> dict[str, str]:

@@ -82,7 +82,14 @@ class Source:
         return read_shipped_config(self.storage, self.root)
 
     def logs(self, mcfg: MasterState | None) -> str:
-        """The source's log folder (path or URL) by its wlc.config ``mcfg``."""
+        """The source's log folder (path or URL).
+
+        Args:
+            mcfg (MasterState | None): the source's ``wlc.config`` (None: not known).
+
+        Returns:
+            str: its ``logs``, else ``<root>/wlc_logs``.
+        """
         return logs_of(mcfg, self.root)
 
     @property
@@ -123,13 +130,27 @@ class Source:
 
 
 def master_source(master_dbfarm: str, master: str) -> Source:
-    """The master's own folder ``<master_dbfarm>/<master>`` as a source."""
+    """The master's own folder as a source.
+
+    Args:
+        master_dbfarm (str): the master's dbfarm.
+        master (str): the master's name.
+
+    Returns:
+        Source: ``<master_dbfarm>/<master>``, of kind ``master``.
+    """
     path = Storage.join(master_dbfarm, master)
     return Source(Storage.of(master_dbfarm), path, "master")
 
 
 def shipped_source(url: str) -> Source:
-    """The shipped copy at folder or URL ``url`` (``wlc ship``) as a source.
+    """The shipped copy (``wlc ship``) at a folder or URL as a source.
+
+    Args:
+        url (str): the folder or URL shipped to.
+
+    Returns:
+        Source: of kind ``shipped``.
 
     Raises:
         ConfigError: ``url`` is empty.
@@ -141,11 +162,19 @@ def shipped_source(url: str) -> Source:
 
 
 def named_source(name, dbfarm: str | None) -> Source:
-    """The source called ``name`` in ``dbfarm``: a master (a ``wlc.Master`` or the name of a
-    database with ``wlc.config``) or a relaying replica (a ``wlr.Replica`` or its name).
+    """The source called ``name`` in ``dbfarm``: a master or a relaying replica.
+
+    Args:
+        name (str | Master | Replica): a ``wlc.Master``, a ``wlr.Replica``, or the name of a
+            database with ``wlc.config`` (a master) or ``wlr.config`` (a replica: its relay).
+        dbfarm (str | None): the dbfarm of a name (None: ``$WLC_DBFARM`` or config).
+
+    Returns:
+        Source: of kind ``master`` or ``relay``.
 
     Raises:
         ReplicaStateError: the database is neither a master nor a replica.
+        ConfigError: a malformed name.
     """
     if hasattr(name, "dbname"):  # wlc.Master
         return master_source(name.dbfarm, name.dbname)
@@ -183,6 +212,12 @@ def recorded_source(state: ReplicaState) -> Source | None:
 def master_name(source: Source) -> str:
     """The master's database name as ``source`` knows it (its folder's name, or the copy's
     ``database`` in wlc.config).
+
+    Args:
+        source (Source): the source.
+
+    Returns:
+        str: the master's name.
 
     Raises:
         ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.

@@ -32,13 +32,19 @@ class ConsistentView:
         self._applier = applier
 
     def path_of(self, table: str) -> str:
-        """Folder (URI) of replica table ``"schema.table"``."""
+        """The folder (URI) of a replica table, as Spark reads it.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
         schema, name = split_name(table)
         return self.storage.uri(Storage.join(self.path, schema, name))
 
     def table(self, table: str):
-        """The replica table ``"schema.table"`` as a DataFrame (read-only use), as of the last
-        consistent tick.
+        """The replica table as a DataFrame (read-only use), as of the last consistent tick.
 
         While replay catches up, tables land segment by segment and stand at different
         transactions; this reads the Delta version each table had at the last tick where
@@ -46,6 +52,12 @@ class ConsistentView:
         through Delta time travel, so two tables read together are a pair of states that
         existed together on the master. A plain Spark reader gets the same view with
         ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            DataFrame: the table at that version (its newest when no view is recorded yet).
 
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
