@@ -27,7 +27,7 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
     p = m.table_path("s.t")
     spark.sql(f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (1), (2)")
-    _wait_settled(m, p)  # capture takes commits once they are capture.settle (0.2 s) old
+    _wait_settled(m, "s", "t")  # capture takes commits once they are capture.settle (0.2 s) old
     m._step(take_all=False)  # stage both commits in the open batch, publish nothing
     assert m.tick() == 1 and int(m.config["tick"]) == -1
     staged = [n for n in os.listdir(m.logs) if n.startswith(".open-")]
@@ -47,10 +47,11 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
     m.close()
 
 
-def _wait_settled(m: Master, table_path: str) -> None:
+def _wait_settled(m: Master, schema: str, table: str) -> None:
     """Wait until the table's newest commit is ``capture.settle`` old by the time capture reads
     for it (an In-Commit Timestamp, else the commit file's modification time)."""
-    last = read_commit(m.storage, table_path, list_versions(m.storage, table_path)[-1], file_time=True)
+    path = os.path.join(m.path, schema, table)
+    last = read_commit(m.storage, path, list_versions(m.storage, path)[-1], file_time=True)
     settled = last.timestamp + timedelta(seconds=m.settle)
     wait_until(lambda: datetime.now(timezone.utc) >= settled, 10, "the last commit to be capture.settle old", 0.02)
 
