@@ -48,8 +48,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pyspark.sql import DataFrame, Window  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import (  # noqa: E402
+    DataFrame,
+    Window,
+    functions as F,  # noqa: E402
+)
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402

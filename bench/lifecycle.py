@@ -47,7 +47,7 @@ import wlr  # noqa: E402
 from bench.catchup import Bench, checksum  # noqa: E402
 from wlc.lifecycle import Lifecycle  # noqa: E402
 from wlcore import batch as batchfmt  # noqa: E402
-from wlcore.settings import Every  # noqa: E402
+from wlcore.settings import Every, choose_config, config_file  # noqa: E402
 from wlcore.snapshots import list_snapshots  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
@@ -228,7 +228,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary dbfarms")
     args = ap.parse_args()
     farm = tempfile.mkdtemp(prefix="wlc-lifecycle-")
-    cfg = yaml.safe_load(open(os.environ["WLC_CONFIG"])) if os.environ.get("WLC_CONFIG") else {}
+    base = config_file()  # the file chosen so far (WLC_CONFIG), if any
+    cfg = (yaml.safe_load(base.read_text()) or {}) if base is not None else {}
     cfg.setdefault("master", {}).update(
         {
             "snapshot_interval": f"{args.snapshot_every} transactions",
@@ -238,7 +239,7 @@ def main() -> int:
     cfg_path = os.path.join(farm, "lifecycle.yaml")
     with open(cfg_path, "w") as fh:
         yaml.safe_dump(cfg, fh)
-    os.environ["WLC_CONFIG"] = cfg_path
+    choose_config(cfg_path)  # this process's settings from now on (nothing written to os.environ)
     spark = wlc.spark_session()
     print(f"== edit stream in {farm}")
     lines = edit_stream(args, spark, farm)

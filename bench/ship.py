@@ -35,6 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="wlc-ship-bench-")
     from tests.s3server import start, stop
+    from wlcore.settings import choose_config
 
     proc, endpoint = start()
     try:
@@ -49,7 +50,7 @@ def main() -> None:
                 },
                 fh,
             )
-        os.environ["WLC_CONFIG"] = cfg
+        choose_config(cfg)  # this process's settings from now on (nothing written to os.environ)
         run(work, endpoint, args)
     finally:
         stop(proc)

@@ -51,14 +51,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import (  # noqa: E402
+    DataFrame,
+    SparkSession,
+    functions as F,  # noqa: E402
+)
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 from demo.tpch_data import DELETE_SCHEMA, KEYS, SCHEMAS, TABLES, ensure_tpch_data, has_trailing_delimiter  # noqa: E402
-from wlcore import batch as wlc_batch  # noqa: E402
-from wlcore import snapshots as wlc_snapshot  # noqa: E402
+from wlcore import batch as wlc_batch, snapshots as wlc_snapshot  # noqa: E402
 
 MASTER = "tpch"
 FOLLOWER = "tpch_replica"

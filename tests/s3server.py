@@ -8,8 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
+
+from tests.waiting import wait_until
 
 
 def start() -> tuple[subprocess.Popen, str]:
@@ -28,16 +29,23 @@ def start() -> tuple[subprocess.Popen, str]:
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
-            return proc, endpoint
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"moto server did not start on {endpoint}") from None
-            time.sleep(0.1)  # polling the port with a deadline
+    try:
+        wait_until(lambda: _answers(proc, endpoint), 60, f"the moto server to answer on {endpoint}")
+    except (AssertionError, ChildProcessError):
+        proc.kill()
+        raise RuntimeError(f"moto server did not start on {endpoint}") from None
+    return proc, endpoint
+
+
+def _answers(proc: subprocess.Popen, endpoint: str) -> bool:
+    """True once the server answers; raises ChildProcessError when its process has ended."""
+    try:
+        urllib.request.urlopen(endpoint + "/moto-api/", timeout=2).read()
+        return True
+    except OSError:
+        if proc.poll() is not None:
+            raise ChildProcessError(f"moto server ended with status {proc.returncode}") from None
+        return False
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -119,42 +119,76 @@ def attach(dbname: str, dbfarm: str | None = None) -> Master:
 
 
 def current() -> Master:
-    """The master started last in this process. Raises MasterStateError when there is none."""
+    """The master started last in this process (the one the module functions act on).
+
+    Returns:
+        wlc.Master: the master.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     if _current is None:
         raise MasterStateError("no master in this process: call wlc.master(dbname) first")
     return _current
 
 
 def beat(seconds: float) -> None:
-    """Publish each batch ``seconds`` after its first record (0: one batch per transaction).
+    """Publish each batch ``seconds`` after its first record (MonetDB's ``wlc.beat``), saved in ``wlc.config``.
 
-    Raises ConfigError for a negative or non-numeric value (nothing changes), MasterStateError
-    when no master runs or it stopped.
+    Args:
+        seconds: the heartbeat in seconds (0: one batch per transaction).
+
+    Raises:
+        ConfigError: a negative or non-numeric value (nothing changes).
+        MasterStateError: no master runs in this process, or it stopped.
     """
     current().beat(seconds)
 
 
 def flush() -> int:
-    """Capture every commit made before the call and publish the open batch now.
+    """Capture every commit made before the call and publish the open batch now (:meth:`wlc.Master.flush`).
 
-    Returns the id of the last transaction published (-1: none yet).
+    Returns:
+        The id of the last transaction published (-1: none yet).
+
+    Raises:
+        MasterStateError: no master runs in this process, or it stopped.
+        BatchError: the batch could not be published; its transactions stay staged.
     """
     return current().flush()
 
 
 def stop() -> None:
-    """Flush and stop logging for good (``state=2`` in wlc.config); as MonetDB's ``wlc.stop()``."""
+    """Flush and stop logging for good (``state=2`` in wlc.config); as MonetDB's ``wlc.stop()``.
+
+    Raises:
+        MasterStateError: no master runs in this process.
+    """
     current().stop()
 
 
 def clock() -> datetime | None:
-    """Commit time (UTC) of the last published transaction (:func:`tick`'s); None when none was published."""
+    """Commit time (UTC) of the last published transaction, :func:`tick`'s (MonetDB's ``wlc.clock()``).
+
+    Returns:
+        The instant (UTC); None when none was published.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().clock()
 
 
 def tick() -> int:
-    """Id of the last published transaction, as wlc.config's ``tick``; -1 when none was published.
-    The last logged one is :func:`last_logged`."""
+    """Id of the last published transaction, as wlc.config's ``tick`` (MonetDB's ``wlc.tick()``); the
+    last logged one (maybe in a batch still open) is :func:`last_logged`.
+
+    Returns:
+        The transaction id; -1 when none was published.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().tick()
 
 
@@ -168,26 +202,68 @@ def snapshot():
     """Flush, then take a snapshot of the current master at its last published transaction
     T while capture goes on (``wlc_snapshot/<T>/``); see :meth:`wlc.Master.snapshot`.
 
-    Returns a :class:`wlcore.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+    Returns:
+        A :class:`wlcore.levels.Start` (``txn``, ``time`` UTC, ``batch``, ``path``).
+
+    Raises:
+        MasterStateError: no master runs in this process, it stopped, or a table is no longer
+            readable at its version.
     """
     return current().snapshot()
 
 
 def snapshots() -> list:
-    """The current master's snapshots, oldest first (:meth:`wlc.Master.snapshots`)."""
+    """The current master's snapshots, oldest first (:meth:`wlc.Master.snapshots`).
+
+    Returns:
+        A :class:`wlcore.levels.Start` for each (``txn``, ``time`` UTC, ``batch``, ``path``).
+
+    Raises:
+        MasterStateError: no master was started in this process.
+    """
     return current().snapshots()
 
 
 def compact(level1: float | str | None = None, level2: float | str | None = None) -> list:
     """Merge the current master's published batches into level-1/2 batches as far as due
-    (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`."""
+    (``master.compact`` in config, or the intervals given); see :meth:`wlc.Master.compact`.
+
+    Args:
+        level1 (float | str | None): the level-1 interval instead of ``master.compact.level1``:
+            seconds, a duration (``"1h"``: the batches of each UTC-aligned hour, once it is
+            over) or ``"<n> batches"``; None: config's.
+        level2 (float | str | None): the level-2 interval, of the same kinds; None: config's.
+
+    Returns:
+        list: the batches made (:class:`wlcore.levels.Span`: ``level``, ``first_txn``,
+        ``last_txn``, ``path``), in order.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+        ConfigError: a malformed interval.
+        BatchError: an input batch is damaged.
+    """
     return current().compact(level1=level1, level2=level2)
 
 
 def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None = None):
-    """Delete what ``master.retention`` (or ``keep``) no longer promises; see
-    :meth:`wlc.Master.prune`. Returns a report whose ``lines()`` say what was deleted and
-    which recovery points remain."""
+    """Delete what ``master.retention`` (or ``keep``) no longer promises; see :meth:`wlc.Master.prune`.
+
+    Args:
+        dry_run (bool): only report what would be deleted.
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict | None): ``{"level0": "1d", "level1": "30d", "level2": "365d",
+            "snapshots": "365d"}`` instead of ``master.retention`` (durations as in config;
+            left out or ``"off"``: forever).
+
+    Returns:
+        PruneReport: ``deleted``, ``bytes_freed`` and ``lines()``, which say what was deleted
+        and which recovery points remain.
+
+    Raises:
+        MasterStateError: no master was started in this process.
+        ConfigError: a malformed retention.
+    """
     return current().prune(dry_run=dry_run, now=now, keep=keep)
 
 

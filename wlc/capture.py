@@ -32,7 +32,6 @@ from wlcore.deltalog import (
     metadata_at,
     monotonic,
     read_commit,
-    readable_from,
 )
 from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.storage import Storage
@@ -40,12 +39,25 @@ from wlcore.storage import Storage
 from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
 from .classify import classify
 from .holds import Holds
+from .holes import NoCheckpointYet, start_after
 
 log = logging.getLogger("wlc.capture")
 
 
 class Capture:
-    """Scans a master database and stages transaction records (no threads; the Master drives it)."""
+    """Scans a master database and stages transaction records (no threads; the Master drives it).
+
+    Args:
+        spark (SparkSession): the session that reads change rows and checkpoints.
+        storage (Storage): the storage holding the master.
+        db_path (str): the master's folder.
+        dbname (str): the master's name.
+        dbid (str): the master's database id.
+        state (CaptureState): capture's cursors (each table's last captured version).
+        skip_schemas (frozenset[str] | set[str]): schema folders not scanned.
+        holds (Holds | None): the tables that cannot be read now (:mod:`wlc.holds`; None: new).
+        floor (datetime | None): the watermark (UTC) published before this capture began.
+    """
 
     def __init__(
         self,
@@ -82,10 +94,16 @@ class Capture:
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:
-        """Find new transactions committed at or before ``limit`` (None: all visible).
+        """Find new transactions committed at or before ``limit``; ``self.state`` is not changed
+        (the caller commits the cursors once rows are written).
 
-        Returns the planned transactions in commit order and the cursors they lead to;
-        ``self.state`` is not changed (the caller commits the cursors once rows are written).
+        Args:
+            limit (datetime | None): the newest commit time (UTC) to take (None: all visible).
+            now (datetime): the scan's instant (UTC).
+
+        Returns:
+            tuple[list[Planned], dict[str, Cursor]]: the planned transactions in commit order, and
+            the cursors they lead to.
         """
         self.deferred = False
         self.taken_back = set()
@@ -251,40 +269,22 @@ class Capture:
     def _hole(
         self, name: str, path: str, cur: Cursor | None, versions: list[int]
     ) -> tuple[int, str | None, int | None] | None:
-        """Where planning of ``name`` starts after ``cur``: ``(first version, the hole's text,
-        the first version Delta can rebuild after it)`` (hole and rebuild None: no hole), or
-        None when no version after the hole can be read yet (a checkpoint must come first)."""
-        start = cur.version + 1 if cur else versions[0]
-        have = set(versions)
-        hole = None
-        rebuild = None  # the first version after a hole that Delta can rebuild
-        if (cur is None and versions[0] > 0) or (cur is not None and start <= versions[-1] and start not in have):
-            rebuild = readable_from(self.storage, path, versions)
-            if rebuild is None:
-                self.deferred = True
-                self.note(
-                    name,
-                    f"no version of {name} after {start - 1} can be read: its commits were removed "
-                    "(log clean-up) and no checkpoint covers them yet; capture waits for one",
-                )
-                return None
-            first_listed = min(v for v in versions if v >= start)
-            if cur is not None:
-                hole = (
-                    f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
-                    f"(delta.logRetentionDuration) before capture read them"
-                )
-            else:
-                hole = (
-                    f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
-                    "log clean-up, and its state comes from a checkpoint"
-                )
-            rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
-            start = max(start, rebuild) if cur is None else start
-        return start, hole, rebuild
+        """:func:`wlc.holes.start_after`; None (noted, the scan deferred) while no checkpoint
+        lets a version after the hole be read."""
+        try:
+            return start_after(self.storage, name, path, cur, versions)
+        except NoCheckpointYet as wait:
+            self.deferred = True
+            self.note(name, str(wait))
+            return None
 
     def note(self, table: str, text: str) -> None:
-        """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text."""
+        """Keep a change-feed limit met on ``table`` (status, wlc.log, a warning), once per text.
+
+        Args:
+            table (str): the table's qualified name.
+            text (str): what was met and how it was carried.
+        """
         if self.notices.get(table) != text:
             self.notices[table] = text
             self.new_notices.append((table, text))
@@ -305,8 +305,14 @@ class Capture:
         return classify(name, commit, meta, first, read_meta, image)
 
     def start_cursor(self, path: str) -> tuple[Cursor, TableMeta]:
-        """A cursor at the table's newest version (its metadata and commit time): where
-        capture starts in a table that a snapshot copies; and the definition at that version."""
+        """A cursor at the table's newest version: where capture starts in a table that a snapshot copies.
+
+        Args:
+            path (str): the table's folder.
+
+        Returns:
+            tuple[Cursor, TableMeta]: the cursor (version, metadata, commit time) and the definition there.
+        """
         version = list_versions(self.storage, path)[-1]
         meta = metadata_at(self.storage, path, version) or self.meta_at(path, version)
         try:
@@ -316,20 +322,34 @@ class Capture:
         return Cursor(version, meta, time), meta
 
     def meta_at(self, path: str, version: int) -> TableMeta:
-        """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when
-        the JSON commits holding it were cleaned up."""
+        """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when the
+        JSON commits holding it were cleaned up.
+
+        Args:
+            path (str): the table's folder.
+            version (int): the Delta version.
+        """
         return kernel.metadata_at(self.spark, self.storage.uri(path), version)
 
     # ------------------------------------------------------------------ writing change rows
     def write_rows(self, staging: str, items: list[Planned]) -> Written:
-        """Write the change rows of ``items`` into ``staging`` (:meth:`wlc.changes.Copier.write`)."""
+        """Write the change rows of ``items`` into ``staging`` (:meth:`wlc.changes.Copier.write`).
+
+        Args:
+            staging (str): the open batch's staging folder.
+            items (list[Planned]): the staged transactions whose rows to copy.
+        """
         return self.copier.write(staging, items)
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
         """Switch on what capture may switch on (``capture.table_features``,
         :func:`wlcore.features.switch_on`) on tables that lack it; a change feed a user switched
         off stays off (its writes are carried by images). A commit of capture's own is
-        marked ``wlc: switch on ...`` in its ``userMetadata``."""
+        marked ``wlc: switch on ...`` in its ``userMetadata``; a failure is logged and tried again.
+
+        Args:
+            cursors (dict[str, Cursor]): the tables scanned, by name, with their cursors.
+        """
         wanted = features.switch_on()
         self.switched = 0
         for name, cur in cursors.items():
@@ -350,7 +370,11 @@ class Capture:
 
     def advance(self, cursors: Mapping[str, Cursor | None]) -> None:
         """Move the cursors of the tables whose transactions are staged (a table whose
-        transactions this scan took back keeps its own)."""
+        transactions this scan took back keeps its own).
+
+        Args:
+            cursors (Mapping[str, Cursor | None]): the new cursors (None: the table was dropped).
+        """
         for name, cur in cursors.items():
             if name in self.taken_back:
                 continue

@@ -88,7 +88,11 @@ class CaptureThread:
             self._watch = None
 
     def relevant_event(self, path: str) -> bool:
-        """True for a commit, or a schema or table folder made or removed; never capture's own files."""
+        """True for a commit, or a schema or table folder made or removed; never capture's own files.
+
+        Args:
+            path (str): the path a folder event names.
+        """
         if "_delta_log" in path:
             return True
         if path.count(os.sep) > self.path.count(os.sep) + 2:

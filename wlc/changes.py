@@ -49,7 +49,12 @@ def _why(missing: str) -> str:
 
 class TableUnreadable(Exception):
     """One table's rows could not be read for a reason of that table (a corrupt file, a
-    permission error); ``table`` names it, ``cause`` says why."""
+    permission error).
+
+    Args:
+        table (str): the table's qualified name (kept as ``table``).
+        cause (str): why, one line (kept as ``cause``).
+    """
 
     def __init__(self, table: str, cause: str):
         super().__init__(f"{table}: {cause}")
@@ -69,7 +74,14 @@ class Written:
 
 def read_shape(meta) -> str:
     """What a change-feed read depends on: column names, types, nullability and physical
-    names (column mapping); versions with the same read shape are read together."""
+    names (column mapping); versions with the same read shape are read together.
+
+    Args:
+        meta (TableMeta | None): the table's metadata at a version.
+
+    Returns:
+        str: a JSON text, equal for two versions exactly when one read serves both ("" for None).
+    """
 
     def strip(t):
         if isinstance(t, dict):
@@ -93,8 +105,15 @@ _TOLD = re.compile(r"\[[A-Z][A-Z0-9_.]+\]|\w(Exception|Error)\b:")
 
 
 def first_line(exc: BaseException) -> str:
-    """What ``exc`` says, in one line: the line naming Spark's or Java's error (a Py4J
-    error's first line only says which call failed), else its first line."""
+    """What ``exc`` says, in one line of at most 400 characters: the line naming Spark's or Java's
+    error (a Py4J error's first line only says which call failed), else its first line.
+
+    Args:
+        exc (BaseException): the error.
+
+    Returns:
+        str: the line; the exception's class name when the message is empty.
+    """
     lines = [
         ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))
     ]
@@ -104,7 +123,15 @@ def first_line(exc: BaseException) -> str:
 
 class Copier:
     """Copies change rows and images of one master database's tables (its own Spark
-    session: the change-feed read options it sets never reach the user's)."""
+    session: the change-feed read options it sets never reach the user's).
+
+    Args:
+        spark (SparkSession): the master's session (a child session is made from it on first use).
+        storage (Storage): the storage holding the master.
+        db_path (str): the master's folder.
+        note (Callable[[str, str], None] | None): called with ``(table, text)`` when a change-feed
+            limit is met (None: a warning on the ``wlc.capture`` logger).
+    """
 
     def __init__(self, spark, storage: Storage, db_path: str, note=None):
         self._base = spark
@@ -132,7 +159,14 @@ class Copier:
         return self._session
 
     def table_path(self, name: str) -> str:
-        """The folder of master table ``"schema.table"``."""
+        """The folder of master table ``name``: ``<db>/<schema>/<table>``.
+
+        Args:
+            name (str): ``"schema.table"``.
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
         from wlcore.names import split_name
 
         schema, table = split_name(name)
@@ -140,9 +174,18 @@ class Copier:
 
     # ------------------------------------------------------------------ writing
     def write(self, staging: str, items: list) -> Written:
-        """Write the change rows of ``items`` (:class:`wlc.capture.Planned`, ascending)
-        into ``staging``. Items whose version the change feed cannot describe any more are
-        changed in place: ``change`` becomes ``"image"`` or None with a ``gap`` note."""
+        """Write the change rows of ``items`` into ``staging``. Items whose version the change feed
+        cannot describe any more are changed in place: ``change`` becomes ``"image"`` or None with
+        a ``gap`` note.
+
+        Args:
+            staging (str): the open batch's staging folder.
+            items (list[Planned]): the staged transactions (:class:`wlcore.capture_state.Planned`), ascending.
+
+        Returns:
+            Written: by item index, the rows' folder and counts, why rows are lost; and the tables
+            that could not be read (their items stay pending).
+        """
         out = Written()
         by_table: dict[str, list[int]] = {}
         for i, item in enumerate(items):
@@ -211,8 +254,7 @@ class Copier:
         ``item.stable`` (the last version with the same rows: the ones between change no
         data, e.g. OPTIMIZE); False when those files are gone too (the item then carries a
         gap note and no rows)."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
+        from pyspark.sql import Observation, functions as F
 
         rel = f"images/{batch_folder(table)}/{item.version}"
         uri = self.storage.uri(self.table_path(table))
@@ -248,8 +290,7 @@ class Copier:
     def _changes(self, staging: str, table: str, run: list, out: Written) -> str | None:
         """Copy the change feed of a run of versions; None when done (or lost with the
         table), else what is missing (the run's change files were vacuumed)."""
-        from pyspark.sql import Observation
-        from pyspark.sql import functions as F
+        from pyspark.sql import Observation, functions as F
 
         first, last = run[0][1], run[-1][1]
         uri = self.storage.uri(self.table_path(table))

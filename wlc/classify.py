@@ -22,17 +22,27 @@ from wlcore.deltalog import Commit, TableMeta, meta_after
 
 
 def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
-    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`)."""
+    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`).
+
+    Args:
+        old (TableMeta | None): the definition before (None: not known: changed).
+        new (TableMeta): the definition after.
+    """
     return old is None or old.shape() != new.shape()
 
 
 def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
     """The columns ``new`` only adds to ``old``: appended at the end, nullable, without a
     comment, default, generation or identity, with everything else of the definition unchanged.
-
-    Returns their names, or ``[]`` when anything else changed (or nothing was added). Such
-    an ALTER is what replay can land inside a segment's commit (rows before it have no
+    Such an ALTER is what replay can land inside a segment's commit (rows before it have no
     value for the new columns, exactly as ``ADD COLUMNS`` leaves them).
+
+    Args:
+        old (TableMeta | None): the definition before (None: not known).
+        new (TableMeta): the definition after.
+
+    Returns:
+        list[str]: their names; ``[]`` when anything else changed (or nothing was added).
     """
     if old is None:
         return []

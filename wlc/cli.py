@@ -11,8 +11,7 @@ import threading
 
 from wlcore.commands import run, subcommand
 from wlcore.health import format_status
-from wlcore.settings import add_common, use_config
-from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
 from wlcore.terminal import setup as setup_terminal
 
 
@@ -86,11 +85,15 @@ def cmd_ship(args: argparse.Namespace) -> int:
     """``wlc ship``: copy what master ``args.dbname`` published to ``args.url``, once or (``--follow``) until
     SIGINT/SIGTERM, and print what was shipped.
 
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``url``, ``follow``.
+
     Returns:
-        0 (the pass, or the following, ended without error).
+        int: 0 (the pass, or the following, ended without error).
 
     Raises:
-        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
         WlcError: a copy failed while following (the shipper's error, re-raised).
     """
     from wlcore.databases import Dbfarm
@@ -129,10 +132,17 @@ def _lifecycle(args: argparse.Namespace):
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """``wlc snapshot``: snapshot master ``args.dbname`` at its last published transaction (flushing first
-    when no other process captures it) and print where; 0 ok.
+    when no other process captures it) and print where.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``.
+
+    Returns:
+        int: 0.
 
     Raises:
-        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
     """
     import warnings
 
@@ -161,12 +171,19 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     """``wlc compact``: merge master ``args.dbname``'s published batches into level-1/2 batches as far as
-    due (``--level1``/``--level2`` override ``master.compact``); print what was made, or when the next
-    window closes; 0 ok.
+    due; print what was made, or when the next window closes.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``level1``
+            and ``level2`` (override ``master.compact``; None: config's).
+
+    Returns:
+        int: 0.
 
     Raises:
-        ConfigError: a malformed ``--level1``/``--level2``. NotFoundError, MasterStateError: as
-        :func:`cmd_snapshot`.
+        ConfigError: a malformed ``--level1``/``--level2``.
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
     """
     from wlcore.session import active_session
     from wlcore.settings import every
@@ -183,11 +200,18 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """``wlc prune``: delete what ``master.retention`` no longer promises (``--dry-run``: only say it) and
-    print the report; 0 ok.
+    """``wlc prune``: delete what ``master.retention`` no longer promises and print the report.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``dry_run``
+            (``--dry-run``: only say what would be deleted).
+
+    Returns:
+        int: 0.
 
     Raises:
-        NotFoundError, MasterStateError: as :func:`cmd_snapshot`.
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
     """
     cycle, _ = _lifecycle(args)
     report = cycle.prune(dry_run=args.dry_run)
@@ -197,10 +221,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def cmd_master(args: argparse.Namespace) -> int:
     """``wlc master``: put database ``args.dbname`` in master mode (no capture; MonetDB's
-    ``CALL wlc.master()``) and say what was done; a master already is left as it is; 0 ok.
+    ``CALL wlc.master()``) and say what was done; a master already is left as it is.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``logs``, ``beat``.
+
+    Returns:
+        int: 0.
 
     Raises:
-        ConfigError: a bad ``--beat`` (before anything is made). NotFoundError: no such dbfarm.
+        ConfigError: a bad ``--beat`` (before anything is made).
+        NotFoundError: no such dbfarm.
         MasterStateError: the database is a replica.
     """
     from wlcore.batch import utc_iso
@@ -242,11 +273,18 @@ def cmd_master(args: argparse.Namespace) -> int:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     """``wlc capture``: capture existing master ``args.dbname`` until SIGINT/SIGTERM, then publish what
-    is open and say where capture stopped; 0 after a clean stop.
+    is open and say where capture stopped.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``beat``.
+
+    Returns:
+        int: 0 after a clean stop.
 
     Raises:
-        ConfigError: a bad ``--beat`` (before anything starts). NotFoundError: no such dbfarm or
-        database. MasterStateError: not a master (only ``wlc master`` makes one), or captured elsewhere.
+        ConfigError: a bad ``--beat`` (before anything starts).
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master (only ``wlc master`` makes one), or captured elsewhere.
     """
     import warnings
     from datetime import datetime, timedelta, timezone
@@ -287,11 +325,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``wlc status``: print master ``args.dbname``'s status (text, or ``--json``); reads state files
     only, never Spark.
 
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``json``.
+
     Returns:
-        0, or 5 (``EXIT_STALE``) when capture is stale.
+        int: 0, or 5 (``EXIT_STALE``) when capture is stale.
 
     Raises:
-        NotFoundError: no such dbfarm or database. MasterStateError: not a master.
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
     """
     import json
 
@@ -306,10 +348,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``wlc`` command line with ``argv`` (default ``sys.argv[1:]``).
+    """Run the ``wlc`` command line.
+
+    Args:
+        argv (list[str] | None): the arguments (None: ``sys.argv[1:]``).
 
     Returns:
-        the exit status (see the parser's epilog): a subcommand's own, or the one
+        int: the exit status (see the parser's epilog): a subcommand's own, or the one
         :func:`wlcore.commands.run` gives the error that stopped it. A malformed command line
         or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
     """

@@ -23,8 +23,7 @@ import logging
 import uuid
 from datetime import datetime
 
-from wlcore import batch as batchfmt
-from wlcore import collapse
+from wlcore import batch as batchfmt, collapse
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.deltalog import TableMeta
 from wlcore.errors import BatchError
@@ -44,11 +43,20 @@ STAGING = ".compact-"
 def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1, span_of=None) -> list[Span]:
     """The published batches of ``level`` whose first level-0 batch is after ``after_batch``, as spans.
 
-    ``span_of``: ``f(path)`` -> span (a caller's cache of the manifests, which never change);
-    default: read each manifest.
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder (``<master>/wlc_logs`` or a shipped copy).
+        dbname (str): the master database's name (the batches' name prefix).
+        level (int): 0, 1 or 2.
+        after_batch (int): the last level-0 batch number to skip (-1: none).
+        span_of (Callable[[str], Span] | None): ``f(batch path)`` -> its span, a caller's cache of
+            the manifests (which never change); None reads each manifest.
+
+    Returns:
+        list[Span]: ascending by first level-0 batch.
 
     Raises:
-        BatchError: a manifest is damaged.
+        BatchError: a manifest is missing or damaged.
     """
     if level == 0:
         found = batchfmt.list_batches(storage, logs, dbname, after_batch + 1)
@@ -64,7 +72,17 @@ def spans(storage: Storage, logs: str, dbname: str, level: int, after_batch: int
 
 
 def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
-    """The last level-0 batch held by the newest batch of ``level`` (>= 1); -1 when there is none."""
+    """The last level-0 batch held by the newest batch of ``level``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        level (int): a compacted level (1 or 2).
+
+    Returns:
+        int: a level-0 batch number; -1 when the level has no batch.
+    """
     return max((last for lv, _f, last, _p in batchfmt.list_compacted(storage, logs, dbname) if lv == level), default=-1)
 
 
@@ -88,15 +106,25 @@ def compact(
     progress=None,
     span_of=None,
 ) -> list[Span]:
-    """Make every level-1 and level-2 batch that is due. Returns the batches made, in order.
+    """Make every level-1 and level-2 batch that is due (:func:`wlcore.levels.runs_to_merge`).
 
     Args:
-        span_of: ``f(path)`` -> span, passed to :func:`spans` (a caller's cache of manifests).
-        every: ``{1: Every, 2: Every}`` (``master.compact.level1`` / ``level2``).
-        watermark: the master's watermark (UTC): time windows ending after it stay open.
-        metas_before: ``f(level-0 batch number)`` -> ``{table: TableMeta}`` in force before
-            that batch (which tables are keyed, and by what).
-        progress: called with a line per batch made (or None).
+        spark (SparkSession): the session that reads, merges and writes the change rows.
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder (``<master>/wlc_logs``).
+        dbname (str): the master database's name.
+        dbid (str): the database id (written into the new manifests, as in every GTID).
+        every (dict[int, Every]): ``{1: Every, 2: Every}`` (``master.compact.level1`` /
+            ``level2``); a level missing or None is not made.
+        watermark (datetime): the master's watermark (UTC): time windows ending after it stay open.
+        metas_before (Callable[[int], dict[str, TableMeta]]): ``f(level-0 batch number)`` ->
+            ``{table: TableMeta}`` in force before that batch (which tables are keyed, and by what).
+        progress (Callable[[str], None] | None): called with a line per batch made (None: silent).
+        span_of (Callable[[str], Span] | None): ``f(batch path)`` -> its span, passed to
+            :func:`spans` (a caller's cache of manifests).
+
+    Returns:
+        list[Span]: the batches made, in order (level 1 first).
 
     Raises:
         BatchError: an input batch is damaged (nothing of that run is published).
@@ -125,7 +153,22 @@ def next_due(
     storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime, span_of=None
 ) -> list[str]:
     """A line per level saying when its next compacted batch is due (:func:`wlcore.levels.next_due`);
-    reads manifests only (no Spark)."""
+    reads manifests only (no Spark).
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        every (dict[int, Every]): ``{1: Every, 2: Every}`` as for :func:`compact`.
+        watermark (datetime): the master's watermark (UTC).
+        span_of (Callable[[str], Span] | None): ``f(batch path)`` -> its span (None: read each manifest).
+
+    Returns:
+        list[str]: one line for each level with a setting, level 1 first.
+
+    Raises:
+        BatchError: a manifest is missing or damaged.
+    """
     from wlcore.levels import next_due as due
 
     out = []
@@ -140,10 +183,27 @@ def next_due(
 def merge(
     spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span], metas_before
 ) -> Span:
-    """Merge the batches of ``run`` (consecutive, one level below ``level``) into one batch.
+    """Merge the batches of ``run`` into one batch of ``level``, published beside them.
 
-    Every input file is verified against its checksum first. Raises BatchError when one
-    fails: nothing is published.
+    Every input file is verified against its checksum first.
+
+    Args:
+        spark (SparkSession): the session that merges the change rows.
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        dbid (str): the database id (written into the manifest).
+        level (int): the level to make (1 or 2).
+        run (list[Span]): consecutive batches of the level below, ascending.
+        metas_before (Callable[[int], dict[str, TableMeta]]): ``f(level-0 batch number)`` ->
+            ``{table: TableMeta}`` in force before that batch.
+
+    Returns:
+        Span: the new batch.
+
+    Raises:
+        BatchError: an input file fails its checksum or a manifest is damaged; nothing is
+            published (the staging folder is removed).
     """
     manifests = []
     for s in run:
@@ -244,8 +304,7 @@ def _piece(
         storage.copy_tree(src, dst)
         out.counts = dict(r.counts)
         return out
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+    from pyspark.sql import Observation, functions as F
 
     rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, rows_path)) for p, _r, rows_path in with_rows])
     assert last.version is not None  # a change-feed record names the master version it read

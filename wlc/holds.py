@@ -42,17 +42,32 @@ class Hold:
 
 
 class Holds:
-    """The held tables of one capture, with their backoff (``interval`` doubling up to
-    ``longest`` seconds)."""
+    """The held tables of one capture, with their backoff (PostgreSQL's apply worker retries the same way).
+
+    Args:
+        interval (float): seconds before the first retry (at least 0.05); doubled at each attempt.
+        longest (float): the longest wait between two attempts, seconds (``capture.retry_max``).
+    """
 
     def __init__(self, interval: float, longest: float):
         self.interval, self.longest = max(interval, 0.05), max(longest, interval)
         self.held: dict[str, Hold] = {}
 
     def hold(self, table: str, cause: str, bound: datetime | None, now: datetime, kind: str = "log") -> Hold:
-        """Hold ``table`` (again) for ``cause``; the watermark stays before ``bound``.
-        ``kind``: what could not be read, ``"log"`` (its commits: a scan that reads them
-        releases it) or ``"rows"`` (its change rows: only a write of them releases it)."""
+        """Hold ``table`` (again), its next attempt after the backoff.
+
+        Args:
+            table (str): the table's qualified name.
+            cause (str): why it cannot be read, one line.
+            bound (datetime | None): the watermark (UTC) stays before it (None: no bound known; a
+                hold again keeps the earlier bound).
+            now (datetime): the current instant (UTC): held ``since`` on the first hold.
+            kind (str): what could not be read, ``"log"`` (its commits: a scan that reads them
+                releases it) or ``"rows"`` (its change rows: only a write of them releases it).
+
+        Returns:
+            Hold: the hold.
+        """
         old = self.held.get(table)
         if old is not None:
             bound = old.bound if bound is None or (old.bound is not None and old.bound < bound) else bound
@@ -72,13 +87,25 @@ class Holds:
         return hold
 
     def due(self, table: str) -> bool:
-        """True when ``table`` is not held, or its next attempt is due."""
+        """True when ``table`` is not held, or its next attempt is due.
+
+        Args:
+            table (str): the table's qualified name.
+        """
         hold = self.held.get(table)
         return hold is None or time.monotonic() >= hold.next_try
 
     def release(self, table: str, kind: str | None = None) -> bool:
-        """The table was read again (its log: ``kind="log"``, its rows: ``"rows"``, None:
-        whatever held it); True when that released it."""
+        """The table was read again: release it when what held it was read.
+
+        Args:
+            table (str): the table's qualified name.
+            kind (str | None): what was read: its log (``"log"``), its rows (``"rows"``), or None:
+                whatever held it.
+
+        Returns:
+            bool: True when that released it.
+        """
         hold = self.held.get(table)
         if hold is None or (kind is not None and hold.kind != kind):
             return False
@@ -86,7 +113,14 @@ class Holds:
         return True
 
     def watermark(self, watermark: datetime) -> datetime:
-        """``watermark`` kept before every held table's bound."""
+        """``watermark`` kept before every held table's bound (1 microsecond before the earliest).
+
+        Args:
+            watermark (datetime): the watermark capture would publish (UTC).
+
+        Returns:
+            datetime: the watermark to publish.
+        """
         bounds = [h.bound for h in self.held.values() if h.bound is not None]
         return min([watermark] + [b - _EPS for b in bounds])
 
@@ -102,10 +136,14 @@ class Holds:
 
 
 def place_in_order(items: list, last: datetime | None) -> None:
-    """Give ``items`` (planned transactions, in the order they get their ids) times that
-    never go back: an item committed before ``last`` (the transaction published or staged
-    before it) or before the item ahead of it takes the time just after, keeping its
-    commit time in ``committed`` (it is captured late)."""
+    """Give ``items`` times that never go back: an item committed before ``last`` (the
+    transaction published or staged before it) or before the item ahead of it takes the time
+    just after, keeping its commit time in ``committed`` (it is captured late).
+
+    Args:
+        items (list[Planned]): planned transactions, in the order they get their ids; changed in place.
+        last (datetime | None): the time of the last transaction published or staged (UTC; None: none).
+    """
     for item in items:
         if last is not None and item.time < last:
             item.committed = item.committed or item.time

@@ -6,7 +6,7 @@ snapshot as a frame of reference". :class:`Lifecycle` does it for a master datab
 * :meth:`Lifecycle.snapshot`: a snapshot at the end of the newest published batch
   (:func:`wlcore.snapshots.take_rolling`);
 * :meth:`Lifecycle.compact`: the level-1 and level-2 batches that are due (:mod:`wlc.compaction`);
-* :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlcore.levels.retain`),
+* :meth:`Lifecycle.prune`: deletes what retention no longer promises (:func:`wlcore.retention.retain`),
   each batch or snapshot unpublished first (:meth:`Storage.unpublish`), so a reader sees it
   whole or not at all.
 
@@ -25,12 +25,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from wlcore import batch as batchfmt
-from wlcore import snapshots as snap
+from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.batch import utc_iso
 from wlcore.errors import BatchError, MasterStateError
-from wlcore.levels import Retention, Span, Start, retain
+from wlcore.levels import Span, Start
 from wlcore.master_state import MasterState
+from wlcore.retention import Retention, retain
 from wlcore.settings import Every, settings
 from wlcore.storage import Storage
 
@@ -68,7 +68,14 @@ class PruneReport:
 
 
 class Lifecycle:
-    """The life cycle of the master at ``db_path`` (a database in master mode)."""
+    """The life cycle of the master at ``db_path`` (a database in master mode): its snapshots,
+    compaction and retention, run by any process (``wlc snapshot``, ``wlc compact``, ``wlc prune``).
+
+    Args:
+        storage (Storage): the storage holding the dbfarm.
+        db_path (str): the master's folder (path or URL).
+        dbname (str): the master database's name (its batches' name prefix).
+    """
 
     def __init__(self, storage: Storage, db_path: str, dbname: str):
         self.storage, self.path, self.dbname = storage, db_path, dbname
@@ -93,19 +100,49 @@ class Lifecycle:
         return cfg
 
     def logs(self, cfg: MasterState | None = None) -> str:
-        """The master's log folder (as ``cfg``, else ``wlc.config`` read now, names it)."""
+        """The master's log folder.
+
+        Args:
+            cfg (MasterState | None): the master's ``wlc.config``; None reads it now.
+
+        Returns:
+            str: ``logs`` of ``wlc.config`` when set, else ``<db>/wlc_logs``.
+
+        Raises:
+            MasterStateError: ``cfg`` is None and the database is not a master.
+        """
         from wlcore.master_state import logs_of
 
         return logs_of(cfg or self.config(), self.path)
 
     def snapshots(self, cfg: MasterState | None = None) -> list[Start]:
         """Every snapshot, oldest first (the empty start of a master that began with no table
-        while batch 0 is still there)."""
+        while batch 0 is still there).
+
+        Args:
+            cfg (MasterState | None): the master's ``wlc.config``; None reads it now.
+
+        Returns:
+            list[Start]: ``txn``, ``time`` (UTC), ``batch`` and ``path`` of each.
+
+        Raises:
+            MasterStateError: ``cfg`` is None and the database is not a master.
+        """
         cfg = cfg or self.config()
         return snap.list_snapshots(self.storage, self.path, cfg.snapshot, self.logs(cfg))
 
     def spans(self, logs: str) -> list[Span]:
-        """Every published batch of every level, as spans (manifests cached)."""
+        """Every published batch of every level, as spans (manifests read once and cached).
+
+        Args:
+            logs (str): the master's log folder (:meth:`logs`).
+
+        Returns:
+            list[Span]: level-0 batches ascending, then compacted ones by first batch.
+
+        Raises:
+            BatchError: a manifest is missing or damaged.
+        """
         found = [p for _n, p in batchfmt.list_batches(self.storage, logs, self.dbname)]
         found += [p for *_x, p in batchfmt.list_compacted(self.storage, logs, self.dbname)]
         for gone in set(self._spans) - set(found):
@@ -133,10 +170,18 @@ class Lifecycle:
     # ------------------------------------------------------------------ snapshot
     def snapshot(self, spark) -> Start:
         """A snapshot at the end of the newest published batch (the newest snapshot when
-        nothing was published since it).
+        nothing was published since it), taken under the life-cycle lock.
+
+        Args:
+            spark (SparkSession): the session that copies the tables.
+
+        Returns:
+            Start: the snapshot (``txn``, ``time`` UTC, ``batch``, ``path``).
 
         Raises:
-            MasterStateError: not a master; a table is no longer readable at its version.
+            MasterStateError: not a master; nothing published and no snapshot yet; a table is no
+                longer readable at its version.
+            LockUnsupportedError: the storage can hold no lock.
         """
         cfg = self.config()
         with self.locked():
@@ -159,7 +204,17 @@ class Lifecycle:
 
     def snapshot_due(self, interval: Every | None, tick: int, now: datetime) -> bool:
         """True when ``master.snapshot_interval`` has passed since the newest snapshot and
-        something was published after it."""
+        something was published after it.
+
+        Args:
+            interval (Every | None): ``master.snapshot_interval``: seconds, or ``<n> transactions``;
+                None: never.
+            tick (int): the master's last published transaction.
+            now (datetime): the current instant (UTC), compared with the newest snapshot's creation.
+
+        Returns:
+            bool: a snapshot is due (always, past the first publish, when there is none yet).
+        """
         if interval is None:
             return False
         starts = self.snapshots()
@@ -173,10 +228,20 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ compaction
     def compact(self, spark, every_: dict[int, Every | None] | None = None, progress=None) -> list[Span]:
-        """Make the level-1 and level-2 batches that are due (``master.compact`` in config
-        unless ``every_`` says otherwise). Returns the batches made.
+        """Make the level-1 and level-2 batches that are due (:func:`wlc.compaction.compact`),
+        under the life-cycle lock; staging folders of an interrupted run are removed first.
+
+        Args:
+            spark (SparkSession): the session that merges the change rows.
+            every_ (dict[int, Every | None] | None): ``{level: interval}`` over ``master.compact``
+                in config (None for a level: off); None: config's.
+            progress (Callable[[str], None] | None): called with a line per batch made.
+
+        Returns:
+            list[Span]: the batches made, in order.
 
         Raises:
+            MasterStateError: not a master.
             BatchError: an input batch is damaged (nothing of its run is published).
         """
         cfg, every, watermark = self._compaction_inputs(every_)
@@ -199,7 +264,18 @@ class Lifecycle:
             )
 
     def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
-        """A line per level saying when its next compacted batch is due (no Spark)."""
+        """A line per level saying when its next compacted batch is due (no Spark).
+
+        Args:
+            every_ (dict[int, Every | None] | None): ``{level: interval}`` over ``master.compact``
+                in config; None: config's.
+
+        Returns:
+            list[str]: one line for each level switched on (:func:`wlcore.levels.next_due`).
+
+        Raises:
+            MasterStateError: not a master.
+        """
         cfg, every, watermark = self._compaction_inputs(every_)
         return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._span)
 
@@ -237,12 +313,21 @@ class Lifecycle:
     def prune(
         self, dry_run: bool = False, now: datetime | None = None, keep: dict[str, Every | None] | None = None
     ) -> PruneReport:
-        """Delete what ``master.retention`` no longer promises (see :func:`wlcore.levels.retain`).
+        """Delete what ``master.retention`` no longer promises (see :func:`wlcore.retention.retain`),
+        under the life-cycle lock; each folder is renamed aside before it is deleted.
 
         Args:
-            dry_run: only say what would be deleted.
-            now: the instant retention counts back from (UTC); default now.
-            keep: retention per level and for snapshots; default ``master.retention``.
+            dry_run (bool): only say what would be deleted.
+            now (datetime | None): the instant retention counts back from (UTC); None: now.
+            keep (dict[str, Every | None] | None): retention per ``level0``, ``level1``, ``level2``
+                and ``snapshots`` (None for one: forever); None: ``master.retention``.
+
+        Returns:
+            PruneReport: what was (or would be) deleted, and what stays reachable.
+
+        Raises:
+            MasterStateError: not a master.
+            BatchError: a manifest is missing or damaged.
         """
         cfg = self.config()
         keep = keep if keep is not None else settings().master.retention.by_name()

@@ -1,10 +1,9 @@
 """Master mode: a database whose committed changes are captured (MonetDB's ``wlc.master()``).
 
-A :class:`Master` owns its parts, each built with what it needs: ``wlc.config`` and ``wlc.log``
-(:mod:`wlc.master_record`), set-up and capture lock (:mod:`wlc.master_setup`), capture reading the
-Delta logs (:mod:`wlc.capture`), the open batch (:mod:`wlc.publisher`), the background threads
-(:mod:`wlc.capture_thread`), snapshots, compaction and retention (:mod:`wlc.master_lifecycle`),
-the session catalog (:mod:`wlc.master_catalog`) and the shippers (:mod:`wlc.shipping`).
+A :class:`Master` owns its parts, each built with what it needs: :mod:`wlc.master_record` (``wlc.config``,
+``wlc.log``), :mod:`wlc.master_setup` (set-up, capture lock), :mod:`wlc.capture` (reading the Delta logs),
+:mod:`wlc.publisher` (the open batch), :mod:`wlc.capture_thread` (background threads), :mod:`wlc.master_lifecycle`
+(snapshots, compaction, retention), :mod:`wlc.master_catalog` and :mod:`wlc.shipping`.
 """
 
 from __future__ import annotations
@@ -20,14 +19,12 @@ from wlcore.levels import Span, Start
 from wlcore.master_state import STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
 from wlcore.names import split_name
 from wlcore.session import active_session
-from wlcore.settings import check_name, number, settings
-from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.ship import Shipper, ShipReport
 from wlcore.storage import Storage
 
 from .capture import Capture
 from .capture_thread import Background, CaptureThread
-from .holds import Holds
 from .lifecycle import Lifecycle, PruneReport
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle, MasterLifecycle
@@ -53,7 +50,8 @@ class Master:
         capture: False: :meth:`start` does not start the capture thread.
 
     Raises:
-        ConfigError: a malformed name or dbfarm. NotFoundError: the dbfarm does not exist.
+        ConfigError: a malformed name or dbfarm.
+        NotFoundError: the dbfarm does not exist.
     """
 
     settle = FieldOf("timing")  # seconds a commit must be old before capture takes it (capture.settle)
@@ -130,7 +128,14 @@ class Master:
         return self.cycle.lifecycle
 
     def table_path(self, name: str) -> str:
-        """Folder of master table ``"schema.table"`` (for ``df.write.save(...)``)."""
+        """The URI of master table ``name``'s folder, as Spark reads it (for ``df.write.save(...)``).
+
+        Args:
+            name: ``"schema.table"`` (a part holding ``.`` in backticks).
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
         schema, table = split_name(name)
         return self.storage.uri(Storage.join(self.path, schema, table))
 
@@ -163,18 +168,7 @@ class Master:
         self.setup.take_lock()
         try:
             state, last = self.setup.begin()
-            self.capture = Capture(
-                self.spark,
-                self.storage,
-                self.path,
-                self.dbname,
-                self.config.dbid,
-                state,
-                skip_schemas=self.setup.skip_schemas(),
-                floor=self.config.watermark_time,
-                holds=Holds(self.poll_interval, self.retry_max),
-            )
-            self.publisher = Publisher(self.capture, self.record, self.notes, self.timing, last)
+            self.capture, self.publisher = self.setup.capture_parts(self.spark, self.timing, state, last)
             self.register_catalog()
             if self._want_capture:
                 self.background.start(
@@ -200,9 +194,11 @@ class Master:
             int: the number of tables in the first snapshot (0: replicas start empty).
 
         Raises:
-            NotFoundError: the dbfarm does not exist. ConfigError: ``logs`` or ``beat`` is malformed,
-                or the database folder is a file. MasterStateError: the database is already a master
-                or a replica, or another process holds its capture lock."""
+            NotFoundError: the dbfarm does not exist.
+            ConfigError: ``logs`` or ``beat`` is malformed, or the database folder is a file.
+            MasterStateError: the database is already a master or a replica, or another process
+                holds its capture lock.
+        """
         return self.setup.create(beat)
 
     @property
@@ -342,7 +338,9 @@ class Master:
         level-0 batches stay until :meth:`prune` deletes them.
 
         Raises:
-            ConfigError: a malformed interval. BatchError: an input batch is damaged."""
+            ConfigError: a malformed interval.
+            BatchError: an input batch is damaged.
+        """
         return self.cycle.compact(level1, level2)
 
     def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
@@ -350,7 +348,8 @@ class Master:
         kept snapshot's path to a promised recovery point uses.
 
         Args:
-            dry_run: only report what would be deleted. now: the instant (UTC) retention counts back from.
+            dry_run: only report what would be deleted.
+            now: the instant (UTC) retention counts back from; default now.
             keep: retention instead of ``master.retention``: ``{"level0": "1d", "level1": "30d", "level2":
                 "365d", "snapshots": "365d"}`` (durations as in config; left out or ``"off"``: forever).
 
@@ -358,7 +357,8 @@ class Master:
         reachable transaction and instant, the granularity by age).
 
         Raises:
-            ConfigError: a malformed retention."""
+            ConfigError: a malformed retention.
+        """
         return self.cycle.prune(dry_run=dry_run, now=now, keep=keep)
 
     def create_schema(self, schema: str) -> str:
@@ -393,7 +393,7 @@ class Master:
         return self.shipping.ship(to, follow, flush=self.flush if self.running else None)
 
     def ship_stop(self, to: str | None = None) -> None:
-        """Stop following shippers: the one to ``to``, or all."""
+        """Stop following shippers: the one to ``to`` (a destination folder or URL), or all (None)."""
         self.shipping.stop(to)
 
     def __repr__(self) -> str:

@@ -51,7 +51,12 @@ class MasterCatalog:
 
         Tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's layout
         and ``DROP TABLE`` removes their folder (which capture records as a drop).
-        Returns the schema name.
+
+        Args:
+            schema (str): the schema's name, a plain identifier.
+
+        Returns:
+            str: ``schema``.
 
         Raises:
             ConfigError: ``schema`` is not a plain identifier, or this session's catalog

@@ -50,7 +50,11 @@ class MasterLifecycle:
         return start
 
     def note_snapshot(self, start: Start) -> None:
-        """Name the newest snapshot ``start`` in ``wlc.config`` (``snapshot``) and in ``wlc.log``."""
+        """Name the newest snapshot in ``wlc.config`` (``snapshot``) and in ``wlc.log``.
+
+        Args:
+            start (Start): the snapshot taken; nothing is written when ``wlc.config`` names it already.
+        """
         with self.lock:
             if self.record.config.snapshot != start.path:
                 self.record.adopt_snapshot(start.path, start.txn)
@@ -65,8 +69,18 @@ class MasterLifecycle:
     ) -> list[Span]:
         """The level-1 and level-2 batches that are due (see :meth:`wlc.Master.compact`), each noted in ``wlc.log``.
 
+        Args:
+            level1 (Every | str | float | None): the level-1 interval instead of
+                ``master.compact.level1``: seconds, a duration (``"1h"``) or ``"<n> batches"``;
+                None: config's.
+            level2 (Every | str | float | None): the level-2 interval, of the same kinds; None: config's.
+
+        Returns:
+            list[Span]: the batches made, in order.
+
         Raises:
-            ConfigError: a malformed interval. BatchError: an input batch is damaged.
+            ConfigError: a malformed interval.
+            BatchError: an input batch is damaged.
         """
         cfg = settings().master.compact.by_level()
         chosen = {
@@ -78,12 +92,25 @@ class MasterLifecycle:
         return made
 
     def note_compacted(self, made: list[Span]) -> None:
-        """A ``wlc.log`` line for each compacted batch made."""
+        """A ``wlc.log`` line for each compacted batch made.
+
+        Args:
+            made (list[Span]): the batches :meth:`compact` made.
+        """
         for span in made:
             self.record.note(f"compacted {span.name}: transactions {span.first_txn}..{span.last_txn}")
 
     def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
         """Delete what retention no longer promises (see :meth:`wlc.Master.prune`), noted in ``wlc.log``.
+
+        Args:
+            dry_run (bool): only say what would be deleted.
+            now (datetime | None): the instant retention counts back from (UTC); None: now.
+            keep (dict | None): ``{"level0"|"level1"|"level2"|"snapshots": duration}`` (as in
+                config; left out or ``"off"``: forever) instead of ``master.retention``.
+
+        Returns:
+            PruneReport: what was (or would be) deleted, and what stays reachable.
 
         Raises:
             ConfigError: a malformed retention.

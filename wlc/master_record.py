@@ -68,11 +68,20 @@ class MasterRecord:
 
     def adopt_snapshot(self, path: str, txn: int) -> None:
         """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``
-        (once: whichever of the background and a publication sees it first)."""
+        (once: whichever of the background and a publication sees it first); the caller saves.
+
+        Args:
+            path (str): the snapshot's folder.
+            txn (int): its last transaction (-1: the initial snapshot).
+        """
         self.config.snapshot = path
         self.note(f"snapshot at transaction {txn}: {path}")
 
     def note(self, message: str) -> None:
-        """A line in ``<db>/wlc.log`` (UTC instant first) and in the ``wlc.master`` log."""
+        """A line in ``<db>/wlc.log`` (UTC instant first; local folders only) and in the ``wlc.master`` log.
+
+        Args:
+            message (str): the line, without the instant.
+        """
         log.info("%s: %s", self.dbname, message)
         self.storage.append_text(Storage.join(self.path, LOG_FILE), f"{utc_iso(utcnow())} {message}\n")

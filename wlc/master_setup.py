@@ -14,9 +14,7 @@ import uuid
 import warnings
 from typing import Any, Callable
 
-from wlcore import batch as batchfmt
-from wlcore import epochs
-from wlcore import snapshots as snap
+from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
@@ -26,7 +24,9 @@ from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 
 from .capture import Capture, CaptureState, discover_tables
+from .holds import Holds
 from .master_record import MasterRecord, utcnow
+from .publisher import CaptureTiming, Publisher
 from .table_notes import TableNotes
 
 
@@ -35,10 +35,13 @@ class MasterSetup:
     (a new master), :meth:`restore` (a resumed one).
 
     Args:
-        record: the master's ``wlc.config`` and ``wlc.log`` (set and saved here).
-        dbfarm: the dbfarm folder (in messages).
-        logs: the log folder asked for (None: the default ``<db>/wlc_logs``, or what ``wlc.config`` names).
-        spark: returns the Spark session (called only when the new master holds tables to copy).
+        record (MasterRecord): the master's ``wlc.config`` and ``wlc.log`` (set and saved here).
+        notes (TableNotes): the master's notes on its tables (tables not replicated, held).
+        dbfarm (str): the dbfarm folder (in messages).
+        logs (str | None): the log folder asked for (None: the default ``<db>/wlc_logs``, or what
+            ``wlc.config`` names).
+        spark (Callable[[], SparkSession]): returns the Spark session (called only when the new
+            master holds tables to copy).
     """
 
     def __init__(
@@ -226,6 +229,34 @@ class MasterSetup:
         self.record.save()
         batchfmt.clear_staging(self.storage, self.record.logs, self.dbname)  # ours alone: we hold the lock
         return state, last
+
+    def capture_parts(
+        self, spark: Any, timing: CaptureTiming, state: CaptureState, last: TxnRecord | None
+    ) -> tuple[Capture, Publisher]:
+        """Capture and its publisher, from where :meth:`begin` says capture starts.
+
+        Args:
+            spark (SparkSession): the session capture reads change rows with.
+            timing (CaptureTiming): capture's timing (seconds); its poll interval and
+                ``retry_max`` are the backoff of held tables (:mod:`wlc.holds`).
+            state (CaptureState): capture's cursors (:meth:`begin`).
+            last (TxnRecord | None): the last transaction published (None: none).
+
+        Returns:
+            tuple[Capture, Publisher]: the scanner and the open batch it stages into.
+        """
+        capture = Capture(
+            spark,
+            self.storage,
+            self.path,
+            self.dbname,
+            self.record.config.dbid,
+            state,
+            skip_schemas=self.skip_schemas(),
+            floor=self.record.config.watermark_time,
+            holds=Holds(timing.poll_interval, timing.retry_max),
+        )
+        return capture, Publisher(capture, self.record, self.notes, timing, last)
 
     def skip_schemas(self) -> set[str]:
         """The folders of the database that are not schemas: the log folder when it sits inside the database."""

@@ -37,15 +37,29 @@ _EPS = timedelta(microseconds=1)
 
 
 def settle_limit(now: datetime, settle: float) -> datetime:
-    """The newest commit time capture takes at ``now``: ``settle`` seconds before it (``capture.settle``)."""
+    """The newest commit time capture takes at ``now`` (``capture.settle``).
+
+    Args:
+        now (datetime): the scan's instant (UTC).
+        settle (float): seconds a commit must be old.
+
+    Returns:
+        datetime: ``now`` minus ``settle`` seconds.
+    """
     return now - timedelta(seconds=settle)
 
 
 def to_records(items: list[Planned], state: CaptureState, dbid: str) -> list[TxnRecord]:
-    """Give ``items`` their transaction ids (gap-free, in order, from ``state.next_txn``, which
-    moves past them) and make their records; ``dbid`` makes their GTIDs (``<dbid>:<txn>``).
+    """Give ``items`` their transaction ids (gap-free, in order) and make their records. The
+    records' ``rows`` and ``counts`` are filled in once the change rows are written.
 
-    The records' ``rows`` and ``counts`` are filled in once the change rows are written.
+    Args:
+        items (list[Planned]): the planned transactions, in commit order.
+        state (CaptureState): capture's state: ids are taken from ``next_txn``, which moves past them.
+        dbid (str): the master's database id: the GTIDs are ``<dbid>:<txn>``.
+
+    Returns:
+        list[TxnRecord]: one record per item, in order.
     """
     records = []
     for item in items:
@@ -156,7 +170,14 @@ class Publisher:
 
         A publish that fails leaves capture exactly where it was: the staged transactions
         keep their ids and rows and are published first by the next scan.
-        Returns True when commits were seen but left for a later scan (too recent).
+
+        Args:
+            take_all (bool): take every visible commit, however recent, and publish what is
+                staged now (a flush); False: only commits ``capture.settle`` seconds old, publish
+                when the beat says so.
+
+        Returns:
+            bool: True when commits were seen but left for a later scan (too recent).
         """
         now = utcnow()
         limit = None if take_all else settle_limit(now, self.timing.settle)

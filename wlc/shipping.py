@@ -52,6 +52,10 @@ class MasterShipping:
         return shipper
 
     def stop(self, to: str | None = None) -> None:
-        """Stop following shippers: the one to ``to``, or all (None)."""
+        """Stop following shippers (each after the pass under way).
+
+        Args:
+            to (str | None): the destination of the one to stop (None: all).
+        """
         for url in [u for u in self._shippers if to is None or u == dest_root(to)]:
             self._shippers.pop(url).stop()

@@ -29,8 +29,14 @@ class ChangeFeedWarning(UserWarning):
 
 
 class TableNotes:
-    """The per-table notes of one master, kept in its ``wlc.config`` (``config()`` returns
-    it, ``save()`` writes it) and told through ``note`` (a ``wlc.log`` line)."""
+    """The per-table notes of one master, kept in its ``wlc.config``: tables not replicated,
+    change-feed limits met, tables held back.
+
+    Args:
+        config (Callable[[], MasterState]): returns the master's ``wlc.config`` as its master holds it.
+        save (Callable[[], None]): writes it.
+        note (Callable[[str], None]): writes a ``wlc.log`` line.
+    """
 
     def __init__(self, config: Callable[[], MasterState], save: Callable[[], None], note: Callable[[str], None]):
         self._config, self.save, self.note = config, save, note
@@ -42,11 +48,19 @@ class TableNotes:
         return self._config()
 
     def not_replicated(self) -> dict[str, str]:
-        """A copy of the Delta tables capture cannot carry, ``{path: reason}`` (``{}``: none)."""
+        """A copy of the Delta tables capture cannot carry.
+
+        Returns:
+            dict[str, str]: ``{table folder: reason}``; ``{}`` when none.
+        """
         return dict(self.config.not_replicated)
 
     def refused(self, refused: dict[str, str]) -> None:
-        """The Delta tables capture cannot carry now (``{path: reason}``)."""
+        """Record the Delta tables capture cannot carry now, each logged as an error when the set changes.
+
+        Args:
+            refused (dict[str, str]): ``{table folder: reason}`` (empty: none).
+        """
         if dict(refused) != self.config.not_replicated:
             self.config.not_replicated = dict(refused)
             self.save()
@@ -54,7 +68,12 @@ class TableNotes:
                 log.error("NOT REPLICATED: %s: %s", path, reason)
 
     def feed(self, notes: list[tuple[str, str]]) -> None:
-        """Change-feed limits met (``(table, text)``): a log line and a warning each."""
+        """Record change-feed limits met: a ``wlc.log`` line, a log warning and a
+        :class:`ChangeFeedWarning` (at the next :meth:`warn`) each.
+
+        Args:
+            notes (list[tuple[str, str]]): ``(table, text)`` pairs (empty: nothing to record).
+        """
         if not notes:
             return
         current = dict(self.config.feed_notes)
@@ -68,7 +87,11 @@ class TableNotes:
             self.save()
 
     def held(self, held: dict[str, str]) -> None:
-        """The tables capture holds back now (``{table: cause}``), logged when they change."""
+        """Record the tables capture holds back now (:mod:`wlc.holds`), logged when they change.
+
+        Args:
+            held (dict[str, str]): ``{table: cause}`` (empty: none held).
+        """
         before = dict(self.config.held)
         if dict(held) != before:
             self.config.held = dict(held)
@@ -81,8 +104,13 @@ class TableNotes:
                 self.note(f"RELEASED {table}: it is read again")
 
     def warn(self, stacklevel: int = 3) -> None:
-        """Warn about what :meth:`flush` callers should know: tables not replicated, and the
-        change-feed limits met since the last warning."""
+        """Warn about what :meth:`wlc.Master.flush` callers should know: a
+        :class:`NotReplicatedWarning` for tables not replicated, a :class:`ChangeFeedWarning` for
+        the change-feed limits met since the last warning.
+
+        Args:
+            stacklevel (int): the frame the warnings point at, counted from the caller of this method.
+        """
         refused = self.config.not_replicated
         if refused:
             warnings.warn(

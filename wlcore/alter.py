@@ -19,25 +19,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .names import quote_ident
+from .alter_sql import Op, features_needed, statements  # noqa: F401 (the operations' SQL: importers take it from here)
 from .tabledef import (
     CHAR_VARCHAR,
     CM_ID,
     COMMENT_KEY,
     CONSTRAINT_PREFIX,
     DEFAULT,
-    DEFAULTS_FEATURE,
     GENERATION,
     IDENTITY_START,
     IDENTITY_STEP,
     constraints,
-    path_sql,
     replicated_properties,
-    sql_string,
-    type_sql,
 )
-
-Op = dict[str, Any]
+from .widening import widens
 
 
 class NoAlter(Exception):
@@ -45,12 +40,20 @@ class NoAlter(Exception):
 
 
 def diff(old, new, by_name: bool = False) -> list[Op] | None:
-    """The operations that turn a table defined as ``old`` into one defined as ``new``
-    (both :class:`wlcore.deltalog.TableMeta`), in the order to apply them; ``[]`` when the
-    definitions are equal; None when the change has no ALTER TABLE form.
+    """The operations that turn a table defined as ``old`` into one defined as ``new``, in the
+    order to apply them.
 
-    ``by_name``: match columns by name even under column mapping (two different tables,
-    a replica's and its master's, have their own column mapping ids)."""
+    Args:
+        old (TableMeta): the definition before (:class:`wlcore.tablemeta.TableMeta`).
+        new (TableMeta): the definition after.
+        by_name (bool): match columns by name even under column mapping (two different tables,
+            a replica's and its master's, have their own column mapping ids).
+
+    Returns:
+        list[Op] | None: ``[]`` when the definitions are equal; None when the change has no
+        ALTER TABLE form (another partitioning, generation or identity, a drop or rename
+        without column mapping, a type change that is no widening).
+    """
     if tuple(old.partition_columns) != tuple(new.partition_columns):
         return None
     oldp, newp = replicated_properties(old.configuration), replicated_properties(new.configuration)
@@ -117,8 +120,16 @@ COLUMN_OPS = ("drop", "rename", "add", "move", "type", "nullable", "not_null", "
 
 
 def field_at(schema: dict, path: list[str]) -> dict | None:
-    """The field at ``path`` (names; ``element``, ``key``, ``value`` step into arrays and
-    maps) of ``schema``, or None."""
+    """The field at ``path`` of ``schema``.
+
+    Args:
+        schema (dict): a table's Delta schema JSON.
+        path (list[str]): field names; ``element``, ``key``, ``value`` step into arrays and maps.
+
+    Returns:
+        dict | None: the field (a made-up one for an array's element or a map's key or value);
+        None when there is none.
+    """
     fields = schema.get("fields", [])
     found = None
     t: Any = {"type": "struct", "fields": fields}
@@ -144,7 +155,12 @@ def field_at(schema: dict, path: list[str]) -> dict | None:
 
 def done(op: Op, meta) -> bool:
     """True when the table defined as ``meta`` already shows the effect of ``op`` (a replay
-    resumed after a crash between two ALTER commits applies only what is missing)."""
+    resumed after a crash between two ALTER commits applies only what is missing).
+
+    Args:
+        op (Op): one operation of :func:`diff`.
+        meta (TableMeta): the table's definition now.
+    """
     kind, schema = op["op"], meta.schema
     conf = meta.configuration
     if kind == "set_properties":  # a table feature is in the protocol, not the configuration: set it again
@@ -264,138 +280,3 @@ def _type_ops(path: list[str], a: Any, b: Any, am: dict | None = None, bm: dict 
             raise NoAlter(f"type of {path}: {a} to {b}")
         return [{"op": "type", "path": path, "type": b}]
     return []
-
-
-_INTEGERS = ("byte", "short", "integer", "long")
-_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
-
-
-def _decimal(t: str) -> tuple[int, int] | None:
-    if not t.startswith("decimal"):
-        return None
-    p, _, s = t[t.index("(") + 1 : t.index(")")].partition(",")
-    return int(p), int(s or 0)
-
-
-def widens(a: str, b: str) -> bool:
-    """True when Delta's type widening changes primitive type ``a`` to ``b`` without loss:
-    a wider integer, float to double, an integer to double or to a decimal with room for
-    its digits, a decimal with no fewer integer or fraction digits, date to timestamp_ntz."""
-    if a in _INTEGERS and b in _INTEGERS:
-        return _INTEGERS.index(b) > _INTEGERS.index(a)
-    if b == "double" and (a == "float" or a in ("byte", "short", "integer")):
-        return True
-    if a == "date" and b == "timestamp_ntz":
-        return True
-    db = _decimal(b)
-    if db is None:
-        return False
-    if a in _INTEGERS:
-        return db[0] - db[1] >= _DIGITS[a]
-    da = _decimal(a)
-    return da is not None and db[1] >= da[1] and db[0] - db[1] >= da[0] - da[1] and db != da
-
-
-# ----------------------------------------------------------------------------- SQL
-
-
-def statements(ref: str, ops: list[Op]) -> list[str]:
-    """ALTER TABLE statements on the table ``ref`` (``delta.`<uri>```) for ``ops``, in order."""
-    out = []
-    for op in ops:
-        kind = op["op"]
-        where = path_sql(op["path"]) if "path" in op else ""
-        if kind == "set_properties":
-            body = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in op["properties"].items())
-            out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
-        elif kind == "unset_properties":
-            out.append(
-                f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ("
-                + ", ".join(sql_string(k) for k in op["keys"])
-                + ")"
-            )
-        elif kind == "drop_constraint":
-            out.append(f"ALTER TABLE {ref} DROP CONSTRAINT IF EXISTS {quote_ident(op['name'])}")
-        elif kind == "add_constraint":
-            out.append(f"ALTER TABLE {ref} ADD CONSTRAINT {quote_ident(op['name'])} CHECK ({op['expr']})")
-        elif kind == "drop":
-            out.append(f"ALTER TABLE {ref} DROP COLUMN {where}")
-        elif kind == "rename":
-            out.append(f"ALTER TABLE {ref} RENAME COLUMN {where} TO {quote_ident(op['to'])}")
-        elif kind == "add":
-            field = op["field"]
-            md = field.get("metadata") or {}
-            text = f"{where} {type_sql(field['type'], md)}"
-            if md.get(COMMENT_KEY) is not None:
-                text += f" COMMENT {sql_string(md[COMMENT_KEY])}"
-            text += " FIRST" if op.get("first") else (f" AFTER {quote_ident(op['after'])}" if op.get("after") else "")
-            out.append(f"ALTER TABLE {ref} ADD COLUMNS ({text})")
-            if md.get(DEFAULT) is not None:
-                out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET DEFAULT {md[DEFAULT]}")
-            if not field.get("nullable", True):
-                out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET NOT NULL")
-        elif kind == "move":
-            pos = f"AFTER {quote_ident(op['after'])}" if op.get("after") else "FIRST"
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} {pos}")
-        elif kind == "type":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} TYPE {type_sql(op['type'], op.get('metadata'))}")
-        elif kind == "nullable":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} DROP NOT NULL")
-        elif kind == "not_null":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET NOT NULL")
-        elif kind == "comment":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} COMMENT {sql_string(op['text'])}")
-        elif kind == "default":
-            out.append(
-                f"ALTER TABLE {ref} ALTER COLUMN {where} "
-                + (f"SET DEFAULT {op['expr']}" if op.get("expr") is not None else "DROP DEFAULT")
-            )
-        elif kind == "cluster":
-            cols = op["columns"]
-            out.append(
-                f"ALTER TABLE {ref} CLUSTER BY "
-                + ("(" + ", ".join(path_sql(p) for p in cols) + ")" if cols else "NONE")
-            )
-        elif kind == "table_comment":
-            out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ('comment' = {sql_string(op['text'] or '')})")
-        else:
-            raise ValueError(f"unknown ALTER operation {kind!r}")
-    return out
-
-
-def _types_in(t: Any) -> set[str]:
-    if isinstance(t, str):
-        return {t}
-    if t.get("type") == "struct":
-        return set().union(*[_types_in(f["type"]) for f in t.get("fields", [])] or [set()])
-    if t.get("type") == "array":
-        return _types_in(t["elementType"])
-    if t.get("type") == "map":
-        return _types_in(t["keyType"]) | _types_in(t["valueType"])
-    return set()
-
-
-def features_needed(ops: list[Op]) -> dict[str, str]:
-    """Table features the replica table must support before ``ops`` (Delta wants them
-    switched on by hand for an existing table): column defaults, TIMESTAMP_NTZ, VARIANT."""
-    out: dict[str, str] = {}
-    for op in ops:
-        if (
-            op["op"] == "default"
-            and op.get("expr") is not None
-            or op["op"] == "add"
-            and (op["field"].get("metadata") or {}).get(DEFAULT) is not None
-        ):
-            out[DEFAULTS_FEATURE] = "supported"
-        types = (
-            _types_in(op["type"])
-            if op["op"] == "type"
-            else _types_in(op["field"]["type"])
-            if op["op"] == "add"
-            else set()
-        )
-        if "timestamp_ntz" in types:
-            out["delta.feature.timestampNtz"] = "supported"
-        if "variant" in types:
-            out["delta.feature.variantType"] = "supported"
-    return out

@@ -65,7 +65,14 @@ CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")  # De
 
 
 def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
-    """``(size in bytes, SHA-256 hex digest)`` of the file ``path``, read in 1 MiB chunks.
+    """``(size, SHA-256)`` of the file ``path``, read in 1 MiB chunks.
+
+    Args:
+        storage (Storage): the storage holding the file.
+        path (str): the file.
+
+    Returns:
+        tuple[int, str]: its size in bytes and its SHA-256 as 64 hex digits.
 
     Raises:
         FileNotFoundError: ``path`` is not there.
@@ -90,7 +97,17 @@ def _staging_prefix(dbname: str) -> str:
 
 
 def open_staging(storage: Storage, logs: str, dbname: str, number: int) -> str:
-    """Create and return a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``."""
+    """Create a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        number (int): the level-0 batch number it will be published as.
+
+    Returns:
+        str: ``<logs>/.open-<dbname>-<number, 12 digits>-<8 hex>``, made.
+    """
     path = Storage.join(logs, f"{_staging_prefix(dbname)}{number:012d}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(path)
     return path
@@ -100,6 +117,11 @@ def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
     """Remove the staging folders of ``dbname`` left by a capture that stopped before publishing.
 
     Only that database's: masters may share a log folder. The caller holds the database's lock.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
     """
     for name in storage.listdir(logs):
         if name.startswith(_staging_prefix(dbname)):
@@ -107,10 +129,24 @@ def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
 
 
 def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> str:
-    """Checksum the staged files, write the manifest last, and rename the folder into place.
+    """Checksum the staged files, write the manifest last, and publish the folder at once
+    (:meth:`wlcore.storage.Storage.publish_dir`: one rename, or a commit marker written last).
 
-    Returns the published path. Raises FileExistsError when that batch number is taken
-    (another capturer is running on the same master).
+    Spark's hidden ``.crc`` files and ``_SUCCESS`` markers are deleted first; every other
+    file is listed in the manifest with its size and SHA-256.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        staging (str): the staging folder holding the batch's files (:func:`open_staging`).
+        manifest (Manifest): the batch's manifest; its ``files`` are filled in here.
+
+    Returns:
+        str: the published batch's path (``<logs>/<manifest.folder>``).
+
+    Raises:
+        BatchError: the staging folder is gone.
+        FileExistsError: the batch's name is taken (another capturer is running on the same master).
     """
     if not storage.isdir(staging):
         raise BatchError(
@@ -139,7 +175,17 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
 
 
 def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> list[tuple[int, str]]:
-    """Published batches of ``dbname`` in ``logs`` with number >= ``start``: ``[(number, path)]`` ascending."""
+    """Published level-0 batches of ``dbname`` in ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+        start (int): the lowest batch number to list.
+
+    Returns:
+        list[tuple[int, str]]: ``[(number, path)]``, ascending; ``[]`` when ``logs`` is missing.
+    """
     pattern = re.compile(rf"^{re.escape(dbname)}_(\d{{12}})$")
     out = []
     for name in storage.published(logs):
@@ -150,8 +196,17 @@ def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> li
 
 
 def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, int, int, str]]:
-    """Compacted batches of ``dbname`` in ``logs``: ``[(level, first batch, last batch, path)]``
-    ordered by first batch, then level."""
+    """Published compacted batches (levels 1 and 2) of ``dbname`` in ``logs``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the logs folder.
+        dbname (str): the master database's name.
+
+    Returns:
+        list[tuple[int, int, int, str]]: ``[(level, first batch, last batch, path)]`` ordered by
+        first batch, then level.
+    """
     pattern = re.compile(rf"^{re.escape(dbname)}_L(\d)_(\d{{12}})_(\d{{12}})$")
     out = []
     for name in storage.published(logs):
@@ -162,7 +217,18 @@ def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, 
 
 
 def read_manifest(storage: Storage, batch_path: str) -> Manifest:
-    """Read and check a batch's manifest. Raises BatchError when it is missing or damaged."""
+    """Read and check a batch's manifest (:meth:`Manifest.from_bytes`: format, version, checksum).
+
+    Args:
+        storage (Storage): the storage holding the batch.
+        batch_path (str): the batch's folder.
+
+    Returns:
+        Manifest: the manifest.
+
+    Raises:
+        BatchError: the manifest is missing or damaged.
+    """
     try:
         raw = storage.read_bytes(Storage.join(batch_path, MANIFEST))
     except FileNotFoundError as exc:
@@ -175,8 +241,16 @@ def verify_files(
 ) -> dict[str, str]:
     """Check listed files (all, or those under ``prefixes``) against size and SHA-256.
 
-    Returns ``{relative path: problem}``, empty when everything is intact. Files present on
-    disk under a checked prefix but not listed count as problems too (they would be read).
+    Args:
+        storage (Storage): the storage holding the batch.
+        batch_path (str): the batch's folder.
+        manifest (Manifest): its manifest (:func:`read_manifest`).
+        prefixes (Iterable[str] | None): folders relative to the batch (``rows/s.t``) to check
+            only; None: every listed file.
+
+    Returns:
+        dict[str, str]: ``{relative path: problem}``, empty when everything is intact. Files present
+        under a checked prefix but not listed count as problems too (they would be read).
     """
     prefixes = list(prefixes) if prefixes is not None else None
 

@@ -12,8 +12,7 @@ keep Delta's file skipping. Every function builds Spark Columns: no row passes t
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from pyspark.sql import Column, functions as F
 from pyspark.sql.types import ArrayType, DataType, DoubleType, FloatType, MapType, StructField, StructType
 
 
@@ -23,7 +22,11 @@ def _is_variant(dtype: DataType) -> bool:
 
 def needs_canon(dtype: DataType) -> bool:
     """True when values of ``dtype`` cannot be compared as they are (map, VARIANT, float,
-    double, or a struct or array holding one)."""
+    double, or a struct or array holding one).
+
+    Args:
+        dtype (DataType): a Spark type.
+    """
     if isinstance(dtype, (MapType, FloatType, DoubleType)) or _is_variant(dtype):
         return True
     if isinstance(dtype, StructType):
@@ -34,8 +37,16 @@ def needs_canon(dtype: DataType) -> bool:
 
 
 def canon(col: Column, dtype: DataType) -> Column:
-    """The comparable form of ``col`` (of type ``dtype``); ``col`` itself when it needs none.
-    NULL stays NULL."""
+    """The comparable form of ``col``: floats and VARIANT as text (``-0.0`` and NaN exact), maps as
+    sorted arrays of entries, structs and arrays of such forms. NULL stays NULL.
+
+    Args:
+        col (Column): the value.
+        dtype (DataType): its Spark type.
+
+    Returns:
+        Column: ``col`` itself when it needs no canonical form (:func:`needs_canon`).
+    """
     if not needs_canon(dtype):
         return col
     if isinstance(dtype, (FloatType, DoubleType)):
@@ -61,7 +72,15 @@ def canon(col: Column, dtype: DataType) -> Column:
 
 
 def canon_type(dtype: DataType) -> DataType:
-    """The type of :func:`canon`'s result (for schemas of empty frames)."""
+    """The type of :func:`canon`'s result (for schemas of empty frames).
+
+    Args:
+        dtype (DataType): the Spark type of the column :func:`canon` is given.
+
+    Returns:
+        DataType: ``dtype`` itself when it needs no canonical form; else strings for floats and
+        VARIANT, and structs, arrays and maps of those.
+    """
     if not needs_canon(dtype):
         return dtype
     from pyspark.sql.types import StringType
@@ -78,13 +97,31 @@ def canon_type(dtype: DataType) -> DataType:
 
 
 def same(left: Column, right: Column, dtype: DataType) -> Column:
-    """``left`` and ``right`` hold the same value (NULL equals NULL), for any type."""
+    """``left`` and ``right`` hold the same value (NULL equals NULL), for any type.
+
+    Args:
+        left (Column): a value.
+        right (Column): the value to compare it with, of the same type.
+        dtype (DataType): their Spark type (maps, floats and VARIANT are compared by their
+            canonical form, :func:`canon`).
+
+    Returns:
+        Column: a boolean column, never NULL.
+    """
     return canon(left, dtype).eqNullSafe(canon(right, dtype))
 
 
 def all_same(left: str, right: str, fields: list[StructField]) -> Column:
-    """Every column of ``fields`` equal between the frames aliased ``left`` and ``right``
-    (``F.lit(True)`` when there are none)."""
+    """Every column of ``fields`` equal between the frames aliased ``left`` and ``right``.
+
+    Args:
+        left (str): the alias of one frame.
+        right (str): the alias of the other.
+        fields (list[StructField]): the columns to compare (each by :func:`same`).
+
+    Returns:
+        Column: a boolean column (``F.lit(True)`` when there are no fields).
+    """
     from .names import quote_ident
 
     cond = F.lit(True)
@@ -95,7 +132,15 @@ def all_same(left: str, right: str, fields: list[StructField]) -> Column:
 
 
 def comparable(df, columns: list[str] | None = None) -> list[Column]:
-    """The canonical forms of ``df``'s ``columns`` (all when None), named as the columns."""
+    """The canonical forms of ``df``'s columns (:func:`canon`), named as the columns.
+
+    Args:
+        df (DataFrame): the frame.
+        columns (list[str] | None): the columns (None: all).
+
+    Returns:
+        list[Column]: one per column, in order.
+    """
     from .names import quote_ident
 
     fields = {f.name: f for f in df.schema.fields}

@@ -42,8 +42,15 @@ class Cursor:
     def from_json(cls, data: dict) -> "Cursor":
         """The cursor in ``data`` (a manifest's or snapshot's ``tables`` entry).
 
+        Args:
+            data (dict): the entry: ``version``, and ``meta``, ``time`` (UTC) and the notes when set.
+
+        Returns:
+            Cursor: the cursor.
+
         Raises:
-            KeyError, ValueError: ``version`` is missing or not an integer, or ``time`` is malformed.
+            KeyError: ``version`` is missing.
+            ValueError: ``version`` is not an integer, or ``time`` is malformed.
         """
         return cls(
             int(data["version"]),
@@ -72,7 +79,13 @@ class CaptureState:
 
     @classmethod
     def from_json(cls, data: dict) -> "CaptureState":
-        """The state in ``data`` (a manifest's ``cursors``; missing keys: none, 0).
+        """The state in ``data`` (missing keys: no table, 0).
+
+        Args:
+            data (dict): a manifest's ``cursors``: ``tables``, ``next_txn``, ``next_batch``.
+
+        Returns:
+            CaptureState: the state.
 
         Raises:
             KeyError, ValueError: a cursor lacks its ``version`` or a value is malformed.

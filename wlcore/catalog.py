@@ -34,8 +34,14 @@ log = logging.getLogger("wlc.catalog")
 
 
 def local_path(uri: str) -> str | None:
-    """The local path a ``file:`` URI (percent-decoded) or a plain path (made absolute) names;
-    None for another scheme (``s3a://``...)."""
+    """The local path a ``file:`` URI (percent-decoded) or a plain path (made absolute) names.
+
+    Args:
+        uri (str): a ``file:`` URI, a plain path, or a URL of another scheme.
+
+    Returns:
+        str | None: the absolute path without a trailing ``/``; None for another scheme (``s3a://``...).
+    """
     parsed = urllib.parse.urlparse(uri)
     if parsed.scheme not in ("", "file"):
         return None
@@ -48,14 +54,31 @@ def _same_place(a: str, b: str) -> bool:
 
 
 def schema_location(spark, schema: str) -> str | None:
-    """Where the session catalog has schema ``schema``, or None when it has none."""
+    """Where the session catalog has schema ``schema``.
+
+    Args:
+        spark (SparkSession): the session whose catalog is asked.
+        schema (str): the schema's name.
+
+    Returns:
+        str | None: its location URI; None when the catalog has no such schema.
+    """
     if not spark.catalog.databaseExists(schema):
         return None
     return spark.catalog.getDatabase(schema).locationUri
 
 
 def create_schema(spark, storage: Storage, db_path: str, schema: str) -> str:
-    """Register ``schema`` in the session catalog at ``<db_path>/<schema>``; returns its name.
+    """Register ``schema`` in the session catalog at ``<db_path>/<schema>``.
+
+    Args:
+        spark (SparkSession): the session whose catalog gets it.
+        storage (Storage): the storage holding the database (gives the location's URI).
+        db_path (str): the database's folder.
+        schema (str): the schema's name, a plain identifier.
+
+    Returns:
+        str: ``schema``.
 
     Raises:
         ConfigError: ``schema`` is not a plain identifier, or the catalog already has a
@@ -80,9 +103,16 @@ def register(spark, storage: Storage, db_path: str, skip: frozenset[str] | set[s
     Schema folders whose names are not plain identifiers, and folders in ``skip`` or
     reserved for capture, are left out. Tables already in the catalog are left as they are.
 
+    Args:
+        spark (SparkSession): the session whose catalog gets them.
+        storage (Storage): the storage holding the database.
+        db_path (str): the database's folder.
+        skip (frozenset[str] | set[str]): schema folder names to leave out.
+
     Returns:
-        ``{schema folder: reason}`` for schema folders that could not be registered (a
-        name that is not an identifier, a schema of that name elsewhere in the catalog).
+        dict[str, str]: ``{schema folder: reason}`` for schema folders that could not be
+        registered (a name that is not an identifier, a schema of that name elsewhere in the
+        catalog); each is also logged as a warning.
     """
     left_out: dict[str, str] = {}
     for schema in storage.subdirs(db_path):
@@ -132,8 +162,14 @@ def _adopt(spark, schema: str, table: str, ref: str, uri: str) -> None:
 
 
 def warehouse_folder(spark) -> str | None:
-    """Spark's warehouse folder (where ``CREATE SCHEMA x`` without a location puts ``x.db``)
-    when it is local, else None."""
+    """Spark's warehouse folder (where ``CREATE SCHEMA x`` without a location puts ``x.db``).
+
+    Args:
+        spark (SparkSession): the session (its ``spark.sql.warehouse.dir``).
+
+    Returns:
+        str | None: the local folder; None when it is not local.
+    """
     return local_path(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse"))
 
 
@@ -141,7 +177,14 @@ def warehouse_schemas(folder: str | None) -> set[str]:
     """Names of the schemas in Spark's local warehouse folder (its ``<name>.db`` folders).
 
     A folder listing, not a catalog call: capture looks every second, and listing the
-    session catalog costs a sixth of a second of JVM time a call."""
+    session catalog costs a sixth of a second of JVM time a call.
+
+    Args:
+        folder (str | None): the warehouse folder (:func:`warehouse_folder`; None: none).
+
+    Returns:
+        set[str]: the schema names; empty when the folder is None or missing.
+    """
     if folder is None or not os.path.isdir(folder):
         return set()
     return {n[:-3] for n in os.listdir(folder) if n.endswith(".db")}

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
 
 from .batch import CHANGE_TYPE, VERSION_COLUMN
@@ -36,13 +35,19 @@ _POSITIVE = ("insert", "update_postimage")
 
 
 def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
-    """All change rows under ``uris`` (``.../wlc_version=<v>`` folders, or folders holding
-    such folders: a compacted batch's pieces) in one read; no partition column is inferred.
+    """All change rows under ``uris`` in one read; no partition column is inferred.
 
-    ``schema``: the table's ``StructType`` after the segment, when the segment adds columns
-    (rows written before have none: they read as NULL); None reads the files' own schema.
-    Returns the table's columns, ``_change_type``, ``__wlr_v`` (the version, from the
-    folder name) and ``__wlr_pos``.
+    Args:
+        spark (SparkSession): the session that reads them.
+        uris (Sequence[str]): ``.../wlc_version=<v>`` folders, or folders holding such folders
+            (a compacted batch's pieces), as Spark URIs.
+        schema (StructType | None): the table's schema after the segment, when the segment adds
+            columns (rows written before have none: they read as NULL); None reads the files'
+            own schema.
+
+    Returns:
+        DataFrame: the table's columns, ``_change_type``, ``__wlr_v`` (the version, from the
+        folder name) and ``__wlr_pos``.
     """
     reader = spark.read
     if schema is not None:
@@ -57,7 +62,14 @@ def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
 
 
 def data_columns(rows: DataFrame) -> list[str]:
-    """The table's own columns of the change rows ``rows`` (without the change type, version and position columns)."""
+    """The table's own columns of the change rows (without the change type, version and position columns).
+
+    Args:
+        rows (DataFrame): change rows as :func:`read_rows` returns them.
+
+    Returns:
+        list[str]: the column names, in order.
+    """
     return [c for c in rows.columns if c not in (CHANGE_TYPE, VERSION, POS)]
 
 
@@ -91,6 +103,13 @@ def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
     Keys inserted and deleted within the segment are left out (insert+delete = nothing).
     NULL keys are one key, as ``<=>`` matches them; keys of any type are compared by
     their canonical form (:mod:`wlcore.canonical`).
+
+    Args:
+        rows (DataFrame): a segment's change rows (:func:`read_rows`).
+        keys (Sequence[str]): the table's key columns (``wlc.key``).
+
+    Returns:
+        DataFrame: the net change, one row per key.
     """
     cols = data_columns(rows)
     value, order = _row(rows, cols)
@@ -106,7 +125,14 @@ def net_by_key(rows: DataFrame, keys: Sequence[str]) -> DataFrame:
 
 def net_by_image(rows: DataFrame) -> DataFrame:
     """The net signed count ``COUNT`` of each full row image, zeros left out. Images are
-    compared by their canonical form (maps, VARIANT, ``-0.0`` and NaN are exact)."""
+    compared by their canonical form (maps, VARIANT, ``-0.0`` and NaN are exact).
+
+    Args:
+        rows (DataFrame): a segment's change rows (:func:`read_rows`).
+
+    Returns:
+        DataFrame: the data columns and ``__wlr_n`` (inserts minus deletes of that image).
+    """
     cols = data_columns(rows)
     sign = F.when(F.col(POS) == 1, 1).otherwise(-1)
     if not any(needs_canon(f.dataType) for f in rows.schema.fields if f.name in cols):
@@ -120,7 +146,15 @@ def net_by_image(rows: DataFrame) -> DataFrame:
 
 
 def repeat(df: DataFrame, times) -> DataFrame:
-    """Each row of ``df`` ``times`` times (a Column; 0 drops the row)."""
+    """Each row of ``df`` ``times`` times.
+
+    Args:
+        df (DataFrame): the rows.
+        times (Column): an integer column: how many times each row is kept (0 drops it).
+
+    Returns:
+        DataFrame: the rows repeated, with the same columns.
+    """
     return df.withColumn("__wlr_rep", F.explode(F.array_repeat(F.lit(1), times.cast("int")))).drop("__wlr_rep")
 
 
@@ -138,8 +172,15 @@ def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFr
     :func:`net_by_key` over these rows followed by later ones gives what it gives over all
     the rows followed by them (its last state is a max, its first change a min, and the
     kinds above keep both), so pieces concatenate exactly; the one difference is that a
-    key left out for no net change is not checked to be on the replica. Returns the data
-    columns, ``_change_type`` and ``wlc_version``.
+    key left out for no net change is not checked to be on the replica.
+
+    Args:
+        rows (DataFrame): the run's change rows (:func:`read_rows`).
+        keys (Sequence[str]): the table's key columns (``wlc.key``).
+        version (int): the master Delta version of the piece's last transaction.
+
+    Returns:
+        DataFrame: the data columns, ``_change_type`` and ``wlc_version``.
     """
     cols = data_columns(rows)
     value, order = _row(rows, cols)
@@ -166,8 +207,15 @@ def compact_by_key(rows: DataFrame, keys: Sequence[str], version: int) -> DataFr
 
 def compact_by_image(rows: DataFrame, version: int) -> DataFrame:
     """The change rows a compacted piece keeps of an unkeyed table: each row image's net
-    count as that many ``insert`` rows (positive) or ``delete`` rows (negative), at master
-    version ``version``. Returns the data columns, ``_change_type`` and ``wlc_version``."""
+    count as that many ``insert`` rows (positive) or ``delete`` rows (negative).
+
+    Args:
+        rows (DataFrame): the run's change rows (:func:`read_rows`).
+        version (int): the master Delta version of the piece's last transaction.
+
+    Returns:
+        DataFrame: the data columns, ``_change_type`` and ``wlc_version``.
+    """
     net = net_by_image(rows)
     cols = [c for c in net.columns if c != COUNT]
     kind = F.when(F.col(COUNT) > 0, F.lit("insert")).otherwise(F.lit("delete"))

@@ -55,8 +55,16 @@ def subcommand(sub, name: str, func: Command, codes: ExitCodes = (), **kwargs) -
 
 
 def exit_code(exc: BaseException, codes: ExitCodes = NOT_FOUND) -> int:
-    """The exit status of a command stopped by ``exc``: the status of the first class of
-    ``codes`` that ``exc`` is an instance of, else :data:`EXIT_USAGE` (2)."""
+    """The exit status of a command stopped by ``exc``.
+
+    Args:
+        exc (BaseException): the error that stopped it.
+        codes (ExitCodes): ``(exception class, status)`` pairs, most specific first.
+
+    Returns:
+        int: the status of the first class of ``codes`` that ``exc`` is an instance of, else
+        :data:`EXIT_USAGE` (2).
+    """
     for cls, code in codes:
         if isinstance(exc, cls):
             return code

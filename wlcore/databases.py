@@ -15,8 +15,7 @@ import difflib
 
 from .errors import MasterStateError, NotFoundError
 from .master_state import CONFIG_FILE as MASTER_CONFIG
-from .replica_state import CONFIG_FILE as REPLICA_CONFIG
-from .replica_state import read_replica_state
+from .replica_state import CONFIG_FILE as REPLICA_CONFIG, read_replica_state
 from .storage import Storage
 
 MASTER, REPLICA, PLAIN, MISSING = "master", "replica", "database", "missing"
@@ -24,7 +23,16 @@ MASTER, REPLICA, PLAIN, MISSING = "master", "replica", "database", "missing"
 
 def nearest(name: str, candidates, n: int = 3) -> list[str]:
     """Up to ``n`` of ``candidates`` closest to ``name`` (difflib's ratio, at least 0.5), best first;
-    names that match ignoring case, or whose last dotted part matches, come first."""
+    names that match ignoring case, or whose last dotted part matches, come first.
+
+    Args:
+        name (str): the name given.
+        candidates (Iterable[str]): the names that exist.
+        n (int): how many at most.
+
+    Returns:
+        list[str]: the nearest names, best first (empty: none is near).
+    """
     candidates = list(candidates)
     low = name.lower()
     exact = [c for c in candidates if c.lower() == low or c.lower().rsplit(".", 1)[-1] == low]
@@ -37,8 +45,17 @@ def nearest(name: str, candidates, n: int = 3) -> list[str]:
 
 
 def did_you_mean(name: str, candidates, what: str) -> str:
-    """``"; did you mean a or b?"`` for the nearest of ``candidates``, else ``"; the <what> are: ..."``
-    (at most 10 named), else ``"; there are no <what>"``."""
+    """The end of a "not found" message: ``"; did you mean a or b?"`` for the nearest of
+    ``candidates``, else ``"; the <what> are: ..."`` (at most 10 named), else ``"; there are no <what>"``.
+
+    Args:
+        name (str): the name given.
+        candidates (Iterable[str]): the names that exist.
+        what (str): what they are, plural (``masters in /data``).
+
+    Returns:
+        str: the text, starting with ``"; "``.
+    """
     near = nearest(name, candidates)
     if near:
         return "; did you mean " + " or ".join(near) + "?"
@@ -57,7 +74,10 @@ class Dbfarm:
     it, so a missing one is not refused (it cannot be told from a new empty one; see
     :attr:`Storage.empty_folders`), and a database folder holding nothing is not listed.
 
-    Raises (constructor):
+    Args:
+        path (str): the dbfarm folder (or URL).
+
+    Raises:
         NotFoundError: ``path`` is a folder that does not exist on a store where folders
             exist by themselves (a dbfarm is never made by accident).
     """
@@ -74,7 +94,14 @@ class Dbfarm:
             )
 
     def kind(self, name: str) -> str:
-        """``master``, ``replica``, ``database`` (a folder that is neither) or ``missing``."""
+        """What database ``name`` of the dbfarm is.
+
+        Args:
+            name (str): the database's folder name.
+
+        Returns:
+            str: ``master``, ``replica``, ``database`` (a folder that is neither) or ``missing``.
+        """
         folder = Storage.join(self.path, name)
         if self.storage.exists(Storage.join(folder, MASTER_CONFIG)):
             return MASTER
@@ -85,12 +112,26 @@ class Dbfarm:
         return MISSING
 
     def names(self, kind: str | None = None) -> list[str]:
-        """The databases of the dbfarm (of ``kind`` only, when given), sorted; hidden folders are not databases."""
+        """The databases of the dbfarm, sorted; hidden folders are not databases.
+
+        Args:
+            kind (str | None): only databases of this :meth:`kind` (None: all).
+
+        Returns:
+            list[str]: the folder names.
+        """
         out = [d for d in self.storage.subdirs(self.path) if not d.startswith(".")]
         return sorted(d for d in out if kind is None or self.kind(d) == kind)
 
     def master_of(self, replica: str) -> str | None:
-        """The master a replica's ``wlr.config`` names (None when it names none)."""
+        """The master a replica's ``wlr.config`` names.
+
+        Args:
+            replica (str): the replica's folder name.
+
+        Returns:
+            str | None: the master's name; None when it names none (or cannot be read).
+        """
         try:
             state = read_replica_state(self.storage, Storage.join(self.path, replica))
         except (OSError, ValueError):
@@ -98,7 +139,14 @@ class Dbfarm:
         return (state.master or None) if state is not None else None
 
     def replicas_of(self, master: str) -> list[str]:
-        """The replicas in this dbfarm whose ``wlr.config`` names ``master``."""
+        """The replicas in this dbfarm whose ``wlr.config`` names ``master``.
+
+        Args:
+            master (str): the master's name.
+
+        Returns:
+            list[str]: their names, sorted.
+        """
         return [r for r in self.names(REPLICA) if self.master_of(r) == master]
 
     def _missing(self, name: str, kind: str) -> NotFoundError:

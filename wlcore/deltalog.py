@@ -16,151 +16,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from .storage import Storage
+from .tablemeta import TableMeta, clustering_of  # TableMeta: importers take it from here too
 
 LOG_DIR = "_delta_log"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?(\.[0-9a-fA-F-]{36})?\.(parquet|json)$")
 CLUSTERING_DOMAIN = "delta.clustering"
 _MS = timedelta(milliseconds=1)
-
-KEY_PROPERTY = "wlc.key"  # the table property naming a replicated table's key columns
-
-
-def is_relevant_property(key: str) -> bool:
-    """True for a property replication carries (:func:`wlcore.tabledef.is_replicated_property`)."""
-    from .tabledef import is_replicated_property
-
-    return is_replicated_property(key)
-
-
-@dataclass(frozen=True)
-class TableMeta:
-    """A table's shape as its Delta ``metaData`` action states it."""
-
-    schema_json: str
-    partition_columns: tuple[str, ...]
-    configuration: dict[str, str]
-    table_id: str = ""
-    # liquid clustering: the ``delta.clustering`` domain's columns as physical name paths
-    # (column mapping), None for a table that never had clustering columns
-    clustering: tuple[tuple[str, ...], ...] | None = None
-    description: str | None = None  # the table comment
-
-    @classmethod
-    def from_action(cls, action: dict[str, Any], clustering: tuple[tuple[str, ...], ...] | None = None) -> "TableMeta":
-        """The metadata of a Delta ``metaData`` action (``clustering``: the clustering domain's columns, read apart)."""
-        return cls(
-            schema_json=action.get("schemaString") or '{"type":"struct","fields":[]}',
-            partition_columns=tuple(action.get("partitionColumns") or ()),
-            configuration=dict(action.get("configuration") or {}),
-            table_id=action.get("id") or "",
-            clustering=clustering,
-            description=action.get("description"),
-        )
-
-    def with_clustering(self, clustering: tuple[tuple[str, ...], ...] | None) -> "TableMeta":
-        """The same metadata with the ``delta.clustering`` domain's columns ``clustering``."""
-        return replace(self, clustering=clustering)
-
-    @property
-    def clustering_columns(self) -> list[list[str]]:
-        """Clustering columns as logical name paths (``[["k"], ["s", "a"]]``), ``[]`` for none."""
-        if not self.clustering:
-            return []
-        from .tabledef import logical_path
-
-        return [logical_path(self.schema, list(p)) for p in self.clustering]
-
-    @property
-    def schema(self) -> dict:
-        """The Delta schema as a dict (the parsed ``schemaString``)."""
-        return json.loads(self.schema_json)
-
-    @property
-    def columns(self) -> list[str]:
-        """The top-level column names, in order."""
-        return [f["name"] for f in self.schema.get("fields", [])]
-
-    @property
-    def properties(self) -> dict[str, str]:
-        """Replicated properties: user properties, CHECK constraints (``delta.constraints.*``)
-        and the carried table features (:data:`wlcore.tabledef.CARRIED`)."""
-        return {k: v for k, v in sorted(self.configuration.items()) if is_relevant_property(k)}
-
-    @property
-    def constraints(self) -> dict[str, str]:
-        """The CHECK constraints: ``{name: expression}`` from the ``delta.constraints.*`` properties."""
-        return {
-            k[len("delta.constraints.") :]: v for k, v in self.properties.items() if k.startswith("delta.constraints.")
-        }
-
-    @property
-    def key_columns(self) -> list[str]:
-        """Columns named by the ``wlc.key`` table property (comma separated), or ``[]``."""
-        raw = self.configuration.get(KEY_PROPERTY, "")
-        return [c.strip() for c in raw.split(",") if c.strip()]
-
-    @property
-    def change_feed(self) -> bool:
-        """True when the table's change data feed is on (``delta.enableChangeDataFeed``)."""
-        return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
-
-    @property
-    def in_commit_timestamps(self) -> bool:
-        """True when the table records In-Commit Timestamps (``delta.enableInCommitTimestamps``)."""
-        return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
-
-    def shape(self) -> dict:
-        """What replication carries (:func:`wlcore.tabledef.definition`): columns with types,
-        nullability, comments, generation, identity and defaults; partitioning; clustering;
-        replicated properties and constraints."""
-        from .tabledef import definition
-
-        return definition(self)
-
-    def to_json(self) -> dict:
-        """The metadata as capture cursors hold it (clustering and comment only when set)."""
-        out: dict[str, Any] = {
-            "schema": self.schema_json,
-            "partition_columns": list(self.partition_columns),
-            "configuration": self.configuration,
-            "id": self.table_id,
-        }
-        if self.clustering is not None:
-            out["clustering"] = [list(p) for p in self.clustering]
-        if self.description is not None:
-            out["description"] = self.description
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict) -> "TableMeta":
-        """The metadata in ``data`` (:meth:`to_json`'s form).
-
-        Raises:
-            KeyError: ``schema`` is missing.
-        """
-        clustering = data.get("clustering")
-        return cls(
-            data["schema"],
-            tuple(data.get("partition_columns") or ()),
-            dict(data.get("configuration") or {}),
-            data.get("id", ""),
-            tuple(tuple(p) for p in clustering) if clustering is not None else None,
-            data.get("description"),
-        )
-
-
-def clustering_of(configuration: str | None) -> tuple[tuple[str, ...], ...] | None:
-    """The columns of a ``delta.clustering`` domain's configuration JSON (None: removed)."""
-    if configuration is None:
-        return None
-    cols = json.loads(configuration or "{}").get("clusteringColumns") or []
-    return tuple(tuple(p) for p in cols)
 
 
 @dataclass
@@ -189,17 +56,40 @@ class Commit:
 
 
 def log_path(table_path: str) -> str:
-    """The ``_delta_log`` folder of the table at ``table_path``."""
+    """The ``_delta_log`` folder of the table at ``table_path``.
+
+    Args:
+        table_path (str): the table's folder (path or URL).
+
+    Returns:
+        str: ``<table_path>/_delta_log``.
+    """
     return Storage.join(table_path, LOG_DIR)
 
 
 def is_delta_table(storage: Storage, table_path: str) -> bool:
-    """True when ``table_path`` holds a ``_delta_log`` folder."""
+    """True when ``table_path`` holds a ``_delta_log`` folder.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+
+    Returns:
+        bool: the log folder is there.
+    """
     return storage.isdir(log_path(table_path))
 
 
 def list_versions(storage: Storage, table_path: str) -> list[int]:
-    """Versions with a JSON commit file, ascending (``[]`` when the table or its log is gone)."""
+    """Versions with a JSON commit file (``_delta_log/<20 digits>.json``), ascending.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+
+    Returns:
+        list[int]: the versions; ``[]`` when the table or its log is gone.
+    """
     out = []
     for name in storage.listdir(log_path(table_path)):
         m = _COMMIT_FILE.match(name)
@@ -209,12 +99,37 @@ def list_versions(storage: Storage, table_path: str) -> list[int]:
 
 
 def commit_file(table_path: str, version: int) -> str:
-    """The JSON commit file of ``version`` of the table at ``table_path`` (20-digit name)."""
+    """The JSON commit file of ``version`` of the table at ``table_path`` (20-digit name).
+
+    Args:
+        table_path (str): the table's folder.
+        version (int): the Delta version.
+
+    Returns:
+        str: ``<table_path>/_delta_log/<version:020d>.json``.
+    """
     return Storage.join(log_path(table_path), f"{version:020d}.json")
 
 
 def parse_commit(version: int, text: str, fallback_time: datetime | None = None) -> Commit:
-    """Parse the newline-delimited JSON actions of one commit file."""
+    """Parse the newline-delimited JSON actions of one commit file (Delta's transaction log
+    protocol: ``commitInfo``, ``metaData``, ``add``/``remove``/``cdc``, ``txn``,
+    ``domainMetadata``, ``protocol``).
+
+    Args:
+        version (int): the commit's Delta version.
+        text (str): the commit file's contents.
+        fallback_time (datetime | None): the commit time (UTC) when the file has neither an
+            In-Commit Timestamp nor ``commitInfo.timestamp``; None: now.
+
+    Returns:
+        Commit: its time (the In-Commit Timestamp, else ``commitInfo.timestamp``, milliseconds,
+        as UTC), operation, metadata (with its clustering columns), whether data changed, the
+        application transactions, domains and protocol.
+
+    Raises:
+        json.JSONDecodeError: a line is not JSON.
+    """
     info: dict[str, Any] = {}
     meta = None
     data_change = False
@@ -270,11 +185,21 @@ def parse_commit(version: int, text: str, fallback_time: datetime | None = None)
 
 
 def read_commit(storage: Storage, table_path: str, version: int, file_time: bool = False) -> Commit:
-    """Read one commit. Raises FileNotFoundError when the commit file is gone.
+    """Read one commit.
 
-    ``file_time``: a commit without an In-Commit Timestamp takes its commit file's
-    modification time (milliseconds), as Delta's time travel does, instead of
-    ``commitInfo.timestamp`` (the writer's clock); see :func:`monotonic`.
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        version (int): the Delta version.
+        file_time (bool): a commit without an In-Commit Timestamp takes its commit file's
+            modification time (milliseconds), as Delta's time travel does, instead of
+            ``commitInfo.timestamp`` (the writer's clock); see :func:`monotonic`.
+
+    Returns:
+        Commit: the parsed commit (:func:`parse_commit`).
+
+    Raises:
+        FileNotFoundError: the commit file is gone.
     """
     path = commit_file(table_path, version)
     commit = parse_commit(version, storage.read_text(path))
@@ -287,15 +212,28 @@ def read_commit(storage: Storage, table_path: str, version: int, file_time: bool
 
 def monotonic(commit: Commit, previous: datetime | None) -> None:
     """Delta's rule (``monotonizeCommitTimestamps``): a commit time not after the previous
-    version's becomes the previous one + 1 ms. In-Commit Timestamps are increasing already."""
+    version's becomes the previous one + 1 ms. In-Commit Timestamps are increasing already.
+
+    Args:
+        commit (Commit): the commit, its ``timestamp`` changed in place.
+        previous (datetime | None): the previous version's commit time (UTC); None: none.
+    """
     if previous is not None and commit.timestamp <= previous:
         commit.timestamp = previous + _MS
 
 
 def meta_after(meta: TableMeta | None, commit: Commit) -> TableMeta | None:
-    """The metadata in force after ``commit`` given ``meta`` before it: a ``metaData``
-    action replaces it (keeping the clustering columns unless the commit sets them too), a
-    ``delta.clustering`` domain alone changes the clustering columns."""
+    """The metadata in force after ``commit``: a ``metaData`` action replaces it (keeping the
+    clustering columns unless the commit sets them too), a ``delta.clustering`` domain alone
+    changes the clustering columns.
+
+    Args:
+        meta (TableMeta | None): the metadata in force before the commit (None: not known).
+        commit (Commit): the commit.
+
+    Returns:
+        TableMeta | None: the metadata after it; None when neither gives one.
+    """
     new = commit.metadata
     if commit.clustering_changed:
         base = new or meta
@@ -311,8 +249,14 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     """The ``metaData`` in force at ``version`` (with its clustering columns), read back
     through the JSON commits.
 
-    Returns None when the commits holding it were cleaned up (only a checkpoint has it);
-    callers then ask Delta Kernel (:func:`wlcore.kernel.metadata_at`).
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        version (int): the Delta version.
+
+    Returns:
+        TableMeta | None: the metadata; None when the commits holding it were cleaned up (only
+        a checkpoint has it): callers then ask Delta Kernel (:func:`wlcore.kernel.metadata_at`).
     """
     meta: TableMeta | None = None
     clustering: tuple[tuple[str, ...], ...] | None | Literal[False] = False  # False: not found yet
@@ -333,7 +277,15 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
 
 
 def checkpoint_versions(storage: Storage, table_path: str) -> list[int]:
-    """Versions with a checkpoint (classic, multi-part or v2), ascending."""
+    """Versions with a checkpoint (classic, multi-part or v2), ascending.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+
+    Returns:
+        list[int]: the versions; ``[]`` when there is none (or no log).
+    """
     out = set()
     for name in storage.listdir(log_path(table_path)):
         m = _CHECKPOINT_FILE.match(name)
@@ -344,8 +296,16 @@ def checkpoint_versions(storage: Storage, table_path: str) -> list[int]:
 
 def readable_from(storage: Storage, table_path: str, versions: list[int] | None = None) -> int | None:
     """The oldest version whose state Delta can still rebuild: the newest checkpoint from
-    which every later commit file is there (version 0 when the log is whole); None when
-    no version can be rebuilt. ``versions``: the commit files' versions (listed when None)."""
+    which every later commit file is there (version 0 when the log is whole).
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        versions (list[int] | None): the commit files' versions, ascending (None: listed here).
+
+    Returns:
+        int | None: the version; None when no version can be rebuilt.
+    """
     versions = list_versions(storage, table_path) if versions is None else versions
     if not versions:
         return None

@@ -11,19 +11,35 @@ NOT_REPLICATED_SCHEMAS = {"tmp"}
 
 
 def delta_ref(uri: str) -> str:
-    """``delta.`<path>``` for SQL on a path-based Delta table."""
+    """``delta.`<path>``` for SQL on a path-based Delta table.
+
+    Args:
+        uri (str): the table's URI as Spark reads it (backticks in it are doubled).
+
+    Returns:
+        str: the table reference.
+    """
     return "delta." + quote_ident(uri)
 
 
 def discover_tables(
     storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset(), refused: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Replicated tables of a database: ``{"schema.table": path}`` (see :mod:`wlcore.names`).
+    """Replicated tables of a database (see :mod:`wlcore.names`).
 
     Every Delta table at ``<db>/<schema>/<table>`` is replicated, whatever its folder name,
     except schema ``tmp``. A Delta table that cannot be carried (a name with a control
     character or not UTF-8, a table directly under the database folder) is put in
     ``refused`` as ``{path: reason}`` so the master can say so, never skipped silently.
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database's folder.
+        skip (frozenset[str] | set[str]): schema folders to leave out (besides the master's own).
+        refused (dict[str, str] | None): filled in place with ``{path: reason}`` (None: not kept).
+
+    Returns:
+        dict[str, str]: ``{"schema.table": folder}``.
     """
     out = {}
     for schema in storage.subdirs(db_path):
@@ -50,7 +66,11 @@ def discover_tables(
 
 
 def table_path(db_path: str, name: str) -> str:
-    """The folder of the table ``name`` (``schema.table``) in the database folder ``db_path``.
+    """The folder of table ``name`` in the database folder ``db_path``: ``<db>/<schema>/<table>``.
+
+    Args:
+        db_path (str): the database's folder.
+        name (str): ``schema.table``.
 
     Raises:
         ConfigError: ``name`` is not ``schema.table``.

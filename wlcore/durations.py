@@ -58,7 +58,14 @@ class Every:
 
 
 def seconds(value: Any, minimum: float = 0.0) -> float:
-    """Return ``value`` (a number, or text holding one) as float seconds of at least ``minimum``.
+    """Return ``value`` as float seconds of at least ``minimum``.
+
+    Args:
+        value (Any): a number, or text holding one.
+        minimum (float): the least accepted, seconds.
+
+    Returns:
+        float: the seconds.
 
     Raises:
         ValueError: not a number (booleans included), NaN, or below ``minimum``; the message
@@ -78,8 +85,16 @@ def seconds(value: Any, minimum: float = 0.0) -> float:
 def number(value: Any, what: str, minimum: float = 0.0) -> float:
     """Return ``value`` as float seconds of at least ``minimum`` (see :func:`seconds`).
 
+    Args:
+        value (Any): a number, or text holding one.
+        what (str): the setting or argument it is, for the message.
+        minimum (float): the least accepted, seconds.
+
+    Returns:
+        float: the seconds.
+
     Raises:
-        ConfigError: ``value`` is not such a number; the message names ``what`` (a setting or argument).
+        ConfigError: ``value`` is not such a number; the message names ``what``.
     """
     try:
         return seconds(value, minimum)
@@ -88,9 +103,16 @@ def number(value: Any, what: str, minimum: float = 0.0) -> float:
 
 
 def interval(value: Any, counts: tuple[str, ...] = ()) -> Every | None:
-    """Parse an interval: None, ``false``, ``off`` or 0 mean off (returns None); a number is
-    seconds; text is ``<n><unit>`` with unit s, m, h, d or w (``"90s"``, ``"6h"``, ``"1d"``),
-    or ``"<n> transactions"`` / ``"<n> batches"`` where ``counts`` allows them.
+    """Parse an interval (``master.compact.level1``, ``master.snapshot_interval``, retention).
+
+    Args:
+        value (Any): None, ``false``, ``off`` or 0 mean off; a number is seconds; text is
+            ``<n><unit>`` with unit s, m, h, d or w (``"90s"``, ``"6h"``, ``"1d"``), or
+            ``"<n> transactions"`` / ``"<n> batches"`` where ``counts`` allows them.
+        counts (tuple[str, ...]): the count units allowed (``"transactions"``, ``"batches"``).
+
+    Returns:
+        Every | None: the interval (seconds, or a count); None when off.
 
     Raises:
         ValueError: anything else; the message starts with ``must be`` and lists the accepted forms.
@@ -123,6 +145,14 @@ def interval(value: Any, counts: tuple[str, ...] = ()) -> Every | None:
 
 def every(value: Any, what: str, counts: tuple[str, ...] = ()) -> Every | None:
     """Parse an interval setting or argument (see :func:`interval`).
+
+    Args:
+        value (Any): the setting's or argument's value.
+        what (str): its name for the message (``master.compact.level1``, ``--level1``).
+        counts (tuple[str, ...]): the count units allowed (``"transactions"``, ``"batches"``).
+
+    Returns:
+        Every | None: the interval; None when off.
 
     Raises:
         ConfigError: a malformed value; the message names ``what`` and the accepted forms.

@@ -38,7 +38,13 @@ def new_epoch() -> str:
 
 
 def parse(text: str | None) -> History:
-    """``"0:ab12,151:cd34"`` as ``[(0, "ab12"), (151, "cd34")]``; empty text: ``[]``.
+    """An epoch history's text as entries: ``"0:ab12,151:cd34"`` as ``[(0, "ab12"), (151, "cd34")]``.
+
+    Args:
+        text (str | None): ``first:epoch`` entries joined by commas (None or empty: no history).
+
+    Returns:
+        History: ``[(first txn, epoch id)]``, first ascending; ``[]`` for empty text.
 
     Raises:
         ValueError: an entry is malformed or the firsts do not ascend.
@@ -59,22 +65,47 @@ def parse(text: str | None) -> History:
 
 
 def format(history: History) -> str:  # noqa: A001 (the module's own name for the inverse of parse)
-    """The history as text, ``first:epoch`` entries joined by commas (the inverse of :func:`parse`)."""
+    """The history as text, ``first:epoch`` entries joined by commas (the inverse of :func:`parse`).
+
+    Args:
+        history (History): ``[(first txn, epoch id)]``, first ascending.
+
+    Returns:
+        str: the text ("" for no entry).
+    """
     return ",".join(f"{first}:{epoch}" for first, epoch in history)
 
 
 def begin(history: History, first: int, epoch: str) -> History:
-    """The history once a session ``epoch`` starts whose first transaction will be
-    ``first`` (the published tick + 1). The last entry is replaced when it holds no
-    transaction (it starts at ``first`` too)."""
+    """The history once a session ``epoch`` starts (PostgreSQL's new timeline on promotion).
+
+    Args:
+        history (History): the history so far, ``[(first txn, epoch id)]`` ascending.
+        first (int): the session's first transaction id (the published tick + 1).
+        epoch (str): the session's epoch id (:func:`new_epoch`).
+
+    Returns:
+        History: ``history`` with ``(first, epoch)`` appended; an entry at ``first`` or later
+        (one that holds no transaction) is replaced.
+    """
     kept = [(f, e) for f, e in history if f < first]
     return kept + [(first, epoch)]
 
 
 def start_session(config: "MasterState") -> str:
-    """Begin a capture session of the master whose ``wlc.config`` is ``config`` (a
-    :class:`wlcore.master_state.MasterState`, updated in place: ``epoch``, ``epochs``); its
-    first transaction will be the published tick + 1. Returns a line for the master's log."""
+    """Begin a capture session of the master whose ``wlc.config`` is ``config``; its first
+    transaction will be the published tick + 1.
+
+    Args:
+        config (MasterState): the master's :class:`wlcore.master_state.MasterState`, updated in
+            place (``epoch``, ``epochs``); the caller saves it.
+
+    Returns:
+        str: a line for the master's log naming the epoch and the history.
+
+    Raises:
+        ValueError: ``epochs`` in ``config`` is malformed (:func:`parse`).
+    """
     first = config.tick + 1
     epoch = new_epoch()
     config.epoch, config.epochs = epoch, format(begin(parse(config.epochs), first, epoch))
@@ -82,7 +113,16 @@ def start_session(config: "MasterState") -> str:
 
 
 def at(history: History, txn: int) -> str | None:
-    """The epoch transaction ``txn`` was written in, by ``history`` (None: before any entry)."""
+    """The epoch transaction ``txn`` was written in.
+
+    Args:
+        history (History): an epoch history, ``[(first txn, epoch id)]`` ascending.
+        txn (int): a transaction id.
+
+    Returns:
+        str | None: the epoch of the last entry starting at or before ``txn``; None when it is
+        before every entry.
+    """
     found = None
     for first, epoch in history:
         if first > txn:
@@ -92,14 +132,33 @@ def at(history: History, txn: int) -> str | None:
 
 
 def upto(history: History, txn: int) -> History:
-    """The entries that cover transactions ``<= txn``."""
+    """The entries that cover transactions ``<= txn``.
+
+    Args:
+        history (History): an epoch history, ``[(first txn, epoch id)]`` ascending.
+        txn (int): the last transaction id to cover.
+
+    Returns:
+        History: the entries whose first transaction is ``<= txn``.
+    """
     return [(f, e) for f, e in history if f <= txn]
 
 
 def diverged(mine: History, mine_tick: int, theirs: History, their_tick: int) -> int | None:
-    """The first transaction id the two histories disagree on, up to the lower tick; None
-    when they agree there (one simply stands further than the other) or when either
-    history is unknown (written before epochs existed)."""
+    """The first transaction id two histories disagree on, up to the lower tick (as PostgreSQL
+    compares timeline histories, or CouchDB a sequence number's session id).
+
+    Args:
+        mine (History): this side's epoch history (a replica's).
+        mine_tick (int): the last transaction this side holds.
+        theirs (History): the other side's epoch history (its source's).
+        their_tick (int): the last transaction the other side holds.
+
+    Returns:
+        int | None: the first transaction id written in different epochs; None when they
+        agree up to the lower tick (one simply stands further than the other) or when either
+        history is unknown (written before epochs existed).
+    """
     if not mine or not theirs:
         return None
     limit = min(mine_tick, their_tick)

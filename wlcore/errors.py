@@ -8,6 +8,10 @@ class WlcError(Exception):
     message with the fix as a command (``wlc ...``/``wlr ...``), which the command line
     prints. Errors whose fix is neither (a file to repair, a name to change) have
     ``cli`` equal to ``str(error)``.
+
+    Args:
+        *args (object): the exception's arguments, as :class:`Exception` takes them (the message first).
+        cli (str | None): the message with the fix as a command (None: ``str(error)``).
     """
 
     def __init__(self, *args, cli: str | None = None):
@@ -50,7 +54,13 @@ class NotReplicatedWarning(UserWarning):
 class LockHeldError(WlcError):
     """Another process holds the lock (a file lock on local and mounted folders, a lease on an
     object store) and the caller would not wait, or waited ``timeout`` seconds in vain.
-    ``path`` names the lock; ``holder`` says who holds it when the store says so (else "")."""
+    ``path`` names the lock; ``holder`` says who holds it when the store says so (else "").
+
+    Args:
+        path (str): the lock's file or object.
+        what (str): what the lock guards (``capture of db``), at the head of the message.
+        holder (str): who holds it (what, host, process, lease end), when the store says so.
+    """
 
     def __init__(self, path: str, what: str, holder: str = ""):
         by = f" (held by {holder})" if holder else ""

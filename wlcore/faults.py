@@ -15,7 +15,12 @@ ENV = "WLC_CRASH_AT"
 
 
 def crash_point(name: str) -> None:
-    """Kill this process (SIGKILL, no clean-up) when ``name`` is listed in ``$WLC_CRASH_AT``."""
+    """Kill this process (SIGKILL, no clean-up) when ``name`` is listed in ``$WLC_CRASH_AT``
+    (the fault tests' crash points).
+
+    Args:
+        name (str): the crash point's name (``compact.staged``, ``ship.verified``...).
+    """
     wanted = os.environ.get(ENV)
     if wanted and name in wanted.split(","):
         os.kill(os.getpid(), signal.SIGKILL)

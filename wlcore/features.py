@@ -26,6 +26,12 @@ USER_METADATA = "wlc: switch on "  # userMetadata of capture's own property comm
 def chosen(value=None) -> list[str]:
     """The feature names of ``capture.table_features`` (or ``value``), checked.
 
+    Args:
+        value (list[str] | None): feature names to check instead of the setting (None: the setting).
+
+    Returns:
+        list[str]: ``change_feed`` and/or ``in_commit_timestamps``.
+
     Raises:
         ConfigError: not a list of ``change_feed`` / ``in_commit_timestamps``.
     """
@@ -35,12 +41,30 @@ def chosen(value=None) -> list[str]:
 
 
 def switch_on(value=None) -> dict[str, str]:
-    """``{table property: "true"}`` of what capture switches on in master tables that lack it."""
+    """What capture switches on in master tables that lack it.
+
+    Args:
+        value (list[str] | None): feature names instead of ``capture.table_features`` (None: the setting).
+
+    Returns:
+        dict[str, str]: ``{table property: "true"}`` (``delta.enableChangeDataFeed``, ``delta.enableInCommitTimestamps``).
+
+    Raises:
+        ConfigError: ``value`` is not a list of feature names.
+    """
     return {NAMES[n]: "true" for n in chosen(value)}
 
 
 def enable(spark, ref: str, properties: dict[str, str]) -> None:
-    """Set ``properties`` on the table ``ref`` (``delta.`<uri>```) in one commit marked as capture's."""
+    """Set ``properties`` on the table ``ref`` in one commit marked as capture's
+    (``commitInfo.userMetadata`` ``wlc: switch on ...``).
+
+    Args:
+        spark (SparkSession): the session that runs the ALTER TABLE (its SQL settings are used
+            and restored).
+        ref (str): the table as SQL names it (``delta.`<uri>```).
+        properties (dict[str, str]): ``{table property: value}``.
+    """
     from .tabledef import sql_string
 
     body = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
@@ -54,7 +78,14 @@ def enable(spark, ref: str, properties: dict[str, str]) -> None:
 
 def session_defaults(value=None) -> dict[str, str]:
     """Spark settings that make tables created through ``wlc.spark_session()`` carry what
-    capture would switch on, from their first commit (so no version needs an image)."""
+    capture would switch on, from their first commit (so no version needs an image).
+
+    Args:
+        value (list[str] | None): feature names instead of ``capture.table_features`` (None: the setting).
+
+    Returns:
+        dict[str, str]: ``{spark.databricks.delta.properties.defaults.<property>: "true"}``.
+    """
     on = switch_on(value)
     names = {CHANGE_FEED: "enableChangeDataFeed", IN_COMMIT_TIMESTAMPS: "enableInCommitTimestamps"}
     return {f"spark.databricks.delta.properties.defaults.{names[k]}": "true" for k in on}

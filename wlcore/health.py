@@ -26,10 +26,18 @@ STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 
 def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <dbfarm> <dbname>") -> str:
-    """The line the status commands print for capture's liveness ``state`` at ``when``
-    (:func:`wlcore.master_state.capture_liveness`), e.g. ``stopped at 2026-11-25T10:00:00.000000Z``
-    or ``stale since ...`` (its last heartbeat); ``start`` is the command that starts capture,
-    named when it never ran."""
+    """The line the status commands print for capture's liveness.
+
+    Args:
+        state (str): ``alive``, ``stale``, ``stopped``, ``not started`` or another word
+            (:func:`wlcore.master_state.capture_liveness`; another word is printed as it is).
+        when (datetime | None): the instant it refers to (UTC): the last heartbeat, or when
+            capture stopped.
+        start (str): the command that starts capture, named when it never ran.
+
+    Returns:
+        str: e.g. ``stopped at 2026-11-25T10:00:00.000000Z`` or ``stale since ...``.
+    """
     if state == "stale":
         assert when is not None  # capture_liveness gives the last heartbeat with "stale" and "alive"
         return f"stale since {utc_iso(when)} (no heartbeat since; killed, crashed or hung)"
@@ -87,14 +95,28 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
 
 
 def aligned(rows: list[tuple[str, object]]) -> str:
-    """``(name, value)`` rows as ``name  value`` lines, the values in one column."""
+    """``(name, value)`` rows as ``name  value`` lines, the values in one column.
+
+    Args:
+        rows (list[tuple[str, object]]): the rows (not empty).
+
+    Returns:
+        str: the lines joined by newlines.
+    """
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def format_status(s: dict) -> str:
     """Human text of :func:`master_status`: one aligned line per fact, then a line per table
-    not replicated, held back, or met by a limit of the change feed."""
+    not replicated, held back, or met by a limit of the change feed.
+
+    Args:
+        s (dict): a status as :func:`master_status` returns it.
+
+    Returns:
+        str: the text ``wlc status`` prints.
+    """
     rows = [
         ("master", s["master"]),
         ("state", f"{s.get('state', '-')} ({s['state_name']})"),

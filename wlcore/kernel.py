@@ -12,6 +12,15 @@ def metadata_at(spark, uri: str, version: int) -> TableMeta:
     the Delta table at ``uri`` as of ``version``, read by Delta Kernel from the newest
     checkpoint at or before it and the commits after.
 
+    Args:
+        spark (SparkSession): the session whose JVM runs Delta Kernel (and whose Hadoop
+            configuration reaches the store).
+        uri (str): the table's URI as Spark reads it.
+        version (int): the Delta version.
+
+    Returns:
+        TableMeta: the metadata at that version.
+
     Raises:
         Exception: Kernel's, when the version cannot be rebuilt (its commits and checkpoint
             are gone).

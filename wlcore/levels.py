@@ -10,16 +10,15 @@ Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.compact
 * :func:`restore_path` plans replay as Litestream restores: from the replica's position,
   the coarsest batch that starts there and ends at or before the target, again and again;
   level 0 then reaches the exact target. A compacted batch is applied only as a whole.
-* :func:`retain` decides what retention deletes: nothing that a kept snapshot's path to a
-  still-promised recovery point uses.
+* :func:`wlcore.retention.retain` decides what retention deletes: nothing that a kept
+  snapshot's path to a still-promised recovery point uses.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from .settings import Every
@@ -47,7 +46,15 @@ class Span:
 
     @classmethod
     def of(cls, manifest, path: str = "") -> "Span":
-        """The span of a :class:`wlcore.batch.Manifest`."""
+        """The span of a batch's manifest.
+
+        Args:
+            manifest (Manifest): the batch's :class:`wlcore.batch.Manifest`.
+            path (str): the batch's folder ("": not known).
+
+        Returns:
+            Span: its level, level-0 batches, transactions and times (None without transactions).
+        """
         return cls(
             manifest.level,
             manifest.batch,
@@ -93,17 +100,31 @@ class Start:
 
 
 def fits(span: Span, target: Target = EVERYTHING) -> bool:
-    """True when all of ``span`` is at or before ``target`` (:meth:`wlcore.target.Target.admits`)."""
+    """True when all of ``span`` is at or before ``target`` (:meth:`wlcore.target.Target.admits`).
+
+    Args:
+        span (Span): a batch.
+        target (Target): the replay target (default: everything).
+
+    Returns:
+        bool: its last transaction is admitted.
+    """
     return target.admits(span.last_txn, span.last_time)
 
 
 def restore_path(tick: int, compacted: Iterable[Span], target: Target = EVERYTHING) -> list[Span]:
-    """The compacted batches replay applies from position ``tick`` (every transaction <=
-    ``tick`` applied) toward the target: each time the coarsest batch that starts at the
-    next transaction and ends at or before the target, as Litestream's restore plan.
+    """The compacted batches replay applies from position ``tick`` toward the target: each
+    time the coarsest batch that starts at the next transaction and ends at or before the
+    target, as Litestream's restore plan. Cost: O(number of compacted batches).
 
-    Returns them in order (empty: level 0 from ``tick``). Level 0 continues from the last
-    one's ``last_batch + 1`` and ``last_txn``. Cost: O(number of compacted batches).
+    Args:
+        tick (int): every transaction <= ``tick`` is applied (-1: none).
+        compacted (Iterable[Span]): the published batches (level-0 ones are ignored).
+        target (Target): the replay target (default: everything).
+
+    Returns:
+        list[Span]: in order (empty: level 0 from ``tick``). Level 0 continues from the last
+        one's ``last_batch + 1`` and ``last_txn``.
     """
     starts: dict[int, list[Span]] = {}
     for s in compacted:
@@ -121,7 +142,15 @@ def restore_path(tick: int, compacted: Iterable[Span], target: Target = EVERYTHI
 
 
 def choose_start(starts: Sequence[Start], target: Target = EVERYTHING) -> Start | None:
-    """The newest snapshot at or before ``target`` (None: none is)."""
+    """The newest snapshot at or before ``target``.
+
+    Args:
+        starts (Sequence[Start]): the snapshots, any order.
+        target (Target): the replay target (default: everything).
+
+    Returns:
+        Start | None: the one with the highest ``txn`` the target admits; None when none is.
+    """
     best = None
     for s in starts:
         if target.admits(s.txn, s.time) and (best is None or s.txn > best.txn):
@@ -133,12 +162,28 @@ def choose_start(starts: Sequence[Start], target: Target = EVERYTHING) -> Start 
 
 
 def window_of(when: datetime, seconds: float) -> int:
-    """The number of the UTC-aligned window of ``seconds`` that holds ``when``."""
+    """The number of the UTC-aligned window of ``seconds`` that holds ``when``.
+
+    Args:
+        when (datetime): an aware instant.
+        seconds (float): the window's length in seconds.
+
+    Returns:
+        int: ``floor(epoch seconds / seconds)``.
+    """
     return math.floor(when.timestamp() / seconds)
 
 
 def window_end(window: int, seconds: float) -> datetime:
-    """The UTC instant window number ``window`` of ``seconds`` (:func:`window_of`) ends at."""
+    """The UTC instant window number ``window`` of ``seconds`` (:func:`window_of`) ends at.
+
+    Args:
+        window (int): a window number.
+        seconds (float): the window's length in seconds.
+
+    Returns:
+        datetime: the end (UTC), excluded from the window.
+    """
     return datetime.fromtimestamp((window + 1) * seconds, tz=timezone.utc)
 
 
@@ -198,11 +243,17 @@ def runs_to_merge(
 def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_before: datetime, level: int) -> str:
     """When the next batch of ``level`` is due, for people (``wlc compact`` with nothing to do).
 
-    Args: as :func:`runs_to_merge`, and ``level`` the level being made (1 or 2).
+    Args:
+        lower (Sequence[Span]): the batches of the level below (any order).
+        upper (Sequence[Span]): the batches of ``level`` that exist already.
+        every (Every): the level's interval, as for :func:`runs_to_merge`.
+        closed_before (datetime): the master's watermark (UTC).
+        level (int): the level being made (1 or 2).
 
-    Returns e.g. ``level 1: due once the master's watermark passes 2026-11-25T11:00:00Z (the
-    end of the 1 h window of level-0 batches 40-42)`` or ``level 1: 3 of 10 level-0 batches
-    since the last level-1 batch``.
+    Returns:
+        str: e.g. ``level 1: due once the master's watermark passes 2026-11-25T11:00:00Z (the
+        end of the 1 h window of level-0 batches 40-42)`` or ``level 1: 3 of 10 level-0 batches
+        since the last level-1 batch``.
     """
     _done, todo = _after(lower, upper)
     below = f"level-{level - 1} batch"
@@ -227,133 +278,3 @@ def next_due(lower: Sequence[Span], upper: Sequence[Span], every: Every, closed_
         f"level {level}: due once the master's watermark passes {end.isoformat().replace('+00:00', 'Z')} (the "
         f"end of the {every} window of {below}es {names}; the watermark is {closed_before.isoformat()})"
     )
-
-
-# ----------------------------------------------------------------------------- retention
-
-
-@dataclass
-class Retention:
-    """What :func:`retain` decided: what to delete, what stays reachable."""
-
-    delete: list[Span] = field(default_factory=list)
-    delete_snapshots: list[Start] = field(default_factory=list)
-    kept: list[Span] = field(default_factory=list)
-    kept_snapshots: list[Start] = field(default_factory=list)
-    earliest: Start | None = None  # the oldest kept snapshot: the earliest reachable point
-    # (level, from txn, its time): every transaction (level 0) or every boundary of that level
-    # from there on is promised (within the level's retention)
-    granularity: list[tuple[str, int, datetime | None]] = field(default_factory=list)
-
-
-def _older(when: datetime | None, keep: Every | None, now: datetime) -> bool:
-    """True when ``when`` is older than the retention ``keep`` (None: kept forever)."""
-    if keep is None:
-        return False
-    return when is None or when < now - timedelta(seconds=keep.amount)
-
-
-def retain(starts: Sequence[Start], spans: Sequence[Span], now: datetime, keep: dict[str, Every | None]) -> Retention:
-    """Decide what retention deletes.
-
-    Args:
-        starts: the snapshots.
-        spans: every published batch, all levels.
-        now: the current instant (UTC).
-        keep: retention per ``level0``, ``level1``, ``level2`` and ``snapshots`` (None: forever).
-
-    Kept: snapshots within their retention, plus the newest one older than it (the base the
-    oldest promised points are reached from; always the newest snapshot); batches within
-    their level's retention; the newest level-0 batch (capture resumes from it); and every
-    batch that replay's :func:`restore_path` plus level 0 uses from a kept snapshot to a
-    promised point: a transaction in a kept level-0 batch, the end of a kept compacted batch,
-    a kept snapshot. Everything else is deleted. Cost: O(B log B) for B batches.
-    """
-    starts = sorted(starts, key=lambda s: s.txn)
-    out = Retention()
-    if not starts:
-        out.kept = list(spans)
-        return out
-    ks = keep.get("snapshots")
-    inside = [s for s in starts if not _older(s.time, ks, now)]
-    older = [s for s in starts if _older(s.time, ks, now)]
-    base = older[-1:] if older else []
-    # the empty start (no folder) costs nothing: kept, reachable while a batch begins at it
-    kept_starts = [s for s in older[:-1] if not s.path] + base + inside
-    out.delete_snapshots = [s for s in starts if s not in kept_starts]
-
-    fresh = {s for s in spans if not _older(s.last_time, keep.get(f"level{s.level}"), now)}
-    level0 = [s for s in spans if s.level == 0]
-    if level0:
-        fresh.add(max(level0, key=lambda s: s.first_batch))
-    # promised points: (lo, hi) txn ranges every point of which must stay reachable
-    points = sorted({s.last_txn for s in fresh if s.level > 0} | {s.txn for s in kept_starts})
-    ranges = sorted((s.first_txn, s.last_txn) for s in fresh if s.level == 0)
-
-    def promised(lo: int, hi: float) -> bool:
-        """A promised point in [lo, hi)."""
-        i = bisect.bisect_left(points, lo)
-        if i < len(points) and points[i] < hi:
-            return True
-        return _any_range(ranges, lo, hi)
-
-    needed = _needed(spans, kept_starts, promised)
-    for s in sorted(spans, key=lambda s: (s.level, s.first_batch)):
-        (out.kept if (s in fresh or s in needed) else out.delete).append(s)
-    if not kept_starts[0].path and not any(s.first_txn == kept_starts[0].txn + 1 for s in out.kept):
-        kept_starts.pop(0)  # nothing begins at the empty start any more
-    out.kept_snapshots = kept_starts
-    out.earliest = kept_starts[0] if kept_starts else None
-    out.granularity = _granularity(fresh, out.earliest)
-    return out
-
-
-def _needed(spans: Sequence[Span], kept_starts: list[Start], promised) -> set[Span]:
-    """The batches replay's path (:func:`restore_path` plus level 0) uses from each kept
-    snapshot up to the next one, wherever that path passes a promised point
-    (``promised(lo, hi)``: a promised point in [lo, hi))."""
-    by_start: dict[int, list[Span]] = {}
-    for s in spans:
-        by_start.setdefault(s.first_txn, []).append(s)
-    needed: set[Span] = set()
-    bounds = [s.txn for s in kept_starts[1:]] + [math.inf]
-    for start, end in zip(kept_starts, bounds):
-        todo, seen = [start.txn], set()
-        while todo:
-            pos = todo.pop()
-            if pos in seen or pos >= end:
-                continue
-            seen.add(pos)
-            here = sorted(by_start.get(pos + 1, ()), key=lambda s: s.level)
-            for s in here:
-                coarser = [c.last_txn for c in here if c.level > s.level and c.last_txn > pos]
-                hi = min(coarser + [end])
-                lo = s.first_txn if s.level == 0 else s.last_txn
-                if promised(lo, hi):
-                    needed.add(s)
-                    todo.append(s.last_txn)
-    return needed
-
-
-def _granularity(fresh: set[Span], earliest: Start | None) -> list[tuple[str, int, datetime | None]]:
-    """What is promised at each level: ``(level name, first transaction, its commit time)``
-    (kept chains between promises are not promises)."""
-    out: list[tuple[str, int, datetime | None]] = []
-    for level in LEVELS:  # what is promised at each level (kept chains between are not promises)
-        mine = [s for s in fresh if s.level == level and earliest and s.last_txn > earliest.txn]
-        if mine:
-            first = min(mine, key=lambda s: s.first_txn)
-            if level == 0:  # every transaction from the batch's first one on: its own commit time
-                out.append((f"level {level}", first.first_txn, first.first_time))
-            else:  # every boundary from the batch's end on: the end's commit time
-                out.append((f"level {level}", first.last_txn, first.last_time))
-    return out
-
-
-def _any_range(ranges: list[tuple[int, int]], lo: int, hi: float) -> bool:
-    """A range of ``ranges`` (sorted, disjoint) meeting [lo, hi)."""
-    i = bisect.bisect_right(ranges, (lo, math.inf))
-    for a, b in ranges[max(0, i - 1) : i + 1]:
-        if a < hi and b >= lo:
-            return True
-    return False

@@ -22,12 +22,25 @@ FORMAT = "wlc-batch"
 
 
 def utc_iso(ts: datetime) -> str:
-    """An aware datetime as ISO-8601 UTC with microseconds and ``Z``."""
+    """An instant as ISO-8601 UTC with microseconds and ``Z`` (``2026-11-25T05:12:16.394000Z``).
+
+    Args:
+        ts (datetime): an aware instant (any offset; converted to UTC).
+
+    Returns:
+        str: the text manifests and state files hold.
+    """
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_utc(text: str) -> datetime:
-    """The ISO-8601 instant ``text`` (``Z`` or an offset) as an aware UTC datetime.
+    """The ISO-8601 instant ``text`` as an aware UTC datetime (the inverse of :func:`utc_iso`).
+
+    Args:
+        text (str): an ISO-8601 instant with ``Z`` or an offset.
+
+    Returns:
+        datetime: the instant in UTC.
 
     Raises:
         ValueError: ``text`` is not an ISO-8601 instant.
@@ -36,12 +49,30 @@ def parse_utc(text: str) -> datetime:
 
 
 def batch_name(dbname: str, number: int) -> str:
-    """Folder name of level-0 batch ``number`` of database ``dbname``: ``<dbname>_<number, 12 digits>``."""
+    """Folder name of level-0 batch ``number`` of database ``dbname``.
+
+    Args:
+        dbname (str): the master database's name.
+        number (int): the batch number.
+
+    Returns:
+        str: ``<dbname>_<number, 12 digits>``.
+    """
     return f"{dbname}_{number:012d}"
 
 
 def compacted_name(dbname: str, level: int, first: int, last: int) -> str:
-    """Folder name of the level-``level`` batch merging level-0 batches ``first``..``last``."""
+    """Folder name of the level-``level`` batch merging level-0 batches ``first``..``last``.
+
+    Args:
+        dbname (str): the master database's name.
+        level (int): 1 or 2.
+        first (int): its first level-0 batch number.
+        last (int): its last level-0 batch number.
+
+    Returns:
+        str: ``<dbname>_L<level>_<first, 12 digits>_<last, 12 digits>``.
+    """
     return f"{dbname}_L{level}_{first:012d}_{last:012d}"
 
 
@@ -126,7 +157,13 @@ class TxnRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> "TxnRecord":
-        """The record in ``data`` (a manifest's ``txns`` entry).
+        """The record in ``data`` (the inverse of :meth:`to_json`).
+
+        Args:
+            data (dict): a manifest's ``txns`` entry.
+
+        Returns:
+            TxnRecord: the record (instants as aware UTC datetimes).
 
         Raises:
             KeyError, TypeError, ValueError: a field is missing or malformed (:meth:`Manifest.from_bytes`
@@ -226,7 +263,14 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, raw: bytes, source: str) -> "Manifest":
-        """The manifest in ``raw`` (the bytes of ``manifest.json``); ``source`` names it in errors.
+        """The manifest in the bytes of ``manifest.json``, checked (format, format version, checksum).
+
+        Args:
+            raw (bytes): the file's bytes.
+            source (str): the file, named in errors.
+
+        Returns:
+            Manifest: the manifest.
 
         Raises:
             BatchError: not JSON, not a wlc batch manifest, another format version, a checksum

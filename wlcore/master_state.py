@@ -128,8 +128,15 @@ class MasterState(StateFile):
 
 
 def logs_of(cfg: MasterState | None, db_path: str) -> str:
-    """The log folder of the master at ``db_path`` whose wlc.config is ``cfg``: its ``logs``,
-    else ``<db>/wlc_logs`` (also when ``cfg`` is None)."""
+    """The log folder of the master at ``db_path``.
+
+    Args:
+        cfg (MasterState | None): its ``wlc.config`` (None: not known).
+        db_path (str): the master's folder.
+
+    Returns:
+        str: ``logs`` of ``cfg`` when set, else ``<db>/wlc_logs``.
+    """
     return (cfg.logs if cfg is not None else "") or Storage.join(db_path, "wlc_logs")
 
 
@@ -151,7 +158,16 @@ def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
 
 
 def write_master_state(storage: Storage, db_path: str, state: MasterState) -> str:
-    """Write ``state`` as ``<db_path>/wlc.config`` (atomically) and return the text written."""
+    """Write ``state`` as ``<db_path>/wlc.config`` (atomically: readers see the old file or the new one).
+
+    Args:
+        storage (Storage): the storage holding the master.
+        db_path (str): the master's folder (path or URL).
+        state (MasterState): the state to write.
+
+    Returns:
+        str: the text written.
+    """
     text = state.to_text()
     storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
     return text
@@ -181,15 +197,22 @@ def liveness(
 
 
 def capture_liveness(cfg: MasterState, now: datetime) -> tuple[str, datetime | None]:
-    """Capture's liveness from a master's ``wlc.config`` ``cfg`` and the instant it refers to:
+    """Capture's liveness from a master's ``wlc.config``.
 
-    - ``("stopped", when)``: capture was stopped cleanly (Ctrl-C, SIGTERM, ``Master.close()``:
-      ``capture_stopped`` in wlc.config, later than the last heartbeat) or the master stopped
-      logging (state=2);
-    - ``("alive", last heartbeat)`` / ``("stale", last heartbeat)``: the heartbeat is younger /
-      older than ``capture.stale_after`` seconds (and 3 poll intervals): a stale capture died
-      (killed, crashed, hung) at about that instant;
-    - ``("not started", None)``: capture never ran on this master.
+    Args:
+        cfg (MasterState): the master's ``wlc.config``.
+        now (datetime): the UTC instant to judge at (the heartbeat's age is counted to it).
+
+    Returns:
+        tuple[str, datetime | None]: one of
+
+        - ``("stopped", when)``: capture was stopped cleanly (Ctrl-C, SIGTERM, ``Master.close()``:
+          ``capture_stopped`` in wlc.config, later than the last heartbeat) or the master stopped
+          logging (state=2);
+        - ``("alive", last heartbeat)`` / ``("stale", last heartbeat)``: the heartbeat is younger /
+          older than ``capture.stale_after`` seconds (and 3 poll intervals): a stale capture died
+          (killed, crashed, hung) at about that instant;
+        - ``("not started", None)``: capture never ran on this master.
     """
     stopped, beat = cfg.capture_stopped, cfg.heartbeat
     if cfg.stopped:

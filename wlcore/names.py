@@ -22,20 +22,42 @@ _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 def quote_ident(name: str) -> str:
-    """A SQL identifier in backticks, backticks inside doubled."""
+    """A Spark SQL identifier in backticks, backticks inside doubled.
+
+    Args:
+        name (str): any name (a schema, table or column).
+
+    Returns:
+        str: ```name```.
+    """
     return "`" + name.replace("`", "``") + "`"
 
 
 def qualified(schema: str, table: str) -> str:
-    """``schema.table``, each part in backticks when it holds ``.`` or a backtick."""
+    """``schema.table``, each part in backticks when it holds ``.`` or a backtick (as Spark SQL writes it).
+
+    Args:
+        schema (str): the schema's folder name.
+        table (str): the table's folder name.
+
+    Returns:
+        str: the qualified name (:func:`split_name` reads it back).
+    """
     return ".".join(p if _PLAIN_PART.match(p) else quote_ident(p) for p in (schema, table))
 
 
 def uncarried_reason(part: str) -> str | None:
-    """Why a folder name cannot be a replicated schema or table, or None when it can.
+    """Why a folder name cannot be a replicated schema or table.
 
     Control characters and line separators (a newline, a tab, U+2028) would make the
-    ``key=value`` state files and the logs ambiguous; bytes that are not UTF-8 cannot be written into a JSON manifest.
+    ``key=value`` state files and the logs ambiguous; bytes that are not UTF-8 cannot be
+    written into a JSON manifest.
+
+    Args:
+        part (str): a schema or table folder name.
+
+    Returns:
+        str | None: the reason, with the fix (rename the folder); None when it can be carried.
     """
     if _CONTROL.search(part):
         return "its name holds a control character (newline, tab...); rename the folder"
@@ -48,6 +70,13 @@ def uncarried_reason(part: str) -> str | None:
 
 def check_part(part: str, what: str) -> str:
     """Return ``part`` when it is a folder name that stays inside its parent folder.
+
+    Args:
+        part (str): a schema or table name.
+        what (str): what it names (``schema``, ``table``), for the message.
+
+    Returns:
+        str: ``part``.
 
     Raises:
         ConfigError: empty, ``.``/``..``, holds ``/`` or NUL, or cannot be carried.
@@ -64,6 +93,12 @@ def check_part(part: str, what: str) -> str:
 
 def split_name(name: str) -> tuple[str, str]:
     """``"schema.table"`` (parts optionally in backticks) -> ``(schema, table)``, both checked.
+
+    Args:
+        name (str): a qualified name (:func:`qualified`), e.g. ``sales.`q1.orders```.
+
+    Returns:
+        tuple[str, str]: the schema and table folder names.
 
     Raises:
         ConfigError: the name is not two parts, or a part would leave the database folder.
@@ -111,17 +146,40 @@ def _split(name: str) -> list[str] | None:
 
 def batch_folder(name: str) -> str:
     """A folder name for table ``name``'s rows inside a batch: the name itself when it is
-    plain ASCII, else ``t_`` and a hash (Spark reads Parquet paths as globs: ``{``, ``[``...)."""
+    plain ASCII, else ``t_`` and a hash (Spark reads Parquet paths as globs: ``{``, ``[``...).
+
+    Args:
+        name (str): the qualified name ``schema.table``.
+
+    Returns:
+        str: the name, or ``t_`` and 20 hex digits of its SHA-256.
+    """
     if _SAFE_FOLDER.match(name):
         return name
     return "t_" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:20]
 
 
 def state_key(prefix: str, name: str) -> str:
-    """A ``key=value`` state-file key for table ``name`` (percent-encoded beyond plain names)."""
+    """A ``key=value`` state-file key for table ``name`` (percent-encoded beyond plain names).
+
+    Args:
+        prefix (str): the key family (``version.``, ``at.``).
+        name (str): the qualified table name.
+
+    Returns:
+        str: ``prefix`` and the encoded name.
+    """
     return prefix + urllib.parse.quote(name, safe=".")
 
 
 def name_of_key(prefix: str, key: str) -> str:
-    """The table name of a state-file key made by :func:`state_key`."""
+    """The table name of a state-file key made by :func:`state_key`.
+
+    Args:
+        prefix (str): the key family the key starts with (``version.``, ``at.``).
+        key (str): the key.
+
+    Returns:
+        str: the qualified table name, decoded.
+    """
     return urllib.parse.unquote(key[len(prefix) :])

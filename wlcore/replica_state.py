@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar, Mapping
+from typing import ClassVar
 
 from .errors import ConfigError
 from .names import name_of_key, state_key
-from .settings import format_kv
 from .state_file import FLAG, INT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
@@ -147,9 +146,17 @@ class ReplicaState(StateFile):
             self._track(state_key(AT, table))
 
     def set_error(self, batch: int | None, txn: int | None, table: str, cause: str) -> None:
-        """Record a failure: ``error_batch``, ``error_txn``, ``error_table``, ``error_cause``, set
-        in this order (a key not in the file yet is appended). None and ``""`` leave a key empty;
-        all four empty: no failure."""
+        """Record a failure (PostgreSQL's apply worker keeps the failed transaction the same way):
+        ``error_batch``, ``error_txn``, ``error_table``, ``error_cause``, set in this order (a key
+        not in the file yet is appended). All four empty: no failure.
+
+        Args:
+            batch (int | None): the level-0 batch number the failure is in (None: empty).
+            txn (int | None): the transaction id that failed (None: a failure of the logs, not tied
+                to one transaction).
+            table (str): the table it failed on ("": none).
+            cause (str): the error, one line ("": no failure).
+        """
         self.error_batch = batch
         self.error_txn = txn
         self.error_table = table
@@ -173,11 +180,6 @@ class ReplicaState(StateFile):
     def _holds(self, key: str) -> bool:
         return self._family(key) is not None or super()._holds(key)
 
-    @classmethod
-    def from_pairs(cls, pairs: Mapping[str, object]) -> "ReplicaState":
-        """The state holding ``pairs`` (``key -> value`` as text, in the file's order)."""
-        return cls.from_text(format_kv(pairs), "<replica state>")
-
     def copy(self) -> "ReplicaState":
         """An independent copy (same keys, same order)."""
         return ReplicaState.from_text(self.to_text())
@@ -200,7 +202,16 @@ def read_replica_state(storage: Storage, db_path: str) -> ReplicaState | None:
 
 
 def write_replica_state(storage: Storage, db_path: str, state: ReplicaState) -> str:
-    """Write ``state`` as ``<db_path>/wlr.config`` (atomically) and return the text written."""
+    """Write ``state`` as ``<db_path>/wlr.config`` (atomically: readers see the old file or the new one).
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        db_path (str): the replica's folder (path or URL).
+        state (ReplicaState): the state to write.
+
+    Returns:
+        str: the text written.
+    """
     text = state.to_text()
     storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
     return text

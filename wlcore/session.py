@@ -121,8 +121,15 @@ def s3a_wanted() -> bool:
 
 
 def check_s3a(spark, url: str) -> None:
-    """Raise ConfigError when ``url`` is on S3 and ``spark`` has no ``s3a`` filesystem (it
-    was started without hadoop-aws)."""
+    """Refuse an S3 ``url`` when ``spark`` has no ``s3a`` filesystem (it was started without hadoop-aws).
+
+    Args:
+        spark (SparkSession): the session that would read or write ``url``.
+        url (str): a folder or URL (nothing is checked unless it is ``s3://`` or ``s3a://``).
+
+    Raises:
+        ConfigError: ``url`` is on S3 and the session cannot reach it; the message names ``spark.s3a``.
+    """
     if not str(url).startswith(("s3://", "s3a://")):
         return
     try:
@@ -179,9 +186,13 @@ def s3a_conf() -> dict[str, str]:
 
 
 def configure_s3a(spark, bucket: str | None = None) -> None:
-    """Apply :func:`s3a_conf` to a running session (settings changed after it started), for
-    every bucket or only ``bucket`` (``fs.s3a.bucket.<bucket>.*``: a bucket's filesystem is
-    made, and cached, at its first use)."""
+    """Apply :func:`s3a_conf` to a running session (settings changed after it started).
+
+    Args:
+        spark (SparkSession): the running session (its Hadoop configuration is changed).
+        bucket (str | None): only this bucket (``fs.s3a.bucket.<bucket>.*``: a bucket's
+            filesystem is made, and cached, at its first use); None: every bucket.
+    """
     hconf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in s3a_conf().items():
         if bucket:

@@ -18,6 +18,7 @@ import copy
 import os
 import re
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -34,7 +35,14 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def defaults_file(name: str) -> Path:
-    """The packaged default file ``name`` (``wlc.yaml``, ``log4j2.properties``) as a path."""
+    """The packaged default file ``name`` as a path (read with ``importlib.resources``).
+
+    Args:
+        name (str): ``wlc.yaml`` or ``log4j2.properties``.
+
+    Returns:
+        Path: the file inside the installed ``wlcore`` package.
+    """
     return Path(str(resources.files("wlcore").joinpath("defaults", name)))
 
 
@@ -58,13 +66,23 @@ def _merge(base: dict, over: Mapping) -> dict:
     return out
 
 
+# the coarsest modification-time granularity of the filesystems met (FAT: 2 s): a file whose
+# modification time is not this much older than the moment it was read may have been written
+# again since with the same status (git's "racily clean" entries), so its text is compared
+_RACY_NS = 2_000_000_000
+
+
 class _Loader:
-    """The chosen configuration file and the settings last loaded, with what they came from."""
+    """The chosen configuration file and the settings last loaded, with what they came from:
+    ``key`` the files' status (:func:`_stamp`) and ``WLC_DBFARM``, ``texts`` their contents,
+    ``read_ns`` when they were read (``time.time_ns()``)."""
 
     def __init__(self) -> None:
         self.chosen: Path | None = None
         self.lock = threading.Lock()
         self.key: tuple | None = None
+        self.texts: tuple[tuple[Path, str], ...] = ()
+        self.read_ns = 0
         self.value: Settings | None = None
 
 
@@ -83,8 +101,12 @@ def config_file() -> Path | None:
 
 
 def choose_config(path: str | os.PathLike | None) -> None:
-    """Merge the YAML file ``path`` over the defaults from now on, in place of ``WLC_CONFIG``
-    (None: ``WLC_CONFIG`` again). Nothing is checked here: see :func:`use_config`."""
+    """Merge the YAML file ``path`` over the defaults from now on, in place of ``WLC_CONFIG``.
+    Nothing is checked here: see :func:`use_config`.
+
+    Args:
+        path (str | os.PathLike | None): the file (None: ``WLC_CONFIG`` again).
+    """
     with _loader.lock:
         _loader.chosen = None if path is None else Path(path)
 
@@ -94,7 +116,11 @@ def settings() -> Settings:
     folder (when present), then :func:`config_file`, then ``$WLC_DBFARM``, as one
     :class:`~wlcore.settings_model.Settings` (durations in seconds, intervals as
     :class:`~wlcore.durations.Every`). Loaded and validated once; loaded again when one of
-    the files' contents, the chosen file or ``WLC_DBFARM`` changes.
+    the files' contents, the chosen file or ``WLC_DBFARM`` changes. A call reads no file
+    while each file's status (:func:`os.stat`: modification and change times, size, inode)
+    is unchanged; a file modified less than 2 s before it was last read (the coarsest
+    modification-time granularity) is read again and compared by its text, as git treats
+    "racily clean" index entries.
 
     Raises:
         ConfigError: the YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
@@ -105,15 +131,34 @@ def settings() -> Settings:
     extra = config_file()
     if extra is not None:
         files.append(extra)
+    stamps = tuple(_stamp(path) for path in files)
+    farm = os.environ.get("WLC_DBFARM") or None
+    key = (stamps, farm)
+    with _loader.lock:
+        value = _loader.value
+        if value is not None and _loader.key == key and all(s[3] + _RACY_NS < _loader.read_ns for s in stamps):
+            return value  # the files' status unchanged, and none written too near its reading
+    read_ns = time.time_ns()
     texts = tuple((path, _read(path)) for path in files)
-    key = (texts, os.environ.get("WLC_DBFARM") or None)
     with _loader.lock:
-        if _loader.key == key and _loader.value is not None:
+        if _loader.value is not None and _loader.key is not None and (_loader.texts, _loader.key[1]) == (texts, farm):
+            _loader.key, _loader.read_ns = key, read_ns  # touched, or racily unchanged: the same text
             return _loader.value
-    value = _load(texts, key[1])
+    value = _load(texts, farm)
     with _loader.lock:
-        _loader.key, _loader.value = key, value
+        _loader.key, _loader.texts, _loader.read_ns, _loader.value = key, texts, read_ns, value
     return value
+
+
+def _stamp(path: Path) -> tuple[str, int, int, int, int, int]:
+    """What tells a file changed without reading it: its absolute path (``config/wlc.yaml``
+    is relative to the working folder), device, inode, modification time (ns), status
+    change time (ns) and size (bytes), from :func:`os.stat`."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as exc:
+        raise _missing(path) from exc
+    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _load(texts: tuple[tuple[Path, str], ...], farm: str | None) -> Settings:
@@ -133,7 +178,11 @@ def _read(path: Path) -> str:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError as exc:
-        raise ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)") from exc
+        raise _missing(path) from exc
+
+
+def _missing(path: Path) -> ConfigError:
+    return ConfigError(f"configuration file {path} does not exist; fix WLC_CONFIG (or --config)")
 
 
 def _parse_yaml(path: Path, text: str) -> dict:
@@ -147,8 +196,12 @@ def _parse_yaml(path: Path, text: str) -> dict:
 
 
 def add_common(parser) -> None:
-    """The options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
-    (the package version and the batch format version, :func:`wlcore.version.version_text`)."""
+    """Add the options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
+    (the package version and the batch format version, :func:`wlcore.version.version_text`).
+
+    Args:
+        parser (argparse.ArgumentParser): the command line's parser, changed in place.
+    """
     from .version import version_text
 
     parser.add_argument(
@@ -166,7 +219,14 @@ def add_common(parser) -> None:
 def use_config(args) -> None:
     """Apply ``--config`` of parsed command-line ``args`` (later reads of the settings in this
     process use it, :func:`choose_config`) and check the settings; a missing file or a
-    misspelled key exits with status 2 and nothing is chosen."""
+    misspelled key exits with status 2 and nothing is chosen.
+
+    Args:
+        args (argparse.Namespace): the parsed command line (its ``config``, None or absent: none).
+
+    Raises:
+        SystemExit: status 2, after an ``error: ...`` line on stderr.
+    """
     path = None
     if getattr(args, "config", None):
         path = Path(args.config).expanduser().resolve()
@@ -194,6 +254,12 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
 
     Local paths are made absolute; URLs (``scheme://...``) are returned unchanged.
 
+    Args:
+        value (str | os.PathLike | None): the dbfarm given (None: from the environment or config).
+
+    Returns:
+        str: the absolute folder, or the URL without a trailing ``/``.
+
     Raises:
         ConfigError: the value is empty, or names a file rather than a folder.
     """
@@ -216,10 +282,18 @@ def dbfarm(value: str | os.PathLike | None = None) -> str:
 
 
 def check_name(name: str, what: str) -> str:
-    """Return ``name`` when it is a plain identifier (letters, digits, ``_``; not starting with a digit).
+    """Return ``name`` when it is a plain identifier (letters, digits, ``_``; not starting with a
+    digit; at most 128 characters).
 
     Database, schema and table names become folder names and SQL identifiers, so nothing
     else is accepted (no ``/``, ``..``, spaces or quotes).
+
+    Args:
+        name (str): the name given.
+        what (str): what it names (``database``, ``schema``), for the message.
+
+    Returns:
+        str: ``name``.
 
     Raises:
         ConfigError: the name is not a plain identifier; the message names ``what`` it was for.
@@ -238,6 +312,13 @@ def check_name(name: str, what: str) -> str:
 def parse_kv(text: str, source: str = "<text>") -> dict[str, str]:
     """Parse ``key=value`` lines (MonetDB's wlc.config form); ``#`` starts a comment line.
 
+    Args:
+        text (str): the file's text.
+        source (str): the file's name, for messages.
+
+    Returns:
+        dict[str, str]: ``{key: value}`` in the file's order, both stripped (a repeated key: the last).
+
     Raises:
         ConfigError: a non-empty line has no ``=``; the message names the file and line.
     """
@@ -254,7 +335,17 @@ def parse_kv(text: str, source: str = "<text>") -> dict[str, str]:
 
 
 def format_kv(values: Mapping[str, Any]) -> str:
-    """Render a mapping as ``key=value`` lines; ``None`` values are written empty."""
+    """Render a mapping as ``key=value`` lines (the inverse of :func:`parse_kv`).
+
+    Args:
+        values (Mapping[str, Any]): ``{key: value}``; a value is written as ``str(value)``, None empty.
+
+    Returns:
+        str: the lines, each ending with a newline.
+
+    Raises:
+        ConfigError: a key or value spans lines, or a key holds ``=``.
+    """
     lines = []
     for key, value in values.items():
         text = "" if value is None else str(value)

@@ -80,8 +80,13 @@ FEATURE_NAMES = {"change_feed": "delta.enableChangeDataFeed", "in_commit_timesta
 
 
 def feature_names(raw: Any) -> list[str]:
-    """``raw`` (a name, a list of names, ``none``/False/None for none) as a checked list of
-    :data:`FEATURE_NAMES` keys.
+    """``raw`` as a checked list of :data:`FEATURE_NAMES` keys.
+
+    Args:
+        raw (Any): a name, a list of names, or ``none``/False/None for none.
+
+    Returns:
+        list[str]: the names (empty: none).
 
     Raises:
         ConfigError: anything else.
@@ -143,7 +148,7 @@ class Retention(_Section):
 
     def by_name(self) -> dict[str, Every | None]:
         """``{"level0": ..., "level1": ..., "level2": ..., "snapshots": ...}``, as
-        :func:`wlcore.levels.retain` takes it."""
+        :func:`wlcore.retention.retain` takes it."""
         return {"level0": self.level0, "level1": self.level1, "level2": self.level2, "snapshots": self.snapshots}
 
 

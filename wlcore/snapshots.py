@@ -136,20 +136,31 @@ def create_table_sql(uri: str, meta: TableMeta) -> list[str]:
 
 
 def copy_session(spark):
-    """A child session of ``spark`` for writing snapshot copies: the copies carry their
-    table's definition and nothing of the session's table property defaults."""
-    session = spark.newSession()
-    exact_session(session)
-    return session
+    """A child session of ``spark`` for writing snapshot copies (:func:`wlcore.tabledef.exact_session`):
+    the copies carry their table's definition and nothing of the session's table property defaults.
+
+    Args:
+        spark (SparkSession): the master's session.
+    """
+    return exact_session(spark.newSession())
 
 
 def folder_of(db_path: str, txn: int) -> str:
-    """The folder of the snapshot at transaction ``txn`` (-1: the initial one)."""
+    """The folder of the snapshot at transaction ``txn``: ``<db_path>/wlc_snapshot/<txn>``.
+
+    Args:
+        db_path (str): the master's folder (or a shipped copy's).
+        txn (int): the snapshot's last transaction (-1: the initial one, folder ``initial``).
+    """
     return Storage.join(db_path, SNAPSHOT_DIR, INITIAL if txn < 0 else str(txn))
 
 
 def txn_of(folder: str) -> int:
-    """The transaction of the snapshot in ``folder`` (its name; -1: the initial one)."""
+    """The transaction of the snapshot in ``folder`` (its name; -1: the initial one).
+
+    Args:
+        folder (str): the snapshot's folder.
+    """
     name = folder.rstrip("/").rsplit("/", 1)[-1]
     return -1 if name == INITIAL else int(name)
 
@@ -211,10 +222,19 @@ def take(
 def take_rolling(spark, storage: Storage, db_path: str, manifest: Manifest, dbid: str) -> Start:
     """Take the snapshot at the end of the published level-0 batch ``manifest`` (T its last
     transaction), while capture goes on: each table read at its version in the batch's
-    cursors, by Delta time travel. An existing snapshot at T is returned as it is.
+    cursors, by Delta time travel. An existing snapshot at T is returned as it is. The caller
+    holds the master's life-cycle lock (:mod:`wlc.lifecycle`): stale staging folders of an
+    interrupted snapshot are removed here.
 
-    The caller holds the master's life-cycle lock (:mod:`wlc.lifecycle`): stale staging
-    folders of an interrupted snapshot are removed here.
+    Args:
+        spark (SparkSession): the session writing the copies (:func:`copy_session`).
+        storage (Storage): the storage holding the master.
+        db_path (str): the master's folder.
+        manifest (Manifest): the batch's manifest.
+        dbid (str): the master's database id.
+
+    Returns:
+        Start: the snapshot (``txn`` T, ``time`` its commit time, UTC).
 
     Raises:
         MasterStateError: a table's version is no longer readable on the master (removed by
@@ -277,6 +297,10 @@ def _meta_at(storage: Storage, path: str, name: str, version: int, txn: int) -> 
 def read(storage: Storage, snap_path: str) -> SnapshotRecord:
     """The record (``snapshot.json``) of the snapshot folder ``snap_path``.
 
+    Args:
+        storage (Storage): the storage holding the snapshot.
+        snap_path (str): the snapshot's folder.
+
     Raises:
         FileNotFoundError: the folder holds no ``snapshot.json``.
         SnapshotRecordError: it is not valid JSON or is damaged.
@@ -293,12 +317,22 @@ def read(storage: Storage, snap_path: str) -> SnapshotRecord:
 
 
 def write(storage: Storage, snap_path: str, record: SnapshotRecord) -> None:
-    """Write ``record`` as the ``snapshot.json`` of the folder ``snap_path`` (atomically)."""
+    """Write ``record`` as the ``snapshot.json`` of the folder ``snap_path`` (atomically).
+
+    Args:
+        storage (Storage): the storage holding the snapshot.
+        snap_path (str): the snapshot's folder.
+        record (SnapshotRecord): the record.
+    """
     storage.write_atomic(Storage.join(snap_path, SNAPSHOT_MANIFEST), record.to_text())
 
 
 def start_of(storage: Storage, snap_path: str) -> Start:
     """The snapshot at ``snap_path`` as a :class:`wlcore.levels.Start`.
+
+    Args:
+        storage (Storage): the storage holding the snapshot.
+        snap_path (str): the snapshot's folder.
 
     Raises:
         FileNotFoundError, SnapshotRecordError: as :func:`read`.
@@ -314,9 +348,13 @@ def list_snapshots(
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
     ``logs`` (when given) still holds a batch that begins at batch 0.
 
-    ``configured``: ``wlc.config``'s ``snapshot`` (a master made by an earlier version keeps
-    its one snapshot directly in ``wlc_snapshot``). ``dbname``: the master's name when
-    ``db_path`` is not its folder (a shipped copy).
+    Args:
+        storage (Storage): the storage holding the master (or its shipped copy).
+        db_path (str): the master's folder (or the shipped copy's).
+        configured (str): ``wlc.config``'s ``snapshot`` (a master made by an earlier version
+            keeps its one snapshot directly in ``wlc_snapshot``); "": none.
+        logs (str | None): the log folder (None: :data:`EMPTY` whenever no snapshot is at -1).
+        dbname (str | None): the master's name when ``db_path`` is not its folder (a shipped copy).
     """
     parent = Storage.join(db_path, SNAPSHOT_DIR)
     paths = [parent] if storage.exists(Storage.join(parent, SNAPSHOT_MANIFEST)) else []  # the old layout
@@ -348,7 +386,12 @@ EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no tabl
 
 
 def newest_folder(storage: Storage, db_path: str) -> str | None:
-    """The folder of the newest published snapshot by its name (no manifest read), or None."""
+    """The folder of the newest published snapshot by its name (no manifest read), or None.
+
+    Args:
+        storage (Storage): the storage holding the master (or its shipped copy).
+        db_path (str): the master's folder (or the shipped copy's).
+    """
     parent = Storage.join(db_path, SNAPSHOT_DIR)
     numbers = [int(n) for n in storage.published(parent) if re.fullmatch(r"\d+", n)]
     if numbers:

@@ -60,7 +60,11 @@ _SQL_TYPES = {
 
 def is_replicated_property(key: str) -> bool:
     """True for a property the definition carries: user properties (not ``delta.*``, nor
-    replay's own ``wlr.*``), CHECK constraints and :data:`CARRIED` table features."""
+    replay's own ``wlr.*``), CHECK constraints and :data:`CARRIED` table features.
+
+    Args:
+        key (str): a table property's name.
+    """
     if key.startswith("wlr."):
         return False
     return not key.startswith("delta.") or key.startswith(CONSTRAINT_PREFIX) or key in CARRIED
@@ -68,7 +72,14 @@ def is_replicated_property(key: str) -> bool:
 
 def replicated_properties(configuration: dict[str, str]) -> dict[str, str]:
     """The properties the definition carries; a carried table feature switched off
-    (``false``, column mapping ``none``) is the same as one never set."""
+    (``false``, column mapping ``none``) is the same as one never set.
+
+    Args:
+        configuration (dict[str, str]): a table's properties (Delta's ``metaData.configuration``).
+
+    Returns:
+        dict[str, str]: the carried ones, sorted by name.
+    """
     return {
         k: v
         for k, v in sorted(configuration.items())
@@ -80,7 +91,14 @@ def replicated_properties(configuration: dict[str, str]) -> dict[str, str]:
 
 
 def type_def(dtype: Any) -> Any:
-    """A Delta schema type (JSON) as the definition compares it."""
+    """A Delta schema type as the definition compares it.
+
+    Args:
+        dtype (str | dict): a type of Delta's schema JSON (``"long"``, or a struct, array or map).
+
+    Returns:
+        str | dict: the name of a primitive type; for a struct, array or map a dict of its parts.
+    """
     if isinstance(dtype, str):
         return dtype
     kind = dtype.get("type")
@@ -97,7 +115,15 @@ def type_def(dtype: Any) -> Any:
 
 
 def field_def(field: dict) -> dict:
-    """One column (or nested field) as the definition compares it."""
+    """One column (or nested field) as the definition compares it.
+
+    Args:
+        field (dict): a field of Delta's schema JSON (``name``, ``type``, ``nullable``, ``metadata``).
+
+    Returns:
+        dict: ``name``, ``type``, ``nullable``, and ``comment``, ``generated``, ``identity``,
+        ``default``, ``char`` where set.
+    """
     md = field.get("metadata") or {}
     out: dict[str, Any] = {
         "name": field["name"],
@@ -118,8 +144,14 @@ def field_def(field: dict) -> dict:
 
 
 def definition(meta) -> dict:
-    """The definition of the table whose Delta metadata is ``meta`` (a :class:`wlcore.deltalog.TableMeta`):
-    a JSON-able dict, equal for two tables exactly when replication would make them alike."""
+    """The definition of a table: equal for two tables exactly when replication would make them alike.
+
+    Args:
+        meta (TableMeta): the table's Delta metadata (:class:`wlcore.tablemeta.TableMeta`).
+
+    Returns:
+        dict: JSON-able: ``columns``, ``partitioning``, ``clustering``, ``comment``, ``properties``.
+    """
     schema = meta.schema
     return {
         "columns": [field_def(f) for f in schema.get("fields", [])],
@@ -131,8 +163,16 @@ def definition(meta) -> dict:
 
 
 def logical_path(schema: dict, physical: list[str]) -> list[str]:
-    """The logical names of the field at ``physical`` (column mapping physical names, or
-    logical names already when the table has no column mapping)."""
+    """The logical names of the field at ``physical``.
+
+    Args:
+        schema (dict): the table's Delta schema JSON.
+        physical (list[str]): a field's path of column mapping physical names (or logical names
+            already, when the table has no column mapping).
+
+    Returns:
+        list[str]: the logical names; a part not found is kept as it is.
+    """
     out: list[str] = []
     fields = schema.get("fields", [])
     for part in physical:
@@ -151,7 +191,14 @@ def logical_path(schema: dict, physical: list[str]) -> list[str]:
 
 
 def path_sql(path: list[str]) -> str:
-    """``a.b`` as quoted SQL: ```a`.`b```."""
+    """``a.b`` as quoted SQL: ```a`.`b```.
+
+    Args:
+        path (list[str]): the names of a field's path.
+
+    Returns:
+        str: each name quoted (:func:`wlcore.names.quote_ident`), joined by ``.``.
+    """
     return ".".join(quote_ident(p) for p in path)
 
 
@@ -159,12 +206,31 @@ def path_sql(path: list[str]) -> str:
 
 
 def sql_string(text: str) -> str:
-    """A SQL string literal for ``text``."""
+    """A Spark SQL string literal for ``text`` (quotes and backslashes escaped).
+
+    Args:
+        text (str): any text.
+
+    Returns:
+        str: ``'...'``.
+    """
     return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_sql(dtype: Any, metadata: dict | None = None) -> str:
-    """The SQL of a Delta schema type (nested fields with NOT NULL and COMMENT)."""
+    """The Spark SQL of a Delta schema type (nested fields with NOT NULL and COMMENT).
+
+    Args:
+        dtype (str | dict): a type of Delta's schema JSON.
+        metadata (dict | None): the field's metadata: a CHAR/VARCHAR type recorded there is
+            given instead (None: none).
+
+    Returns:
+        str: e.g. ``BIGINT``, ``DECIMAL(10,2)``, ``STRUCT<`a`: INT NOT NULL>``.
+
+    Raises:
+        ValueError: an unknown kind of type.
+    """
     md = metadata or {}
     if md.get(CHAR_VARCHAR):
         return str(md[CHAR_VARCHAR]).upper()
@@ -194,8 +260,16 @@ def type_sql(dtype: Any, metadata: dict | None = None) -> str:
 
 
 def column_sql(field: dict, replica: bool = True) -> str:
-    """A column definition for CREATE TABLE. ``replica``: an identity column is made
-    ``GENERATED BY DEFAULT`` (Delta refuses explicit values for ``GENERATED ALWAYS``)."""
+    """A column definition for CREATE TABLE (type, NOT NULL, generation, identity, default, comment).
+
+    Args:
+        field (dict): a field of Delta's schema JSON.
+        replica (bool): an identity column is made ``GENERATED BY DEFAULT`` (Delta refuses
+            explicit values for ``GENERATED ALWAYS``); False keeps the master's kind.
+
+    Returns:
+        str: e.g. ```k` BIGINT NOT NULL COMMENT 'key'``.
+    """
     md = field.get("metadata") or {}
     text = f"{quote_ident(field['name'])} {type_sql(field['type'], md)}"
     if not field.get("nullable", True):
@@ -216,14 +290,26 @@ def column_sql(field: dict, replica: bool = True) -> str:
 
 
 def has_defaults(schema: dict) -> bool:
-    """True when a column of the Delta ``schema`` (a dict) has a default value."""
+    """True when a column of the Delta ``schema`` has a default value.
+
+    Args:
+        schema (dict): a table's Delta schema JSON.
+    """
     return any((f.get("metadata") or {}).get(DEFAULT) is not None for f in schema.get("fields", []))
 
 
 def create_sql(ref: str, meta, replica: bool = True) -> list[str]:
-    """Statements that create an empty Delta table at ``ref`` (``delta.`<uri>```) defined as
-    ``meta``: one CREATE TABLE (columns, partitioning or clustering, comment, properties),
-    then one ALTER TABLE per CHECK constraint. Identifiers are quoted."""
+    """Statements that create an empty Delta table at ``ref`` defined as ``meta``. Identifiers are quoted.
+
+    Args:
+        ref (str): the table as SQL names it (``delta.`<uri>```).
+        meta (TableMeta): the definition to give it.
+        replica (bool): make identity columns ``GENERATED BY DEFAULT`` (:func:`column_sql`).
+
+    Returns:
+        list[str]: one CREATE TABLE (columns, partitioning or clustering, comment, properties),
+        then one ALTER TABLE per CHECK constraint.
+    """
     schema = meta.schema
     cols = ", ".join(column_sql(f, replica) for f in schema.get("fields", []))
     sql = f"CREATE TABLE IF NOT EXISTS {ref} ({cols}) USING delta"
@@ -246,7 +332,14 @@ def create_sql(ref: str, meta, replica: bool = True) -> list[str]:
 
 
 def constraints(configuration: dict[str, str]) -> dict[str, str]:
-    """``{name: expression}`` of the CHECK constraints in a table's configuration."""
+    """``{name: expression}`` of the CHECK constraints in a table's configuration.
+
+    Args:
+        configuration (dict[str, str]): the table's properties (``delta.constraints.<name>``).
+
+    Returns:
+        dict[str, str]: sorted by name.
+    """
     return {k[len(CONSTRAINT_PREFIX) :]: v for k, v in sorted(configuration.items()) if k.startswith(CONSTRAINT_PREFIX)}
 
 
@@ -254,9 +347,16 @@ DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
 
 
 def exact_session(session):
-    """``session`` (a child session of capture's or replay's own) without Delta's table
-    property defaults (``spark.databricks.delta.properties.defaults.*``), so a table it
-    creates carries exactly the definition it is given and nothing of the writer's."""
+    """``session`` without Delta's table property defaults
+    (``spark.databricks.delta.properties.defaults.*``), so a table it creates carries exactly
+    the definition it is given and nothing of the writer's.
+
+    Args:
+        session (SparkSession): a child session of capture's or replay's own, changed in place.
+
+    Returns:
+        SparkSession: ``session``.
+    """
     conf = session.conf
     for key in list(conf.getAll):
         if key.startswith(DEFAULTS_PREFIX):
@@ -265,5 +365,12 @@ def exact_session(session):
 
 
 def schema_json(meta) -> str:
-    """The schema as canonical JSON text (for comparisons in messages)."""
+    """The schema as canonical JSON text (sorted keys; for comparisons in messages).
+
+    Args:
+        meta (TableMeta): the table's Delta metadata.
+
+    Returns:
+        str: the JSON text.
+    """
     return json.dumps(meta.schema, sort_keys=True)

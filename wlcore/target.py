@@ -82,8 +82,13 @@ class Target:
         return True
 
     def precedes(self, txn: int, time: datetime) -> bool:
-        """True when the point ``txn`` committed at ``time`` (UTC) comes before the bound, exclusive:
-        the rule of a lower bound such as ``wlr log --since``. Never for ``"all"``."""
+        """True when the point ``txn`` committed at ``time`` comes before the bound, exclusive:
+        the rule of a lower bound such as ``wlr log --since``. Never for ``"all"``.
+
+        Args:
+            txn (int): a transaction id.
+            time (datetime): its commit time (UTC).
+        """
         if self.kind == TXN:
             return txn < self.upto_txn
         if self.kind == TIME:
@@ -99,11 +104,15 @@ class Target:
         return "everything published"
 
     def admits(self, txn: int, time: datetime | None) -> bool:
-        """True when the point ``txn`` (a transaction id; -1: before the first) committed at
-        ``time`` (UTC; None: not known) is at or before the target, inclusive.
+        """True when a point is at or before the target, inclusive (MonetDB's ``wlr.replicate(N)``;
+        PostgreSQL's ``recovery_target_inclusive``).
 
         A point of unknown time is admitted by an instant only when it is before the first
         transaction (an empty start): a time that is not known proves nothing.
+
+        Args:
+            txn (int): a transaction id (-1: before the first).
+            time (datetime | None): its commit time (UTC; None: not known).
         """
         if self.kind == TXN:
             assert self.txn is not None  # __post_init__
@@ -114,9 +123,14 @@ class Target:
         return True
 
     def reached_by(self, last_txn: int | None, watermark: datetime | None) -> bool:
-        """True when a published batch whose last transaction is ``last_txn`` (None: it holds
-        none) and whose watermark is ``watermark`` holds the target or passes it, so no later
-        batch is needed. Never for ``"all"``: everything published has no last batch."""
+        """True when a published batch holds the target or passes it, so no later batch is needed.
+        Never for ``"all"``: everything published has no last batch.
+
+        Args:
+            last_txn (int | None): the batch's last transaction (None: it holds none).
+            watermark (datetime | None): the batch's watermark (UTC): every commit at or before it
+                is published (None: none).
+        """
         if last_txn is None:
             return False
         if self.kind == TXN:
@@ -175,5 +189,12 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
 
 
 def utc(ts: datetime) -> datetime:
-    """``ts`` as an aware UTC instant (a naive datetime is taken as UTC)."""
+    """``ts`` as an aware UTC instant (a naive datetime is taken as UTC).
+
+    Args:
+        ts (datetime): an instant, naive or aware.
+
+    Returns:
+        datetime: the same instant with ``tzinfo=UTC``.
+    """
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)

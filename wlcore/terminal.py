@@ -57,7 +57,16 @@ def _product_or_warning(record: logging.LogRecord) -> bool:
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` of the command lines: ``warning: <message>`` on one line of
-    stderr (or ``file``), without the source location and line."""
+    stderr (or ``file``), without the source location and line.
+
+    Args:
+        message (Warning | str): the warning.
+        category (type[Warning]): its class (not shown).
+        filename (str): where it was raised (not shown).
+        lineno (int): the line it was raised at (not shown).
+        file (TextIO | None): where to write (None: stderr); a closed stream is ignored.
+        line (str | None): the source line (not shown).
+    """
     text = " ".join(str(message).split())
     try:
         print(f"warning: {text}", file=file or sys.stderr, flush=True)

@@ -12,7 +12,13 @@ FORMAT_VERSION = 1  # the batch format: every manifest's ``format_version``, wlc
 
 
 def version_text(prog: str = "wlc") -> str:
-    """``<prog> <version> (batch format <n>)``: what ``wlc --version`` and ``wlr --version``
-    print. ``n`` is :data:`FORMAT_VERSION`, the ``format_version`` of every batch
-    manifest and the ``format`` key of a master's ``wlc.config``."""
+    """What ``wlc --version`` and ``wlr --version`` print.
+
+    Args:
+        prog (str): the program's name.
+
+    Returns:
+        str: ``<prog> <version> (batch format <n>)``; ``n`` is :data:`FORMAT_VERSION`, the
+        ``format_version`` of every batch manifest and the ``format`` key of a master's ``wlc.config``.
+    """
     return f"{prog} {__version__} (batch format {FORMAT_VERSION})"

@@ -77,7 +77,14 @@ class FolderWatch:
             self._observer = None
 
     def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for a change; True when one arrived. Clears the flag."""
+        """Block until a change arrives or ``timeout`` runs out; clears the flag.
+
+        Args:
+            timeout (float): seconds to wait at most (negative: 0).
+
+        Returns:
+            bool: True when a change (or :meth:`wake`) arrived.
+        """
         hit = self.changed.wait(max(0.0, timeout))
         self.changed.clear()
         return hit

@@ -204,38 +204,85 @@ def replicate(
 
 
 def current() -> Replica:
-    """The replica used last in this process. Raises ReplicaStateError when there is none."""
+    """The replica used last in this process (the one the module functions act on).
+
+    Returns:
+        wlr.Replica: the replica.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process.
+    """
     if _current is None:
         raise ReplicaStateError("no replica in this process: call wlr.replicate(master) first")
     return _current
 
 
 def stop() -> None:
-    """Stop following (MonetDB's ``wlr.stop()``); the replica keeps what it applied."""
+    """Stop following (MonetDB's ``wlr.stop()``); the replica keeps what it applied. Nothing
+    happens when no replica was used in this process.
+    """
     if _current is not None:
         _current.stop()
 
 
 def accept() -> int:
-    """Skip exactly the transaction replay failed at; returns its id (MonetDB's ``wlr.accept()``)."""
+    """Skip exactly the transaction replay failed at (MonetDB's ``wlr.accept()``, PostgreSQL's
+    ``ALTER SUBSCRIPTION ... SKIP``); ``tick()`` then reports it as handled.
+
+    Returns:
+        The id of the skipped transaction.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process; there is no failed transaction
+            to skip, or the failure is not tied to one transaction (a gap in the logs).
+    """
     return current().accept()
 
 
 def beat() -> int:
-    """Refresh rate of follow mode in seconds (MonetDB's ``wlr.beat()``)."""
+    """Refresh rate of follow mode (MonetDB's ``wlr.beat()``, ``replica.beat`` in config).
+
+    Returns:
+        Seconds, rounded to a whole number.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process.
+    """
     return current().beat()
 
 
 def clock() -> datetime | None:
-    """Master commit time (UTC) of the last transaction applied; None when none."""
+    """Master commit time (UTC) of the last transaction applied (MonetDB's ``wlr.clock()``).
+
+    Returns:
+        The instant (UTC); None when none was applied.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process.
+    """
     return current().clock()
 
 
 def tick() -> int:
-    """Id of the last transaction applied (or skipped by accept()); -1 when none."""
+    """Id of the last transaction applied, or skipped by :func:`accept` (MonetDB's ``wlr.tick()``).
+
+    Returns:
+        The transaction id; -1 when none.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process.
+    """
     return current().tick()
 
 
 def status() -> dict:
-    """The current replica's state: master, tick, clock, lag (transactions, seconds), error."""
+    """The current replica's state: master, tick, clock, lag (transactions, seconds), error
+    (:meth:`wlr.Replica.status` lists the keys).
+
+    Returns:
+        The state as a dict.
+
+    Raises:
+        ReplicaStateError: no replica was used in this process.
+    """
     return current().status()

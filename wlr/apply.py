@@ -22,56 +22,36 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
 from wlcore.batch import TxnRecord
-from wlcore.deltalog import TableMeta, is_delta_table, list_versions, meta_after, metadata_at, read_commit
+from wlcore.deltalog import TableMeta, is_delta_table, read_commit
 from wlcore.discovery import delta_ref
-from wlcore.names import quote_ident, split_name
+from wlcore.names import quote_ident
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
 from .merge import ApplyError, Merger
+from .records import definition, rows_of
 from .select import Selection
-from .tags import FINAL_PROPERTY, parse_span, parse_tag, tag
+from .tables import ReplicaTables
+from .tags import FINAL_PROPERTY, tag
 
 log = logging.getLogger("wlr.apply")
 
 
-def definition(rec: TxnRecord) -> TableMeta:
-    """The table definition a create, alter or image record carries.
-
-    Raises:
-        ApplyError: the record carries none (its batch was written wrong or damaged).
-    """
-    if not rec.meta:
-        raise ApplyError(
-            f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
-            "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()"
-        )
-    return TableMeta.from_json(rec.meta)
-
-
-def rows_of(rec: TxnRecord) -> str:
-    """The folder, inside its batch, of the change rows or image a record carries.
-
-    Raises:
-        ApplyError: the record has none (its batch was written wrong or damaged).
-    """
-    if not rec.rows:
-        raise ApplyError(
-            f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
-            "damaged; restore the batch, or skip the transaction with wlr.accept()"
-        )
-    return rec.rows
-
-
 def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
-    markers), so threads applying different tables never see each other's settings."""
+    markers), so threads applying different tables never see each other's settings.
+
+    Args:
+        base (SparkSession): the replica's session.
+
+    Returns:
+        SparkSession: ``base.newSession()`` with the replica tables' exact definition settings.
+    """
     session = base.newSession()
     # replica tables carry the master's definition (change feed, deletion vectors...), nothing else
     exact_session(session)
@@ -85,12 +65,13 @@ class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
     Args:
-        spark: returns the SparkSession to apply with, called once, at the first Spark use
-            (checks that read only Delta logs need no session).
-        storage: the replica's filesystem.
-        replica_path: the replica database's folder.
-        dbid: the master's database id (replay tags and Delta's idempotent markers carry it).
-        logs_storage: where the batches' change rows are read (default ``storage``).
+        spark (Callable[[], SparkSession]): returns the session to apply with, called once, at the
+            first Spark use (checks that read only Delta logs need no session).
+        storage (Storage): the storage holding the replica.
+        replica_path (str): the replica's folder (path or URL).
+        dbid (str): the master's database id (in every replay tag and idempotent marker).
+        logs_storage (Storage | None): the storage the batches' change rows are read from
+            (None: ``storage``).
     """
 
     def __init__(
@@ -108,7 +89,7 @@ class Applier:
         self.replica_path = replica_path
         self.dbid = dbid
         self.app_id = f"wlc:{dbid}"
-        self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+        self.tables = ReplicaTables(storage, replica_path, dbid)
         self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
@@ -125,92 +106,6 @@ class Applier:
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         return out
-
-    def table_path(self, name: str) -> str:
-        """The folder (path or URL) of replica table ``name`` (``schema.table``): ``<replica>/<schema>/<table>``."""
-        schema, table = split_name(name)
-        return Storage.join(self.replica_path, schema, table)
-
-    # ------------------------------------------------------------------ inspection
-    def last_final_txn(self, name: str, since_version: int = -1) -> int:
-        """Highest txn whose final replay commit is in the table's log after ``since_version`` (-1: none)."""
-        path = self.table_path(name)
-        best = -1
-        for v in reversed(list_versions(self.storage, path)):
-            if v <= since_version:
-                break
-            found = self._tag_at(path, v)
-            if found and found[1]:
-                best = max(best, found[0])
-                break
-        return best
-
-    def _tag_at(self, path: str, version: int) -> tuple[int, bool] | None:
-        """``(txn, final)`` of the replay tag on commit ``version`` of the table at ``path``, or None."""
-        return parse_tag(read_commit(self.storage, path, version).user_metadata, self.dbid)
-
-    def version_at(self, name: str, txn: int) -> int | None:
-        """The table's Delta version holding exactly the transactions <= ``txn``.
-
-        Returns -1 when the table did not exist then, None when one commit spans ``txn``
-        (a segment from before it to after it: no version holds exactly that point).
-        """
-        path = self.table_path(name)
-        for v in reversed(list_versions(self.storage, path)):
-            commit = read_commit(self.storage, path, v)
-            span = parse_span(commit.user_metadata, self.dbid)
-            if span is None:  # the snapshot copy's commits precede replay; OPTIMIZE and such change no data
-                if commit.data_change or commit.metadata is not None:
-                    return v
-                continue
-            first, last, final = span
-            if first > txn:
-                continue
-            return v if (last <= txn and final) else None
-        return -1
-
-    def resuming(self, name: str, txn: int) -> bool:
-        """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short."""
-        path = self.table_path(name)
-        versions = list_versions(self.storage, path)
-        return bool(versions) and self._tag_at(path, versions[-1]) == (txn, False)
-
-    def foreign_writes(self, name: str, since_version: int) -> list[str]:
-        """Commits after ``since_version`` that change data or shape and were not made by replay."""
-        path = self.table_path(name)
-        out = []
-        for v in list_versions(self.storage, path):
-            if v <= since_version:
-                continue
-            commit = read_commit(self.storage, path, v)
-            if parse_tag(commit.user_metadata, self.dbid) is not None:
-                continue
-            if commit.data_change or commit.metadata is not None:
-                out.append(f"version {v} ({commit.operation})")
-        return out
-
-    def current_version(self, name: str) -> int:
-        """The replica table ``name``'s latest Delta version, -1 when it has no commit (no table yet)."""
-        versions = list_versions(self.storage, self.table_path(name))
-        return versions[-1] if versions else -1
-
-    def current_meta(self, name: str) -> TableMeta | None:
-        """The replica table's metadata now; reads only the commits since the last call (cached)."""
-        path = self.table_path(name)
-        v = self.current_version(name)
-        if v < 0:
-            self._meta.pop(name, None)
-            return None
-        cached = self._meta.get(name)
-        meta = None
-        if cached is not None and cached[0] <= v:
-            meta = cached[1]
-            for ver in range(cached[0] + 1, v + 1):
-                meta = meta_after(meta, read_commit(self.storage, path, ver))
-        else:
-            meta = metadata_at(self.storage, path, v)
-        self._meta[name] = (v, meta)
-        return meta
 
     # ------------------------------------------------------------------ applying
     @contextmanager
@@ -241,17 +136,17 @@ class Applier:
 
     def apply(self, batch_path: str, rec: TxnRecord) -> None:
         """Apply ``rec`` (its rows under ``batch_path``). Raises ApplyError with the cause."""
-        path = self.table_path(rec.table)
+        path = self.tables.table_path(rec.table)
         uri = self.storage.uri(path)
-        exists = self.current_version(rec.table) >= 0  # a Delta table with at least one commit
+        exists = self.tables.current_version(rec.table) >= 0  # a Delta table with at least one commit
         if rec.ddl in ("drop", "create"):
-            self._meta.pop(rec.table, None)  # a table made again starts its versions anew: the cache is stale
+            self.tables.forget(rec.table)  # a table made again starts its versions anew: the cache is stale
         if rec.ddl == "drop":
             if is_delta_table(self.storage, path):
                 self.storage.rm(path)
             return
         if rec.ddl == "create":
-            if exists and self.last_final_txn(rec.table) < 0 and not self.created_by_replay(rec.table):
+            if exists and self.tables.last_final_txn(rec.table) < 0 and not self.tables.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             if not exists and self.storage.exists(path):
                 self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
@@ -275,12 +170,6 @@ class Applier:
         """The final commit (tag ``text``) when the last step was not one: a property commit."""
         with self.tagged(text):
             self.spark.sql(f"ALTER TABLE {delta_ref(uri)} SET TBLPROPERTIES ('{FINAL_PROPERTY}' = '{txn}')")
-
-    def created_by_replay(self, name: str) -> bool:
-        """True when the replica table's first commit was made by replay of this master."""
-        path = self.table_path(name)
-        versions = list_versions(self.storage, path)
-        return bool(versions) and self._tag_at(path, versions[0]) is not None
 
     def _replace(self, rec: TxnRecord, uri: str, rows: DataFrame, meta: TableMeta) -> None:
         """Replace the table's content (and definition, where it changed) by the image
@@ -335,13 +224,13 @@ class Applier:
 
         first, last = items[0][1], items[-1][1]
         name = first.table
-        uri = self.storage.uri(self.table_path(name))
-        if self.current_version(name) < 0:
+        uri = self.storage.uri(self.tables.table_path(name))
+        if self.tables.current_version(name) < 0:
             raise ApplyError(f"table {name} does not exist on the replica")
         text = tag(self.dbid, last.txn, first=first.start)
         alters = [r for _, r in items if r.ddl == "alter"]
         shape = definition(alters[-1]) if alters else None
-        meta = self.current_meta(name)
+        meta = self.tables.current_meta(name)
         evolve = shape is not None and bool(set(shape.columns) - set(meta.columns if meta else []))
         with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
         rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
@@ -376,7 +265,7 @@ class Applier:
         else:
             net = collapse.net_by_image(rows)
             self.merger.by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
-        newest = read_commit(self.storage, self.table_path(name), self.current_version(name))
+        newest = read_commit(self.storage, self.tables.table_path(name), self.tables.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
         return {"rows_in": rows_in, "rows_out": rows_out}

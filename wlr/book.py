@@ -64,7 +64,13 @@ class StateBook:
         write_replica_state(self.storage, self.path, self.state)
 
     def log(self, message: str, level: int = logging.INFO) -> None:
-        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log`` (:meth:`Storage.append_text`)."""
+        """Say ``message`` to the ``wlr.replica`` logger and append it to ``wlr.log``
+        (:meth:`Storage.append_text`; UTC instant first).
+
+        Args:
+            message (str): the line, without the instant.
+            level (int): the logging level of the logger's record (``logging.INFO``, ``logging.WARNING``).
+        """
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
         log.log(level, "%s: %s", self.name, message)
         self.storage.append_text(Storage.join(self.path, LOG_FILE), line)

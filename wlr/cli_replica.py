@@ -11,6 +11,9 @@ def open_replica(args: argparse.Namespace):
     """The replica ``args.replica`` of dbfarm ``args.dbfarm`` as its ``wlr.config`` names its master
     (``wlr status``, ``wlr accept``, ``wlr restore``).
 
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``.
+
     Returns:
         wlr.Replica: the replica, reading from the master (and master dbfarm) it follows.
 

@@ -26,7 +26,11 @@ from .merge import ApplyError
 
 class TableDDL:
     """The DDL side of an :class:`wlr.apply.Applier` (it owns one; this one uses its Spark
-    session, tags and table inspection)."""
+    session, tags and table inspection).
+
+    Args:
+        applier (Applier): the applier that owns it.
+    """
 
     def __init__(self, applier):
         self.applier = applier
@@ -38,8 +42,16 @@ class TableDDL:
 
     def create(self, name: str, ref: str, meta: TableMeta, part: str) -> None:
         """Create the replica table ``name`` at ``ref`` as ``meta`` defines it (CHECK
-        constraints already there, after a resumed create, are not added again)."""
-        have = self.applier.current_meta(name)
+        constraints already there, after a resumed create, are not added again).
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            meta (TableMeta): the definition the create record carries.
+            part (str): the replay tag of its commits (a part commit: the transaction's final
+                commit comes after).
+        """
+        have = self.applier.tables.current_meta(name)
         with self.applier.tagged(part):
             for stmt in create_sql(ref, meta):
                 if (
@@ -51,11 +63,22 @@ class TableDDL:
                 self.spark.sql(stmt)
 
     def alter(self, name: str, ref: str, meta: TableMeta, ops: list | None, part: str) -> None:
-        """Bring the replica table ``name`` to the definition ``meta`` by the recorded ALTER
-        operations ``ops`` (None: a record of an older capture; the change is worked out by
-        name from the replica's definition). Raises ApplyError when it cannot."""
+        """Bring the replica table ``name`` to the definition ``meta`` by ALTER TABLE statements,
+        skipping the operations already done (a resumed replay), then check the result.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            meta (TableMeta): the definition after the change.
+            ops (list | None): the recorded ALTER operations (:mod:`wlcore.alter`); None: a record of
+                an older capture, the change is worked out by name from the replica's definition.
+            part (str): the replay tag of its commits (part commits).
+
+        Raises:
+            ApplyError: the change has no ALTER TABLE form, or the table is not defined as ``meta`` after it.
+        """
         if ops is None:
-            ops = alterops.diff(self.applier.current_meta(name), meta, by_name=True)
+            ops = alterops.diff(self.applier.tables.current_meta(name), meta, by_name=True)
             if ops is None:
                 raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
         needed = alterops.features_needed(ops)
@@ -63,20 +86,34 @@ class TableDDL:
             ops = [{"op": "set_properties", "properties": needed}, *ops]
         with self.applier.tagged(part):
             for op in ops:
-                if alterops.done(op, self.applier.current_meta(name)):
+                if alterops.done(op, self.applier.tables.current_meta(name)):
                     continue
                 for stmt in alterops.statements(ref, [op]):
                     self.spark.sql(stmt)
         self.check(name, meta)
 
     def replace(self, name: str, ref: str, rec, rows, meta: TableMeta, write_rows) -> bool:
-        """Replace the replica table's definition and content by ``meta`` and the image
-        ``rows``: REPLACE TABLE when its columns change (the rows then land in an idempotent
-        commit of their own), else the rows overwrite it and ALTER operations bring the rest
-        of its definition along. ``write_rows(df, final)`` writes the rows with Delta's
-        idempotent marker. Returns True when that write was the transaction's final commit
-        (nothing else to change), else the caller makes the final commit."""
-        old = self.applier.current_meta(name)
+        """Replace the replica table's definition and content by ``meta`` and the image ``rows``:
+        REPLACE TABLE when its columns change (the rows then land in an idempotent commit of their
+        own), else the rows overwrite it and ALTER operations bring the rest of its definition along.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            rec (TxnRecord): the image's transaction record.
+            rows (DataFrame): the image's rows (the replica's row filter applied).
+            meta (TableMeta): the definition the image carries.
+            write_rows (Callable[[DataFrame, bool], None]): ``write_rows(df, final)`` writes the rows
+                with Delta's idempotent marker, as the transaction's final commit or a part commit.
+
+        Returns:
+            bool: True when the rows' write was the transaction's final commit (nothing else to
+            change); False: the caller makes the final commit.
+
+        Raises:
+            ApplyError: the table is not defined as ``meta`` afterwards.
+        """
+        old = self.applier.tables.current_meta(name)
         ops = alterops.diff(old, meta, by_name=True) if old is not None else None
         reshape = ops is None or any(op["op"] in alterops.COLUMN_OPS for op in ops)
         part = self.applier.part(rec)
@@ -97,13 +134,13 @@ class TableDDL:
                 meta,
                 [
                     op
-                    for op in alterops.diff(self.applier.current_meta(name), meta, by_name=True) or []
+                    for op in alterops.diff(self.applier.tables.current_meta(name), meta, by_name=True) or []
                     if op["op"] in ("add_constraint", "drop_constraint")
                 ],
                 part,
             )
             return False
-        if not ops and not self.applier.resuming(name, rec.txn):
+        if not ops and not self.applier.tables.resuming(name, rec.txn):
             write_rows(rows, True)
             return True
         if not self.written(name, rec.txn):
@@ -113,23 +150,37 @@ class TableDDL:
         return False
 
     def written(self, name: str, txn: int) -> bool:
-        """True when the table's log already holds the rows' commit of ``txn`` (Delta's
-        idempotent marker ``txnAppId``/``txnVersion``) after its newest final replay commit."""
-        path = self.applier.table_path(name)
+        """True when the table's log already holds the rows' commit of ``txn`` (Delta's idempotent
+        marker ``txnAppId``/``txnVersion``) after its newest final replay commit.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            txn (int): the transaction.
+        """
+        path = self.applier.tables.table_path(name)
         from wlcore.deltalog import list_versions
 
         for v in reversed(list_versions(self.applier.storage, path)):
             commit = read_commit(self.applier.storage, path, v)
             if commit.txns.get(self.applier.app_id) == txn:
                 return True
-            found = self.applier._tag_at(path, v)
+            found = self.applier.tables.tag_at(path, v)
             if found is None or found[0] != txn:
                 return False
         return False
 
     def check(self, name: str, meta: TableMeta) -> None:
-        """Raise ApplyError when the replica table ``name`` is not defined as ``meta``."""
-        have = self.applier.current_meta(name)
+        """Raise ApplyError when the replica table ``name`` is not defined as ``meta``
+        (:func:`wlcore.tabledef.definition`).
+
+        Args:
+            name (str): the table, ``schema.table``.
+            meta (TableMeta): the definition it must have.
+
+        Raises:
+            ApplyError: the definitions differ; the message names each difference.
+        """
+        have = self.applier.tables.current_meta(name)
         want, got = definition(meta), definition(have) if have is not None else None
         if want != got:
             raise ApplyError(

@@ -17,7 +17,13 @@ class ReplicaStateError(WlcError):
 class DivergedError(ReplicaStateError):
     """The source's history is not the one this replica followed: the master was restored
     from a copy (or its logs were reset) and wrote other transactions under ids the replica
-    had already applied (the "Ruh Roh" of CouchDB's transitive checkpoints). ``txn`` is the first id they disagree on."""
+    had already applied (the "Ruh Roh" of CouchDB's transitive checkpoints).
+
+    Args:
+        message: the message, with the fix as a Python call.
+        txn: the first transaction id the two histories disagree on (kept as ``txn``).
+        cli: the message with the fix as a command (None: ``message``).
+    """
 
     def __init__(self, message: str, txn: int, cli: str | None = None):
         super().__init__(message, cli=cli)
@@ -32,12 +38,16 @@ class ReplicationTimeout(WlcError):
 
 
 class ReplicationError(WlcError):
-    """Replay stopped at a transaction it could not apply.
+    """Replay stopped at a transaction it could not apply (PostgreSQL's apply worker stops the
+    same way). Every later ``replicate()``, in any process, retries; a transaction's failure
+    can also be skipped with ``wlr.accept()``.
 
-    Attributes: ``batch`` (batch number), ``txn`` (transaction id; None when the failure is
-    in the logs themselves: a batch missing, damaged or out of place), ``table``
-    (``schema.table`` or None), ``cause`` (text). Every later ``replicate()``, in any
-    process, retries; a transaction's failure can also be skipped with ``wlr.accept()``.
+    Args:
+        batch: the level-0 batch number the failure is in (None: not known); kept as ``batch``.
+        txn: the transaction id; None when the failure is in the logs themselves (a batch
+            missing, damaged or out of place); kept as ``txn``.
+        table: ``schema.table`` it failed on, or None; kept as ``table``.
+        cause: the error's text; kept as ``cause``.
     """
 
     def __init__(self, batch: int | None, txn: int | None, table: str | None, cause: str):
@@ -69,8 +79,14 @@ class ReplicationError(WlcError):
 
 
 class NoSuchTableError(NotFoundError):
-    """The table is not on the replica at its last consistent tick. ``table`` is the name
-    asked for, ``nearest`` the replica's closest table names (difflib), best first."""
+    """The table is not on the replica at its last consistent tick.
+
+    Args:
+        message: the message, naming the nearest tables.
+        table: the name asked for (kept as ``table``).
+        nearest: the replica's closest table names (difflib), best first (kept as ``nearest``).
+        cli: the message as the command line says it (None: ``message``).
+    """
 
     def __init__(self, message: str, table: str, nearest: list[str], cli: str | None = None):
         super().__init__(message, cli=cli)

@@ -21,15 +21,29 @@ from .logs import manifest_of
 
 
 def stored(state: ReplicaState) -> ReplicationError | None:
-    """The failure kept in ``state``, or None."""
+    """The failure kept in ``state``.
+
+    Args:
+        state (ReplicaState): the replica's state.
+
+    Returns:
+        ReplicationError | None: the error to raise again; None when no failure is kept.
+    """
     if not state.error_cause:
         return None
     return ReplicationError(state.error_batch, state.error_txn, state.error_table or None, state.error_cause)
 
 
 def described(state: ReplicaState) -> dict[str, str] | None:
-    """The failure kept in ``state`` as ``wlr status`` shows it: ``batch``, ``txn``, ``table``
-    and ``cause``, each as its ``wlr.config`` text, those that are set; None when none is."""
+    """The failure kept in ``state`` as ``wlr status`` shows it.
+
+    Args:
+        state (ReplicaState): the replica's state.
+
+    Returns:
+        dict[str, str] | None: ``batch``, ``txn``, ``table`` and ``cause``, each as its
+        ``wlr.config`` text, those that are set; None when none is.
+    """
     values = {
         "batch": state.error_batch,
         "txn": state.error_txn,
@@ -40,7 +54,19 @@ def described(state: ReplicaState) -> dict[str, str] | None:
 
 
 def record(state: ReplicaState, batch: int | None, txn: int | None, table: str | None, cause: str) -> ReplicationError:
-    """Put the failure into ``state`` (the caller saves it) and return the error to raise."""
+    """Put the failure into ``state`` (PostgreSQL's apply worker keeps the failed transaction
+    the same way); the caller saves it. The replica's state becomes ``failed``.
+
+    Args:
+        state (ReplicaState): the replica's state.
+        batch (int | None): the level-0 batch the failure is in.
+        txn (int | None): the transaction that failed (None: a failure of the logs themselves).
+        table (str | None): the table it failed on (None: none).
+        cause (str): the error's text (made one line).
+
+    Returns:
+        ReplicationError: the error to raise.
+    """
     cause, table = _one_line(cause), _one_line(table or "")  # wlr.config holds one line a key
     state.set_error(batch, txn, table, cause)
     state.state = "failed"
@@ -52,10 +78,18 @@ def _one_line(text: str) -> str:
 
 
 def clear_if_passed(state: ReplicaState, read_up_to: int) -> str | None:
-    """Clear a stored failure that replay has now got past; returns the log line, or None.
+    """Clear a stored failure that replay has now got past (PostgreSQL's apply worker retries
+    the same way).
 
     A transaction's failure is passed once ``tick`` reaches it; a batch's failure once
-    replay read that batch (``read_up_to``: the highest batch number read without error).
+    replay read that batch.
+
+    Args:
+        state (ReplicaState): the replica's state, changed in place (the caller saves it).
+        read_up_to (int): the highest batch number read without error.
+
+    Returns:
+        str | None: the ``RECOVERED ...`` log line; None when nothing was cleared.
     """
     if not state.error_cause:
         return None
@@ -73,13 +107,25 @@ def clear_if_passed(state: ReplicaState, read_up_to: int) -> str | None:
 
 
 def clear(state: ReplicaState) -> None:
-    """Forget the stored failure (it was passed or skipped); the replica is idle again."""
+    """Forget the stored failure (it was passed or skipped); the replica is idle again.
+
+    Args:
+        state (ReplicaState): the replica's state, changed in place (the caller saves it).
+    """
     state.set_error(None, None, "", "")
     state.state = "idle"
 
 
 def skippable(state: ReplicaState, name: str) -> tuple[int, int | None]:
-    """The (txn, batch) that ``accept()`` may skip.
+    """The transaction ``accept()`` may skip (PostgreSQL's ``ALTER SUBSCRIPTION ... SKIP``):
+    the failed one, when it is the next to apply.
+
+    Args:
+        state (ReplicaState): the replica's state.
+        name (str): the replica's name, for messages.
+
+    Returns:
+        tuple[int, int | None]: ``(txn, batch)`` of the failure.
 
     Raises:
         ReplicaStateError: no failure is stored; the failure is in the logs (a batch), not
@@ -110,12 +156,15 @@ def skip(
     """Skip the failed transaction in ``state`` (the caller saves it): it counts as handled.
 
     Args:
-        state: the replica's wlr.config values; name: the replica's name (in messages).
-        logs_storage: the storage of the logs the failed batch is in; master: the master's name.
-        current_version: a table's Delta version on the replica now (``"schema.table"``).
+        state (ReplicaState): the replica's ``wlr.config`` values.
+        name (str): the replica's name (in messages).
+        logs_storage (Storage): the storage of the logs the failed batch is in.
+        master (str): the master's name.
+        current_version (Callable[[str], int]): a table's Delta version on the replica now
+            (``"schema.table"``).
 
     Returns:
-        the id of the skipped transaction (PostgreSQL's ``ALTER SUBSCRIPTION ... SKIP``).
+        int: the id of the skipped transaction (PostgreSQL's ``ALTER SUBSCRIPTION ... SKIP``).
 
     Raises:
         ReplicaStateError: as :func:`skippable`.
@@ -136,7 +185,14 @@ def skip(
 
 
 def first_line(exc: Exception) -> str:
-    """The first line of an exception's message (the Java one for Spark/Delta errors)."""
+    """The first line of an exception's message (the Java one for Spark/Delta errors), at most 500 characters.
+
+    Args:
+        exc (Exception): the error.
+
+    Returns:
+        str: the line; ``repr(exc)`` when the message is empty.
+    """
     java = getattr(exc, "java_exception", None)  # py4j's own message names only the call
     text = (java.toString() if java is not None else str(exc)).strip()
     return text.splitlines()[0][:500] if text else repr(exc)

@@ -15,10 +15,14 @@ LOCK_FILE = "wlr.lock"
 
 
 class ReplicaLock:
-    """``wlr.lock`` of the replica at ``path`` on ``storage`` (a path or URL).
+    """``wlr.lock`` of a replica (:meth:`wlcore.storage.Storage.lock`: a file lock, or a lease on S3).
 
     The lock is not re-entrant across objects: a second :class:`ReplicaLock` on the same
     folder is refused while this one holds it.
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        path (str): the replica's folder (path or URL).
     """
 
     def __init__(self, storage: Storage, path: str) -> None:

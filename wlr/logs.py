@@ -22,7 +22,12 @@ from .plan import Target
 
 
 class LogError(Exception):
-    """A batch of the logs is missing, damaged or out of place; ``batch`` is its number."""
+    """A batch of the logs is missing, damaged or out of place.
+
+    Args:
+        batch (int): the batch's number (kept as ``batch``).
+        cause (str): what is wrong, with the fix (kept as ``cause``; the message).
+    """
 
     def __init__(self, batch: int, cause: str):
         super().__init__(cause)
@@ -106,12 +111,27 @@ def read_batches(
 
 def reaches(manifest: Manifest, target: Target) -> bool:
     """True when ``manifest`` holds the target or passes it (later batches are not needed):
-    :meth:`wlcore.target.Target.reached_by`."""
+    :meth:`wlcore.target.Target.reached_by`.
+
+    Args:
+        manifest (Manifest): a batch's manifest (its last transaction and watermark).
+        target (Target): the replay target.
+    """
     return target.reached_by(manifest.last_txn if manifest.txns else None, manifest.watermark)
 
 
 def manifest_of(storage: Storage, logs: str, master: str, number: int | None) -> Manifest | None:
-    """The manifest of batch ``number`` when it is there and intact, else None."""
+    """The manifest of batch ``number`` when it is there and intact.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the log folder.
+        master (str): the master's name (the batches' name prefix).
+        number (int | None): the level-0 batch number (None: none).
+
+    Returns:
+        Manifest | None: None when ``number`` is None or the batch is missing or damaged.
+    """
     if number is None:
         return None
     path = Storage.join(logs, batchfmt.batch_name(master, number))

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
 from wlcore.canonical import all_same, canon
@@ -65,14 +64,29 @@ class Merger:
         keep=None,
         fixed: tuple[str, ...] = (),
     ) -> None:
-        """Last state per key: upsert where the key exists after the segment, else delete.
+        """Apply a keyed net change by one MERGE: last state per key, upsert where the key exists
+        after the segment, else delete.
 
         A key whose first change was a delete or a pre-image must be on the replica: the
         MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
-        ``keep``: the replica's row filter; a key whose state after fails it is deleted (moved
-        out), one that passes is upserted (moved in), and a key may be missing on the replica.
-        An update sets every column but the keys (equal by the match) and ``fixed`` (identity
-        columns: Delta refuses to update them, and the master could not change them either).
+        An update sets every column but the keys (equal by the match) and ``fixed``.
+
+        Args:
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txnVersion``).
+            uri (str): the replica table's URI.
+            net (DataFrame): the net change, one row per key (:func:`wlcore.collapse.net_by_key`).
+            cols (list[str]): the table's data columns.
+            keys (list[str]): the key columns (``wlc.key``).
+            evolve (bool): the commit adds columns (MERGE schema evolution).
+            keep (Column | None): the replica's row filter; a key whose state after fails it is
+                deleted (moved out), one that passes is upserted (moved in), and a key may be
+                missing on the replica. None: every row.
+            fixed (tuple[str, ...]): identity columns: never updated (Delta refuses to, and the
+                master could not change them either).
+
+        Raises:
+            ApplyError: a key to delete or update is not on the replica (it has diverged).
         """
         qk = [quote_ident(k) for k in keys]
         on = all_same("t", "s", [net.schema[k] for k in keys])
@@ -107,14 +121,25 @@ class Merger:
         have_cols: set[str],
         evolve: bool = False,
     ) -> None:
-        """Multiset semantics: deleting one of two identical rows leaves one.
+        """Apply an unkeyed net change by one MERGE, with multiset semantics: deleting one of two
+        identical rows leaves one.
 
-        One MERGE: every copy of an image whose count drops is deleted and the copies that
-        remain are inserted again; images whose count grows get the new copies. An image
-        with fewer copies on the replica than the segment deletes fails the MERGE's own
-        job (nothing is committed): the replica has diverged. ``have_cols``: the table's
-        columns now; the others are added by this commit (``evolve``) and are NULL in every
-        row the table has.
+        Every copy of an image whose count drops is deleted and the copies that remain are
+        inserted again; images whose count grows get the new copies. An image with fewer copies
+        on the replica than the segment deletes fails the MERGE's own job (nothing is committed).
+
+        Args:
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txnVersion``).
+            uri (str): the replica table's URI.
+            net (DataFrame): each image's net count (:func:`wlcore.collapse.net_by_image`).
+            cols (list[str]): the table's data columns after the segment.
+            have_cols (set[str]): the table's columns now; the others are added by this commit
+                (``evolve``) and are NULL in every row the table has.
+            evolve (bool): the commit adds columns (MERGE schema evolution).
+
+        Raises:
+            ApplyError: the replica has fewer copies of an image than the segment deletes (it has diverged).
         """
         qc = [quote_ident(c) for c in cols]
         old = [c for c in cols if c in have_cols]

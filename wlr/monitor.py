@@ -23,16 +23,14 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from wlcore import batch as batchfmt
-from wlcore import snapshots as snap
+from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
 from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
-from wlcore.replica_state import ReplicaState
-from wlcore.replica_state import read_replica_state as read_state_file
+from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
 from wlcore.storage import Storage
 
@@ -49,6 +47,13 @@ TICK_LINE = "at transaction"  # wlr.log: the replica's tick after a round of rep
 
 def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     """The ``wlr.config`` of the replica database at ``path``.
+
+    Args:
+        storage (Storage): the storage holding the dbfarm.
+        path (str): the replica's folder.
+
+    Returns:
+        ReplicaState: the replica's state.
 
     Raises:
         NotFoundError: there is no such database (or dbfarm); the nearest replicas are named.
@@ -86,10 +91,21 @@ def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dic
 
 
 def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: str) -> tuple[int, datetime | None]:
-    """``(commits, oldest commit time)`` of the master's tables after capture's cursors.
+    """The commits of the master's tables after capture's cursors (those of the newest
+    published batch, else of the snapshot).
 
     Commits that change no data (OPTIMIZE, VACUUM) are not transactions and not counted;
     a table dropped since is one commit of unknown time.
+
+    Args:
+        storage (Storage): the storage holding the master.
+        master_path (str): the master's folder.
+        mcfg (MasterState): the master's ``wlc.config``.
+        master (str): the master's name.
+
+    Returns:
+        tuple[int, datetime | None]: the number of such commits, and the oldest one's commit
+        time (UTC; None when none is known).
     """
     logs = logs_of(mcfg, master_path)
     cursors = _cursors(storage, mcfg, master, logs)
@@ -109,7 +125,18 @@ def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: st
 
 
 def next_published_time(storage: Storage, logs: str, master: str, first_batch: int, tick: int) -> datetime | None:
-    """Commit time of the first published transaction after ``tick`` (in batch ``first_batch`` or later)."""
+    """Commit time of the first published transaction after ``tick``.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the log folder.
+        master (str): the master's name.
+        first_batch (int): the level-0 batch to look from.
+        tick (int): the replica's last applied transaction.
+
+    Returns:
+        datetime | None: the commit time (UTC); None when none is published or a manifest is damaged.
+    """
     for _number, path in batchfmt.list_batches(storage, logs, master, first_batch):
         try:
             txns = batchfmt.read_manifest(storage, path).txns
@@ -122,13 +149,17 @@ def next_published_time(storage: Storage, logs: str, master: str, first_batch: i
 
 
 def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState, MasterState], None]) -> dict:
-    """:meth:`wlr.Replica.status` of replica ``rep`` (see there for the keys).
+    """:meth:`wlr.Replica.status` of a replica (see there for the keys). Reads state files and
+    manifests only, never Spark.
 
     Args:
-        rep (wlr.Replica): the replica (its names, source and beat).
-        st: its state as last read (a new replica's: empty).
-        check_history: raises DivergedError when the source's epoch history is not the
-            replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
+        rep (Replica): the replica (its names, source and beat).
+        st (ReplicaState): its state as last read (a new replica's: empty).
+        check_history (Callable): raises DivergedError when the source's epoch history is not
+            the replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
+
+    Returns:
+        dict: the status.
     """
     src = rep.source
     mcfg = src.config()

@@ -103,9 +103,7 @@ class Plan:
     waiting_for: str = ""
 
 
-def check_not_passed(
-    target: Target, tick: int, clock: datetime | None, next_time: datetime | None = None, named: str | None = None
-) -> None:
+def check_not_passed(target: Target, tick: int, clock: datetime | None, named: str | None = None) -> None:
     """Refuse a target the replica has already passed (replay cannot go back).
 
     ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the

@@ -97,7 +97,18 @@ class Round:
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
     ) -> Failure | None:
-        """Apply ``todo``; returns the failure at the lowest transaction, or None."""
+        """Apply ``todo``: its segments (:func:`wlr.plan.segments`), each table's in order, tables in parallel.
+
+        Args:
+            todo (list[TxnRef]): the transactions to apply, ascending.
+            collapse (bool): collapse each run of change-feed transactions of a table into one
+                commit (False: one commit per transaction).
+            parallelism (int): tables applied at once (at least 1; threads with Spark sessions of their own).
+            progress (bool): a bar when the round takes over 2 s, on a terminal or in a notebook.
+
+        Returns:
+            Failure | None: the failure at the lowest transaction; None when every segment applied.
+        """
         plan = segments(todo, collapse)
         if not plan:
             return None
@@ -207,26 +218,26 @@ class Round:
 
         Raises ApplyError when the table was made or written outside replay.
         """
-        if applier.current_version(rec.table) < 0:  # a CREATE killed in its first commit leaves an empty log
+        if applier.tables.current_version(rec.table) < 0:  # a CREATE killed in its first commit leaves an empty log
             return -1
         with self.lock:
             known = self.state.versions.get(rec.table)
-        if known is None and not applier.created_by_replay(rec.table):
+        if known is None and not applier.tables.created_by_replay(rec.table):
             if rec.ddl == "create":
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
-        foreign = applier.foreign_writes(rec.table, known if known is not None else -1)
+        foreign = applier.tables.foreign_writes(rec.table, known if known is not None else -1)
         if foreign:
             raise ApplyError(
                 f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
                 "replica tables are read-only (undo those writes, or restore the table)"
             )
-        return applier.last_final_txn(rec.table)
+        return applier.tables.last_final_txn(rec.table)
 
     def _applied(self, applier: Applier, items: list[Item], stats: dict[str, int] | None, seconds: float) -> None:
         """Record that ``items`` are on their table; ``stats`` None: they were already (no log line)."""
         last = items[-1].rec
-        version = applier.current_version(last.table)
+        version = applier.tables.current_version(last.table)
         with self.lock:
             if last.ddl == "drop":
                 self.state.drop_version(last.table)

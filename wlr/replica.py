@@ -371,7 +371,7 @@ class Replica:
                 self.name,
                 self.source.storage,
                 self.master,
-                lambda table: self._parts.applier().current_version(table),
+                lambda table: self._parts.applier().tables.current_version(table),
             )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")

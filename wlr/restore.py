@@ -36,8 +36,7 @@ from wlcore.discovery import RESERVED
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
 from wlcore.names import qualified, quote_ident, split_name
 from wlcore.replica_state import ReplicaState
-from wlcore.settings import check_name
-from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, constraints, create_sql, exact_session
 
@@ -132,9 +131,21 @@ def restore_table(
 def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str | None) -> _Plan:
     """Every refusal of a restore, before anything is written (state files and Delta logs only).
 
+    Args:
+        replica (Replica): the replica the table is restored from (at its consistent tick).
+        table (str): the table on the replica, ``schema.table``.
+        into (str | Master): the master database to restore into (its name, or a ``wlc.Master``).
+        as_ (str | None): the table's name in the master (None: ``table``).
+        replace (bool): an existing table of that name in the master may be replaced.
+        dbfarm (str | None): the master's dbfarm when ``into`` is a name (None: the replica's
+            ``master_dbfarm``).
+
+    Returns:
+        _Plan: what the restore copies, from where to where.
+
     Raises:
-        NotFoundError: the replica (no wlr.config) or the master database is not there;
-            NoSuchTableError: the table is not on the replica at its consistent tick (names the nearest).
+        NotFoundError: the replica (no wlr.config) or the master database is not there.
+        NoSuchTableError: the table is not on the replica at its consistent tick (names the nearest).
         MasterStateError: ``into`` is not a master (a replica, a plain folder) or stopped logging.
         TableExistsError: the target table exists and ``replace`` is False.
         ConfigError: a malformed name; the target is a master's own folder or a folder

@@ -8,7 +8,11 @@ from wlcore.commands import subcommand
 
 
 def add_parser(sub) -> None:
-    """The ``wlr restore`` subcommand (``sub``: the command line's subparsers)."""
+    """Add the ``wlr restore`` subcommand.
+
+    Args:
+        sub (argparse._SubParsersAction): the command line's subparsers.
+    """
     rs = subcommand(
         sub,
         "restore",
@@ -31,12 +35,22 @@ def add_parser(sub) -> None:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     """``wlr restore``: make replica table ``args.table`` again in master ``args.into`` and print what
-    was restored; 0 ok (the other exit statuses, of the subparser's epilog, come from the error raised,
+    was restored (the other exit statuses, of the subparser's epilog, come from the error raised,
     :data:`wlr.cli.EXIT_CODES`).
 
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``, ``table``,
+            ``into``, ``as_`` (the master table's name; None: ``table``), ``replace``.
+
+    Returns:
+        int: 0.
+
     Raises:
-        NotFoundError: no such dbfarm, replica or master; NoSuchTableError: the table is not on the
-        replica (the nearest are named). MasterStateError, TableExistsError, ConfigError: refused.
+        NotFoundError: no such dbfarm, replica or master.
+        NoSuchTableError: the table is not on the replica (the nearest are named).
+        MasterStateError: ``into`` is not a master, or stopped logging.
+        TableExistsError: the master table exists and ``--replace`` was not given.
+        ConfigError: a malformed name.
         RestoreError: a write failed (the message says what was undone).
     """
     from .cli_replica import open_replica

@@ -66,9 +66,17 @@ class RestoredTable:
 
 
 def carried(meta: TableMeta, made: TableMeta | None = None) -> list[str]:
-    """What of the definition ``meta`` a restore carries, one text each (columns and their
-    details, partitioning, clustering, comment, properties, constraints, table features);
-    with ``made``, the features the made table has beyond it (capture's)."""
+    """What of a definition a restore carries, one text each (columns and their details,
+    partitioning, clustering, comment, properties, constraints, table features).
+
+    Args:
+        meta (TableMeta): the replica table's definition.
+        made (TableMeta | None): the table made in the master: the features it has beyond
+            ``meta`` (capture's) are named too (None: none).
+
+    Returns:
+        list[str]: the texts.
+    """
     shape = meta.shape()
     cols = shape["columns"]
     details = []

@@ -114,12 +114,17 @@ class Replay:
         """Apply what the plan allows now: rounds until ``target`` is reached or no compacted
         batch takes over from level 0 (the source's wlc.config read once a round); then relay.
 
+        Args:
+            target (Target): the replay target.
+            progress (bool): a bar for a long round, on a terminal or in a notebook.
+
         Returns:
-            the last round's result.
+            RoundResult: the last round's result.
 
         Raises:
-            as :meth:`run`; the source's wlc.config missing or another master's
-            (:meth:`wlr.setup.ReplicaSetup.master_config`).
+            ReplicationError, ReplicationTimeout, DivergedError: as :meth:`run`.
+            ReplicaStateError: the source's wlc.config is missing or another master's
+                (:meth:`wlr.setup.ReplicaSetup.master_config`).
         """
         diverged = False
         mcfg: MasterState | None = None
@@ -137,7 +142,16 @@ class Replay:
                 self.relay.ship(mcfg)
 
     def run(self, target: Target, mcfg: MasterState, progress: bool) -> RoundResult:
-        """One round toward ``target`` with the source's wlc.config ``mcfg`` (read for it).
+        """One round toward ``target``: prepare (first copy, checks), read the batches, plan, apply,
+        record.
+
+        Args:
+            target (Target): the replay target.
+            mcfg (MasterState): the source's ``wlc.config``, read for this round.
+            progress (bool): a bar for a long round, on a terminal or in a notebook.
+
+        Returns:
+            RoundResult: whether the target was reached, why not, and where the replica stands.
 
         Raises:
             ReplicationError: a transaction or batch failed (stored in wlr.config first).
@@ -353,7 +367,13 @@ class Replay:
         return failed
 
     def fail(self, batch: int | None, txn: int | None, table: str | None, cause: str) -> None:
-        """Store the failure in wlr.config and raise it.
+        """Store the failure in wlr.config, log it, and raise it (PostgreSQL's apply worker stops the same way).
+
+        Args:
+            batch (int | None): the level-0 batch the failure is in.
+            txn (int | None): the transaction that failed (None: a failure of the logs themselves).
+            table (str | None): the table it failed on.
+            cause (str): the error's text.
 
         Raises:
             ReplicationError: always (``batch``, ``txn``, ``table`` and ``cause`` name it).

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from wlcore import batch as batchfmt
-from wlcore import snapshots as snap
+from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.batch import utc_iso
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
@@ -27,15 +26,28 @@ from .plan import Target
 
 
 def describe(start: Start) -> str:
-    """``start`` (a snapshot, or the empty start of master mode) for messages:
-    ``transaction <txn> (<UTC time>, the snapshot <folder>)``."""
+    """A starting point for messages: ``transaction <txn> (<UTC time>, the snapshot <folder>)``.
+
+    Args:
+        start (Start): a snapshot, or the empty start of master mode.
+
+    Returns:
+        str: the text.
+    """
     when = utc_iso(start.time) if start.time else "the start of master mode"
     where = f"the snapshot {os.path.basename(start.path)}" if start.path else "an empty start"
     return f"transaction {start.txn} ({when}, {where})"
 
 
 class Route:
-    """Reads a master's snapshots and compacted batches for one replica (manifests cached)."""
+    """Reads a master's snapshots and compacted batches for one replica (manifests cached).
+
+    Args:
+        storage (Storage): the storage holding the master (or its shipped copy).
+        master_path (str): the master's folder (or the shipped copy's).
+        master (str): the master database's name.
+        dbid (str): the master's database id; a batch of another id is refused.
+    """
 
     def __init__(self, storage: Storage, master_path: str, master: str, dbid: str):
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
@@ -44,16 +56,34 @@ class Route:
     # ------------------------------------------------------------------ snapshots
     def starts(self, mcfg: MasterState, logs: str) -> list[Start]:
         """The snapshots a new replica can start from: the empty start only while level 0
-        (or a compacted batch) still begins at batch 0."""
+        (or a compacted batch) still begins at batch 0.
+
+        Args:
+            mcfg (MasterState): the master's ``wlc.config`` (names its snapshot in an earlier layout).
+            logs (str): the log folder read.
+
+        Returns:
+            list[Start]: oldest first (:func:`wlcore.snapshots.list_snapshots`).
+        """
         return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master)
 
     def start_for(self, mcfg: MasterState, logs: str, target: Target, snapshot: int | None = None) -> Start:
-        """The snapshot a new replica starts from: ``snapshot`` (its transaction) when given,
-        else the newest at or before ``target``.
+        """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
+
+        Args:
+            mcfg (MasterState): the master's ``wlc.config``.
+            logs (str): the log folder read.
+            target (Target): the replay target.
+            snapshot (int | None): the transaction of the snapshot to start from; None: the newest
+                at or before ``target``.
+
+        Returns:
+            Start: the snapshot.
 
         Raises:
             TargetError: no snapshot is at or before the target (it is older than the earliest
-                reachable point, which the message names), or ``snapshot`` names none.
+                reachable point, which the message names), or ``snapshot`` names none, or one after
+                the target.
         """
         starts = self.starts(mcfg, logs)
         if snapshot is not None:
@@ -84,8 +114,16 @@ class Route:
         return best
 
     def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
-        """``(txn, commit time)`` of the first transaction after ``start``, read from the
-        level-0 batches after it; None when none is published (or level 0 was pruned there)."""
+        """The first transaction after ``start``, read from the level-0 batches after it.
+
+        Args:
+            logs (str): the log folder read.
+            start (Start): a snapshot.
+
+        Returns:
+            tuple[int, datetime] | None: ``(txn, commit time UTC)``; None when none is published,
+            level 0 was pruned there, or a manifest is damaged (replay names it).
+        """
         for _number, path in batchfmt.list_batches(self.storage, logs, self.master, start.batch + 1):
             try:
                 txns = batchfmt.read_manifest(self.storage, path).txns
@@ -98,8 +136,17 @@ class Route:
 
     # ------------------------------------------------------------------ compacted batches
     def units(self, logs: str, tick: int, next_batch: int, target: Target) -> list[Batch]:
-        """The compacted batches to apply from position ``tick`` (next level-0 batch
-        ``next_batch``): the coarsest first, each ending at or before the target.
+        """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
+        or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
+
+        Args:
+            logs (str): the log folder read.
+            tick (int): the replica's position: every transaction <= ``tick`` applied.
+            next_batch (int): the next level-0 batch replay would read.
+            target (Target): the replay target.
+
+        Returns:
+            list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
 
         Raises:
             LogError: a compacted batch on the path is damaged or another database's.
@@ -130,9 +177,15 @@ class Route:
         return out
 
     def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool = True) -> None:
-        """Walk a new replica's path from ``start`` to ``target`` (reading manifests only;
-        ``compacted`` False: level 0 only) and refuse it, before anything is written, where
-        retention pruned what it needs.
+        """Walk a new replica's path from ``start`` to ``target`` (reading manifests only) and refuse
+        it, before anything is written, where retention pruned what it needs.
+
+        Args:
+            logs (str): the log folder read.
+            mcfg (MasterState): the master's ``wlc.config``.
+            start (Start): the snapshot the replica starts from.
+            target (Target): the replay target.
+            compacted (bool): use compacted batches (False: level 0 only).
 
         Raises:
             TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
@@ -166,6 +219,14 @@ class Route:
         starts before the position or ends past the target), or level 0 now begins after it.
         A batch missing with neither is a gap in the logs, which :func:`wlr.logs.read_batches`
         names.
+
+        Args:
+            logs (str): the log folder read.
+            tick (int): the position: every transaction <= ``tick`` applied.
+            next_batch (int): the level-0 batch replay needs next.
+            mcfg (MasterState): the master's ``wlc.config`` (its snapshots name the earliest point).
+            new (bool): the replica is being made (a pruned batch is then the target's fault).
+            target (Target): the replay target.
 
         Raises:
             ReplicaStateError: an existing replica is further behind than what is kept.

@@ -39,7 +39,17 @@ class Selection:
 
     @classmethod
     def of(cls, tables=None, where=None) -> "Selection":
-        """Check and normalise (lower-case names, sorted) what a caller gave.
+        """Check and normalise (lower-case names, sorted) what a caller gave (PostgreSQL's
+        publication table list and row filters).
+
+        Args:
+            tables (str | list[str] | None): ``schema.table`` names or ``fnmatch`` patterns
+                (``"sales.*"``); None or empty: every table.
+            where (dict[str, str] | None): ``{schema.table: Spark SQL predicate}``: the rows a table
+                carries; None: every row.
+
+        Returns:
+            Selection: the normalised selection.
 
         Raises:
             ConfigError: a pattern is not ``schema.table`` (wildcards allowed), a ``where``
@@ -75,12 +85,23 @@ class Selection:
         return not self.tables and not self.where
 
     def wants(self, table: str) -> bool:
-        """True when the replica carries ``table`` (``schema.table``)."""
+        """True when the replica carries ``table`` (PostgreSQL's publication table list).
+
+        Args:
+            table (str): ``schema.table``, any case.
+        """
         t = table.lower()
         return not self.tables or any(fnmatch.fnmatchcase(t, p) for p in self.tables)
 
     def predicate(self, table: str) -> str | None:
-        """The row filter of ``table``, None when every row is carried."""
+        """The row filter of ``table`` (PostgreSQL's publication row filter).
+
+        Args:
+            table (str): ``schema.table``, any case.
+
+        Returns:
+            str | None: the Spark SQL predicate; None when every row is carried.
+        """
         return dict(self.where).get(table.lower())
 
     def to_state(self) -> dict[str, str]:
@@ -125,7 +146,17 @@ class Selection:
 
 
 def check_same(recorded: Selection, asked: Selection, replica: str) -> None:
-    """Raise ReplicaStateError when an existing replica is asked for another selection."""
+    """Refuse an existing replica asked for another selection (rows it left out cannot be
+    brought back from the logs).
+
+    Args:
+        recorded (Selection): the selection the replica's ``wlr.config`` records.
+        asked (Selection): the selection asked for now.
+        replica (str): the replica's name, for the message.
+
+    Raises:
+        ReplicaStateError: the two differ.
+    """
     if recorded != asked:
         raise ReplicaStateError(
             f"replica {replica!r} carries {recorded.describe()}, not {asked.describe()}: rows it left out cannot be "

@@ -7,29 +7,28 @@ A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's s
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from wlcore import epochs
-from wlcore import snapshots as snap
+from wlcore import epochs, snapshots as snap
 from wlcore.discovery import delta_ref
 from wlcore.errors import ConfigError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
-from wlcore.master_state import MasterState
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
+from . import history, select_check
 from .apply import Applier
 from .book import LOG_FILE, StateBook
-from .errors import DivergedError, ReplicaStateError, ReplicationError
+from .errors import ReplicaStateError, ReplicationError
 from .lock import LOCK_FILE, ReplicaLock
-from .logs import LogError
+from .logs import Batch, LogError
 from .options import ReplayOptions
 from .plan import Target, check_not_passed
 from .route import Route
-from .select import Selection, check_same
+from .select import Selection
 from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 from .view import ConsistentView
@@ -39,14 +38,15 @@ class ReplicaSetup:
     """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config.
 
     Args:
-        book: the replica's state and log.
-        lock: the replica's ``wlr.lock`` (probed by :meth:`validate`).
-        source: returns where the replica reads now (:mod:`wlr.source`).
-        names: the replica's resolved names: its dbfarm, the master and the master's dbfarm.
-        options: how replay runs (:class:`wlr.options.ReplayOptions`).
-        default_timeout: seconds ``replicate`` waits for a target (``replica.timeout``).
-        spark: returns the replay session; applier: returns the replica's applier.
-        view: the replica's consistent view (set when a replica is made).
+        book (StateBook): the replica's state and log.
+        lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
+        source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
+        names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
+        options (ReplayOptions): how replay runs (:class:`wlr.options.ReplayOptions`).
+        default_timeout (float): seconds ``replicate`` waits for a target (``replica.timeout``).
+        spark (Callable[[], SparkSession]): returns the replay session.
+        applier (Callable[[], Applier]): returns the replica's applier.
+        view (ConsistentView): the replica's consistent view (set when a replica is made).
     """
 
     def __init__(
@@ -95,41 +95,32 @@ class ReplicaSetup:
         return self._spark()
 
     def ask_selection(self, tables=None, where=None) -> None:
-        """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
-        for a new replica ``replica.tables``/``replica.where`` in config)."""
+        """Keep what ``replicate(tables=, where=)`` asks for; :meth:`validate` settles it.
+
+        Args:
+            tables (str | list[str] | None): table names or patterns (``fnmatch``) to replicate;
+                None with ``where`` None: the recorded selection, or for a new replica
+                ``replica.tables``/``replica.where`` in config.
+            where (dict[str, str] | None): ``{table: Spark SQL predicate}``: the rows to replicate.
+
+        Raises:
+            ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
+        """
         self._asked = None if tables is None and where is None else Selection.of(tables, where)
 
-    def _choose_selection(self, state: ReplicaState | None) -> None:
-        """Settle the selection: the recorded one (a different one asked is refused), or
-        for a new replica (``state`` None) the one asked or configured, its predicates parsed now."""
-        if state is not None and state.state != "restoring":
-            recorded = Selection.from_state(state)
-            if self._asked is not None:
-                check_same(recorded, self._asked, self.name)
-            self.selection = recorded
-            return
-        cfg = settings().replica
-        self.selection = self._asked or Selection.of(cfg.tables or None, cfg.where or None)
-        if not self.selection.where:
-            return
-        parser = self.spark._jsparkSession.sessionState().sqlParser()
-        for table, pred in self.selection.where:  # parsed now: a typo fails before anything is written
-            try:
-                parser.parseExpression(pred)
-            except Exception as exc:  # noqa: BLE001 (Py4JJavaError: ParseException)
-                first = str(exc).split("ParseException:", 1)[-1].strip().splitlines()[0]
-                raise ConfigError(
-                    f"where: the predicate of {table} does not parse ({first}); "
-                    "give a Spark SQL condition such as \"o_region = 'EU'\""
-                ) from None
-
     def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
-        """Check, without writing anything, that ``replicate(until)`` may start; returns the master's wlc.config.
+        """Check, without writing anything, that ``replicate(until)`` may start (see :mod:`wlr.target`
+        for the checks on the target).
 
-        ``target``: ``until`` parsed (:func:`wlcore.target.parse_until`; ``until`` names it in
-        messages); ``timeout``: seconds ``replicate`` would wait for the target (default
-        ``replica.timeout``); ``empty``: a new replica may hold no transaction (see
-        :mod:`wlr.target` for the checks on the target).
+        Args:
+            target (Target): ``until`` parsed (:func:`wlcore.target.parse_until`).
+            until (int | str | datetime | None): the target as the caller gave it, named in messages.
+            timeout (float | None): seconds ``replicate`` would wait for the target (None:
+                ``replica.timeout``).
+            empty (bool): a new replica may hold no transaction.
+
+        Returns:
+            MasterState: the source's ``wlc.config``.
 
         Raises:
             TargetError: ``until`` is malformed or already passed; an instant later than the
@@ -141,7 +132,8 @@ class ReplicaSetup:
                 missing, damaged or another database's (``batch`` names it; nothing is written).
             ReplicaStateError: the master is not a master; the replica folder is a master, a
                 replica of another master or of an earlier incarnation, or a non-empty folder.
-            ConfigError: the replica folder is a file.
+            ConfigError: the replica folder is a file; a predicate does not parse or fit.
+            NotFoundError: a selected table is unknown to the master.
         """
         # Spark must reach S3 before anything is written. The URL's scheme, not the storage,
         # decides it: this is about Spark's configuration (its s3a filesystem on the
@@ -176,7 +168,7 @@ class ReplicaSetup:
             self.default_timeout if timeout is None else number(timeout, "timeout"),
             settings().capture.settle,
         )
-        self._choose_selection(state)
+        self.selection = select_check.choose(state, self._asked, self.name, self.spark)
         if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
@@ -188,53 +180,33 @@ class ReplicaSetup:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
                 raise ReplicationError(exc.batch, None, None, exc.cause) from None
-            self._check_selected(mcfg, logs, start)
-            self._check_predicates(start)
+            select_check.check_selected(self.selection, self.source.storage, logs, self.master, start.path or "")
+            select_check.check_predicates(self.selection, self.spark, self.source.storage, start.path or "")
         return mcfg
 
-    def _check_selected(self, mcfg: MasterState, logs: str, start) -> None:
-        """Raise NotFoundError when a new selective replica names a table (or pattern) that no
-        published transaction and not its start snapshot knows, naming the nearest; as
-        PostgreSQL's CREATE PUBLICATION refuses a table that does not exist."""
-        if self.selection is None or not (self.selection.tables or self.selection.where):
-            return
-        from .txlog import check_tables, known_tables
-
-        known = known_tables(self.source.storage, logs, self.master, start.path or "")
-        where = f"in master {self.master!r} (its snapshot and published transactions)"
-        check_tables(self.selection.tables, known, where)
-        check_tables([t for t, _p in self.selection.where], known, where)
-
-    def _check_predicates(self, start) -> None:
-        """Raise ConfigError when a ``where`` predicate does not fit its table in the snapshot
-        a new replica starts from (an unknown column, a type error), before anything is written."""
-        if self.selection is None or not self.selection.where or not start.path:
-            return
-        from pyspark.sql import functions as F
-
-        tables = {n.lower(): n for n in snap.read(self.source.storage, start.path).tables}
-        for table, pred in self.selection.where:
-            if table not in tables:
-                continue  # created later: checked when it is applied
-            schema, name = split_name(tables[table])
-            uri = self.source.storage.uri(Storage.join(start.path, schema, name))
-            try:
-                self.spark.read.format("delta").load(uri).filter(F.expr(pred)).schema  # noqa: B018 (resolving the schema analyses the predicate)
-            except Exception as exc:  # noqa: BLE001 (AnalysisException: the caller's predicate)
-                raise ConfigError(
-                    f"where: the predicate of {table} does not fit the table "
-                    f"({str(exc).splitlines()[0]}); correct it (columns: "
-                    f"{', '.join(self.spark.read.format('delta').load(uri).columns)})"
-                ) from None
-
     def published(self, mcfg: MasterState) -> Published:
-        """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness
-        (known from the master's own folder only)."""
+        """What the source's ``wlc.config`` says it has published, and capture's liveness (known
+        from the master's own folder only).
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config``.
+
+        Returns:
+            Published: its tick, clock, watermark and capture's state, judged now (UTC).
+        """
         label = "the master" if self.source.is_master else self.source.label
         return Published.of(mcfg, datetime.now(timezone.utc), label, self.source.is_master)
 
     def route(self, mcfg: MasterState) -> Route:
-        """The master's snapshots and compacted batches as this replica reads them."""
+        """The master's snapshots and compacted batches as this replica reads them (made again when
+        the source or its database id changed).
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config`` (its ``dbid``).
+
+        Returns:
+            Route: the replica's route (:class:`wlr.route.Route`).
+        """
         if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.dbid, self.source.root):
             self._route = Route(self.source.storage, self.source.root, self.master, mcfg.dbid)
         return self._route
@@ -251,59 +223,58 @@ class ReplicaSetup:
             )
 
     def check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
-        """Raise DivergedError when the source's epoch history (:mod:`wlcore.epochs`) disagrees
-        with the one this replica followed on a transaction both have."""
+        """Refuse a source whose epoch history disagrees with the one this replica followed.
+
+        Args:
+            state (ReplicaState): the replica's state.
+            mcfg (MasterState): the source's ``wlc.config`` (its ``epochs`` up to its ``tick``).
+
+        Raises:
+            DivergedError: the histories disagree on a transaction both have (:mod:`wlr.history`).
+            ReplicaStateError: either history is damaged.
+        """
         self._check_epochs(state, mcfg.epochs, mcfg.tick, f"{self.source.label}'s wlc.config")
 
-    def check_batches(self, batches) -> None:
-        """Raise DivergedError when a batch read for this round was written in another
-        history than the replica followed (the config read before it may be older)."""
+    def check_batches(self, batches: Sequence[Batch]) -> None:
+        """Refuse a batch read for this round that was written in another history than the
+        replica followed (the config read before it may be older).
+
+        Args:
+            batches (Sequence[Batch]): the batches read, each with its manifest's ``epochs``.
+
+        Raises:
+            DivergedError: a batch's history disagrees (:mod:`wlr.history`).
+            ReplicaStateError: a history is damaged.
+        """
         for b in batches:
             if b.manifest.epochs:
                 self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
 
     def _check_epochs(self, state: ReplicaState, their_text: str, their_tick: int, where: str) -> None:
-        """Raise DivergedError when ``their_text`` (an epoch history up to ``their_tick``, read
-        from ``where``) disagrees with the one in ``state`` on a transaction both have."""
-        try:
-            mine, theirs = epochs.parse(state.epochs), epochs.parse(their_text)
-        except ValueError as exc:
-            raise ReplicaStateError(
-                f"the epoch history in {where} or in {self.path}'s wlr.config is damaged ({exc}); make a new replica"
-            ) from None
-        tick = state.tick
-        at = epochs.diverged(mine, tick, theirs, their_tick)
-        if at is None:
-            return
-        cause = (
-            f"{self.source.label} wrote another history from transaction {at} on (epoch "
-            f"{epochs.at(theirs, at)}) than this replica followed up to transaction {tick} (epoch "
-            f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
-            "Nothing was applied"
-        )
-        raise DivergedError(
-            f"{cause}; make a new replica (wlr.replicate({self.master!r}, replica='<new name>')) or read from a "
-            "source that kept this history (source=...)",
-            at,
-            cli=f"{cause}; make a new replica (wlr replicate <dbfarm> {self.master} <new name>) or read from a "
-            "source that kept this history (--source)",
-        )
+        history.check(state, their_text, their_tick, where, label=self.source.label, master=self.master, path=self.path)
 
-    def note_history(self, batches) -> None:
-        """Keep the epoch history of the batch holding the replica's tick (its manifest's)."""
-        tick = self.state.tick
-        for b in reversed(batches):
-            if b.manifest.epochs and b.manifest.first_txn <= tick:
-                hist = epochs.upto(epochs.parse(b.manifest.epochs), tick)
-                self.state.epochs = epochs.format(hist)
-                self.state.epoch = epochs.at(hist, tick) or ""
-                return
+    def note_history(self, batches: Sequence[Batch]) -> None:
+        """Keep the epoch history of the batch holding the replica's tick (:func:`wlr.history.note`).
+
+        Args:
+            batches (Sequence[Batch]): the batches of the round, ascending.
+        """
+        history.note(self.state, batches)
 
     def ensure(self, mcfg: MasterState, target: Target) -> None:
         """Make the replica on first use from the newest snapshot at or before ``target``
         (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
         tables, then state ``new`` at the snapshot's transaction. A crash in between
-        restarts the copy. A replica that exists is never reset by a newer snapshot."""
+        restarts the copy. A replica that exists is never reset by a newer snapshot.
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config``.
+            target (Target): the replay target the snapshot must be at or before.
+
+        Raises:
+            ReplicaStateError: an existing replica follows another master or database id.
+            TargetError: no snapshot is at or before the target.
+        """
         if not self.state.empty and self.state.state != "restoring":
             self._check_follows(self.state, mcfg)
             if self.selection is None:
@@ -345,7 +316,7 @@ class ReplicaSetup:
                     self.spark.sql(
                         f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)"
                     )
-                self.state.set_version(name, applier.current_version(name))
+                self.state.set_version(name, applier.tables.current_version(name))
             self.book.log(
                 f"started from the snapshot of {self.master} at transaction {start.txn} "
                 f"({len(body.tables)} tables, {start.path}, {self.source.label})"
@@ -359,7 +330,16 @@ class ReplicaSetup:
         self.book.save()
 
     def master_config(self) -> MasterState:
-        """The source's wlc.config (the master's, or its shipped or relayed copy)."""
+        """The source's ``wlc.config`` (the master's, or its shipped or relayed copy).
+
+        Returns:
+            MasterState: the configuration read now.
+
+        Raises:
+            WlcError: the source has no ``wlc.config`` (:meth:`wlr.source.Source.missing`: a
+                ReplicaStateError, or NotFoundError naming the nearest master).
+            ReplicaStateError: the source holds another master's logs.
+        """
         mcfg = self.source.config()
         if mcfg is None:
             raise self.source.missing(self.master)
@@ -377,7 +357,14 @@ class ReplicaSetup:
 
     def note_source(self, mcfg: MasterState) -> str:
         """Record in wlr.config where this round reads (a replica may switch between the
-        master, shipped copies and relays of one master); returns the log folder."""
+        master, shipped copies and relays of one master), logging a switch.
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config`` (names its log folder).
+
+        Returns:
+            str: the log folder read.
+        """
         logs = self.source.logs(mcfg)
         state = self.state
         if (state.source, state.source_kind, state.logs) != (self.source.root, self.source.kind, logs):

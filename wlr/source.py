@@ -20,13 +20,14 @@ from typing import Protocol
 
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG
-from wlcore.master_state import MasterState, logs_of
-from wlcore.master_state import read_master_state as read_master_config
-from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG
-from wlcore.replica_state import ReplicaState
-from wlcore.settings import check_name
-from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.master_state import (
+    CONFIG_FILE as MASTER_CONFIG,
+    MasterState,
+    logs_of,
+    read_master_state as read_master_config,
+)
+from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
@@ -82,7 +83,14 @@ class Source:
         return read_shipped_config(self.storage, self.root)
 
     def logs(self, mcfg: MasterState | None) -> str:
-        """The source's log folder (path or URL) by its wlc.config ``mcfg``."""
+        """The source's log folder (path or URL).
+
+        Args:
+            mcfg (MasterState | None): the source's ``wlc.config`` (None: not known).
+
+        Returns:
+            str: its ``logs``, else ``<root>/wlc_logs``.
+        """
         return logs_of(mcfg, self.root)
 
     @property
@@ -91,7 +99,16 @@ class Source:
         return self.kind == "master"
 
     def missing(self, master: str) -> WlcError:
-        """The error for a source without wlc.config, naming the fix for its kind."""
+        """The error for a source without wlc.config, naming the fix for its kind.
+
+        Args:
+            master (str): the master's name, in the command the message gives.
+
+        Returns:
+            WlcError: for a master's folder, what ``Dbfarm.require_master`` says it is
+            (NotFoundError naming the nearest masters, or ReplicaStateError); for a shipped copy or a
+            relay, a ReplicaStateError naming how to fill it.
+        """
         if self.kind == "master":
             from wlcore.databases import Dbfarm
 
@@ -114,13 +131,27 @@ class Source:
 
 
 def master_source(master_dbfarm: str, master: str) -> Source:
-    """The master's own folder ``<master_dbfarm>/<master>`` as a source."""
+    """The master's own folder as a source.
+
+    Args:
+        master_dbfarm (str): the master's dbfarm.
+        master (str): the master's name.
+
+    Returns:
+        Source: ``<master_dbfarm>/<master>``, of kind ``master``.
+    """
     path = Storage.join(master_dbfarm, master)
     return Source(Storage.of(master_dbfarm), path, "master")
 
 
 def shipped_source(url: str) -> Source:
-    """The shipped copy at folder or URL ``url`` (``wlc ship``) as a source.
+    """The shipped copy (``wlc ship``) at a folder or URL as a source.
+
+    Args:
+        url (str): the folder or URL shipped to.
+
+    Returns:
+        Source: of kind ``shipped``.
 
     Raises:
         ConfigError: ``url`` is empty.
@@ -132,11 +163,19 @@ def shipped_source(url: str) -> Source:
 
 
 def named_source(name, dbfarm: str | None) -> Source:
-    """The source called ``name`` in ``dbfarm``: a master (a ``wlc.Master`` or the name of a
-    database with ``wlc.config``) or a relaying replica (a ``wlr.Replica`` or its name).
+    """The source called ``name`` in ``dbfarm``: a master or a relaying replica.
+
+    Args:
+        name (str | Master | Replica): a ``wlc.Master``, a ``wlr.Replica``, or the name of a
+            database with ``wlc.config`` (a master) or ``wlr.config`` (a replica: its relay).
+        dbfarm (str | None): the dbfarm of a name (None: ``$WLC_DBFARM`` or config).
+
+    Returns:
+        Source: of kind ``master`` or ``relay``.
 
     Raises:
         ReplicaStateError: the database is neither a master nor a replica.
+        ConfigError: a malformed name.
     """
     if hasattr(name, "dbname"):  # wlc.Master
         return master_source(name.dbfarm, name.dbname)
@@ -157,7 +196,14 @@ def named_source(name, dbfarm: str | None) -> Source:
 
 
 def recorded_source(state: ReplicaState) -> Source | None:
-    """The source a replica's ``wlr.config`` records (None for one made before sources)."""
+    """The source a replica's ``wlr.config`` records.
+
+    Args:
+        state (ReplicaState): the replica's state (``source``, ``source_kind``).
+
+    Returns:
+        Source | None: None for a replica made before sources were recorded.
+    """
     root, kind = state.source, state.source_kind
     if not root or kind not in KINDS:
         return None
@@ -167,6 +213,12 @@ def recorded_source(state: ReplicaState) -> Source | None:
 def master_name(source: Source) -> str:
     """The master's database name as ``source`` knows it (its folder's name, or the copy's
     ``database`` in wlc.config).
+
+    Args:
+        source (Source): the source.
+
+    Returns:
+        str: the master's name.
 
     Raises:
         ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.
@@ -197,6 +249,18 @@ def resolve(
     master, replica: str | None, dbfarm: str | None, master_dbfarm: str | None, logs: str | None, source
 ) -> Names:
     """Resolve and check a replica's names (see :class:`wlr.Replica` for the arguments).
+
+    Args:
+        master (str | Master | None): the master's name, or a ``wlc.Master`` (its dbfarm becomes
+            the master dbfarm); None: the one ``source`` or ``logs`` names.
+        replica (str | None): the replica's name (None: ``<master>_replica``).
+        dbfarm (str | None): the replica's dbfarm (None: ``$WLC_DBFARM`` or config).
+        master_dbfarm (str | None): the master's dbfarm (None: ``dbfarm``).
+        logs (str | None): a shipped copy to read (folder or URL).
+        source (str | Source | None): a master or a relaying replica to read from, by name.
+
+    Returns:
+        Names: the dbfarms, the master, the replica and the chosen source.
 
     Raises:
         ConfigError: a malformed name; both ``logs`` and ``source``; no master named.

@@ -6,7 +6,14 @@ from wlcore.health import aligned
 
 
 def shown(value) -> str:
-    """``value`` as status prints it: ``-`` for None, ISO-8601 for a datetime, else ``str``."""
+    """A value as status prints it.
+
+    Args:
+        value (Any): the value.
+
+    Returns:
+        str: ``-`` for None, ISO-8601 for a datetime, else ``str(value)``.
+    """
     if value is None:
         return "-"
     if hasattr(value, "isoformat"):

@@ -19,8 +19,7 @@ from typing import Iterable
 
 from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord, utc_iso
-from wlcore.master_state import MasterState, logs_of
-from wlcore.master_state import read_master_state as read_master_config
+from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.storage import Storage
 
@@ -95,7 +94,20 @@ def _snapshot_tables(storage: Storage, snapshot: str) -> set[str]:
 
 def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -> set[str]:
     """Every table named by a published batch (any level) of ``master`` in ``logs`` or held by
-    the snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only."""
+    the snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only.
+
+    Args:
+        storage (Storage): the storage holding the logs and the snapshot.
+        logs (str): the log folder.
+        master (str): the master's name.
+        snapshot (str): a snapshot's folder ("": none).
+
+    Returns:
+        set[str]: qualified table names.
+
+    Raises:
+        BatchError: a manifest is missing or damaged.
+    """
     out = _snapshot_tables(storage, snapshot)
     paths = [p for _n, p in batchfmt.list_batches(storage, logs, master)]
     paths += [p for _lv, _f, _l, p in batchfmt.list_compacted(storage, logs, master)]
@@ -105,8 +117,17 @@ def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -
 
 
 def check_tables(asked: Iterable[str], known: set[str], where: str) -> None:
-    """Raise NotFoundError for the first of ``asked`` (names or fnmatch patterns, case-insensitive)
-    that matches none of ``known``, naming the nearest (``events`` finds ``app.events``)."""
+    """Refuse the first of ``asked`` that matches none of ``known``, naming the nearest
+    (``events`` finds ``app.events``; as PostgreSQL's CREATE PUBLICATION refuses an unknown table).
+
+    Args:
+        asked (Iterable[str]): names or ``fnmatch`` patterns, case-insensitive.
+        known (set[str]): the tables that exist (:func:`known_tables`).
+        where (str): where they were looked for, for the message (``in master 'm' (...)``).
+
+    Raises:
+        NotFoundError: a name or pattern matches no table.
+    """
     import fnmatch
 
     from wlcore.databases import did_you_mean
@@ -200,9 +221,16 @@ def transactions(
 
 
 def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -> list[dict]:
-    """The snapshots of master ``master`` a new replica can start from, oldest first:
-    ``[{"txn": int (-1: the start of master mode), "time": ISO-8601 UTC str or None,
-    "batch": last level-0 batch held, "path": str ("" for an empty start)}]``.
+    """The snapshots of master ``master`` a new replica can start from, oldest first.
+
+    Args:
+        master (str): the master's name.
+        dbfarm (str | None): the master's dbfarm (None: ``$WLC_DBFARM`` or config).
+        logs (str | None): a shipped copy to read instead of the master's folder (folder or URL).
+
+    Returns:
+        list[dict]: ``[{"txn": int (-1: the start of master mode), "time": ISO-8601 UTC str or
+        None, "batch": last level-0 batch held, "path": str ("" for an empty start)}]``.
 
     Raises:
         ReplicaStateError: the database is not a master.
@@ -217,8 +245,15 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
 
 
 def format_table(rows: Iterable[dict], columns: tuple[str, ...] = COLUMNS) -> str:
-    """``rows`` of :func:`transactions` (or :func:`snapshots` with ``SNAPSHOT_COLUMNS``) as
-    aligned text columns with a header line; a piece's txn shows as ``first-txn``."""
+    """Rows as aligned text columns with a header line; a piece's txn shows as ``first-txn``.
+
+    Args:
+        rows (Iterable[dict]): rows of :func:`transactions` (or of :func:`snapshots`).
+        columns (tuple[str, ...]): the keys to show, in order (``SNAPSHOT_COLUMNS`` for snapshots).
+
+    Returns:
+        str: the lines joined by newlines.
+    """
 
     def cell(row: dict, col: str) -> str:
         value = row[col]

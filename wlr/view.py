@@ -32,13 +32,19 @@ class ConsistentView:
         self._applier = applier
 
     def path_of(self, table: str) -> str:
-        """Folder (URI) of replica table ``"schema.table"``."""
+        """The folder (URI) of a replica table, as Spark reads it.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
         schema, name = split_name(table)
         return self.storage.uri(Storage.join(self.path, schema, name))
 
     def table(self, table: str):
-        """The replica table ``"schema.table"`` as a DataFrame (read-only use), as of the last
-        consistent tick.
+        """The replica table as a DataFrame (read-only use), as of the last consistent tick.
 
         While replay catches up, tables land segment by segment and stand at different
         transactions; this reads the Delta version each table had at the last tick where
@@ -46,6 +52,12 @@ class ConsistentView:
         through Delta time travel, so two tables read together are a pair of states that
         existed together on the master. A plain Spark reader gets the same view with
         ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            DataFrame: the table at that version (its newest when no view is recorded yet).
 
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
@@ -77,18 +89,22 @@ class ConsistentView:
         return self.book.current().view_tick
 
     def set_view(self, tick: int, done: dict[str, int]) -> None:
-        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``).
+        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``); the caller saves.
 
         A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
         so a commit still landing is not seen). A table past ``tick`` (landing faster, or
         another table failed before it) is read back at its version holding exactly
         ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
+
+        Args:
+            tick (int): the transaction the view stands at (every transaction <= ``tick`` applied).
+            done (dict[str, int]): ``{table: last transaction applied}`` of the round's tables.
         """
         applier = self._applier()
         state = self.book.state
         view = {}
         for name, version in list(state.versions.items()):
-            at = version if done.get(name, -1) <= tick else applier.version_at(name, tick)
+            at = version if done.get(name, -1) <= tick else applier.tables.version_at(name, tick)
             if at is None:
                 return
             if at >= 0:

@@ -20,11 +20,12 @@ class TargetWait:
     """One ``replicate(until=...)`` call's wait for its target.
 
     Args:
-        target: the target; ``until``: as the caller gave it (for the messages).
-        timeout: seconds the call waits (``replica.timeout``).
-        say: writes one line for people (the replica's log at WARNING level).
-        every: seconds between lines where no progress bar is shown.
-        clock: monotonic seconds (tests give their own).
+        target (Target): the target.
+        until (int | str | datetime | None): the target as the caller gave it (for the messages).
+        timeout (float): seconds the call waits (``replica.timeout``).
+        say (Callable[[str], None]): writes one line for people (the replica's log at WARNING level).
+        every (float): seconds between lines where no progress bar is shown.
+        clock (Callable[[], float]): monotonic seconds (tests give their own).
     """
 
     def __init__(
@@ -48,9 +49,12 @@ class TargetWait:
         return self.started is not None
 
     def update(self, pub: Published) -> None:
-        """The target is not published yet; ``pub`` is what the source has published now.
-        The first call says so; later calls move the bar or, without one, write a line every
-        ``every`` seconds."""
+        """The target is not published yet: the first call says so; later calls move the bar or,
+        without one, write a line every ``every`` seconds.
+
+        Args:
+            pub (Published): what the source has published now.
+        """
         now = self.clock()
         named = meaning(self.until, self.target)
         if self.started is None:
@@ -77,7 +81,17 @@ class TargetWait:
 
     def timed_out(self, pub: Published, replica_tick: int, cli: bool = False) -> str:
         """The message when the timeout ended: what was waited for, where the replica and
-        the master stand, capture's liveness as read, and how to wait longer."""
+        the master stand, capture's liveness as read, and how to wait longer.
+
+        Args:
+            pub (Published): what the source has published, read at the end of the wait.
+            replica_tick (int): the replica's last applied transaction (-1: none).
+            cli (bool): word the fix for the command line (``wlr replicate``, ``--config``)
+                instead of the Python API (``replicate()``, ``timeout=``).
+
+        Returns:
+            str: the message (a :class:`wlr.ReplicationTimeout` carries it).
+        """
         text = (
             f"waited {self.timeout:g} s for {meaning(self.until, self.target)}; the replica is at transaction "
             f"{replica_tick} and {pub.describe()}. "

@@ -16,8 +16,8 @@ def batch_watch(storage: Storage, logs: str, polling: bool, interval: float) -> 
     Args:
         storage (Storage): the storage holding ``logs``.
         logs (str): the log folder.
-        polling (bool): look every ``interval`` seconds rather than wait for the OS's events.
-        interval (float): seconds between the polling observer's looks.
+        polling (bool): poll the folder instead of waiting for filesystem events (``capture.polling``).
+        interval (float): seconds between two polls.
 
     Returns:
         FolderWatch | None: None when ``logs`` is missing or on a storage that cannot be

@@ -3,14 +3,16 @@ names that are not plain identifiers, and capture killed at named crash points."
 
 import os
 import shutil
-import time
 import warnings
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 import wlc
 import wlr
+from tests.waiting import wait_until
 from wlc.master import Master
+from wlcore.deltalog import list_versions, read_commit
 
 from ..integration.helpers import master_rows, rows
 from .helpers import killed_by_sigkill, published, run_module, run_python, tree
@@ -25,7 +27,7 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
     p = m.table_path("s.t")
     spark.sql(f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     spark.sql(f"INSERT INTO delta.`{p}` VALUES (1), (2)")
-    time.sleep(0.3)  # capture takes commits once they are capture.settle (0.2 s) old
+    _wait_settled(m, "s", "t")  # capture takes commits once they are capture.settle (0.2 s) old
     m._step(take_all=False)  # stage both commits in the open batch, publish nothing
     assert m.last_logged() == 1 and m.tick() == m.config.tick == -1
     staged = [n for n in os.listdir(m.logs) if n.startswith(".open-")]
@@ -43,6 +45,15 @@ def test_refused_second_capturer_keeps_the_open_batch(spark, dbfarm):
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm).replicate(follow=False)
     assert rows(rep.table("s.t")) == [(1,), (2,)]
     m.close()
+
+
+def _wait_settled(m: Master, schema: str, table: str) -> None:
+    """Wait until the table's newest commit is ``capture.settle`` old by the time capture reads
+    for it (an In-Commit Timestamp, else the commit file's modification time)."""
+    path = os.path.join(m.path, schema, table)
+    last = read_commit(m.storage, path, list_versions(m.storage, path)[-1], file_time=True)
+    settled = last.timestamp + timedelta(seconds=m.settle)
+    wait_until(lambda: datetime.now(timezone.utc) >= settled, 10, "the last commit to be capture.settle old", 0.02)
 
 
 def test_failed_publish_leaves_capture_where_it_was(spark, dbfarm):

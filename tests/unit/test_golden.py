@@ -8,8 +8,7 @@ import json
 import os
 from datetime import datetime, timezone
 
-from wlcore import batch as batchfmt
-from wlcore import snapshots as snap
+from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.deltalog import list_versions, metadata_at
 from wlcore.levels import Span
 from wlcore.master_state import capture_liveness, read_master_state

@@ -5,7 +5,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlcore.levels import Span, Start, choose_start, restore_path, retain, runs_to_merge
+from wlcore.levels import Span, Start, choose_start, restore_path, runs_to_merge
+from wlcore.retention import retain
 from wlcore.settings import ConfigError, Every, every
 from wlcore.target import Target
 

@@ -31,18 +31,18 @@ def commit(table: str, version: int, user_metadata: str | None, data_change: boo
 def test_progress_and_interrupted_transactions(tmp_path):
     table = str(tmp_path / "r" / "s" / "t")
     applier = Applier(lambda: None, Storage.of(str(tmp_path)), str(tmp_path / "r"), DBID)
-    assert applier.current_version("s.t") == -1 and applier.last_final_txn("s.t") == -1
+    assert applier.tables.current_version("s.t") == -1 and applier.tables.last_final_txn("s.t") == -1
     os.makedirs(os.path.join(table, "_delta_log"))  # a CREATE killed in its first commit
-    assert applier.current_version("s.t") == -1 and not applier.created_by_replay("s.t")
+    assert applier.tables.current_version("s.t") == -1 and not applier.tables.created_by_replay("s.t")
     commit(table, 0, tag(DBID, 3, part=True), data_change=False)  # txn 3's CREATE, a part
     commit(table, 1, tag(DBID, 3))  # txn 3's final commit
     commit(table, 2, tag(DBID, 7, part=True))  # txn 7: overwrite done, then killed
-    assert applier.created_by_replay("s.t")
-    assert applier.last_final_txn("s.t") == 3  # txn 7 is not done
-    assert applier.resuming("s.t", 7) and not applier.resuming("s.t", 3)
-    assert applier.foreign_writes("s.t", -1) == []
+    assert applier.tables.created_by_replay("s.t")
+    assert applier.tables.last_final_txn("s.t") == 3  # txn 7 is not done
+    assert applier.tables.resuming("s.t", 7) and not applier.tables.resuming("s.t", 3)
+    assert applier.tables.foreign_writes("s.t", -1) == []
     commit(table, 3, tag(DBID, 7))
-    assert applier.last_final_txn("s.t") == 7 and not applier.resuming("s.t", 7)
+    assert applier.tables.last_final_txn("s.t") == 7 and not applier.tables.resuming("s.t", 7)
     commit(table, 4, None)  # someone else wrote the replica
-    assert applier.foreign_writes("s.t", 3) == ["version 4 (WRITE)"]
-    assert applier.last_final_txn("s.t") == 7
+    assert applier.tables.foreign_writes("s.t", 3) == ["version 4 (WRITE)"]
+    assert applier.tables.last_final_txn("s.t") == 7

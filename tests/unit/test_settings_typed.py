@@ -32,6 +32,22 @@ def test_loaded_once_and_again_when_a_file_changes(tmp_path, monkeypatch):
     assert config.settings().dbfarm == str(tmp_path / "other")
 
 
+def test_an_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
+    extra = tmp_path / "x.yaml"
+    extra.write_text("master:\n  beat: 7\n")
+    old = extra.stat().st_mtime_ns - 10_000_000_000
+    os.utime(extra, ns=(old, old))  # written long before it is read: its status tells
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    first = config.settings()
+    reads = []
+    monkeypatch.setattr(config, "_read", lambda path: reads.append(path) or path.read_text())
+    assert config.settings() is first and reads == []
+    os.utime(extra, ns=(old + 1, old + 1))  # touched: read again, the same text keeps the settings
+    assert config.settings() is first and extra in reads
+    extra.write_text("master:\n  beat: 8\n")
+    assert config.settings().master.beat == 8
+
+
 @pytest.mark.parametrize(
     "yaml_text, message",
     [

@@ -18,17 +18,19 @@ import fsspec
 import pytest
 
 import wlcore.storage as storage_pkg
+from tests.waiting import wait_until
 from wlcore.errors import LockHeldError, LockUnsupportedError, WlcError
-from wlcore.storage import LocalStorage, ObjectStorage, RemoteStorage, S3Storage, Storage, copy_file, storage_for
-from wlcore.storage import s3 as s3_impl
+from wlcore.storage import (
+    LocalStorage,
+    ObjectStorage,
+    RemoteStorage,
+    S3Storage,
+    Storage,
+    copy_file,
+    s3 as s3_impl,
+    storage_for,
+)
 from wlcore.storage.lease import Lease, machine
-
-
-def _poll(check, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)  # polling with a deadline
 
 
 # ---------------------------------------------------------------- the implementations
@@ -343,7 +345,7 @@ def test_a_lease_is_renewed_while_held(s3):
     lease = Lease(st, path, "renewed", seconds=0.3)
     held = lease.acquire(blocking=False, timeout=None)
     first = json.loads(st.fs.cat_file(path))["expires"]  # one GET: the object is replaced meanwhile
-    _poll(lambda: json.loads(st.fs.cat_file(path))["expires"] > first)
+    wait_until(lambda: json.loads(st.fs.cat_file(path))["expires"] > first, 10, "the lease renewed", interval=0.02)
     with pytest.raises(LockHeldError):  # renewed: never expired for another taker
         st.lock(path, blocking=False, what="other")
     held.release()

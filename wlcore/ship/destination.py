@@ -6,11 +6,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from .. import epochs
-from .. import snapshots as snap
+from .. import epochs, snapshots as snap
 from ..errors import LockHeldError, WlcError
-from ..master_state import MasterState
-from ..master_state import read_master_state as read_master_config
+from ..master_state import MasterState, read_master_state as read_master_config
 from ..storage import HeldLock, Storage
 
 LOGS_DIR = "wlc_logs"
@@ -47,7 +45,11 @@ class ShipReport:
     seconds: float = 0.0
 
     def add(self, other: "ShipReport") -> None:
-        """Add ``other`` (a later pass's report) to this one, in place."""
+        """Add a later pass's report to this one, in place.
+
+        Args:
+            other (ShipReport): the later pass's report.
+        """
         self.batches += other.batches
         self.snapshots += other.snapshots
         self.gone += other.gone
@@ -71,10 +73,21 @@ class ShipReport:
 
 
 def read_config(storage: Storage, root: str) -> MasterState | None:
-    """The ``wlc.config`` at ``root`` (None when there is none). A shipped copy's (it has
-    ``shipped``) is read relative to ``root``: its logs are ``<root>/wlc_logs`` and its
-    snapshots in ``<root>/wlc_snapshot`` wherever the copy was shipped to or moved since (a
-    mount seen under another path, a bucket replicated to another region)."""
+    """The ``wlc.config`` at ``root``. A shipped copy's (it has ``shipped``) is read relative to
+    ``root``: its logs are ``<root>/wlc_logs`` and its snapshots in ``<root>/wlc_snapshot``
+    wherever the copy was shipped to or moved since (a mount seen under another path, a bucket
+    replicated to another region).
+
+    Args:
+        storage (Storage): the storage holding ``root``.
+        root (str): a master's folder or a shipped copy's (path or URL).
+
+    Returns:
+        MasterState | None: None when there is no ``wlc.config``.
+
+    Raises:
+        ConfigError: the file is malformed.
+    """
     cfg = read_master_config(storage, root)
     if cfg is not None and cfg.is_shipped:
         cfg.logs = Storage.join(root, LOGS_DIR)
@@ -86,6 +99,12 @@ def read_config(storage: Storage, root: str) -> MasterState | None:
 def dest_root(url: str) -> str:
     """``url`` without a trailing slash (checked: a shipped copy needs a folder or a bucket path).
 
+    Args:
+        url (str): the destination (folder, mount or ``s3://bucket/path``).
+
+    Returns:
+        str: the destination's root.
+
     Raises:
         ShipError: ``url`` is empty.
     """
@@ -96,8 +115,14 @@ def dest_root(url: str) -> str:
 
 
 def check_dest(dst: Storage, to: str, dbname: str, mcfg: MasterState) -> None:
-    """Check that ``to`` on ``dst`` may receive the copy of ``dbname`` whose source state is
-    ``mcfg``: it is empty, or a shipped copy of the same database (name and id) and history.
+    """Check that ``to`` may receive the copy of ``dbname``: it is empty, or a shipped copy of
+    the same database (name and id) and history.
+
+    Args:
+        dst (Storage): the destination's storage.
+        to (str): the destination's root (:func:`dest_root`).
+        dbname (str): the master's name.
+        mcfg (MasterState): the source's ``wlc.config``.
 
     Raises:
         ShipError: ``to`` holds other files, a master's own folder, another database's copy,
@@ -137,9 +162,16 @@ def check_dest(dst: Storage, to: str, dbname: str, mcfg: MasterState) -> None:
 
 
 def lock_dest(dst: Storage, to: str) -> HeldLock:
-    """One shipper a destination at a time (:meth:`Storage.lock`: a file lock on local
-    folders, a lease on S3; refused where the destination can hold no lock). Returns the
-    lock held; the caller releases it.
+    """One shipper a destination at a time (:meth:`wlcore.storage.Storage.lock`: a file lock on
+    local folders, a lease on S3; refused where the destination can hold no lock). The
+    destination folder is made when missing.
+
+    Args:
+        dst (Storage): the destination's storage.
+        to (str): the destination's root; the lock is ``<to>/.wlc-ship.lock``.
+
+    Returns:
+        HeldLock: the lock, held; the caller releases it.
 
     Raises:
         ShipError: another process is shipping there.

@@ -7,8 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from .. import batch as batchfmt
-from .. import snapshots as snap
+from .. import batch as batchfmt, snapshots as snap
 from ..errors import BatchError
 from ..faults import crash_point
 from ..storage import Storage, copy_file
@@ -19,7 +18,15 @@ _SKIP = re.compile(r"^(\d+|initial|\..*)$")  # an old-layout snapshot folder als
 
 def snapshot_name(root: str, path: str) -> str:
     """The destination name of the snapshot folder ``path`` of the source ``root`` (an
-    old-layout snapshot, kept directly in ``wlc_snapshot``, becomes ``initial``)."""
+    old-layout snapshot, kept directly in ``wlc_snapshot``, becomes ``initial``).
+
+    Args:
+        root (str): the source's root folder.
+        path (str): the snapshot's folder there.
+
+    Returns:
+        str: the folder name at the destination (``<txn>`` or ``initial``).
+    """
     if path.rstrip("/") == Storage.join(root, snap.SNAPSHOT_DIR).rstrip("/"):
         return snap.INITIAL
     return posixpath.basename(path.rstrip("/"))
@@ -36,8 +43,16 @@ def _copy_if_changed(src: Storage, a: str, dst: Storage, b: str, size: int | Non
 def ship_batch(src: Storage, path: str, dst: Storage, final: str, report: ShipReport) -> None:
     """Copy the published batch folder ``path`` on ``src`` to ``final`` on ``dst``: every
     file its manifest lists, then the manifest; each read back against the manifest's size
-    and SHA-256 before the folder is published. Adds to ``report`` (bytes, the batch's name
-    in ``batches``, or in ``gone`` when it was pruned at the source meanwhile).
+    and SHA-256 before the folder is published. A file already there intact (a resumed
+    pass) is not copied again.
+
+    Args:
+        src (Storage): the source's storage.
+        path (str): the batch's folder at the source.
+        dst (Storage): the destination's storage.
+        final (str): the batch's folder at the destination.
+        report (ShipReport): the pass's report, added to in place (bytes, the batch's name in
+            ``batches``, or in ``gone`` when it was pruned at the source meanwhile).
 
     Raises:
         ShipError: the batch at the source cannot be read (repair the source's logs).
@@ -95,6 +110,14 @@ def ship_snapshot(src: Storage, path: str, root: str, dst: Storage, final: str, 
     """Copy the snapshot folder ``path`` of the source ``root`` to ``final`` on ``dst``; its
     manifest last, then sizes checked, then published. Adds the bytes copied to ``report``
     (and the name to ``gone`` when it was deleted at the source meanwhile).
+
+    Args:
+        src (Storage): the source's storage.
+        path (str): the snapshot's folder at the source.
+        root (str): the source's root folder (names the snapshot of an earlier layout).
+        dst (Storage): the destination's storage.
+        final (str): the snapshot's folder at the destination.
+        report (ShipReport): the pass's report, added to in place.
 
     Returns:
         bool: True when this call published it; False when it was deleted at the source

@@ -9,8 +9,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from .. import batch as batchfmt
-from .. import snapshots as snap
+from .. import batch as batchfmt, snapshots as snap
 from ..master_state import CONFIG_FILE, MasterState, logs_of, write_master_state
 from ..storage import Storage
 from .destination import LOGS_DIR, ShipError, ShipReport, check_dest, dest_root, lock_dest, read_config

@@ -25,9 +25,17 @@ class Shipper:
     ended following, if any."""
 
     def __init__(self, storage: Storage, root: str, dbname: str, to: str, poll: float | None = None, **kwargs: Any):
-        """``storage``/``root``/``dbname``/``to`` as :func:`ship`'s; ``poll``: seconds between
-        passes when no folder event wakes the shipper (default ``storage.ship_poll``);
-        ``kwargs``: passed to :func:`ship` (``up_to_batch``, ``up_to_txn``, ``edit_config``).
+        """A shipper, not started (:meth:`once`, :meth:`follow`).
+
+        Args:
+            storage (Storage): the source's storage.
+            root (str): the source folder (a master's, or a shipped copy or relay holding a ``wlc.config``).
+            dbname (str): the master's database name.
+            to (str): the destination folder or URL (``s3://bucket/path``).
+            poll (float | None): seconds between passes when no folder event wakes the shipper
+                (None: ``storage.ship_poll``).
+            **kwargs (Any): passed to :func:`wlcore.ship.ship` (``up_to_batch``, ``up_to_txn``,
+                ``edit_config``).
 
         Raises:
             ShipError: ``to`` is empty.
@@ -44,14 +52,32 @@ class Shipper:
         self._watch: FolderWatch | None = None
 
     def once(self, progress: bool = True) -> ShipReport:
-        """One pass; returns what it shipped (also added to ``report``). Raises as :func:`ship`."""
+        """One pass (:func:`wlcore.ship.ship`); what it shipped is also added to ``report``.
+
+        Args:
+            progress (bool): a bar for a long pass, on a terminal or in a notebook.
+
+        Returns:
+            ShipReport: what this pass shipped.
+
+        Raises:
+            ShipError, ShipVerifyError, OSError: as :func:`wlcore.ship.ship`.
+        """
         out = ship(self.storage, self.root, self.dbname, self.to, progress=progress, **self.kwargs)
         self.report.add(out)
         return out
 
     def follow(self, background: bool = True) -> "Shipper":
-        """Keep shipping until :meth:`stop`; in a daemon thread, or in this one (the CLI).
-        Returns this shipper."""
+        """Keep shipping until :meth:`stop`: a pass, then another whenever the source publishes.
+        Errors are logged and retried at the next pass, except a :class:`ShipError`, which ends
+        following and is kept in ``error``.
+
+        Args:
+            background (bool): in a daemon thread (True), or in this one until :meth:`stop` (the CLI).
+
+        Returns:
+            Shipper: this shipper.
+        """
         if background:
             self._thread = threading.Thread(target=self._loop, name=f"wlc-ship-{self.dbname}", daemon=True)
             self._thread.start()
@@ -92,8 +118,14 @@ class Shipper:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout: float = 60.0) -> ShipReport:
-        """Stop following after the pass under way, waiting up to ``timeout`` seconds for
-        the thread; returns ``report``."""
+        """Stop following after the pass under way.
+
+        Args:
+            timeout (float): seconds to wait for the thread to end.
+
+        Returns:
+            ShipReport: ``report``, every pass added up.
+        """
         self._stop.set()
         if self._watch is not None:
             self._watch.wake()

@@ -7,7 +7,16 @@ from .base import Storage
 
 
 def copy_file(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
-    """Copy one file between two filesystems (or within one); returns the bytes copied.
+    """Copy one file between two filesystems (or within one).
+
+    Args:
+        src (Storage): the storage holding the file.
+        src_path (str): the file there.
+        dst (Storage): the storage to copy it to (the same as ``src`` or another).
+        dst_path (str): its path there (replaced when it exists).
+
+    Returns:
+        int: the bytes copied.
 
     Raises:
         FileNotFoundError: ``src_path`` is not there (deleted meanwhile).
@@ -18,11 +27,21 @@ def copy_file(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
 
 def copy_tree(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
     """Copy the folder ``src_path`` of ``src`` to ``dst_path`` of ``dst`` (any two
-    filesystems); returns the bytes copied (0 when both are local: one ``copytree``).
+    filesystems).
+
+    Args:
+        src (Storage): the storage holding the folder.
+        src_path (str): the folder there.
+        dst (Storage): the storage to copy it to.
+        dst_path (str): the new folder there.
+
+    Returns:
+        int: the bytes copied (0 when both are local: one ``copytree``).
 
     Raises:
-        FileNotFoundError, OSError: as :func:`copy_file`; ``FileExistsError`` when both are
-            local and ``dst_path`` exists.
+        FileNotFoundError: a file of ``src_path`` went meanwhile.
+        FileExistsError: both are local and ``dst_path`` exists.
+        OSError: either filesystem cannot be reached or written.
     """
     if Storage.same(src, dst):
         dst.copy_tree(src_path, dst_path)

@@ -39,16 +39,48 @@ class ConditionalStore(Protocol):
     """The conditional writes a lease needs (implemented by :class:`wlcore.storage.s3.S3Storage`)."""
 
     def put_if_absent(self, path: str, data: bytes) -> str | None:
-        """Create ``path``; its ETag, or None when it exists."""
+        """Create ``path`` (``If-None-Match: *``).
+
+        Args:
+            path (str): the object.
+            data (bytes): its contents.
+
+        Returns:
+            str | None: its ETag, or None when it exists.
+        """
 
     def put_if_match(self, path: str, data: bytes, etag: str) -> str | None:
-        """Replace ``path`` if its ETag is ``etag``; the new ETag, or None when it changed or went."""
+        """Replace ``path`` if its ETag is ``etag`` (``If-Match``).
+
+        Args:
+            path (str): the object.
+            data (bytes): its new contents.
+            etag (str): the ETag it must still have.
+
+        Returns:
+            str | None: the new ETag, or None when it changed or went.
+        """
 
     def delete_if_match(self, path: str, etag: str) -> bool:
-        """Delete ``path`` if its ETag is ``etag``; False when it changed or went."""
+        """Delete ``path`` if its ETag is ``etag``.
+
+        Args:
+            path (str): the object.
+            etag (str): the ETag it must still have.
+
+        Returns:
+            bool: False when it changed or went.
+        """
 
     def read_with_etag(self, path: str) -> tuple[bytes, str] | None:
-        """The object and the ETag of what was read, None when it is not there."""
+        """The object and the ETag of what was read.
+
+        Args:
+            path (str): the object.
+
+        Returns:
+            tuple[bytes, str] | None: ``(contents, ETag)``, None when it is not there.
+        """
 
 
 class Lease:
@@ -71,8 +103,12 @@ class Lease:
     def acquire(self, *, blocking: bool, timeout: float | None) -> HeldLock:
         """Take the lease, waiting (polled every :data:`POLL_SECONDS`) when ``blocking``.
 
+        Args:
+            blocking (bool): wait for another holder to let go (False: one try).
+            timeout (float | None): seconds to wait when ``blocking``; None waits for ever.
+
         Returns:
-            HeldLock: held and renewed in the background until released.
+            HeldLock: held and renewed in the background (every third of its life) until released.
 
         Raises:
             LockHeldError: another holder's lease is live (after ``timeout`` seconds when blocking).

@@ -25,27 +25,55 @@ class RemoteStorage(Storage):
         return sorted(protocols(self.fs))[0]
 
     def uri(self, path: str) -> str:
-        """The path with the filesystem's protocol (``<proto>://path``) when it has none."""
+        """The path with the filesystem's protocol (``<proto>://path``) when it has none.
+
+        Args:
+            path (str): a path on this filesystem, with or without its protocol.
+
+        Returns:
+            str: the URL Spark and fsspec read.
+        """
         if "://" not in path:
             return f"{self._proto()}://{path.lstrip('/')}"
         return path
 
     def url(self, path: str) -> str:
-        """As :meth:`uri`: the path with the filesystem's protocol when it has none."""
+        """As :meth:`uri`: the path with the filesystem's protocol when it has none.
+
+        Args:
+            path (str): a path on this filesystem, with or without its protocol.
+
+        Returns:
+            str: the URL fsspec opens again.
+        """
         if "://" in path:
             return path
         return f"{self._proto()}://{path.lstrip('/')}"
 
     # queries ------------------------------------------------------------------------
     def listdir(self, path: str) -> list[str]:
-        """fsspec ``ls``'s base names, sorted; ``[]`` for a missing folder."""
+        """fsspec ``ls``'s base names, sorted; ``[]`` for a missing folder.
+
+        Args:
+            path (str): the folder (prefix).
+
+        Returns:
+            list[str]: the base names of its entries, commit markers and hidden names too.
+        """
         try:
             return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False))
         except FileNotFoundError:
             return []
 
     def subdirs(self, path: str) -> list[str]:
-        """fsspec ``ls`` entries of type ``directory``, sorted; ``[]`` for a missing folder."""
+        """fsspec ``ls`` entries of type ``directory``, sorted; ``[]`` for a missing folder.
+
+        Args:
+            path (str): the folder (prefix).
+
+        Returns:
+            list[str]: the base names of the folders in it.
+        """
         try:
             return sorted(
                 posixpath.basename(i["name"].rstrip("/"))
@@ -57,17 +85,38 @@ class RemoteStorage(Storage):
 
     def published(self, path: str) -> list[str]:
         """Names not hidden whose commit marker ``<name>.committed`` is there too (markers
-        themselves are not listed)."""
+        themselves are not listed).
+
+        Args:
+            path (str): the folder (prefix).
+
+        Returns:
+            list[str]: the published base names, sorted; ``[]`` when ``path`` is missing.
+        """
         names = self.listdir(path)
         have = set(names)
         return [n for n in names if not n.startswith(".") and not n.endswith(MARKER) and n + MARKER in have]
 
     def is_published(self, path: str) -> bool:
-        """The commit marker ``<path>.committed`` exists."""
+        """The commit marker ``<path>.committed`` exists.
+
+        Args:
+            path (str): the folder or file.
+
+        Returns:
+            bool: its commit marker is there.
+        """
         return self.fs.exists(path.rstrip("/") + MARKER)
 
     def walk_files(self, path: str) -> Iterable[str]:
-        """fsspec ``walk`` below ``path``, names relative to it without the protocol, sorted."""
+        """fsspec ``walk`` below ``path``, names relative to it without the protocol, sorted.
+
+        Args:
+            path (str): the folder (prefix).
+
+        Returns:
+            Iterable[str]: the relative paths, sorted; empty when ``path`` is missing.
+        """
         out = []
         base = self.fs._strip_protocol(path).rstrip("/")
         for root, _dirs, files in self.fs.walk(path):
@@ -83,7 +132,17 @@ class RemoteStorage(Storage):
             return 0
 
     def mtime_ms(self, path: str) -> int | None:
-        """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``); None when the store gives none."""
+        """From fsspec ``info`` (``mtime``, ``LastModified`` or ``last_modified``).
+
+        Args:
+            path (str): the file or object.
+
+        Returns:
+            int | None: milliseconds since the epoch (1970-01-01 UTC); None when the store gives none.
+
+        Raises:
+            FileNotFoundError: nothing is at ``path``.
+        """
         return _mtime_ms(self.fs.info(path))
 
     def stat(self, path: str) -> FileStat:
@@ -93,7 +152,12 @@ class RemoteStorage(Storage):
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
-        """Write a hidden file aside, then move it over ``path``."""
+        """Write a hidden file aside, then move it over ``path``.
+
+        Args:
+            path (str): the file to write (replaced when it exists).
+            data (bytes | str): the whole new contents; text is written as UTF-8.
+        """
         parent, tmp, data = self._aside(path, data)
         with self.fs.open(tmp, "wb") as fh:
             fh.write(data)
@@ -110,13 +174,30 @@ class RemoteStorage(Storage):
             self.write_atomic(path, old + text.encode("utf-8"))
 
     def rename(self, src: str, dst: str) -> None:
-        """fsspec ``mv`` (a copy then a delete on most stores: not atomic)."""
+        """fsspec ``mv`` (a copy then a delete on most stores: not atomic).
+
+        Args:
+            src (str): the file or folder to rename.
+            dst (str): its new path.
+
+        Raises:
+            FileExistsError: something is at ``dst`` already.
+            FileNotFoundError: nothing is at ``src``.
+        """
         if self.fs.exists(dst):
             raise FileExistsError(dst)
         self.fs.mv(src, dst, recursive=True)
 
     def publish_dir(self, staging: str, final: str) -> None:
-        """A move (skipped when ``staging`` is ``final``), then the commit marker written last."""
+        """A move (skipped when ``staging`` is ``final``), then the commit marker written last.
+
+        Args:
+            staging (str): the complete folder (:meth:`staging_for`: ``final`` itself here).
+            final (str): the name readers see once its marker ``<final>.committed`` is written.
+
+        Raises:
+            FileExistsError: ``final`` is published already (its marker is there).
+        """
         if self.is_published(final):
             raise FileExistsError(final)
         if staging.rstrip("/") != final.rstrip("/"):
@@ -130,39 +211,101 @@ class RemoteStorage(Storage):
             self.fs.pipe_file(path.rstrip("/") + MARKER, b"")
 
     def unpublish(self, path: str) -> None:
-        """The commit marker first (readers stop seeing it), then the files."""
+        """The commit marker first (readers stop seeing it), then the files.
+
+        Args:
+            path (str): the published folder; nothing is done when it is missing.
+        """
         marker = path.rstrip("/") + MARKER
         if self.fs.exists(marker):
             self.fs.rm(marker)
         self.rm(path)
 
     def staging_for(self, final: str, tag: str) -> str:
-        """``final`` itself: invisible until its marker is written."""
+        """``final`` itself: invisible until its marker is written.
+
+        Args:
+            final (str): the folder to publish.
+            tag (str): the writer's word (unused here: the folder needs no hidden name).
+
+        Returns:
+            str: ``final``.
+        """
         return final
 
     def copy_tree(self, src: str, dst: str) -> None:
-        """fsspec ``copy``, recursive, within this filesystem."""
+        """fsspec ``copy``, recursive, within this filesystem.
+
+        Args:
+            src (str): the folder to copy.
+            dst (str): the new folder (should not exist: files there are overwritten, others kept).
+        """
         self.fs.copy(src, dst, recursive=True)
 
     # copies between stores ----------------------------------------------------------
     def copy_file_to(self, path: str, dst: Storage, dst_path: str) -> int:
-        """Hands the copy to ``dst`` (:meth:`get_remote_file`): it streams from this store."""
+        """Hands the copy to ``dst`` (:meth:`get_remote_file`): it streams from this store.
+
+        Args:
+            path (str): the file here.
+            dst (Storage): the storage to copy it to.
+            dst_path (str): its path there.
+
+        Returns:
+            int: the bytes copied.
+
+        Raises:
+            FileNotFoundError: ``path`` is not there.
+        """
         return dst.get_remote_file(self, path, dst_path)
 
     def put_local_file(self, local_path: str, path: str) -> int:
-        """fsspec ``put_file``; returns the local file's size."""
+        """fsspec ``put_file``.
+
+        Args:
+            local_path (str): the local file to upload.
+            path (str): its path here (replaced when it exists).
+
+        Returns:
+            int: the bytes copied (the local file's size).
+        """
         self.fs.put_file(local_path, path)
         return os.path.getsize(local_path)
 
     def get_remote_file(self, src: Storage, src_path: str, path: str) -> int:
-        """Streams from ``src`` into this store in 4 MiB chunks; returns the written object's size."""
+        """Streams from ``src`` into this store in 4 MiB chunks.
+
+        Args:
+            src (Storage): the storage holding the file.
+            src_path (str): the file there.
+            path (str): its path here (replaced when it exists).
+
+        Returns:
+            int: the bytes copied (the written object's size).
+
+        Raises:
+            FileNotFoundError: ``src_path`` is not there.
+        """
         with src.fs.open(src_path, "rb") as r, self.fs.open(path, "wb") as w:
             shutil.copyfileobj(r, w, 1 << 22)
         return int(self.fs.size(path))
 
     # locks --------------------------------------------------------------------------
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
-        """Refused: this filesystem has neither file locks nor conditional writes."""
+        """Refused: this filesystem has neither file locks nor conditional writes.
+
+        Args:
+            path (str): the lock's file.
+            blocking (bool): ignored: no lock is ever taken.
+            timeout (float | None): ignored (seconds).
+            what (str): what the lock would guard, named by the error.
+
+        Returns:
+            HeldLock: never.
+
+        Raises:
+            LockUnsupportedError: always; the message names a local folder or S3 instead.
+        """
         raise LockUnsupportedError(
             f"{what}: {self.url(path)} is on a {self._proto()} filesystem, which can hold "
             "no lock, and the work is not done unlocked; use a local or mounted folder, or "
@@ -179,7 +322,12 @@ class ObjectStorage(RemoteStorage):
     empty_folders = False  # a folder is the common prefix of its objects
 
     def write_atomic(self, path: str, data: bytes | str) -> None:
-        """One PUT replaces the object whole."""
+        """One PUT replaces the object whole.
+
+        Args:
+            path (str): the object to write (replaced when it exists).
+            data (bytes | str): the whole new contents; text is written as UTF-8.
+        """
         if isinstance(data, str):
             data = data.encode("utf-8")
         self.makedirs(posixpath.dirname(path))
@@ -187,7 +335,20 @@ class ObjectStorage(RemoteStorage):
 
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
         """Refused: a lease needs conditional writes (If-None-Match / If-Match), which wlc
-        uses only on S3 stores."""
+        uses only on S3 stores (:meth:`wlcore.storage.s3.S3Storage.lock`).
+
+        Args:
+            path (str): the lock's object.
+            blocking (bool): ignored: no lease is ever taken.
+            timeout (float | None): ignored (seconds).
+            what (str): what the lock would guard, named by the error.
+
+        Returns:
+            HeldLock: never.
+
+        Raises:
+            LockUnsupportedError: always; the message names a local folder or S3 instead.
+        """
         raise LockUnsupportedError(
             f"{what}: {self.url(path)} is on a {self._proto()} object store, where wlc takes "
             "no lease (it needs S3's conditional writes), and the work is not done unlocked; "

@@ -23,25 +23,59 @@ class S3Storage(ObjectStorage):
     s3 = True
 
     def uri(self, path: str) -> str:
-        """``s3a://bucket/key``: the URL Spark's S3A filesystem reads."""
+        """``s3a://bucket/key``: the URL Spark's S3A filesystem reads.
+
+        Args:
+            path (str): ``s3://bucket/key``, ``s3a://bucket/key`` or ``bucket/key``.
+
+        Returns:
+            str: ``s3a://bucket/key``.
+        """
         return "s3a://" + (path.split("://", 1)[1] if "://" in path else path.lstrip("/"))
 
     def url(self, path: str) -> str:
-        """``s3://bucket/key`` (a path without a scheme gets ``s3://``)."""
+        """``s3://bucket/key`` (a path without a scheme gets ``s3://``).
+
+        Args:
+            path (str): ``bucket/key`` or a URL (returned as it is).
+
+        Returns:
+            str: the URL s3fs opens again.
+        """
         if "://" in path:
             return path
         return f"s3://{path.lstrip('/')}"
 
     # conditional writes (wlcore.storage.lease.ConditionalStore) ----------------------
     def put_if_absent(self, path: str, data: bytes) -> str | None:
-        """Create ``path`` (``If-None-Match: *``); its ETag, None when it exists."""
+        """Create ``path`` with a conditional PUT (``If-None-Match: *``).
+
+        Args:
+            path (str): the object.
+            data (bytes): its contents.
+
+        Returns:
+            str | None: the new object's ETag; None when the object exists.
+        """
         try:
             return self.fs.pipe_file(path, data, mode="create")["ETag"]
         except FileExistsError:
             return None
 
     def put_if_match(self, path: str, data: bytes, etag: str) -> str | None:
-        """Replace ``path`` if its ETag is ``etag``; the new ETag, None when it changed or went."""
+        """Replace ``path`` if its ETag is ``etag`` (a PUT with ``If-Match``).
+
+        Args:
+            path (str): the object.
+            data (bytes): its new contents.
+            etag (str): the ETag the object must still have.
+
+        Returns:
+            str | None: the new ETag; None when the object changed (412 PreconditionFailed) or went.
+
+        Raises:
+            OSError: any other failure of the store.
+        """
         try:
             return self.fs.pipe_file(path, data, IfMatch=etag)["ETag"]
         except FileNotFoundError:
@@ -52,7 +86,18 @@ class S3Storage(ObjectStorage):
             raise
 
     def delete_if_match(self, path: str, etag: str) -> bool:
-        """Delete ``path`` if its ETag is ``etag``; False when it changed or went."""
+        """Delete ``path`` if its ETag is ``etag`` (a DELETE with ``If-Match``).
+
+        Args:
+            path (str): the object.
+            etag (str): the ETag the object must still have.
+
+        Returns:
+            bool: True when deleted; False when it changed or went.
+
+        Raises:
+            OSError: any other failure of the store.
+        """
         bucket, key, _ = self.fs.split_path(path)
         try:
             self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
@@ -68,7 +113,14 @@ class S3Storage(ObjectStorage):
 
     def read_with_etag(self, path: str) -> tuple[bytes, str] | None:
         """The object and an ETag no newer than what was read (the ETag is asked first, so a
-        replace conditional on it fails if the object changed in between); None when missing."""
+        replace conditional on it fails if the object changed in between).
+
+        Args:
+            path (str): the object.
+
+        Returns:
+            tuple[bytes, str] | None: ``(contents, ETag)``; None when the object is missing.
+        """
         try:
             etag = self.fs.info(path)["ETag"]
             return self.fs.cat_file(path), etag
@@ -95,7 +147,14 @@ class S3Storage(ObjectStorage):
     def honours_conditional_writes(self, path: str) -> bool:
         """True when the bucket of ``path`` refuses a second create-if-absent of one key
         (some S3-compatible stores ignore ``If-None-Match`` and would let two holders in);
-        asked once a process per bucket with a probe object beside ``path``, deleted after."""
+        asked once a process per bucket with a probe object beside ``path``, deleted after.
+
+        Args:
+            path (str): an object of the bucket (the probe is written in its folder).
+
+        Returns:
+            bool: the bucket honours ``If-None-Match: *`` (False too when the probe fails).
+        """
         bucket = self.fs.split_path(path)[0]
         with _honours_lock:
             if bucket not in _honours:
@@ -112,8 +171,22 @@ class S3Storage(ObjectStorage):
             return _honours[bucket]
 
     def lock(self, path: str, *, blocking: bool, timeout: float | None = None, what: str) -> HeldLock:
-        """A lease (:class:`wlcore.storage.lease.Lease`) at ``path``; see :meth:`Storage.lock`.
-        Refused (LockUnsupportedError) when the bucket does not honour conditional writes."""
+        """A lease (:class:`wlcore.storage.lease.Lease`, :data:`~wlcore.storage.lease.LEASE_SECONDS`
+        long, renewed while held) at ``path``; see :meth:`Storage.lock`.
+
+        Args:
+            path (str): the lease object.
+            blocking (bool): wait for another holder to let go (False: one try).
+            timeout (float | None): seconds to wait when ``blocking``; None waits for ever.
+            what (str): what the lock guards, written into the lease and named by errors.
+
+        Returns:
+            HeldLock: the lease, held; release it with ``release()`` or a ``with`` block.
+
+        Raises:
+            LockHeldError: another holder's lease is live (and the wait, if any, ran out).
+            LockUnsupportedError: the bucket does not honour conditional writes.
+        """
         if not self.honours_conditional_writes(path):
             raise LockUnsupportedError(
                 f"{what}: the S3 store of {self.url(path)} does not honour conditional writes "
