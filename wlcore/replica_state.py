@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from .errors import ConfigError
 from .names import name_of_key, state_key
-from .state_file import FLAG, INT, TEXT, UTC, Codec, StateFile
+from .state_file import FLAG, INT, JSON_DICT, JSON_LIST, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
 CONFIG_FILE = "wlr.config"
@@ -42,8 +42,9 @@ class ReplicaState(StateFile):
         relay: True when this replica relays what it applied.
         versions: ``{table: Delta version}`` (``version.<table>`` keys); views: the
             versions of the consistent view (``at.<table>``).
-        select_tables, select_where, until: kept as their text (:mod:`wlr.select` reads the
-            selection; ``until`` is the target as given).
+        select_tables: the table names and patterns a selective replica carries (``[]``: all;
+            :mod:`wlr.select`); select_where: ``{table: Spark SQL predicate}`` of the rows it carries.
+        until: the target of the last call, as given.
     """
 
     master: str = ""
@@ -51,8 +52,8 @@ class ReplicaState(StateFile):
     dbid: str = ""
     source: str = ""
     source_kind: str = ""
-    select_tables: str = ""
-    select_where: str = ""
+    select_tables: list[str] = field(default_factory=list)
+    select_where: dict[str, str] = field(default_factory=dict)
     logs: str = ""
     batches: int = 0
     tick: int = -1
@@ -78,8 +79,8 @@ class ReplicaState(StateFile):
         "dbid": TEXT,
         "source": TEXT,
         "source_kind": TEXT,
-        "select_tables": TEXT,
-        "select_where": TEXT,
+        "select_tables": JSON_LIST,
+        "select_where": JSON_DICT,
         "logs": TEXT,
         "batches": INT,
         "tick": INT,

@@ -46,7 +46,17 @@ TEXT = Codec(str, lambda v: "" if v is None else str(v))
 INT = Codec(_int_or_none, lambda v: "" if v is None else str(int(v)))
 SECONDS = Codec(lambda t: float(t) if t.strip() else None, _seconds)
 UTC = Codec(lambda t: parse_utc(t) if t.strip() else None, lambda v: "" if v is None else utc_iso(v))
-JSON_DICT = Codec(lambda t: json.loads(t) if t.strip() else {}, lambda v: json.dumps(v, sort_keys=True) if v else "")
+
+
+def _json_of(kind: type, text: str) -> Any:
+    value = json.loads(text) if text.strip() else kind()
+    if not isinstance(value, kind):
+        raise ValueError(f"not a JSON {'object' if kind is dict else 'list'}")
+    return value
+
+
+JSON_DICT = Codec(lambda t: _json_of(dict, t), lambda v: json.dumps(v, sort_keys=True) if v else "")
+JSON_LIST = Codec(lambda t: _json_of(list, t), lambda v: json.dumps(list(v)) if v else "")
 FLAG = Codec(lambda t: t == "1", lambda v: "1" if v else "")
 
 

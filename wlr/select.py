@@ -17,10 +17,9 @@ back from the logs).
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any
 
 from wlcore.errors import ConfigError
 from wlcore.replica_state import ReplicaState
@@ -104,37 +103,29 @@ class Selection:
         """
         return dict(self.where).get(table.lower())
 
-    def to_state(self) -> dict[str, str]:
-        """The selection as ``wlr.config`` records it: ``select_tables`` (a JSON list) and
-        ``select_where`` (a JSON object), each empty when not selected (:meth:`from_state` reads it)."""
-        return {
-            "select_tables": json.dumps(list(self.tables)) if self.tables else "",
-            "select_where": json.dumps(dict(self.where), sort_keys=True) if self.where else "",
-        }
+    def to_state(self) -> dict[str, Any]:
+        """The selection as ``wlr.config`` records it (:class:`wlcore.replica_state.ReplicaState`'s
+        fields): ``select_tables`` (a list) and ``select_where`` (a dict), each empty when not
+        selected (:meth:`from_state` reads it)."""
+        return {"select_tables": list(self.tables), "select_where": dict(self.where)}
 
     @classmethod
-    def from_state(cls, state: ReplicaState | Mapping[str, str]) -> "Selection":
+    def from_state(cls, state: ReplicaState) -> Selection:
         """The selection a replica's ``wlr.config`` records (none recorded: everything).
 
         Args:
-            state: the replica's state, or the pairs :meth:`to_state` made.
+            state (ReplicaState): the replica's state.
 
         Raises:
             ConfigError: the recorded values were edited into something malformed.
         """
-        if isinstance(state, ReplicaState):
-            tables_text, where_text = state.select_tables, state.select_where
-        else:
-            tables_text, where_text = state.get("select_tables", ""), state.get("select_where", "")
         try:
-            tables = json.loads(tables_text) if tables_text else []
-            where = json.loads(where_text) if where_text else {}
-        except json.JSONDecodeError as exc:
+            return cls.of(state.select_tables, state.select_where)
+        except ConfigError as exc:
             raise ConfigError(
-                f"the replica's recorded selection (select_tables, select_where in wlr.config) is "
-                f"damaged ({exc}); make a new replica"
+                f"the replica's recorded selection (select_tables, select_where in wlr.config) is damaged ({exc}); "
+                "make a new replica"
             ) from None
-        return cls.of(tables, where)
 
     def describe(self) -> str:
         """The selection for messages: ``every table, every row``, or ``tables sales.*; sales.orders WHERE ...``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wlcore.errors import ConfigError
+from wlcore.replica_state import ReplicaState
 from wlr.errors import ReplicaStateError
 from wlr.select import Selection, check_same
 
@@ -32,12 +33,16 @@ def test_predicates_belong_to_selected_tables():
 
 def test_recorded_selection_round_trips_and_another_is_refused():
     sel = Selection.of(["sales.*", "hr.employees"], {"sales.orders": "o_region = 'EU'"})
-    state = sel.to_state()
+    state = ReplicaState.of(**sel.to_state())
     assert Selection.from_state(state) == sel
-    assert Selection.from_state({}) == Selection.of() and Selection.of().to_state() == {
-        "select_tables": "",
-        "select_where": "",
+    assert Selection.from_state(ReplicaState()) == Selection.of() and Selection.of().to_state() == {
+        "select_tables": [],
+        "select_where": {},
     }
+    # as wlr.config holds it: a JSON list and a JSON object, empty when not selected
+    text = ReplicaState.of(**sel.to_state()).to_text()
+    assert 'select_tables=["hr.employees", "sales.*"]' in text
+    assert """select_where={"sales.orders": "o_region = 'EU'"}""" in text
     check_same(sel, Selection.of(["hr.employees", "sales.*"], {"sales.orders": "o_region = 'EU'"}), "r")
     with pytest.raises(ReplicaStateError, match="make a new replica"):
         check_same(sel, Selection.of(["sales.*"], {"sales.orders": "o_region = 'US'"}), "r")
