@@ -9,6 +9,8 @@
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
 #   make bench-lifecycle - recovering a dropped table from the first snapshot through level 0 against the
 #                 nearest snapshot and compacted levels; log size before and after prune; compaction ratios
+#   make bench-scale - warehouse scale (about an hour): TPC-H SF 1, 200 tables, 20,000 batches, a
+#                 master written and followed for 10 minutes (bench/scale.py; --quick for minutes)
 #   make bench-ship - shipping to a folder and to a local S3-compatible server; replica catch-up from
 #                 the master's folder, the shipped folder and the object store
 #   make clean  - remove the venv, caches and demo data
@@ -19,7 +21,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo check lint test docs unit faults bench bench-lifecycle bench-ship clean venv jars jars-s3a
+.PHONY: demo check lint test docs unit faults bench bench-lifecycle bench-ship bench-scale clean venv jars jars-s3a
 
 venv: $(STAMP)
 
@@ -78,6 +80,9 @@ bench: $(STAMP) jars
 
 bench-lifecycle: $(STAMP) jars
 	$(PY) bench/lifecycle.py
+
+bench-scale: $(STAMP) jars
+	$(PY) bench/scale.py $(SCALE_ARGS)
 
 bench-ship: $(STAMP) jars-s3a
 	$(PY) bench/ship.py

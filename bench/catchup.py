@@ -35,333 +35,29 @@ replayed grouped. Prints a table and a summary line with the ratios.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from pyspark.sql import (  # noqa: E402
-    DataFrame,
-    Window,
-    functions as F,  # noqa: E402
-)
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
-from demo.tpch_data import DELETE_SCHEMA, SCHEMAS, ensure_tpch_data, has_trailing_delimiter  # noqa: E402
+from bench.methods import checksum, copy_tables, equal, floor, recipe, recopy, timed  # noqa: E402
+from bench.tpch_backlog import KEYS, MAIN_TABLES, MASTER, Bench  # noqa: E402
 from wlcore import batch as wlc_batch  # noqa: E402
-from wlcore.deltalog import list_versions, read_commit  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
-MASTER = "bench"
-KEYS = {"tpch.orders": ["o_orderkey"], "tpch.lineitem": ["l_orderkey", "l_linenumber"], "s.events": [], "s.hot": ["id"]}
-MAIN_TABLES = ("tpch.orders", "tpch.lineitem", "s.events")
 METHODS = ("grouped", "serial", "recipe", "floor", "recopy")
-TXNS_PER_CYCLE = 6  # transactions a cycle at least (of its 14 statements, some change nothing)
-
-
-class Bench:
-    def __init__(self, args):
-        self.args = args
-        sets = max(12, math.ceil(args.txns / TXNS_PER_CYCLE) + 1)
-        self.data = ensure_tpch_data(REPO_ROOT / ".cache" / "tpch", scale=0.1, refresh_sets=sets)
-        self.spark = wlc.spark_session()
-        self.farm = tempfile.mkdtemp(prefix="wlc-catchup-")
-        self.set_no = 0
-        self.hot = []
-        self.storage = Storage.of(self.farm)
-        self.next_version: dict[str, int] = {}
-        self.logged = 0  # transactions in the master tables' Delta logs since mark()
-
-    def path(self, table: str) -> str:
-        schema, name = table.split(".")
-        return os.path.join(self.farm, MASTER, schema, name)
-
-    def ref(self, table: str) -> str:
-        return f"delta.`{self.path(table)}`"
-
-    def run(self, sql_text: str) -> None:
-        self.spark.sql(sql_text)
-
-    def mark(self, tables) -> None:
-        """Count transactions from here on (see count)."""
-        self.next_version = {t: max(list_versions(self.storage, self.path(t))) + 1 for t in tables}
-        self.logged = 0
-
-    def count(self) -> int:
-        """Transactions written since mark(), read from the tables' own Delta logs the way capture
-        reads them: a commit that changes data or the table's shape (a statement that changes
-        nothing commits no data change and is no transaction)."""
-        for t, version in self.next_version.items():
-            while True:
-                try:
-                    commit = read_commit(self.storage, self.path(t), version)
-                except FileNotFoundError:
-                    break
-                if commit.data_change or commit.metadata is not None:
-                    self.logged += 1
-                version += 1
-            self.next_version[t] = version
-        return self.logged
-
-    def tbl(self, name: str, table: str) -> DataFrame:
-        path = self.data / name
-        ddl = DELETE_SCHEMA if table == "delete" else SCHEMAS[table]
-        trailing = has_trailing_delimiter(path)
-        df = self.spark.read.csv(str(path), sep="|", schema=ddl + (", _t STRING" if trailing else ""))
-        return df.drop("_t") if trailing else df
-
-    # ------------------------------------------------------------------ set-up and workload
-    def load(self) -> None:
-        for table in ("orders", "lineitem"):
-            keys = ",".join(KEYS[f"tpch.{table}"])
-            self.spark.sql(
-                f"CREATE TABLE {self.ref('tpch.' + table)} ({SCHEMAS[table]}) USING delta "
-                f"TBLPROPERTIES ('wlc.key' = '{keys}')"
-            )
-            self.tbl(f"{table}.tbl", table).write.format("delta").mode("append").save(self.path("tpch." + table))
-        self.spark.sql(f"CREATE TABLE {self.ref('s.events')} (kind STRING, n INT) USING delta")
-        (
-            self.spark.range(10_000)
-            .selectExpr("concat('k', CAST(id % 50 AS STRING)) AS kind", "CAST(id % 7 AS INT) AS n")
-            .write.format("delta")
-            .mode("append")
-            .save(self.path("s.events"))
-        )  # many duplicate rows
-        self.spark.sql(
-            f"CREATE TABLE {self.ref('s.hot')} (id BIGINT, edits_pending INT, name STRING) USING delta "
-            "TBLPROPERTIES ('wlc.key' = 'id')"
-        )
-        (
-            self.spark.range(1_000)
-            .selectExpr("id", "0 AS edits_pending", "concat('artist ', id) AS name")
-            .write.format("delta")
-            .mode("append")
-            .save(self.path("s.hot"))
-        )
-
-    def cycle(self, altered: bool):
-        """One round of the backlog (14 statements); yields after each."""
-        from delta.tables import DeltaTable
-
-        self.set_no += 1
-        n = self.set_no
-        orders = self.tbl(f"orders.tbl.u{n}", "orders")
-        if altered:
-            orders = orders.withColumn("o_note", F.lit(f"refresh {n}"))
-        orders.write.format("delta").mode("append").save(self.path("tpch.orders"))  # RF1
-        yield
-        self.tbl(f"lineitem.tbl.u{n}", "lineitem").write.format("delta").mode("append").save(self.path("tpch.lineitem"))
-        yield
-        hot = "(1, 2, 3, 4, 5, 6, 7, 32, 33, 34)"
-        for delta in (1, -1, 1, -1):  # edits_pending: the same rows changed again and again
-            self.run(
-                f"UPDATE {self.ref('tpch.orders')} SET o_shippriority = o_shippriority + ({delta}) "
-                f"WHERE o_orderkey IN {hot}"
-            )
-            yield
-        self.run(
-            f"UPDATE {self.ref('tpch.lineitem')} SET l_quantity = l_quantity + 1 "
-            f"WHERE l_orderkey IN {hot} AND l_linenumber = 1"
-        )
-        yield
-        self.run(f"DELETE FROM {self.ref('tpch.lineitem')} WHERE l_orderkey = {100 + 4 * n} AND l_linenumber > 1")
-        yield
-        src = (
-            self.spark.read.format("delta")
-            .load(self.path("tpch.orders"))
-            .filter(F.col("o_orderkey").between(1000 + n * 40, 1000 + n * 40 + 39))
-            .withColumn("o_comment", F.lit(f"merged {n}"))
-        )
-        (
-            DeltaTable.forPath(self.spark, self.path("tpch.orders"))
-            .alias("t")
-            .merge(src.alias("s"), "t.o_orderkey = s.o_orderkey")
-            .whenMatchedUpdate(set={"o_comment": "s.o_comment"})
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
-        yield
-        self.run(
-            f"INSERT INTO {self.ref('s.events')} VALUES ('k{n % 50}', {n % 7}), ('k{n % 50}', {n % 7}), ('new', {n})"
-        )
-        yield
-        self.run(f"DELETE FROM {self.ref('s.events')} WHERE kind = 'k{(n + 25) % 50}' AND n = {(n + 1) % 7}")
-        yield
-        keys = [r[0] for r in self.tbl(f"delete.{n}", "delete").collect()]
-        for table, col in (("tpch.orders", "o_orderkey"), ("tpch.lineitem", "l_orderkey")):  # RF2
-            DeltaTable.forPath(self.spark, self.path(table)).delete(F.col(col).isin(keys))
-            yield
-        self.run(f"UPDATE {self.ref('s.events')} SET n = n + 100 WHERE kind = 'new' AND n = {n - 1}")
-        yield
-
-    def backlog(self, total: int) -> None:
-        """Write statements until the master's logs hold ``total`` transactions."""
-        self.mark(MAIN_TABLES)
-        altered = False
-        while self.logged < total:
-            for _ in self.cycle(altered):
-                if self.count() >= total:
-                    break
-                if not altered and self.logged >= total // 2:
-                    self.run(f"ALTER TABLE {self.ref('tpch.orders')} ADD COLUMNS (o_note STRING)")
-                    altered = True
-                    self.count()
-                    break  # the rest of this cycle's RF1 has no o_note; start a cycle that has it
-            print(f"\r  backlog: {self.logged} transactions", end="", flush=True)
-        print()
-
-    def hot_edits(self, count: int) -> None:
-        """MusicBrainz-style edits on the same 20 keys: +1 when an edit opens, -1 when it applies."""
-        for i in range(count):
-            delta = 1 if i % 2 == 0 else -1
-            self.run(
-                f"UPDATE {self.ref('s.hot')} SET edits_pending = edits_pending + ({delta}), "
-                f"name = concat('artist ', id, ' v{i // 2}') WHERE id < 20"
-            )
-
-    def versions(self, tables) -> dict[str, int]:
-        return {t: int(self.spark.sql(f"DESCRIBE HISTORY {self.ref(t)} LIMIT 1").first()["version"]) for t in tables}
-
-
-# ----------------------------------------------------------------------------- checks
-def checksum(df: DataFrame, cols) -> tuple[int, int]:
-    row = df.select(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*[F.col(f"`{c}`") for c in cols]).cast("decimal(38,0)")).alias("h"),
-    ).first()
-    return int(row["n"]), int(row["h"] or 0)
-
-
-def equal(spark, expected: dict[str, tuple], folder: str, tables, cols: dict[str, list[str]]) -> str:
-    """ "yes", or the tables whose content differs from the master's."""
-    bad = []
-    for t in tables:
-        schema, name = t.split(".")
-        df = spark.read.format("delta").load(os.path.join(folder, schema, name))
-        if checksum(df, cols[t]) != expected[t]:
-            bad.append(t)
-    return "yes" if not bad else "NO: " + ", ".join(bad)
-
-
-def copy_tables(src_folder: str, dst_folder: str, tables) -> None:
-    for t in tables:
-        schema, name = t.split(".")
-        shutil.copytree(os.path.join(src_folder, schema, name), os.path.join(dst_folder, schema, name))
-
-
-# ----------------------------------------------------------------------------- competing methods
-def latest_per_key(cdf: DataFrame, keys: list[str]) -> DataFrame:
-    """The change-feed recipe's reduction: the newest change of each key (pre-images dropped)."""
-    order = [F.col("_commit_version").desc(), F.when(F.col("_change_type") == "delete", 0).otherwise(1).desc()]
-    w = Window.partitionBy(*keys).orderBy(*order)
-    return (
-        cdf.filter(F.col("_change_type") != "update_preimage")
-        .withColumn("__rn", F.row_number().over(w))
-        .filter("__rn = 1")
-        .drop("__rn")
-    )
-
-
-def merge_latest(spark, latest: DataFrame, dst: str, keys: list[str]) -> None:
-    from delta.tables import DeltaTable
-
-    cols = [c for c in latest.columns if not c.startswith("_")]
-    have = set(spark.read.format("delta").load(dst).columns)
-    missing = [f for f in latest.schema.fields if f.name in cols and f.name not in have]
-    if missing:  # the ADD COLUMNS on the master
-        spark.sql(
-            f"ALTER TABLE delta.`{dst}` ADD COLUMNS ("
-            + ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-            + ")"
-        )
-    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-    values = {f"`{c}`": f"s.`{c}`" for c in cols}
-    (
-        DeltaTable.forPath(spark, dst)
-        .alias("t")
-        .merge(latest.alias("s"), on)
-        .whenMatchedDelete("s._change_type = 'delete'")
-        .whenMatchedUpdate(set=values)
-        .whenNotMatchedInsert(condition="s._change_type != 'delete'", values=values)
-        .execute()
-    )
-
-
-def recipe(spark, src: str, dst: str, start: int, keys: list[str], checkpoint: str) -> None:
-    """Delta's change-feed recipe, restarted after a schema change as its users do."""
-    for _attempt in range(5):
-        cdf = (
-            spark.readStream.format("delta").option("readChangeFeed", "true").option("startingVersion", start).load(src)
-        )
-        all_keys = keys or [c for c in cdf.columns if not c.startswith("_")]
-        query = (
-            cdf.writeStream.option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .foreachBatch(lambda df, _id: merge_latest(spark, latest_per_key(df, all_keys), dst, all_keys))
-            .start()
-        )
-        try:
-            query.awaitTermination()
-            return
-        except Exception as exc:  # DELTA_SCHEMA_CHANGED...: restart the stream from its checkpoint
-            if "schema" not in str(exc).lower():
-                raise
-    raise RuntimeError("the change-feed stream kept failing on schema changes")
-
-
-def floor(spark, src: str, dst: str, start: int, end: int, keys: list[str]) -> int:
-    cdf = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-        .option("endingVersion", end)
-        .load(src)
-    )
-    if keys:
-        merge_latest(spark, latest_per_key(cdf, keys), dst, keys)
-        return -1
-    # unkeyed: the net signed count per row image, then the table rewritten from the counts
-    cols = [c for c in cdf.columns if not c.startswith("_")]
-    sign = F.when(F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)
-    net = cdf.groupBy(*cols).agg(F.sum(sign).alias("__d"))
-    have = spark.read.format("delta").load(dst).groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"))
-    joined = have.join(net, on=[have[c].eqNullSafe(net[c]) for c in cols], how="full_outer").select(
-        *[F.coalesce(have[c], net[c]).alias(c) for c in cols],
-        (F.coalesce(F.col("__c"), F.lit(0)) + F.coalesce(F.col("__d"), F.lit(0))).alias("__n"),
-    )
-    rows = joined.filter("__n > 0").withColumn("__r", F.explode(F.array_repeat(F.lit(1), F.col("__n").cast("int"))))
-    rows.select(*cols).localCheckpoint().write.format("delta").mode("overwrite").save(dst)
-    return -1
-
-
-def recopy(spark, src: str, dst: str, version: int) -> None:
-    (
-        spark.read.format("delta")
-        .option("versionAsOf", version)
-        .load(src)
-        .write.format("delta")
-        .mode("overwrite")
-        .option("overwriteSchema", "true")
-        .save(dst)
-    )
 
 
 # ----------------------------------------------------------------------------- main
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def collapsed_rows(replica_folder: str) -> int:
     text = open(os.path.join(replica_folder, "wlr.log")).read()
     return sum(int(n) for n in re.findall(r"(\d+) after collapse", text))
@@ -384,7 +80,7 @@ def main() -> int:
     methods = {m.strip() for m in args.methods.split(",") if m.strip()} | {"grouped"}
     if methods - set(METHODS):
         ap.error(f"unknown method(s) {', '.join(sorted(methods - set(METHODS)))}; choose from {', '.join(METHODS)}")
-    b = Bench(args)
+    b = Bench(args.txns)
     spark = b.spark
     print(f"== set-up in {b.farm}")
     b.load()

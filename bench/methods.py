@@ -1,0 +1,146 @@
+"""The methods a replica's catch-up is compared with, and the checks of their end states, shared by
+the benchmarks (``bench/catchup.py``, ``bench/scale*.py``).
+
+* :func:`floor`: one batch read of a table's change-feed range, its net change per key, one MERGE
+  (unkeyed: the table rewritten from the net count of each row image);
+* :func:`recipe`: Delta's change-feed recipe (Structured Streaming over ``readChangeFeed``,
+  ``foreachBatch`` MERGE of the newest change per key), restarted after a schema change;
+* :func:`recopy`: the whole table copied at a version;
+* :func:`checksum` / :func:`equal`: row count and an order-independent checksum per table.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from pyspark.sql import DataFrame, Window, functions as F
+
+
+def checksum(df: DataFrame, cols) -> tuple[int, int]:
+    row = df.select(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.xxhash64(*[F.col(f"`{c}`") for c in cols]).cast("decimal(38,0)")).alias("h"),
+    ).first()
+    return int(row["n"]), int(row["h"] or 0)
+
+
+def equal(spark, expected: dict[str, tuple], folder: str, tables, cols: dict[str, list[str]]) -> str:
+    """ "yes", or the tables whose content differs from the master's."""
+    bad = []
+    for t in tables:
+        schema, name = t.split(".")
+        df = spark.read.format("delta").load(os.path.join(folder, schema, name))
+        if checksum(df, cols[t]) != expected[t]:
+            bad.append(t)
+    return "yes" if not bad else "NO: " + ", ".join(bad)
+
+
+def copy_tables(src_folder: str, dst_folder: str, tables) -> None:
+    for t in tables:
+        schema, name = t.split(".")
+        shutil.copytree(os.path.join(src_folder, schema, name), os.path.join(dst_folder, schema, name))
+
+
+# ----------------------------------------------------------------------------- competing methods
+def latest_per_key(cdf: DataFrame, keys: list[str]) -> DataFrame:
+    """The change-feed recipe's reduction: the newest change of each key (pre-images dropped)."""
+    order = [F.col("_commit_version").desc(), F.when(F.col("_change_type") == "delete", 0).otherwise(1).desc()]
+    w = Window.partitionBy(*keys).orderBy(*order)
+    return (
+        cdf.filter(F.col("_change_type") != "update_preimage")
+        .withColumn("__rn", F.row_number().over(w))
+        .filter("__rn = 1")
+        .drop("__rn")
+    )
+
+
+def merge_latest(spark, latest: DataFrame, dst: str, keys: list[str]) -> None:
+    from delta.tables import DeltaTable
+
+    cols = [c for c in latest.columns if not c.startswith("_")]
+    have = set(spark.read.format("delta").load(dst).columns)
+    missing = [f for f in latest.schema.fields if f.name in cols and f.name not in have]
+    if missing:  # the ADD COLUMNS on the master
+        spark.sql(
+            f"ALTER TABLE delta.`{dst}` ADD COLUMNS ("
+            + ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            + ")"
+        )
+    on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+    values = {f"`{c}`": f"s.`{c}`" for c in cols}
+    (
+        DeltaTable.forPath(spark, dst)
+        .alias("t")
+        .merge(latest.alias("s"), on)
+        .whenMatchedDelete("s._change_type = 'delete'")
+        .whenMatchedUpdate(set=values)
+        .whenNotMatchedInsert(condition="s._change_type != 'delete'", values=values)
+        .execute()
+    )
+
+
+def recipe(spark, src: str, dst: str, start: int, keys: list[str], checkpoint: str) -> None:
+    """Delta's change-feed recipe, restarted after a schema change as its users do."""
+    for _attempt in range(5):
+        cdf = (
+            spark.readStream.format("delta").option("readChangeFeed", "true").option("startingVersion", start).load(src)
+        )
+        all_keys = keys or [c for c in cdf.columns if not c.startswith("_")]
+        query = (
+            cdf.writeStream.option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .foreachBatch(lambda df, _id: merge_latest(spark, latest_per_key(df, all_keys), dst, all_keys))
+            .start()
+        )
+        try:
+            query.awaitTermination()
+            return
+        except Exception as exc:  # DELTA_SCHEMA_CHANGED...: restart the stream from its checkpoint
+            if "schema" not in str(exc).lower():
+                raise
+    raise RuntimeError("the change-feed stream kept failing on schema changes")
+
+
+def floor(spark, src: str, dst: str, start: int, end: int, keys: list[str]) -> int:
+    cdf = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(src)
+    )
+    if keys:
+        merge_latest(spark, latest_per_key(cdf, keys), dst, keys)
+        return -1
+    # unkeyed: the net signed count per row image, then the table rewritten from the counts
+    cols = [c for c in cdf.columns if not c.startswith("_")]
+    sign = F.when(F.col("_change_type").isin("insert", "update_postimage"), 1).otherwise(-1)
+    net = cdf.groupBy(*cols).agg(F.sum(sign).alias("__d"))
+    have = spark.read.format("delta").load(dst).groupBy(*cols).agg(F.count(F.lit(1)).alias("__c"))
+    joined = have.join(net, on=[have[c].eqNullSafe(net[c]) for c in cols], how="full_outer").select(
+        *[F.coalesce(have[c], net[c]).alias(c) for c in cols],
+        (F.coalesce(F.col("__c"), F.lit(0)) + F.coalesce(F.col("__d"), F.lit(0))).alias("__n"),
+    )
+    rows = joined.filter("__n > 0").withColumn("__r", F.explode(F.array_repeat(F.lit(1), F.col("__n").cast("int"))))
+    rows.select(*cols).localCheckpoint().write.format("delta").mode("overwrite").save(dst)
+    return -1
+
+
+def recopy(spark, src: str, dst: str, version: int) -> None:
+    (
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(src)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .save(dst)
+    )
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
