@@ -172,6 +172,12 @@ def report(**k) -> Report:
         f"final tick {k['final_tick']} (published {k['last']}); CPU while draining ({k['wall2']:.1f} s): "
         f"capture {c2['capture'] - c1['capture']:.1f} s, follower {c2['follower'] - c1['follower']:.1f} s"
     )
+    for name, groups in (k.get("threads") or {}).items():
+        top = sorted(groups.items(), key=lambda kv: -kv[1])[:7]
+        notes.append(
+            f"CPU of {name}'s threads while writing ({sum(groups.values()):.1f} s in threads alive at the end): "
+            + ", ".join(f"{g} {v:.1f}" for g, v in top)
+        )
     notes.append(
         "writer statements: "
         + ", ".join(f"{op} {n} ({wrote['seconds'][op] / max(n, 1):.2f} s each)" for op, n in wrote["counts"].items())

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,7 @@ if str(REPO_ROOT) not in sys.path:
 import yaml  # noqa: E402
 
 from bench import follow_analysis as fa  # noqa: E402
-from bench.scale_common import Report, cpu_seconds, in_own_process  # noqa: E402
+from bench.scale_common import TICKS, Report, cpu_seconds, descendants, in_own_process  # noqa: E402
 from wlcore.master_state import read_master_state  # noqa: E402
 from wlcore.replica_state import read_replica_state  # noqa: E402
 from wlcore.settings import config_file  # noqa: E402
@@ -83,6 +84,11 @@ class Proc:
     def cpu(self) -> float:
         return cpu_seconds(self.popen.pid)
 
+    def threads(self) -> dict[str, float]:
+        """CPU seconds of the process tree's threads grouped by name (JIT compilers, GC, Spark's
+        executor tasks, ...): where its CPU goes, from ``/proc/<pid>/task``."""
+        return thread_cpu(self.popen.pid)
+
     def stop(self, timeout: float = 120.0) -> None:
         """SIGTERM to the Python process (it stops cleanly and takes its JVM along); the whole
         session is killed when it does not end within ``timeout``."""
@@ -102,6 +108,27 @@ class Proc:
         self.popen.wait()
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of every thread of ``pid`` and its descendants, by thread name
+    (``comm``, trailing numbers dropped: ``GC Thread#3`` -> ``GC Thread``)."""
+    out: dict[str, float] = {}
+    for p in descendants(pid):
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/stat") as fh:
+                    head, _, rest = fh.read().rpartition(")")
+            except OSError:
+                continue
+            name = re.sub(r"[#\-\s]*\d+$", "", head.partition("(")[2]) or "?"
+            fields = rest.split()
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
 def _wait(what: str, cond, deadline: float, procs: list[Proc], step: float = 0.2) -> float:
     """Poll ``cond()`` until true (returns the instant, time.time()); RuntimeError on the deadline."""
     while True:
@@ -112,6 +139,10 @@ def _wait(what: str, cond, deadline: float, procs: list[Proc], step: float = 0.2
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(step)
+
+
+def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
 def _master(storage: Storage, db_path: str):
@@ -217,9 +248,14 @@ def run(args: argparse.Namespace) -> Report:
         )
         procs.append(follower)
         _wait("the follower's catch-up", lambda: _replica_tick(storage, rep_path) >= first, t0 + 600, procs)
-        print(f"follow: set up and caught up (tick {first}) in {time.monotonic() - t0:.0f} s; writing", flush=True)
+        print(
+            f"follow: set up and caught up (tick {first}) in {time.monotonic() - t0:.0f} s; writing "
+            f"(pids: {', '.join(f'{p.name} {p.popen.pid}' for p in procs)})",
+            flush=True,
+        )
 
         cpu0 = {p.name: p.cpu() for p in procs}
+        threads0 = {p.name: p.threads() for p in procs}
         go = time.time()
         (control / "go").write_text(str(go))
         end = time.monotonic() + minutes * 60
@@ -228,6 +264,7 @@ def run(args: argparse.Namespace) -> Report:
                 p.check()
             time.sleep(1.0)
         cpu1 = {p.name: p.cpu() for p in procs}
+        threads = {p.name: _minus(p.threads(), threads0[p.name]) for p in procs}
         wall1 = time.time() - go
         (control / "stop").write_text(str(time.time()))
         _wait("the writer's end", lambda: not writer.alive(), time.monotonic() + 120, [capture, follower], 0.1)
@@ -261,27 +298,28 @@ def run(args: argparse.Namespace) -> Report:
 
         tables = [f"f.t{i:02d}" for i in range(args.follow_tables)]
         sums = in_own_process(check_equal, cfg_path, farm, tables)
-        lag = fa.analyse(storage, db_path, rep_path, DB, go, ended)
-        return fa.report(
+        measured = dict(
             minutes=minutes,
             beat=beat,
             tables=tables,
             wrote=wrote,
             go=go,
+            ended=ended,
             wall1=wall1,
             cpu0=cpu0,
             cpu1=cpu1,
             cpu2=cpu2,
+            threads=threads,
             wall2=wall2,
             drained=drained,
             last=last,
             final_tick=_replica_tick(storage, rep_path),
             publish_wait=published_at - ended,
             sums=sums,
-            lag=lag,
-            rep_path=rep_path,
             farm=farm if args.keep else None,
         )
+        (control / "measured.json").write_text(json.dumps(measured))
+        return report_of(farm, measured)
     finally:
         for p in reversed(procs):
             try:
@@ -292,11 +330,25 @@ def run(args: argparse.Namespace) -> Report:
             shutil.rmtree(farm, ignore_errors=True)
 
 
+def report_of(farm: str, measured: dict) -> Report:
+    """The report from what was measured and from the logs in ``farm`` (read again: ``--follow-report``)."""
+    storage = Storage.of(farm)
+    db_path, rep_path = os.path.join(farm, DB), os.path.join(farm, REPLICA)
+    lag = fa.analyse(storage, db_path, rep_path, DB, measured["go"], measured["ended"])
+    return fa.report(lag=lag, rep_path=rep_path, **measured)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--follow-report", metavar="DBFARM", help="the report of a run kept with --keep, read again")
     add_arguments(ap)
-    report = run(ap.parse_args())
+    args = ap.parse_args()
+    if args.follow_report:
+        kept = json.loads((Path(args.follow_report) / "control" / "measured.json").read_text())
+        report = report_of(args.follow_report, kept)
+    else:
+        report = run(args)
     print(report.render())
     sys.exit(0 if report.equal else 1)
