@@ -108,6 +108,10 @@ def _busy(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     return total + ((cur_e - cur_s) if cur_e is not None else 0.0)
 
 
+def _cpu(seconds: float, wall: float, txns: int) -> str:
+    return f"{seconds:.1f} s = {seconds / wall:.2f} core, {seconds / max(txns, 1):.2f} s/txn"
+
+
 def _dist(values: list[float]) -> str:
     return f"p50 {pct(values, 50):.2f} / p95 {pct(values, 95):.2f} / max {max(values, default=math.nan):.2f} s"
 
@@ -152,9 +156,9 @@ def report(**k) -> Report:
         ("lag max over the last 30 s of writing", f"{max(tail, default=math.nan):.2f} s", "", ""),
         ("drain after the writer stopped (logs)", f"{drain_log:.2f} s", "", ""),
         ("drain (wlr.config tick polled)", f"{k['wall2']:.2f} s", "", ok[k["drained"]]),
-        ("CPU writer", f"{cpu['writer']:.1f} s = {cpu['writer'] / wall1:.2f} core", "", ""),
-        ("CPU capture (the master's)", f"{cpu['capture']:.1f} s = {cpu['capture'] / wall1:.2f} core", "", ""),
-        ("CPU follower", f"{cpu['follower']:.1f} s = {cpu['follower'] / wall1:.2f} core", "", ""),
+        ("CPU writer", _cpu(cpu["writer"], wall1, len(steady)), "", ""),
+        ("CPU capture (the master's)", _cpu(cpu["capture"], wall1, len(steady)), "", ""),
+        ("CPU follower", _cpu(cpu["follower"], wall1, len(steady)), "", ""),
         ("CPU follower / capture", f"{ratio:.2f}", "<= 0.50", ok[ratio <= 0.5]),
         ("replica equals the master", "yes" if equal else "NO", "yes", ok[equal]),
     ]
