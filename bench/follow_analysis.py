@@ -58,6 +58,7 @@ def analyse(storage: Storage, db_path: str, rep_path: str, db: str, go: float, e
         for t in m.txns:
             txns.append(
                 {"txn": t.txn, "table": t.table, "time": _ts(t.time), "published": _ts(m.created), "batch": number}
+                | {"version": t.version}
             )
     commits, holder = [], {}
     for table in sorted({t["table"] for t in txns}):
@@ -67,16 +68,46 @@ def analyse(storage: Storage, db_path: str, rep_path: str, db: str, go: float, e
             span = parse_span(c.user_metadata, dbid)
             if span is None or not span[2]:
                 continue
-            commits.append({"table": table, "version": v, "time": _ts(c.timestamp), "first": span[0], "last": span[1]})
+            commits.append(
+                {"table": table, "version": v, "time": _ts(c.timestamp), "first": span[0], "last": span[1]}
+                | _metrics(c)
+            )
     for c in sorted(commits, key=lambda c: c["version"]):
         for t in txns:
             if t["table"] == c["table"] and c["first"] <= t["txn"] <= c["last"] and t["txn"] not in holder:
                 holder[t["txn"]] = c
-    for t in txns:
+    for t in txns:  # the master's own statement: its operation and Delta's timings
+        if t["version"] is not None and go <= t["time"] <= ended + 0.5:
+            path = os.path.join(db_path, *t["table"].split("."))
+            t["master"] = _metrics(read_commit(storage, path, t["version"], file_time=True))
         c = holder.get(t["txn"])
         t["replica"] = None if c is None else c["time"]
         t["seg"] = None if c is None else (c["table"], c["first"], c["last"])
     return {"txns": txns, "commits": commits, "batches": len(batches)}
+
+
+def _metrics(c) -> dict:
+    """A commit's operation and Delta's own timings (``operationMetrics``: execution, scan, rewrite ms)."""
+    m = c.metrics
+    return {"operation": c.operation} | {
+        k: int(m[k]) for k in ("executionTimeMs", "scanTimeMs", "rewriteTimeMs") if k in m
+    }
+
+
+def _by_operation(title: str, commits: list[dict]) -> str:
+    """``title: OP n, Delta's execution p50 x s (scan y, rewrite z); ...`` (NaN: the operation has no timings)."""
+    parts = []
+    for op in sorted({c["operation"] for c in commits}):
+        mine = [c for c in commits if c["operation"] == op]
+        ms = {k: [c[k] / 1000 for c in mine if k in c] for k in ("executionTimeMs", "scanTimeMs", "rewriteTimeMs")}
+        timing = (
+            f", execution p50 {pct(ms['executionTimeMs'], 50):.2f} s (scan {pct(ms['scanTimeMs'], 50):.2f}, "
+            f"rewrite {pct(ms['rewriteTimeMs'], 50):.2f})"
+            if ms["executionTimeMs"]
+            else ""
+        )
+        parts.append(f"{op} {len(mine)}{timing}")
+    return f"{title}: " + "; ".join(parts)
 
 
 def follower_log(rep_path: str) -> dict[tuple[str, int, int], tuple[float, float, str]]:
@@ -170,6 +201,7 @@ def report(**k) -> Report:
         f"  follower's segment (wlr.log seconds):               {_dist(apply)}",
     ]
     notes += _trend(held, go, wall1)
+    notes += _delta_timings(steady, lag["commits"], segs, go, ended)
     notes += _follower_lines(segs, held, go, ended, lag)
     notes.append(
         f"drain: capture published the last commit {k['publish_wait']:.2f} s after the writer stopped; "
@@ -216,6 +248,24 @@ def _trend(held: list[dict], go: float, wall: float) -> list[str]:
         if lags:
             out.append(f"{minute + 1}: {pct(lags, 50):.1f}/{pct(lags, 95):.1f}")
     return ["lag p50/p95 by minute of writing: " + ", ".join(out)] if out else []
+
+
+def _delta_timings(steady: list[dict], commits: list[dict], segs: dict, go: float, ended: float) -> list[str]:
+    """The master's statements and the replica's commits by operation, with Delta's own timings,
+    and what a segment costs beyond its Delta command (reading the batch, collapse, checks)."""
+    mine = [c for c in commits if go <= c["time"] <= ended + 60]
+    extra = []
+    for c in mine:
+        s = segs.get((c["table"], c["first"], c["last"]))
+        if s is not None and "executionTimeMs" in c:
+            extra.append(s[1] - c["executionTimeMs"] / 1000)
+    out = [
+        _by_operation("master statements while writing", [t["master"] for t in steady if "master" in t]),
+        _by_operation("replica commits (segments) while writing", mine),
+    ]
+    if extra:
+        out.append(f"  a replica segment beyond its Delta command (read, collapse, checks, commit): {_dist(extra)}")
+    return out
 
 
 def _follower_lines(segs: dict, held: list[dict], go: float, ended: float, lag: dict) -> list[str]:
