@@ -191,6 +191,12 @@ def report(**k) -> Report:
         ("CPU capture (the master's)", _cpu(cpu["capture"], wall1, len(steady)), "", ""),
         ("CPU follower", _cpu(cpu["follower"], wall1, len(steady)), "", ""),
         ("CPU follower / capture", f"{ratio:.2f}", "<= 0.50", ok[ratio <= 0.5]),
+        (
+            "CPU follower / (writer + capture)",
+            f"{cpu['follower'] / max(cpu['writer'] + cpu['capture'], 1e-9):.2f}",
+            "",
+            "",
+        ),
         ("replica equals the master", "yes" if equal else "NO", "yes", ok[equal]),
     ]
     notes = [
@@ -231,7 +237,7 @@ def report(**k) -> Report:
     return Report(
         workload="follow",
         title=f"a master written for {k['minutes']:g} min over {len(k['tables'])} tables, capture beat {beat:g} s, "
-        f"wlr replicate --follow beat {beat:g} s",
+        f"wlr replicate --follow beat {beat:g} s" + (", lean Spark settings" if k.get("lean") else ""),
         header=("measure", "value", "goal", ""),
         rows=rows,
         summary=summary,

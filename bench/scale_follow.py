@@ -51,6 +51,13 @@ from wlcore.settings import config_file  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 DB, REPLICA = "follow", "follow_replica"
+LEAN = {  # --follow-lean: tests/wlc-test.yaml's settings for tiny tables
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+}
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -59,6 +66,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--follow-tables", type=int, default=10, help="keyed tables written round-robin (default 10)")
     g.add_argument("--follow-rows", type=int, default=200, help="rows of each table before the writing (default 200)")
     g.add_argument("--follow-beat", type=float, default=1.0, help="master.beat and replica.beat in seconds (default 1)")
+    g.add_argument(
+        "--follow-lean",
+        action="store_true",
+        help="Spark settings for small transactions in all three processes (tests/wlc-test.yaml's: no whole-stage "
+        "code generation, the C1 compiler only, one shuffle partition, no adaptive execution)",
+    )
     g.add_argument("--follow-drain", type=float, default=300.0, help="seconds the follower gets to drain (default 300)")
 
 
@@ -199,6 +212,8 @@ def run(args: argparse.Namespace) -> Report:
     cfg = (yaml.safe_load(base.read_text()) or {}) if base is not None else {}
     cfg.setdefault("master", {})["beat"] = beat
     cfg.setdefault("replica", {})["beat"] = beat
+    if args.follow_lean:
+        cfg.setdefault("spark", {}).setdefault("conf", {}).update(LEAN)
     cfg_path = str(control / "follow.yaml")
     with open(cfg_path, "w") as fh:
         yaml.safe_dump(cfg, fh)
@@ -301,6 +316,7 @@ def run(args: argparse.Namespace) -> Report:
         measured = dict(
             minutes=minutes,
             beat=beat,
+            lean=bool(args.follow_lean),
             tables=tables,
             wrote=wrote,
             go=go,
