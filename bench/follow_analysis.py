@@ -216,9 +216,17 @@ def report(**k) -> Report:
     )
     for name, groups in (k.get("threads") or {}).items():
         top = sorted(groups.items(), key=lambda kv: -kv[1])[:7]
+        gone = cpu[name] - sum(groups.values())
         notes.append(
-            f"CPU of {name}'s threads while writing ({sum(groups.values()):.1f} s in threads alive at the end): "
+            f"CPU of {name}'s threads while writing, by name: "
             + ", ".join(f"{g} {v:.1f}" for g, v in top)
+            + f"; not sampled {gone:.1f} s"
+        )
+    idle = k.get("idle") or {}
+    if idle:
+        notes.append(
+            f"idle CPU (nothing written, {idle['seconds']:.0f} s before the writing): capture {idle['capture']:.3f} core, "
+            f"follower {idle['follower']:.3f} core, writer {idle['writer']:.3f} core"
         )
     notes.append(
         "writer statements: "

@@ -19,7 +19,14 @@ the master's (row count and order-independent checksum per table).
 Goals (the issue): lag p95 <= master beat + replica beat + 3 s, the follower's CPU at most half
 of capture's, and nothing left behind at the end.
 
-    /work/main/.venv/bin/python -m bench.scale_follow --follow-minutes 2
+Where the time and the CPU go: the lag split above; the master's statements and the replica's
+segments by operation with Delta's own timings (``operationMetrics``); each process's CPU by
+thread name (JIT compilers, GC, Spark tasks, py4j connections), sampled from ``/proc``; the CPU of
+capture and the follower while nothing is written (``--follow-idle`` seconds before the writing).
+``--follow-lean`` runs all three processes with the tests' Spark settings for tiny tables.
+
+    /work/main/.venv/bin/python -m bench.scale_follow --quick [--keep]   # 2 minutes of writing
+    /work/main/.venv/bin/python -m bench.scale_follow --follow-report /tmp/wlc-follow-XXXX  # a kept run again
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +80,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="Spark settings for small transactions in all three processes (tests/wlc-test.yaml's: no whole-stage "
         "code generation, the C1 compiler only, one shuffle partition, no adaptive execution)",
     )
+    g.add_argument(
+        "--follow-idle", type=float, default=20.0, help="seconds of CPU measured before the writing, idle (default 20)"
+    )
     g.add_argument("--follow-drain", type=float, default=300.0, help="seconds the follower gets to drain (default 300)")
 
 
@@ -97,11 +108,6 @@ class Proc:
     def cpu(self) -> float:
         return cpu_seconds(self.popen.pid)
 
-    def threads(self) -> dict[str, float]:
-        """CPU seconds of the process tree's threads grouped by name (JIT compilers, GC, Spark's
-        executor tasks, ...): where its CPU goes, from ``/proc/<pid>/task``."""
-        return thread_cpu(self.popen.pid)
-
     def stop(self, timeout: float = 120.0) -> None:
         """SIGTERM to the Python process (it stops cleanly and takes its JVM along); the whole
         session is killed when it does not end within ``timeout``."""
@@ -121,11 +127,10 @@ class Proc:
         self.popen.wait()
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """User + system CPU seconds of every thread of ``pid`` and its descendants, by thread name
-    (``comm``, trailing numbers dropped: ``GC Thread#3`` -> ``GC Thread``)."""
-    out: dict[str, float] = {}
-    for p in descendants(pid):
+def _threads(pids: list[int]):
+    """``((pid, tid), name, CPU seconds)`` of every thread of the processes ``pids`` (``comm``,
+    trailing numbers dropped: ``GC Thread#3`` -> ``GC Thread``)."""
+    for p in pids:
         try:
             tasks = os.listdir(f"/proc/{p}/task")
         except OSError:
@@ -136,10 +141,52 @@ def thread_cpu(pid: int) -> dict[str, float]:
                     head, _, rest = fh.read().rpartition(")")
             except OSError:
                 continue
-            name = re.sub(r"[#\-\s]*\d+$", "", head.partition("(")[2]) or "?"
             fields = rest.split()
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICKS
-    return out
+            name = re.sub(r"[#\-\s]*\d+$", "", head.partition("(")[2]) or "?"
+            yield (p, int(t)), name, (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class ThreadSampler:
+    """CPU seconds of the processes' threads by name (JIT compilers, GC, Spark's executor tasks, py4j
+    connections, ...), sampled from ``/proc`` every 0.5 s between :meth:`start` and :meth:`stop`:
+    a thread that ends keeps what it had used at its last sample."""
+
+    def __init__(self, procs: list[Proc]) -> None:
+        self.procs = procs
+        self.last: dict[tuple[int, int], float] = {}
+        self.groups: dict[str, dict[str, float]] = {p.name: {} for p in procs}
+        self.started = False
+        self.count = 0
+        self.trees: dict[str, list[int]] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="thread-sampler", daemon=True)
+
+    def sample(self) -> None:
+        if self.count % 10 == 0:  # the process trees (a JVM is started once): scanned again every 5 s
+            self.trees = {p.name: descendants(p.popen.pid) for p in self.procs}
+        self.count += 1
+        for p in self.procs:
+            for key, name, used in _threads(self.trees[p.name]):
+                before = self.last.get(key, 0.0 if self.started else None)  # born since the start: from 0
+                self.last[key] = used
+                if before is not None and used > before:
+                    g = self.groups[p.name]
+                    g[name] = g.get(name, 0.0) + used - before
+
+    def _run(self) -> None:
+        while not self.done.wait(0.5):
+            self.sample()
+
+    def start(self) -> None:
+        self.sample()  # the baseline
+        self.started = True
+        self.thread.start()
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        self.done.set()
+        self.thread.join()
+        self.sample()
+        return self.groups
 
 
 def _wait(what: str, cond, deadline: float, procs: list[Proc], step: float = 0.2) -> float:
@@ -152,10 +199,6 @@ def _wait(what: str, cond, deadline: float, procs: list[Proc], step: float = 0.2
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(step)
-
-
-def _minus(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
 def _master(storage: Storage, db_path: str):
@@ -221,6 +264,7 @@ def run(args: argparse.Namespace) -> Report:
     db_path, rep_path = os.path.join(farm, DB), os.path.join(farm, REPLICA)
     py = [sys.executable]
     procs: list[Proc] = []
+    sampler = None
     print(
         f"follow: dbfarm {farm}, {args.follow_tables} tables, {minutes:g} min of writing, beat {beat:g} s", flush=True
     )
@@ -269,8 +313,17 @@ def run(args: argparse.Namespace) -> Report:
             flush=True,
         )
 
+        idle = {}
+        if args.follow_idle > 0:  # nothing written: what capture and the follower cost while they wait
+            before, t_idle = {p.name: p.cpu() for p in procs}, time.monotonic()
+            time.sleep(args.follow_idle)
+            for p in procs:
+                p.check()
+            wall = time.monotonic() - t_idle
+            idle = {p.name: (p.cpu() - before[p.name]) / wall for p in procs} | {"seconds": wall}
         cpu0 = {p.name: p.cpu() for p in procs}
-        threads0 = {p.name: p.threads() for p in procs}
+        sampler = ThreadSampler(procs)
+        sampler.start()
         go = time.time()
         (control / "go").write_text(str(go))
         end = time.monotonic() + minutes * 60
@@ -279,7 +332,7 @@ def run(args: argparse.Namespace) -> Report:
                 p.check()
             time.sleep(1.0)
         cpu1 = {p.name: p.cpu() for p in procs}
-        threads = {p.name: _minus(p.threads(), threads0[p.name]) for p in procs}
+        threads = sampler.stop()
         wall1 = time.time() - go
         (control / "stop").write_text(str(time.time()))
         _wait("the writer's end", lambda: not writer.alive(), time.monotonic() + 120, [capture, follower], 0.1)
@@ -326,6 +379,7 @@ def run(args: argparse.Namespace) -> Report:
             cpu1=cpu1,
             cpu2=cpu2,
             threads=threads,
+            idle=idle,
             wall2=wall2,
             drained=drained,
             last=last,
@@ -337,6 +391,8 @@ def run(args: argparse.Namespace) -> Report:
         (control / "measured.json").write_text(json.dumps(measured))
         return report_of(farm, measured)
     finally:
+        if sampler is not None:
+            sampler.done.set()
         for p in reversed(procs):
             try:
                 p.stop(60)
