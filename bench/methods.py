@@ -144,3 +144,32 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------- many tables at once
+def in_threads(spark, jobs: dict, threads: int, pool: str = "bench") -> dict:
+    """``{name: fn()}`` for ``jobs`` (``{name: fn}``), ``threads`` at a time on the one session,
+    each job's Spark jobs in FAIR scheduler pool ``<pool>:<name>`` (as replay runs its tables)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(name):
+        sc = spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", f"{pool}:{name}")
+        try:
+            return jobs[name]()
+        finally:
+            sc.setLocalProperty("spark.scheduler.pool", None)
+
+    with ThreadPoolExecutor(max(1, threads)) as ex:
+        return dict(zip(jobs, ex.map(one, list(jobs))))
+
+
+def equal_many(spark, expected: dict[str, tuple], folder: str, tables, cols: dict[str, list[str]], threads: int) -> str:
+    """:func:`equal` with ``threads`` tables checked at once (many small tables)."""
+
+    def check(t):
+        return lambda: checksum(spark.read.format("delta").load(os.path.join(folder, *t.split("."))), cols[t])
+
+    got = in_threads(spark, {t: check(t) for t in tables}, threads, "check")
+    bad = [t for t in tables if tuple(got[t]) != tuple(expected[t])]
+    return "yes" if not bad else f"NO: {len(bad)} tables, " + ", ".join(bad[:5])

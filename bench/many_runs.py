@@ -1,0 +1,226 @@
+"""The methods of the ``many`` workload (``bench/scale_many.py``), each run in a process of its own
+(:func:`bench.scale_common.in_own_process`) on a copy of the ``base`` replica, after an untimed
+warm-up of its own on another copy: grouped replay (``wlr``), with timers on the product's own
+functions (:mod:`bench.probe`), and the floor (one MERGE per changed table of its net change from the
+master's change feed, the same number of threads). Each returns its seconds, CPU seconds, the
+timers, Delta's own metrics of the commits it made, and whether every table equals the master's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+
+from bench.many_master import DB, session, versions
+from bench.scale_common import cpu_seconds
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LOGS_WORK = {  # the goal's share: listing the log folder, manifests, checksums, planning
+    "list the log folder": [("wlcore.batch", "list_batches"), ("wlcore.batch", "list_compacted")],
+    "read manifests": [("wlcore.batch", "read_manifest")],
+    "verify checksums": [("wlcore.batch", "verify_files")],
+    "plan": [("wlr.rounds", "plan"), ("wlr.replay", "segments"), ("wlr.rounds", "consistent_tick")],
+}
+SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds the others)
+    "segments (all their work)": [("wlr.replay", "Round._segment_jobs")],
+    "  replica log checks before a segment": [("wlr.replay", "Round._progress")],
+    "  replica table metadata": [("wlr.tables", "ReplicaTables.current_meta")],
+    "  change rows read (plan + schema)": [("wlcore.collapse", "read_rows")],
+    "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
+    "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
+    "  append (insert-only segments)": [("wlr.apply", "Applier._append")],
+    "  progress recorded (wlr.config, view)": [("wlr.replay", "Round._applied")],
+}
+FLOOR_WORK = {
+    "tables (all their work)": [("bench.methods", "floor")],
+    "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
+    "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
+}
+
+
+PHASES = ("executionTimeMs", "scanTimeMs", "rewriteTimeMs", "materializeSourceTimeMs")
+
+
+def merge_metrics(folder: str, tables, since: dict[str, int]) -> dict:
+    """Delta's own metrics of the commits after ``since`` (each table's version) in ``folder``'s
+    tables: ``{"commits": n, "merges": [(table, *PHASES in ms)]}``."""
+    from wlcore.deltalog import list_versions, read_commit
+    from wlcore.storage import Storage
+
+    storage = Storage.of(folder)
+    out: dict = {"commits": 0, "merges": []}
+    for t in tables:
+        path = os.path.join(folder, *t.split("."))
+        for v in list_versions(storage, path):
+            if v <= since.get(t, -1):
+                continue
+            c = read_commit(storage, path, v)
+            out["commits"] += 1
+            if c.operation == "MERGE":
+                out["merges"].append((t, *(int(c.metrics.get(k, 0) or 0) for k in PHASES)))
+    return out
+
+
+def spark_jobs(spark) -> int:
+    """Spark jobs submitted so far in this process's SparkContext (every session's)."""
+    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+
+
+def _table_versions(folder: str, tables) -> dict[str, int]:
+    from wlcore.deltalog import list_versions
+    from wlcore.storage import Storage
+
+    storage = Storage.of(folder)
+    return {t: (list_versions(storage, os.path.join(folder, *t.split("."))) or [-1])[-1] for t in tables}
+
+
+# ----------------------------------------------------------------------------- methods (own process each)
+def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
+    spark = session(cfg)
+    import wlr
+    from bench.methods import equal_many, timed
+    from bench.probe import Probe
+    from wlcore.settings import settings
+
+    base = os.path.join(farm, "base")
+    shutil.copytree(base, os.path.join(farm, "warm_grouped"))
+    rep = wlr.Replica(DB, "warm_grouped", farm)
+    rep.replicate(until=warm_txn)
+    rep.close()
+    folder = os.path.join(farm, "grouped")
+    shutil.copytree(base, folder)
+    since = _table_versions(folder, info["tables"])
+    probe = Probe()
+    for label, targets in {**LOGS_WORK, **SEGMENT_WORK, "apply (Round.run)": [("wlr.replay", "Round.run")]}.items():
+        for module, name in targets:
+            probe.wrap(module, name, label)
+    log = os.path.join(folder, "wlr.log")
+    before = open(log).read().count(" applied ")  # the base replica's own lines
+    rep = wlr.Replica(DB, "grouped", farm)
+    cpu0, jobs0 = cpu_seconds(os.getpid()), spark_jobs(spark)
+    try:
+        secs = timed(lambda: rep.replicate(until=info["end"]))
+    finally:
+        cpu, jobs = cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0
+        rep.close()
+        probe.remove()
+    threads = settings().replica.parallelism
+    same = equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads)
+    return {
+        "seconds": secs,
+        "cpu": cpu,
+        "jobs": jobs,
+        "equal": same,
+        "probe": probe.totals(),
+        "segments": open(log).read().count(" applied ") - before,
+        "delta": merge_metrics(folder, info["tables"], since),
+        "threads": threads,
+    }
+
+
+def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
+    spark = session(cfg)
+    from bench import methods
+    from bench.methods import copy_tables, equal_many, in_threads, timed
+    from bench.probe import Probe
+    from wlcore.settings import settings
+
+    threads = settings().replica.parallelism
+    base = os.path.join(farm, "base")
+    master = os.path.join(farm, DB)
+    keys = ["k"]
+    v0 = versions(info["recs"], info["start"])
+
+    def jobs(folder: str, upto: int) -> dict:
+        v1 = versions(info["recs"], upto)
+        changed = [t for t in info["tables"] if v1.get(t, -1) > v0.get(t, -1)]
+        return {
+            t: (
+                lambda t=t: methods.floor(  # through the module: the probe sees it
+                    spark,
+                    os.path.join(master, *t.split(".")),
+                    os.path.join(folder, *t.split(".")),
+                    v0[t] + 1,
+                    v1[t],
+                    keys,
+                )
+            )
+            for t in changed
+        }
+
+    warm = os.path.join(farm, "warm_floor")
+    copy_tables(base, warm, info["tables"])
+    in_threads(spark, jobs(warm, warm_txn), threads, "floor")
+    folder = os.path.join(farm, "floor")
+    copy_tables(base, folder, info["tables"])
+    since = _table_versions(folder, info["tables"])
+    todo = jobs(folder, info["end"])
+    probe = Probe()
+    for label, targets in FLOOR_WORK.items():
+        for module, name in targets:
+            probe.wrap(module, name, label)
+    cpu0, jobs0 = cpu_seconds(os.getpid()), spark_jobs(spark)
+    try:
+        secs = timed(lambda: in_threads(spark, todo, threads, "floor"))
+    finally:
+        cpu, jobs = cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0
+        probe.remove()
+    same = equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads)
+    return {
+        "seconds": secs,
+        "cpu": cpu,
+        "jobs": jobs,
+        "equal": same,
+        "probe": probe.totals(),
+        "segments": len(todo),
+        "delta": merge_metrics(folder, info["tables"], since),
+        "threads": threads,
+    }
+
+
+def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:
+    """What an idle capture does at each wake-up, profiled: ``scans`` times the body of the capture
+    thread's loop (:meth:`wlc.capture_thread.CaptureThread._run`: the publisher's scan, its due time,
+    the heartbeat, the schema check) in this process's main thread under cProfile, a poll interval
+    apart. Returns the CPU milliseconds a scan and the functions taking the most of it."""
+    import cProfile
+    import pstats
+    import time
+
+    session(cfg)
+    import wlc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "already in master mode": as meant
+        m = wlc.Master(DB, dbfarm=farm, capture=False).start()
+    try:
+        interval = m.timing.poll_interval
+        prof = cProfile.Profile()
+        cpu = 0.0
+        for _ in range(scans):
+            c0 = time.process_time()
+            prof.enable()
+            m.publisher.step(take_all=False)
+            m.publisher.due_in()
+            m.publisher.heartbeat()
+            m.catalog.check_schemas()
+            prof.disable()
+            cpu += time.process_time() - c0
+            time.sleep(interval)
+    finally:
+        m.close()
+    stats = pstats.Stats(prof).stats  # {(file, line, name): (cc, nc, tottime, cumtime, callers)}
+    top = sorted(stats.items(), key=lambda kv: kv[1][3], reverse=True)
+    wanted = [
+        (
+            f"{os.path.relpath(k[0], str(REPO_ROOT)) if k[0].startswith(str(REPO_ROOT)) else os.path.basename(k[0])}"
+            f":{k[2]}",
+            v[1] / scans,
+            1000 * v[3] / scans,
+        )
+        for k, v in top
+        if k[0].startswith(str(REPO_ROOT)) or k[2] in ("listdir", "stat", "scandir", "open", "read")
+    ]
+    return {"cpu_ms": 1000 * cpu / scans, "interval": interval, "top": wanted[:14]}
