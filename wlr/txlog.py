@@ -7,8 +7,9 @@ transaction just before a mistake (e.g. a ``DROP TABLE``) and replicate ``until`
 Where retention pruned level 0, the compacted batches that remain are listed instead: a
 piece of such a batch (the net change of a table's transactions ``first``..``txn``) shows
 as one row with ``first`` set. ``wlr log --snapshots`` (:func:`snapshots`) lists the
-snapshots a new replica can start from. Only manifests are read (no Spark): the cost grows
-with the number of batches.
+snapshots a new replica can start from. Only manifests are read (no Spark): a listing with a
+lower bound (``since``) finds its first batch by bisection, so the newest transactions of a log of
+n batches cost O(log n) manifest reads plus the batches shown; without one, every batch is read.
 """
 
 from __future__ import annotations
@@ -150,6 +151,77 @@ def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState,
     check_tables([table], known, f"in the published transactions of master {master!r}")
 
 
+def _sources(storage: Storage, logs: str, master: str) -> list[tuple[int, int, str, str]]:
+    """``[(first batch, last batch, name, path)]`` in batch order: every level-0 batch, and where
+    level 0 was pruned the finest compacted batch that remains."""
+    sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
+    covered = {first for first, *_x in sources}
+    compacted = batchfmt.list_compacted(storage, logs, master)
+    for level in (1, 2):
+        for lv, first, last, p in compacted:
+            if lv == level and not covered & set(range(first, last + 1)):
+                sources.append((first, last, os.path.basename(p), p))
+                covered |= set(range(first, last + 1))
+    return sorted(sources)
+
+
+class _Sources:
+    """The batches :func:`transactions` reads, each manifest read at most once: a lower bound is
+    found by bisection (transaction ids follow commit time, as capture orders them), so a query
+    of the newest transactions reads a few manifests, not the whole log."""
+
+    def __init__(self, storage: Storage, listed: list[tuple[int, int, str, str]]):
+        self.storage, self.listed = storage, listed
+        self._read: dict[int, list[TxnRecord]] = {}
+
+    def records(self, index: int) -> list[TxnRecord]:
+        """The records of the ``index``-th batch. Raises wlc.BatchError when it is damaged."""
+        if index not in self._read:
+            self._read[index] = batchfmt.read_manifest(self.storage, self.listed[index][3]).txns
+        return self._read[index]
+
+    def _reaches(self, index: int, lo: Target) -> bool:
+        """True when a transaction at or after ``lo`` is in the batches up to ``index`` (monotonic)."""
+        for i in range(index, -1, -1):  # a batch without transactions: the one before it decides
+            records = self.records(i)
+            if records:
+                return any(not lo.precedes(rec.txn, rec.time) for rec in records)
+        return False
+
+    def first_not_before(self, lo: Target | None) -> int:
+        """The index of the first batch that may hold a transaction at or after ``lo`` (0: none given)."""
+        if lo is None:
+            return 0
+        low, high = 0, len(self.listed)
+        while low < high:
+            mid = (low + high) // 2
+            if self._reaches(mid, lo):
+                high = mid
+            else:
+                low = mid + 1
+        return max(0, low - 1)  # one batch earlier: a commit-time tie across tables stays inside
+
+    def every_table(self) -> set[str]:
+        """Every table named by any of the batches (reads the manifests not read yet)."""
+        return {rec.table for index in range(len(self.listed)) for rec in self.records(index)}
+
+
+def _row(rec: TxnRecord, batch: str) -> dict:
+    """One row of :func:`transactions`: the record ``rec`` of the batch named ``batch``."""
+    row = {
+        "txn": rec.txn,
+        "gtid": rec.gtid,
+        "time": utc_iso(rec.time),
+        "table": rec.table,
+        "operation": rec.operation,
+        "rows": {k: v for k, v in rec.counts.items() if v},
+        "batch": int(batch) if batch.isdigit() else batch,
+    }
+    if rec.first is not None:
+        row["first"] = rec.first
+    return row
+
+
 def transactions(
     master: str,
     dbfarm: str | None = None,
@@ -186,35 +258,23 @@ def transactions(
     """
     lo, hi = _bound(since), _bound(until)
     storage, path, cfg = _master(master, dbfarm, logs)
-    logs = logs_of(cfg, path)
-    sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
-    covered = {first for first, *_x in sources}
-    for level in (1, 2):  # where level 0 was pruned: the finest compacted batch that remains
-        for lv, first, last, p in batchfmt.list_compacted(storage, logs, master):
-            if lv == level and not covered & set(range(first, last + 1)):
-                sources.append((first, last, os.path.basename(p), p))
-                covered |= set(range(first, last + 1))
+    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), master))
     out, seen = [], set()
-    for _first, _last, name, batch_path in sorted(sources):
-        for rec in batchfmt.read_manifest(storage, batch_path).txns:
+    for index in range(sources.first_not_before(lo), len(sources.listed)):
+        name = sources.listed[index][2]
+        records = sources.records(index)
+        for rec in records:
             seen.add(rec.table)
             if table is not None and rec.table.lower() != table.lower():
                 continue
             if operation is not None and not rec.operation.upper().startswith(operation.upper()):
                 continue
             if _within(rec, lo, hi):
-                row = {
-                    "txn": rec.txn,
-                    "gtid": rec.gtid,
-                    "time": utc_iso(rec.time),
-                    "table": rec.table,
-                    "operation": rec.operation,
-                    "rows": {k: v for k, v in rec.counts.items() if v},
-                    "batch": int(name) if name.isdigit() else name,
-                }
-                if rec.first is not None:
-                    row["first"] = rec.first
-                out.append(row)
+                out.append(_row(rec, name))
+        if hi is not None and records and not any(hi.admits(rec.txn, rec.time) for rec in records):
+            break  # transaction ids follow commit time (wlc.capture): every later batch is past ``until`` too
+    if table is not None and table.lower() not in {t.lower() for t in seen}:
+        seen = sources.every_table()  # the range read did not name it: look in every batch before refusing
     if table is not None:
         _check_table(table, seen, storage, cfg, master)
     return out

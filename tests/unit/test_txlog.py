@@ -95,3 +95,38 @@ def test_command_line(farm, capsys):
     assert items[0]["rows"] == {"insert": 1, "update_postimage": 2, "update_preimage": 2}
     assert cli.main(["log", farm, "nope"]) == 3
     assert "no database 'nope'" in capsys.readouterr().err
+
+
+def test_a_lower_bound_reads_a_few_manifests_of_a_long_log(tmp_path, monkeypatch):
+    """``since`` finds its first batch by bisection (empty batches included) and the answer is the
+    same as filtering every transaction; ``until`` stops reading at the first batch past it."""
+    st = Storage.of(str(tmp_path))
+    db = tmp_path / "long"
+    logs = str(db / "wlc_logs")
+    st.makedirs(logs)
+    (db / "wlc.config").write_text(format_kv({"logs": logs, "dbid": "d1", "state": 1}))
+    txn = 0
+    for n in range(300):
+        recs = [] if n % 7 == 3 else [_rec(txn + i, f"s.t{(txn + i) % 3}", "WRITE") for i in range(n % 3 + 1)]
+        txn += len(recs)
+        staging = B.open_staging(st, logs, "long", n)
+        B.publish(st, logs, staging, B.Manifest("long", "d1", n, T0 + timedelta(minutes=txn), recs))
+    everything = transactions("long", str(tmp_path))
+    read = []
+    real_read = B.read_manifest
+    monkeypatch.setattr(B, "read_manifest", lambda s, p: read.append(p) or real_read(s, p))
+    for since, until in [(0, None), (1, 5), (txn - 4, None), (250, 260), (txn, None), (txn + 5, None)]:
+        read.clear()
+        got = transactions("long", str(tmp_path), since=since, until=until)
+        assert got == [t for t in everything if t["txn"] >= since and (until is None or t["txn"] <= until)]
+        if since >= 250:
+            assert len(read) < 30, f"since={since} read {len(read)} of 300 manifests"
+    at = T0 + timedelta(minutes=txn - 10)
+    got = transactions("long", str(tmp_path), since=at)
+    assert got == [t for t in everything if t["time"] >= at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")] and got
+    read.clear()
+    assert [t["txn"] for t in transactions("long", str(tmp_path), since=txn - 3, table="s.t1")] == [
+        t["txn"] for t in everything if t["txn"] >= txn - 3 and t["table"] == "s.t1"
+    ]
+    with pytest.raises(NotFoundError, match="did you mean"):
+        transactions("long", str(tmp_path), since=txn - 1, table="s.t9")
