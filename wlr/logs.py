@@ -11,7 +11,7 @@ transaction would not repair the logs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest
@@ -45,7 +45,14 @@ class Batch:
 
 
 def read_batches(
-    storage: Storage, logs: str, master: str, dbid: str, next_batch: int, tick: int, target: Target
+    storage: Storage,
+    logs: str,
+    master: str,
+    dbid: str,
+    next_batch: int,
+    tick: int,
+    target: Target,
+    read: Mapping[str, Manifest] | None = None,
 ) -> Iterator[Batch]:
     """Yield the published batches from ``next_batch`` on, in order, each checked.
 
@@ -58,6 +65,8 @@ def read_batches(
         tick: the last transaction the replica handled; the first batch must hold ``tick + 1``.
         target: stop reading once a batch reaches it (a damaged batch past the target
             does not stop a point-in-time replay before it).
+        read: manifests already read and checked in this call, by batch folder (a new replica's
+            path walk, :meth:`wlr.route.Route.take_walked`); the others are read here.
 
     Raises:
         LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
@@ -77,7 +86,7 @@ def read_batches(
                 "follows it): the logs have a gap; restore the missing batch from a copy",
             )
         try:
-            manifest = batchfmt.read_manifest(storage, path)
+            manifest = read[path] if read and path in read else batchfmt.read_manifest(storage, path)
         except BatchError as exc:
             raise LogError(number, f"batch {number}: {exc}") from None
         if (manifest.database, manifest.batch) != (master, number):

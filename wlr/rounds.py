@@ -199,9 +199,10 @@ class Replay:
             tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
         self.setup.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
+        walked = self.setup.route(mcfg).take_walked()
         try:
             for b in read_batches(
-                self._source().storage, logs, self.setup.master, self.state.dbid, next_batch, tick, target
+                self._source().storage, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked
             ):
                 read.batches.append(b)
                 if read.watermark is None or b.manifest.watermark > read.watermark:

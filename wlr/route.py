@@ -52,6 +52,13 @@ class Route:
     def __init__(self, storage: Storage, master_path: str, master: str, dbid: str):
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
         self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
+        self._walked: dict[str, batchfmt.Manifest] = {}  # level-0 manifests check_path read, for the next round
+
+    def take_walked(self) -> dict[str, batchfmt.Manifest]:
+        """The level-0 manifests :meth:`check_path` read (by batch folder), handed over once: the
+        first round of a new replica reads each manifest of its path once, not twice."""
+        walked, self._walked = self._walked, {}
+        return walked
 
     # ------------------------------------------------------------------ snapshots
     def starts(self, mcfg: MasterState, logs: str) -> list[Start]:
@@ -208,6 +215,7 @@ class Route:
                 manifest = batchfmt.read_manifest(self.storage, level0[nb])
             except BatchError as exc:
                 raise LogError(nb, f"batch {nb}: {exc}") from None
+            self._walked[level0[nb]] = manifest
             if reaches(manifest, target):
                 return
             pos, nb = manifest.last_txn, nb + 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from typing import Callable, Iterable
+from typing import IO, Callable, Iterable
 
 from filelock import FileLock, Timeout
 
@@ -54,14 +54,7 @@ class LocalStorage(Storage):
         return "file://" + os.path.abspath(path)
 
     def url(self, path: str) -> str:
-        """The path itself: a local path is its own URL.
-
-        Args:
-            path (str): a local path.
-
-        Returns:
-            str: ``path`` unchanged.
-        """
+        """``path`` unchanged: a local path is its own URL."""
         return path
 
     # queries ------------------------------------------------------------------------
@@ -126,10 +119,15 @@ class LocalStorage(Storage):
             Iterable[str]: the relative paths (``/``-separated), sorted; empty when ``path`` is missing.
         """
         out = []
-        for root, _dirs, files in self.fs.walk(path):
+        for root, _dirs, files in os.walk(path):  # os.walk: a third of fsspec's cost for many small folders
             for name in files:
                 out.append(posixpath.relpath(posixpath.join(root, name), path))
         return sorted(out)
+
+    def open_read(self, path: str) -> IO[bytes]:
+        """The file ``path`` opened to read bytes: Python's ``open``, half of fsspec's cost for the
+        many small files replay verifies. Raises FileNotFoundError when it is not there."""
+        return open(path, "rb")
 
     def tree_size(self, path: str) -> int:
         """``os.walk``'s file sizes added up (a file: its size; missing: 0)."""
