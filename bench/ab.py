@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 import wlr.apply as apply_module  # noqa: E402
-import wlr.parts as parts_module  # noqa: E402
 from wlcore import batch as wlc_batch  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
@@ -88,7 +87,7 @@ def main() -> int:
                 s.conf.set(key, value)
             return s
 
-        apply_module.replay_session = parts_module.replay_session = session
+        apply_module.replay_session = session
         folder = os.path.join(args.farm, "ab_run")
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(os.path.join(args.farm, "base"), folder)
@@ -98,7 +97,7 @@ def main() -> int:
         seconds = time.perf_counter() - t0
         rep.close()
         shutil.rmtree(folder, ignore_errors=True)
-        apply_module.replay_session = parts_module.replay_session = made
+        apply_module.replay_session = made
         return seconds
 
     for k in range(args.warm):

@@ -23,7 +23,7 @@ import logging
 import uuid
 from datetime import datetime
 
-from wlcore import batch as batchfmt, collapse
+from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.deltalog import TableMeta
 from wlcore.errors import BatchError
@@ -305,6 +305,8 @@ def _piece(
         out.counts = dict(r.counts)
         return out
     from pyspark.sql import Observation, functions as F
+
+    from wlcore import collapse  # imports pyspark, as here: `wlc status` and `wlc prune` start without it
 
     rows = collapse.read_rows(spark, [storage.uri(Storage.join(p, rows_path)) for p, _r, rows_path in with_rows])
     assert last.version is not None  # a change-feed record names the master version it read

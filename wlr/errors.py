@@ -5,6 +5,10 @@ from __future__ import annotations
 from wlcore.errors import ConfigError, NotFoundError, TargetError, WlcError  # noqa: F401 (wlr.TargetError)
 
 
+class ApplyError(Exception):
+    """A transaction cannot be applied; the message is the cause."""
+
+
 class TargetWarning(UserWarning):
     """``until`` was taken to mean something the caller may not have meant: a date alone is
     the start of that day, UTC. The message says what it was taken as."""

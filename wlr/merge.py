@@ -17,12 +17,10 @@ from wlcore import collapse
 from wlcore.canonical import all_same, canon
 from wlcore.names import quote_ident
 
+from .errors import ApplyError  # noqa: F401 (wlr.merge.ApplyError, as before)
+
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
-
-
-class ApplyError(Exception):
-    """A transaction cannot be applied; the message is the cause."""
 
 
 _CK = "__wlr_ck"  # a row image's canonical form (wlcore.canonical): what unkeyed matching compares

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wlcore.session import active_session
 
-from .apply import Applier, replay_session
 from .book import StateBook
 from .follow import Follower
 from .lock import ReplicaLock
@@ -30,6 +29,9 @@ from .rounds import Replay
 from .setup import ReplicaSetup
 from .source import Names, Source
 from .view import ConsistentView
+
+if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
+    from .apply import Applier
 
 
 class ReplicaParts:
@@ -101,12 +103,16 @@ class ReplicaParts:
     def spark(self) -> Any:
         """The replay session: a child of :attr:`base_spark` with its own SQL settings (made once)."""
         if self._session is None:
-            self._session = replay_session(self.base_spark)
+            from . import apply
+
+            self._session = apply.replay_session(self.base_spark)
         return self._session
 
     def applier(self) -> Applier:
         """The applier of the replica's master (made again when the replica's master database id
         changes), reading change rows from the current source, with the replica's selection."""
+        from .apply import Applier
+
         dbid = self.book.state.dbid
         if self._applier is None or self._applier.dbid != dbid:
             self._applier = Applier(lambda: self.spark, self.book.storage, self.book.path, dbid, self._source().storage)

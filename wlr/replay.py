@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from wlcore.batch import TxnRecord
 from wlcore.errors import ConfigError
@@ -29,8 +29,11 @@ from wlcore.faults import crash_point
 from wlcore.replica_state import ReplicaState
 
 from . import failure
-from .apply import Applier, ApplyError
+from .errors import ApplyError
 from .plan import Segment, TxnRef, segments, span_text
+
+if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
+    from .apply import Applier
 
 log = logging.getLogger("wlr.replay")
 

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from wlcore import batch as batchfmt
 from wlcore.batch import utc_iso
@@ -20,7 +20,6 @@ from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
 
 from . import failure, monitor
-from .apply import Applier
 from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
 from .logs import LogError, reaches, read_batches
@@ -32,6 +31,9 @@ from .select import Selection
 from .setup import ReplicaSetup
 from .source import Source
 from .view import ConsistentView
+
+if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
+    from .apply import Applier
 
 
 @dataclass

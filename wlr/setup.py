@@ -7,7 +7,7 @@ A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's s
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from wlcore import epochs, snapshots as snap
 from wlcore.discovery import delta_ref
@@ -20,7 +20,6 @@ from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
 from . import history, select_check
-from .apply import Applier
 from .book import LOG_FILE, StateBook
 from .errors import ReplicaStateError, ReplicationError
 from .lock import LOCK_FILE, ReplicaLock
@@ -32,6 +31,9 @@ from .select import Selection
 from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 from .view import ConsistentView
+
+if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
+    from .apply import Applier
 
 
 class ReplicaSetup:

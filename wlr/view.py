@@ -3,15 +3,17 @@ the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.storage import Storage
 
-from .apply import Applier
 from .book import StateBook
 from .errors import ReplicaStateError
+
+if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
+    from .apply import Applier
 
 
 class ConsistentView:

@@ -152,3 +152,14 @@ def test_errors_carry_a_command_line_fix():
     assert "replicate(until=3)" in str(caught.value) and "--until 3" in caught.value.cli
     err = ReplicationError(2, 7, "s.t", "boom")
     assert "wlr.accept()" in str(err) and "wlr accept <dbfarm> <replica>" in err.cli and "accept()" not in err.cli
+
+
+def test_status_and_log_commands_start_without_spark():
+    """The command lines load pyspark only when a command needs Spark: ``wlr status``, ``wlr log``,
+    ``wlc status`` and ``wlc prune`` start in a fraction of a second, whatever the log's length."""
+    import subprocess
+    import sys
+
+    code = "import sys, wlc.cli, wlr.cli; print(sorted(m for m in ('pyspark', 'delta') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
