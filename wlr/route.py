@@ -53,6 +53,7 @@ class Route:
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
         self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
         self._walked: dict[str, batchfmt.Manifest] = {}  # level-0 manifests check_path read, for the next round
+        self._checked: tuple | None = None  # what the last check_path walked, and the compacted batches then
 
     def take_walked(self) -> dict[str, batchfmt.Manifest]:
         """The level-0 manifests :meth:`check_path` read (by batch folder), handed over once: the
@@ -200,6 +201,17 @@ class Route:
         """
         level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
         compacted_batches = batchfmt.list_compacted(self.storage, logs, self.master)
+        # the same path over the same published batches (a call's check, then its run): walked already
+        key = (logs, start, target, compacted, min(level0, default=-1), max(level0, default=-1), len(level0))
+        if self._checked == (key, compacted_batches):
+            return
+        self._walk(logs, mcfg, start, target, compacted, level0, compacted_batches)
+        self._checked = (key, compacted_batches)
+
+    def _walk(
+        self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool, level0, compacted_batches
+    ) -> None:
+        """:meth:`check_path`'s walk over the listed ``level0`` ({number: path}) and ``compacted_batches``."""
         firsts = {first for _lv, first, _l, _p in compacted_batches if compacted}
         last = max(list(level0) + [last for *_x, last, _p in compacted_batches] + [-1])
         pos, nb = start.txn, start.batch + 1

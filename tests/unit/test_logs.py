@@ -130,3 +130,24 @@ def test_failure_records_retries_and_skips():
     assert "RECOVERED at transaction 5" in failure.clear_if_passed(state, read_up_to=5)
     with pytest.raises(ReplicaStateError, match="no failed transaction"):
         failure.skippable(state, "r")
+
+
+def test_a_new_replicas_path_is_read_once(logs, monkeypatch):
+    """The set-up's path check (done by a call's check and again by its run) reads each manifest once
+    and hands them to the first round; a batch published meanwhile makes the check walk again."""
+    from wlcore.levels import Start
+    from wlr.route import Route
+
+    read_paths = []
+    real = batchfmt.read_manifest
+    monkeypatch.setattr(batchfmt, "read_manifest", lambda s, p: read_paths.append(p) or real(s, p))
+    route, start = Route(Storage.of(logs), os.path.dirname(logs), "m", "id1"), Start(-1, None, -1)
+    route.check_path(logs, None, start, ALL)
+    route.check_path(logs, None, start, ALL)
+    assert len(read_paths) == 4
+    walked = route.take_walked()
+    got = list(read_batches(Storage.of(logs), logs, "m", "id1", 0, -1, ALL, walked))
+    assert [b.number for b in got] == [0, 1, 2, 3] and len(read_paths) == 4 and route.take_walked() == {}
+    publish(logs, 4, [6])
+    route.check_path(logs, None, start, ALL)
+    assert len(read_paths) == 9
