@@ -80,7 +80,7 @@ def _table_versions(folder: str, tables) -> dict[str, int]:
 def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     spark = session(cfg)
     import wlr
-    from bench.methods import equal_many, timed
+    from bench.methods import timed
     from bench.probe import Probe
     from wlcore.settings import settings
 
@@ -107,23 +107,14 @@ def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
         rep.close()
         probe.remove()
     threads = settings().replica.parallelism
-    same = equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads)
-    return {
-        "seconds": secs,
-        "cpu": cpu,
-        "jobs": jobs,
-        "equal": same,
-        "probe": probe.totals(),
-        "segments": open(log).read().count(" applied ") - before,
-        "delta": merge_metrics(folder, info["tables"], since),
-        "threads": threads,
-    }
+    segments = open(log).read().count(" applied ") - before
+    return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, segments)
 
 
 def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     spark = session(cfg)
     from bench import methods
-    from bench.methods import copy_tables, equal_many, in_threads, timed
+    from bench.methods import copy_tables, in_threads, timed
     from bench.probe import Probe
     from wlcore.settings import settings
 
@@ -167,17 +158,7 @@ def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     finally:
         cpu, jobs = cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0
         probe.remove()
-    same = equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads)
-    return {
-        "seconds": secs,
-        "cpu": cpu,
-        "jobs": jobs,
-        "equal": same,
-        "probe": probe.totals(),
-        "segments": len(todo),
-        "delta": merge_metrics(folder, info["tables"], since),
-        "threads": threads,
-    }
+    return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, len(todo))
 
 
 def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:
@@ -224,3 +205,19 @@ def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:
         if k[0].startswith(str(REPO_ROOT)) or k[2] in ("listdir", "stat", "scandir", "open", "read")
     ]
     return {"cpu_ms": 1000 * cpu / scans, "interval": interval, "top": wanted[:14]}
+
+
+def _result(spark, info: dict, folder: str, since: dict, threads: int, secs, cpu, jobs, probe, segments: int) -> dict:
+    """A method's measurements, its end state checked against the master's (``equal``)."""
+    from bench.methods import equal_many
+
+    return {
+        "seconds": secs,
+        "cpu": cpu,
+        "jobs": jobs,
+        "equal": equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads),
+        "probe": probe.totals(),
+        "segments": segments,
+        "delta": merge_metrics(folder, info["tables"], since),
+        "threads": threads,
+    }
