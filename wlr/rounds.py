@@ -199,9 +199,10 @@ class Replay:
         if units:  # level 0 continues after them
             self.book.log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
             tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
-        self.setup.route(mcfg).check_level0(logs, tick, next_batch, mcfg, False, target)
+        route = self.setup.route(mcfg)
+        route.check_level0(logs, tick, next_batch, mcfg, False, target)
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
-        walked = self.setup.route(mcfg).take_walked()
+        walked = route.take_walked()
         try:
             for b in read_batches(
                 self._source().storage, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked

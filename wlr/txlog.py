@@ -201,10 +201,6 @@ class _Sources:
                 low = mid + 1
         return max(0, low - 1)  # one batch earlier: a commit-time tie across tables stays inside
 
-    def every_table(self) -> set[str]:
-        """Every table named by any of the batches (reads the manifests not read yet)."""
-        return {rec.table for index in range(len(self.listed)) for rec in self.records(index)}
-
 
 def _row(rec: TxnRecord, batch: str) -> dict:
     """One row of :func:`transactions`: the record ``rec`` of the batch named ``batch``."""
@@ -274,7 +270,7 @@ def transactions(
         if hi is not None and records and not any(hi.admits(rec.txn, rec.time) for rec in records):
             break  # transaction ids follow commit time (wlc.capture): every later batch is past ``until`` too
     if table is not None and table.lower() not in {t.lower() for t in seen}:
-        seen = sources.every_table()  # the range read did not name it: look in every batch before refusing
+        seen = known_tables(storage, logs_of(cfg, path), master)  # the range read did not name it: every batch
     if table is not None:
         _check_table(table, seen, storage, cfg, master)
     return out
