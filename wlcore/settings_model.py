@@ -60,6 +60,22 @@ def _count(value: Any) -> int:
     return int(out)
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def _bytes(value: Any) -> int:
+    text = str(value).strip().lower().replace(" ", "") if not isinstance(value, bool) else "?"
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(digits) :]
+    try:
+        out = float(digits) * _UNITS[unit]
+    except (KeyError, ValueError):
+        out = float("nan")
+    if not out.is_integer() or out < 0:
+        raise ValueError(f"must be a size in bytes >= 0 (a number, or with KiB, MiB, GiB, KB, MB, GB), not {value!r}")
+    return int(out)
+
+
 def _names(value: Any) -> list[str]:
     value = [value] if isinstance(value, str) else [] if value is None else value
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -120,6 +136,8 @@ Flag = Annotated[bool, PlainValidator(_flag)]
 Text = Annotated[str, PlainValidator(_text)]
 Count = Annotated[int, PlainValidator(_count)]
 """A whole number, at least 1."""
+Size = Annotated[int, PlainValidator(_bytes)]
+"""A size in bytes, at least 0: ``16777216``, ``"16 MiB"``, ``"64MB"``."""
 
 
 class _Section(BaseModel):
@@ -186,6 +204,7 @@ class ReplicaSettings(_Section):
     timeout: Seconds
     collapse: Flag
     parallelism: Count
+    rewrite_bytes: Size
 
 
 class S3Settings(_Section):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -35,11 +35,20 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 from .ddl import TableDDL
 from .merge import ApplyError, Merger
 from .records import definition, rows_of
+from .rewrite import Rewriter
 from .select import Selection
 from .tables import ReplicaTables
 from .tags import FINAL_PROPERTY, tag
 
 log = logging.getLogger("wlr.apply")
+
+
+class Landed(TypedDict, total=False):
+    """How a segment landed (:meth:`Applier.apply_segment`)."""
+
+    rows_in: int  # change rows read
+    rows_out: int  # rows after collapse (-1: not known)
+    how: str  # "append", "merge", "rewrite" (:mod:`wlr.rewrite`) or "commit" (no rows)
 
 
 def replay_session(base):
@@ -93,6 +102,7 @@ class Applier:
         self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
+        self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
 
     @property
     def spark(self):
@@ -105,6 +115,7 @@ class Applier:
         """An Applier on the same replica with its own Spark session (for another thread)."""
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
+        out.rewriter.limit = self.rewriter.limit
         return out
 
     # ------------------------------------------------------------------ applying
@@ -209,12 +220,13 @@ class Applier:
                 .save(uri)
             )
 
-    def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> dict[str, int]:
+    def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> Landed:
         """Apply a DML segment as one commit: ``items`` are ``(batch path, record)`` of one
         table, ascending: change-feed transactions and ALTERs that only add nullable columns
         (``TxnRecord.adds``; the commit adds them, by MERGE schema evolution).
 
-        Returns ``{"rows_in": change rows read, "rows_out": rows after collapse}``.
+        Returns :class:`Landed`: the change rows read, the rows after collapse and how the segment
+        landed (an append, a MERGE, a whole rewrite of a small table, or a commit without rows).
 
         Raises:
             ApplyError: the table is missing, or rows to delete or update are not on the
@@ -239,7 +251,7 @@ class Applier:
                 part = tag(self.dbid, last.txn, part=True, first=first.txn)
                 self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
             self._mark_final(text, last.txn, uri)
-            return {"rows_in": 0, "rows_out": 0}
+            return {"rows_in": 0, "rows_out": 0, "how": "commit"}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
         # an imposed schema would read NULL there without a word
         rows = collapse.read_rows(
@@ -252,6 +264,7 @@ class Applier:
         keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
         kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
         keep = self.row_filter(name)  # selective replication: the rows the replica carries
+        how = "append" if kinds <= {"insert"} else "merge"
         if kinds <= {"insert"}:
             out = rows.select(*[quote_ident(c) for c in cols])
             self._append(text, last.txn, uri, out if keep is None else out.filter(keep), evolve)
@@ -261,11 +274,17 @@ class Applier:
                 for f in (meta.schema.get("fields", []) if meta else [])
                 if (f.get("metadata") or {}).get(IDENTITY_START) is not None
             )
-            self.merger.by_key(text, last.txn, uri, collapse.net_by_key(rows, keys), cols, keys, evolve, keep, identity)
+            net = collapse.net_by_key(rows, keys)
+            table = None if identity or evolve else self.rewriter.fits(uri, net, cols)
+            if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
+                self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)
+                how = "rewrite"
+            else:
+                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity)
         else:
             net = collapse.net_by_image(rows)
             self.merger.by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
         newest = read_commit(self.storage, self.tables.table_path(name), self.tables.current_version(name))
         rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
-        return {"rows_in": rows_in, "rows_out": rows_out}
+        return {"rows_in": rows_in, "rows_out": rows_out, "how": how}

@@ -7,8 +7,8 @@ tags a replay commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
@@ -17,7 +17,7 @@ from wlcore import collapse
 from wlcore.canonical import all_same, canon
 from wlcore.names import quote_ident
 
-from .errors import ApplyError  # noqa: F401 (wlr.merge.ApplyError, as before)
+from .errors import ApplyError
 
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
@@ -90,7 +90,7 @@ class Merger:
         on = all_same("t", "s", [net.schema[k] for k in keys])
         values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
         updates = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols if c not in keys and c not in fixed}
-        check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: _diverged(qk)})]
+        check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: diverged(qk)})]
         if keep is not None:
             net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
         self._merge(
@@ -195,7 +195,7 @@ class Merger:
             evolve,
             [
                 ("delete", None, None),
-                ("insert", f"s.{_KIND} = 'bad'", {qc[0]: _diverged(qc)}),
+                ("insert", f"s.{_KIND} = 'bad'", {qc[0]: diverged(qc)}),
                 ("insert", f"s.{_KIND} = 'ins'", values),
             ],
         )
@@ -238,20 +238,33 @@ class Merger:
             if not materialize:  # the source is immutable published Parquet: MERGE need not copy it
                 conf.set("spark.databricks.delta.merge.materializeSource", "none")
             try:
-                builder.execute()
-            except Exception as exc:
-                found = str(exc).partition(_DIVERGED)[2]
-                if not found:
-                    raise
-                raise ApplyError(
-                    f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
-                    "the replica has diverged from the master"
-                ) from None
+                with raise_diverged():
+                    builder.execute()
             finally:
                 if not materialize:
                     conf.unset("spark.databricks.delta.merge.materializeSource")
 
 
-def _diverged(quoted: list[str]) -> str:
+@contextmanager
+def raise_diverged() -> Iterator[None]:
+    """Inside, a Spark job failed by :func:`diverged`'s expression raises :class:`ApplyError`
+    naming the row (any other error goes on as it is).
+
+    Raises:
+        ApplyError: the replica has diverged from the master.
+    """
+    try:
+        yield
+    except Exception as exc:
+        found = str(exc).partition(_DIVERGED)[2]
+        if not found:
+            raise
+        raise ApplyError(
+            f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
+            "the replica has diverged from the master"
+        ) from None
+
+
+def diverged(quoted: list[str]) -> str:
     """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
     return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"

@@ -20,6 +20,8 @@ class ReplayOptions:
         start_snapshot: the snapshot (its transaction id) a new replica starts from; None: the
             newest at or before the target.
         parallelism: tables applied at once (``replica.parallelism``).
+        rewrite_bytes: keyed tables up to this size (bytes) take a collapsed segment as one whole
+            rewrite (:mod:`wlr.rewrite`, ``replica.rewrite_bytes``; 0: always a MERGE).
         relay_wanted: True/False: turn relaying on/off at the next round; None: as recorded.
         level0_until: a compacted batch failed: its range (up to this transaction id) is
             replayed from level 0 (-2: none).
@@ -29,6 +31,7 @@ class ReplayOptions:
     compacted: bool = True
     start_snapshot: int | None = None
     parallelism: int = 4
+    rewrite_bytes: int = 16 * 1024 * 1024
     relay_wanted: bool | None = None
     level0_until: int = -2
 

@@ -33,7 +33,7 @@ from .errors import ApplyError
 from .plan import Segment, TxnRef, segments, span_text
 
 if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
-    from .apply import Applier
+    from .apply import Applier, Landed
 
 log = logging.getLogger("wlr.replay")
 
@@ -206,7 +206,7 @@ class Round:
         started = time.monotonic()
         if rec.txn in self.bad:
             self._failed(it, ApplyError(self.bad[rec.txn]))
-        stats = None
+        stats: Landed | None = None
         try:
             if self._progress(applier, rec) < rec.txn:
                 applier.apply(it.path, rec)
@@ -237,7 +237,7 @@ class Round:
             )
         return applier.tables.last_final_txn(rec.table)
 
-    def _applied(self, applier: Applier, items: list[Item], stats: dict[str, int] | None, seconds: float) -> None:
+    def _applied(self, applier: Applier, items: list[Item], stats: Landed | None, seconds: float) -> None:
         """Record that ``items`` are on their table; ``stats`` None: they were already (no log line)."""
         last = items[-1].rec
         version = applier.tables.current_version(last.table)
@@ -257,6 +257,8 @@ class Round:
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
         if stats["rows_out"] >= 0 and stats["rows_in"]:
             rows += f", {stats['rows_out']} after collapse"
+        if stats.get("how") == "rewrite":
+            rows += ", the whole table rewritten"
         self.note(f"applied {last.table} transaction {span} ({what}{rows}) in {seconds:.2f} s")
 
     def _failed(self, it: Item, exc: Exception) -> None:

@@ -352,7 +352,10 @@ class Replay:
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
             self.book.save()
 
-        rnd = Round(self._applier(), self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
+        applier = self._applier()
+        # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
+        applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
+        rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
         sel = self._selection()
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
         if skipped:  # tables this replica does not carry: handled without being applied

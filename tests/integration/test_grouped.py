@@ -18,16 +18,42 @@ from .test_monetdb_scenario import STATEMENTS
 pytestmark = pytest.mark.spark
 
 
-def replay_tags(rep, table):
-    """The replay tags of the replica table's commits, oldest first."""
+def replay_commits(rep, table):
+    """The commitInfo of the replica table's replay commits, oldest first."""
     log_dir = os.path.join(rep.path, *table.split("."), "_delta_log")
     out = []
     for name in sorted(glob.glob(os.path.join(log_dir, "*.json"))):
         for line in open(name):
             info = json.loads(line).get("commitInfo")
             if info and (info.get("userMetadata") or "").startswith("wlr:"):
-                out.append(info["userMetadata"].split(":", 2)[2])
+                out.append(info)
     return out
+
+
+def replay_tags(rep, table):
+    """The replay tags of the replica table's commits, oldest first."""
+    return [info["userMetadata"].split(":", 2)[2] for info in replay_commits(rep, table)]
+
+
+def rewrites(rep, table) -> int:
+    """How many of the replica table's replay commits rewrote the whole table."""
+    return sum(
+        1
+        for info in replay_commits(rep, table)
+        if info.get("operation") == "WRITE" and info.get("operationParameters", {}).get("mode") == "Overwrite"
+    )
+
+
+@pytest.fixture
+def merge_only(tmp_path, monkeypatch):
+    """Settings with ``replica.rewrite_bytes: 0``: every keyed segment lands by MERGE."""
+    import yaml
+
+    cfg = yaml.safe_load(open(os.environ["WLC_CONFIG"]))
+    cfg.setdefault("replica", {})["rewrite_bytes"] = 0
+    path = tmp_path / "merge-only.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("WLC_CONFIG", str(path))
 
 
 def test_grouped_equals_serial_on_the_monetdb_scenario(spark, dbfarm):
@@ -116,6 +142,8 @@ def test_grouped_equals_serial_on_a_random_mix(spark, master, dbfarm):
     final = wlr.Replica("m", f"g{end}", dbfarm)
     assert rows(final.table("s.k")) == master_rows(spark, k)
     assert rows(final.table("s.u")) == master_rows(spark, u)
+    # one commit a transaction (collapse=False) keeps MERGEs, for readers of the replica's change feed
+    assert rewrites(serial, "s.k") == 0
     # far fewer commits than transactions: the ADD COLUMNS (nullable columns only) lands
     # inside the run's commit instead of cutting it
     spans = [tuple(int(x) for x in t.split("-")) for t in replay_tags(final, "s.k") if "-" in t]
@@ -126,6 +154,8 @@ def test_grouped_equals_serial_on_a_random_mix(spark, master, dbfarm):
     for until in points[1:]:
         cont.replicate(until=until)
     assert rows(cont.table("s.k")) == master_rows(spark, k)
+    # the small keyed table took the segments that add no columns as whole rewrites
+    assert rewrites(cont, "s.k") >= 1
     log_text = open(os.path.join(dbfarm, "cont", "wlr.log")).read()
     assert "after collapse" in log_text
 
@@ -201,7 +231,20 @@ def test_reads_stay_consistent_while_tables_land(spark, master, dbfarm):
     assert spark.read.format("delta").option("versionAsOf", at).load(rep.path_of("s.b")).count() == 3
 
 
-def test_divergence_is_detected_in_a_segment(spark, master, dbfarm):
+def test_a_segment_lands_by_merge_when_rewrites_are_off(spark, master, dbfarm, merge_only):
+    k, u = keyed_and_unkeyed(spark, master)
+    random_mix(spark, k, u, 12, seed=3)
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    assert rows(rep.table("s.k")) == master_rows(spark, k) and rows(rep.table("s.u")) == master_rows(spark, u)
+    assert rewrites(rep, "s.k") == 0 and any(i["operation"] == "MERGE" for i in replay_commits(rep, "s.k"))
+
+
+@pytest.mark.parametrize("how", ["rewrite", "merge"])
+def test_divergence_is_detected_in_a_segment(spark, master, dbfarm, how, request):
+    """Keys missing on the replica fail the segment's whole rewrite (a small table, the default)
+    and its MERGE (``replica.rewrite_bytes: 0``) alike."""
+    if how == "merge":
+        request.getfixturevalue("merge_only")
     k, u = master.table_path("s.k"), master.table_path("s.u")
     sql(spark, f"CREATE TABLE delta.`{k}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT) USING delta")

@@ -114,3 +114,23 @@ def test_command_line_config_option(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--config", str(tmp_path / "missing.yaml"), "status", str(tmp_path), "r"])
     assert exc.value.code == 2 and "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, size",
+    [("0", 0), ("16777216", 2**24), ("16 MiB", 2**24), ("64MB", 64 * 10**6), ("1.5 KiB", 1536), ("2gib", 2**31)],
+)
+def test_sizes_in_bytes(tmp_path, monkeypatch, text, size):
+    extra = tmp_path / "x.yaml"
+    extra.write_text(f"replica:\n  rewrite_bytes: {text}\n")
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    assert config.settings().replica.rewrite_bytes == size
+
+
+@pytest.mark.parametrize("text", ["-1", "ten", "16 MiBs", "0.5", "true"])
+def test_a_bad_size_names_the_setting_and_the_forms(tmp_path, monkeypatch, text):
+    extra = tmp_path / "x.yaml"
+    extra.write_text(f"replica:\n  rewrite_bytes: {text}\n")
+    monkeypatch.setenv("WLC_CONFIG", str(extra))
+    with pytest.raises(ConfigError, match=r"replica.rewrite_bytes.*size in bytes >= 0 \(a number, or with KiB"):
+        config.settings()
