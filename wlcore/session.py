@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .jars import DeltaJars
 from .jvm_output import quiet_start
 from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
 
@@ -26,7 +27,8 @@ def spark_session(**conf: Any) -> SparkSession:
         to its runtime SQL settings where Spark allows), else a new one.
 
     The Delta jars are resolved by ``delta.configure_spark_with_delta_pip`` (Maven Central,
-    cached in ``~/.ivy2.5.2``); that resolution and the rest of Spark's start-up output go to
+    cached in ``~/.ivy2.5.2``) at the first start and named directly afterwards
+    (:mod:`wlcore.jars`); that resolution and the rest of Spark's start-up output go to
     a log file, not the terminal (:mod:`wlcore.jvm_output`; ``WLC_VERBOSE=1`` shows them). The
     session time zone is UTC: every instant wlc/wlr report is UTC. Spark's own files go to
     :func:`wlc.config.cache_folder` unless ``spark.conf`` sets them: its warehouse
@@ -43,8 +45,6 @@ def spark_session(**conf: Any) -> SparkSession:
             if key.startswith("spark.sql.") or key.startswith("spark.databricks."):
                 active.conf.set(key, str(value))
         return active
-
-    from delta import configure_spark_with_delta_pip
 
     cfg = settings().spark
     from .features import session_defaults
@@ -79,9 +79,11 @@ def spark_session(**conf: Any) -> SparkSession:
             merged.setdefault(f"spark.hadoop.{key}", value)
     for key, value in merged.items():
         builder = builder.config(key, value)
-    builder = configure_spark_with_delta_pip(builder, extra_packages=packages)
+    jars = DeltaJars(packages, merged)
+    builder = jars.configure(builder)
     with quiet_start(builder):
         spark = builder.getOrCreate()
+    jars.remember(spark)
     spark.sparkContext.setLogLevel(cfg.log_level)
     return spark
 
