@@ -40,6 +40,7 @@ from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written,
 from .classify import classify
 from .holds import Holds
 from .holes import NoCheckpointYet, start_after
+from .quiet_logs import QuietLogs
 
 log = logging.getLogger("wlc.capture")
 
@@ -91,6 +92,7 @@ class Capture:
         self.floor = floor  # the watermark published before this capture began
         self.complete: dict[str, datetime] = {}  # {table: the limit of the last scan that read it whole}
         self.taken_back: set[str] = set()  # tables whose transactions this scan took back (held for their rows)
+        self.quiet = QuietLogs(storage)  # tables whose log is unchanged since it was read (off until set on)
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:
@@ -149,7 +151,10 @@ class Capture:
         """Plan one table's new transactions into ``planned``; returns its new cursor (None:
         nothing new). Raises whatever reading its log raises (the caller holds the table)."""
         cur = self.state.tables.get(name)
+        if cur is not None and self.quiet.unchanged(name, path, cur.version):
+            return None
         versions = list_versions(self.storage, path)
+        self.quiet.listed(name, versions)
         if not versions:
             return None
         first_sig = self._signature(path, versions[0])

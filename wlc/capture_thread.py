@@ -69,6 +69,8 @@ class CaptureThread:
             interval=self.timing.poll_interval,
             accept=self.relevant_event,
         )
+        # local folders watched by events: a log folder's modification time tells whether it changed
+        self.publisher.capture.quiet.on = self._watch is not None and not self.timing.polling
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
         self._thread.start()
 

@@ -39,3 +39,28 @@ def test_idle_master_rewrites_its_config_at_most_once_per_poll_interval(spark, m
     # capture again made hundreds of events (a replace is one moved event each)
     assert counter.hits <= window / master.poll_interval + 3, counter.hits
     assert master.config.watermark_time > before  # the watermark still moves while idle
+
+
+def test_an_idle_master_does_not_list_logs_that_did_not_change(spark, master, monkeypatch):
+    import wlc.capture as capture_module
+    from tests.waiting import wait_until
+
+    paths = [master.table_path(f"s.t{i}") for i in range(3)]
+    for path in paths:
+        spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta")
+    master.flush()
+    listed: list[str] = []
+    real = capture_module.list_versions
+    monkeypatch.setattr(capture_module, "list_versions", lambda st, path: listed.append(path) or real(st, path))
+
+    def quiet_for_a_second() -> bool:  # five scans at the tests' poll interval of 0.2 s
+        before = len(listed)
+        time.sleep(1.0)  # the window in which we count listings (nothing to wait for)
+        return len(listed) == before
+
+    # once the logs are older than the racy window (2 s), scans stop listing them
+    wait_until(quiet_for_a_second, timeout=30, what="idle scans stop listing unchanged logs")
+    before, tick = len(listed), master.tick()
+    spark.sql(f"INSERT INTO delta.`{paths[1]}` VALUES (1)")  # a commit is still seen, and only its log listed
+    wait_until(lambda: master.tick() > tick, timeout=30, what="the insert published")
+    assert {os.path.basename(p) for p in listed[before:]} == {"t1"}
