@@ -7,6 +7,7 @@ tags a replay commit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from wlcore import collapse
 from wlcore.canonical import all_same, canon
 from wlcore.names import quote_ident
 
+from .conform import conformed
 from .errors import ApplyError
 
 _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
@@ -88,8 +90,9 @@ class Merger:
         """
         qk = [quote_ident(k) for k in keys]
         on = all_same("t", "s", [net.schema[k] for k in keys])
-        values = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols}
-        updates = {quote_ident(c): f"s.{quote_ident(c)}" for c in cols if c not in keys and c not in fixed}
+        source = self._source_values(uri, cols)
+        values = {quote_ident(c): source[c] for c in cols}
+        updates = {quote_ident(c): source[c] for c in cols if c not in keys and c not in fixed}
         check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: diverged(qk)})]
         if keep is not None:
             net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
@@ -185,7 +188,8 @@ class Merger:
         for q in new:
             on = on & F.col(f"s.{q}").isNull()
         on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
-        values = {q: f"s.{q}" for q in qc}
+        source_values = self._source_values(uri, cols)
+        values = {q: source_values[c] for c, q in zip(cols, qc)}
         self._merge(
             text,
             version,
@@ -199,6 +203,19 @@ class Merger:
                 ("insert", f"s.{_KIND} = 'ins'", values),
             ],
         )
+
+    def _source_values(self, uri: str, cols: list[str]) -> dict[str, str]:
+        """The SQL assigning each of ``cols`` from source ``s``: ``s.<col>``, rebuilt with the
+        table's nested NOT NULL fields where it has any (:mod:`wlr.conform`)."""
+        types = {f.name: f.dataType for f in self.spark.read.format("delta").load(uri).schema.fields}
+        out = {}
+        for c in cols:
+            ref = f"s.{quote_ident(c)}"
+            try:
+                out[c] = conformed(ref, types[c]) if c in types else ref
+            except NotImplementedError:  # Spark then names the type it cannot cast
+                out[c] = ref
+        return out
 
     def _merge(
         self,
@@ -256,11 +273,13 @@ def raise_diverged() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        found = str(exc).partition(_DIVERGED)[2]
-        if not found:
+        # the error raise_error threw names the row as JSON; an error about the plan (a type
+        # mismatch, say) quotes the expression itself, which is not a divergence
+        found = re.search(re.escape(_DIVERGED) + r"(\{.*\})", str(exc))
+        if found is None:
             raise
         raise ApplyError(
-            f"rows to delete or update are not on the replica (e.g. {found.splitlines()[0]}); "
+            f"rows to delete or update are not on the replica (e.g. {found.group(1)}); "
             "the replica has diverged from the master"
         ) from None
 
