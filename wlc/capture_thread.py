@@ -1,5 +1,10 @@
 """The thread that captures a master: a scan at each wake-up, woken by filesystem events (or polling).
 
+A wake-up without any event in the database folder since the last scan (a beat's timeout on an
+idle master) reads no table's log: the folder's watcher vouches that nothing changed, so the
+scan only publishes what is due and moves the watermark, as Litestream's watcher of a database
+file does. Logs are read again at every event and at least every :data:`FULL_SCAN` seconds.
+
 Each scan stages what capture finds and publishes the open batch when its beat is over
 (:class:`wlc.publisher.Publisher`), writes the heartbeat, and warns about schemas made
 outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
 from wlcore.watch import FolderWatch
@@ -22,6 +28,9 @@ from .master_record import MasterRecord
 from .publisher import CaptureTiming, Publisher
 
 log = logging.getLogger("wlc.master")
+# seconds between two scans that read every table's log although the database folder's watcher
+# saw no change (the operating system may drop events when its queue overflows)
+FULL_SCAN = 30.0
 
 
 class CaptureThread:
@@ -97,6 +106,8 @@ class CaptureThread:
         """
         if "_delta_log" in path:
             return True
+        if path.rstrip(os.sep) == self.path.rstrip(os.sep):
+            return False  # the folder itself "modified": a file in it was, and that file's own event decides
         if path.count(os.sep) > self.path.count(os.sep) + 2:
             return False  # data files: their commit wakes us
         name = os.path.basename(path)
@@ -106,13 +117,16 @@ class CaptureThread:
         )
 
     def _run(self) -> None:
+        look, looked = True, time.monotonic()
         while not self._stop.is_set():
             timeout = self.timing.poll_interval
+            deferred = False
             try:
                 with self.lock:
                     if self.record.config.state != STARTED:
                         return
-                    deferred = self.publisher.step(take_all=False)
+                    deferred = self.publisher.step(take_all=False, look=look)
+                    looked = time.monotonic() if look else looked
                     due = self.publisher.due_in()
                     self.publisher.heartbeat()
                 self.catalog.check_schemas()
@@ -125,10 +139,18 @@ class CaptureThread:
                 self.error = exc
                 log.exception("capture of %s failed; retrying", self.record.dbname)
                 timeout = max(timeout, 1.0)
-            if self._watch is not None:
-                self._watch.wait(timeout)
-            else:
-                self._stop.wait(timeout)
+            changed = self._watch.wait(timeout) if self._watch is not None else self._stop.wait(timeout)
+            # the logs are read again after an event, a scan that left commits for later, a failed
+            # or held read, and at least every FULL_SCAN seconds (an event the OS dropped)
+            look = (
+                changed
+                or deferred
+                or self.error is not None
+                or bool(self.publisher.capture.holds.held)
+                or self._watch is None
+                or not self._watch.live
+                or time.monotonic() - looked >= FULL_SCAN
+            )
 
 
 class Background:

@@ -165,7 +165,7 @@ class Publisher:
         self._open: OpenBatch | None = None
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
 
-    def step(self, take_all: bool) -> bool:
+    def step(self, take_all: bool, look: bool = True) -> bool:
         """One scan: stage new transactions, publish when the beat says so.
 
         A publish that fails leaves capture exactly where it was: the staged transactions
@@ -175,6 +175,9 @@ class Publisher:
             take_all (bool): take every visible commit, however recent, and publish what is
                 staged now (a flush); False: only commits ``capture.settle`` seconds old, publish
                 when the beat says so.
+            look (bool): read the tables' logs; False: the database folder's watcher saw no change
+                since the last scan, which left nothing for later: only publish what is due and
+                move the watermark.
 
         Returns:
             bool: True when commits were seen but left for a later scan (too recent).
@@ -183,7 +186,7 @@ class Publisher:
         limit = None if take_all else settle_limit(now, self.timing.settle)
         watermark = settle_limit(now, self.timing.settle)
         cap = self.capture
-        items, cursors = cap.plan(limit, now)
+        items, cursors = cap.plan(limit, now) if look else ([], {})
         self.notes.refused(cap.refused)
         place_in_order(items, self.last_logged.time if self.last_logged else None)  # wlc.holds
         if self.record.beat_seconds == 0:

@@ -76,6 +76,12 @@ class FolderWatch:
             log.warning("cannot watch %s (%s); falling back to polling by timeout", path, exc)
             self._observer = None
 
+    @property
+    def live(self) -> bool:
+        """True while an observer delivers the folder's events (False: it could not start, and
+        :meth:`wait` returns only at its timeout or a :meth:`wake`)."""
+        return self._observer is not None
+
     def wait(self, timeout: float) -> bool:
         """Block until a change arrives or ``timeout`` runs out; clears the flag.
 

@@ -188,8 +188,7 @@ class Merger:
         for q in new:
             on = on & F.col(f"s.{q}").isNull()
         on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
-        source_values = self._source_values(uri, cols)
-        values = {q: source_values[c] for c, q in zip(cols, qc)}
+        values = dict(zip(qc, self._source_values(uri, cols).values()))  # in the order of cols
         self._merge(
             text,
             version,

@@ -49,18 +49,37 @@ def test_an_idle_master_does_not_list_logs_that_did_not_change(spark, master, mo
     for path in paths:
         spark.sql(f"CREATE TABLE delta.`{path}` (id INT) USING delta")
     master.flush()
+    made = time.time()  # the logs' last change
     listed: list[str] = []
     real = capture_module.list_versions
     monkeypatch.setattr(capture_module, "list_versions", lambda st, path: listed.append(path) or real(st, path))
+    discovered: list[str] = []
+    real_discover = capture_module.discover_tables
+    monkeypatch.setattr(
+        capture_module, "discover_tables", lambda st, path, *a: discovered.append(path) or real_discover(st, path, *a)
+    )
 
-    def quiet_for_a_second() -> bool:  # five scans at the tests' poll interval of 0.2 s
-        before = len(listed)
+    def quiet_for_a_second() -> bool:  # five wake-ups at the tests' poll interval of 0.2 s
+        before = len(listed), len(discovered)
         time.sleep(1.0)  # the window in which we count listings (nothing to wait for)
-        return len(listed) == before
+        return (len(listed), len(discovered)) == before
 
-    # once the logs are older than the racy window (2 s), scans stop listing them
-    wait_until(quiet_for_a_second, timeout=30, what="idle scans stop listing unchanged logs")
-    before, tick = len(listed), master.tick()
-    spark.sql(f"INSERT INTO delta.`{paths[1]}` VALUES (1)")  # a commit is still seen, and only its log listed
+    # without events in the database folder a wake-up reads nothing; once the logs are older
+    # than the racy window (2 s), even a scan woken by an event elsewhere lists only changed logs
+    wait_until(quiet_for_a_second, timeout=30, what="idle wake-ups stop reading the tables' logs")
+    watermark = master.config.watermark_time
+    wait_until(lambda: master.config.watermark_time > watermark, timeout=10, what="the watermark to move while idle")
+    from wlc.quiet_logs import RACY_MS
+
+    # the other logs are past the racy window when the insert's scan reads them (the clock is
+    # what the rule waits for)
+    wait_until(lambda: time.time() > made + RACY_MS / 1000 + 0.5, timeout=10, what="the racy window to pass")
+    tick = master.tick()
+    spark.sql(f"INSERT INTO delta.`{paths[1]}` VALUES (1)")  # a commit is still seen at once
     wait_until(lambda: master.tick() > tick, timeout=30, what="the insert published")
+    # that scan read the other logs (quiet for over 2 s) and recorded them: the next commit's
+    # scan lists only the log that changed
+    before, tick = len(listed), master.tick()
+    spark.sql(f"INSERT INTO delta.`{paths[1]}` VALUES (2)")
+    wait_until(lambda: master.tick() > tick, timeout=30, what="the second insert published")
     assert {os.path.basename(p) for p in listed[before:]} == {"t1"}
