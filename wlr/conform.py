@@ -86,22 +86,24 @@ def conformed(ref: str, t: DataType, required: bool = False) -> str:
     return f"coalesce({out}, {fail}, {_constant(t)})"
 
 
+# a constant of each atomic type a required value may have (never NULL)
+_CONSTANTS = (
+    (StringType, "''"),
+    (BinaryType, "X''"),
+    (BooleanType, "false"),
+    (DateType, "DATE'1970-01-01'"),
+    (TimestampNTZType, "TIMESTAMP_NTZ'1970-01-01 00:00:00'"),
+    (TimestampType, "TIMESTAMP'1970-01-01 00:00:00Z'"),
+)
+
+
 def _constant(t: DataType) -> str:
     """A constant of type ``t`` (never NULL)."""
     if isinstance(t, (ArrayType, MapType)):
         return f"cast({'array()' if isinstance(t, ArrayType) else 'map()'} as {t.simpleString()})"
     if isinstance(t, NumericType):
         return f"cast(0 as {t.simpleString()})"
-    if isinstance(t, StringType):
-        return "''"
-    if isinstance(t, BinaryType):
-        return "X''"
-    if isinstance(t, BooleanType):
-        return "false"
-    if isinstance(t, DateType):
-        return "DATE'1970-01-01'"
-    if isinstance(t, TimestampNTZType):
-        return "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
-    if isinstance(t, TimestampType):
-        return "TIMESTAMP'1970-01-01 00:00:00Z'"
+    for kind, constant in _CONSTANTS:
+        if isinstance(t, kind):
+            return constant
     raise NotImplementedError(f"no constant of type {t.simpleString()}")
