@@ -264,8 +264,9 @@ class Applier:
         keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
         kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
         keep = self.row_filter(name)  # selective replication: the rows the replica carries
+        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
         how = "append" if kinds <= {"insert"} else "merge"
-        if kinds <= {"insert"}:
+        if how == "append":
             out = rows.select(*[quote_ident(c) for c in cols])
             self._append(text, last.txn, uri, out if keep is None else out.filter(keep), evolve)
         elif keys:
@@ -280,11 +281,12 @@ class Applier:
                 self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)
                 how = "rewrite"
             else:
-                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity)
+                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity, schema)
         else:
             net = collapse.net_by_image(rows)
-            self.merger.by_image(text, last.txn, uri, net if keep is None else net.filter(keep), cols, have, evolve)
+            net = net if keep is None else net.filter(keep)
+            self.merger.by_image(text, last.txn, uri, net, cols, have, evolve, schema)
         newest = read_commit(self.storage, self.tables.table_path(name), self.tables.current_version(name))
-        rows_out = rows_in if kinds <= {"insert"} else int(newest.metrics.get("numSourceRows", -1))
+        rows_out = rows_in if how == "append" else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
         return {"rows_in": rows_in, "rows_out": rows_out, "how": how}

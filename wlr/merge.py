@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
+from pyspark.sql.types import StructType
 
 from wlcore import collapse
 from wlcore.canonical import all_same, canon
@@ -63,6 +64,7 @@ class Merger:
         evolve: bool = False,
         keep=None,
         fixed: tuple[str, ...] = (),
+        schema: StructType | None = None,
     ) -> None:
         """Apply a keyed net change by one MERGE: last state per key, upsert where the key exists
         after the segment, else delete.
@@ -84,13 +86,15 @@ class Merger:
                 missing on the replica. None: every row.
             fixed (tuple[str, ...]): identity columns: never updated (Delta refuses to, and the
                 master could not change them either).
+            schema (StructType | None): the table's schema now (its nested NOT NULL fields shape
+                the assignments, :mod:`wlr.conform`); None: every column assigned as it is.
 
         Raises:
             ApplyError: a key to delete or update is not on the replica (it has diverged).
         """
         qk = [quote_ident(k) for k in keys]
         on = all_same("t", "s", [net.schema[k] for k in keys])
-        source = self._source_values(uri, cols)
+        source = _source_values(cols, schema)
         values = {quote_ident(c): source[c] for c in cols}
         updates = {quote_ident(c): source[c] for c in cols if c not in keys and c not in fixed}
         check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: diverged(qk)})]
@@ -121,6 +125,7 @@ class Merger:
         cols: list[str],
         have_cols: set[str],
         evolve: bool = False,
+        schema: StructType | None = None,
     ) -> None:
         """Apply an unkeyed net change by one MERGE, with multiset semantics: deleting one of two
         identical rows leaves one.
@@ -138,6 +143,7 @@ class Merger:
             have_cols (set[str]): the table's columns now; the others are added by this commit
                 (``evolve``) and are NULL in every row the table has.
             evolve (bool): the commit adds columns (MERGE schema evolution).
+            schema (StructType | None): the table's schema now (as :meth:`by_key` takes it).
 
         Raises:
             ApplyError: the replica has fewer copies of an image than the segment deletes (it has diverged).
@@ -188,7 +194,7 @@ class Merger:
         for q in new:
             on = on & F.col(f"s.{q}").isNull()
         on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
-        values = dict(zip(qc, self._source_values(uri, cols).values()))  # in the order of cols
+        values = dict(zip(qc, _source_values(cols, schema).values()))  # in the order of cols
         self._merge(
             text,
             version,
@@ -202,19 +208,6 @@ class Merger:
                 ("insert", f"s.{_KIND} = 'ins'", values),
             ],
         )
-
-    def _source_values(self, uri: str, cols: list[str]) -> dict[str, str]:
-        """The SQL assigning each of ``cols`` from source ``s``: ``s.<col>``, rebuilt with the
-        table's nested NOT NULL fields where it has any (:mod:`wlr.conform`)."""
-        types = {f.name: f.dataType for f in self.spark.read.format("delta").load(uri).schema.fields}
-        out = {}
-        for c in cols:
-            ref = f"s.{quote_ident(c)}"
-            try:
-                out[c] = conformed(ref, types[c]) if c in types else ref
-            except NotImplementedError:  # Spark then names the type it cannot cast
-                out[c] = ref
-        return out
 
     def _merge(
         self,
@@ -259,6 +252,20 @@ class Merger:
             finally:
                 if not materialize:
                     conf.unset("spark.databricks.delta.merge.materializeSource")
+
+
+def _source_values(cols: list[str], schema: StructType | None) -> dict[str, str]:
+    """The SQL assigning each of ``cols`` from source ``s``: ``s.<col>``, rebuilt with the nested
+    NOT NULL fields of the table's ``schema`` where it has any (:mod:`wlr.conform`)."""
+    types = {f.name: f.dataType for f in schema.fields} if schema is not None else {}
+    out = {}
+    for c in cols:
+        ref = f"s.{quote_ident(c)}"
+        try:
+            out[c] = conformed(ref, types[c]) if c in types else ref
+        except NotImplementedError:  # Spark then names the type it cannot cast
+            out[c] = ref
+    return out
 
 
 @contextmanager

@@ -33,8 +33,6 @@ from wlcore.names import quote_ident
 
 from .merge import diverged, raise_diverged
 
-SIZE_LIMIT_DEFAULT = 16 * 1024 * 1024  # replica.rewrite_bytes' default: 16 MiB
-
 
 class Rewriter:
     """Whole-table rewrites of :class:`wlr.apply.Applier`.
@@ -50,7 +48,9 @@ class Rewriter:
         self._session = spark
         self._tagged = tagged
         self._app_id = app_id
-        self.limit = SIZE_LIMIT_DEFAULT  # tables up to this many bytes are rewritten (0: never)
+        self.limit = (
+            0  # tables up to this many bytes are rewritten (0: never); set by replay from replica.rewrite_bytes
+        )
 
     def fits(self, uri: str, net: DataFrame, cols: list[str]) -> DataFrame | None:
         """The table at ``uri`` read for a rewrite, or None when a MERGE must land the segment.
