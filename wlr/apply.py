@@ -33,7 +33,7 @@ from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
-from .merge import ApplyError, Merger
+from .merge import ApplyError, Merger, key_range
 from .records import definition, rows_of
 from .rewrite import Rewriter
 from .select import Selection
@@ -207,6 +207,12 @@ class Applier:
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     # ------------------------------------------------------------------ DML
+    def _detail(self, uri: str) -> tuple[int, int]:
+        """The size in bytes and the number of data files of the table at ``uri`` (Delta's
+        ``DESCRIBE DETAIL``, from the snapshot the segment's write reads anyway)."""
+        row = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes", "numFiles").first()
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
     def _append(self, text: str, txn: int, uri: str, rows: DataFrame, evolve: bool) -> None:
         """Append ``rows`` to the table at ``uri`` in one commit tagged ``text``, idempotent for
         ``txn`` (Delta's txnAppId/txnVersion); ``evolve``: the rows add columns."""
@@ -276,12 +282,14 @@ class Applier:
                 if (f.get("metadata") or {}).get(IDENTITY_START) is not None
             )
             net = collapse.net_by_key(rows, keys)
-            table = None if identity or evolve else self.rewriter.fits(uri, net, cols)
+            size, files = self._detail(uri)
+            table = None if identity or evolve else self.rewriter.fits(uri, size, net, cols)
             if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
                 self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)
                 how = "rewrite"
-            else:
-                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity, schema)
+            else:  # the files that may hold the segment's keys only (one file: nothing to skip)
+                prune = key_range(rows, keys) if files > 1 else None
+                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity, schema, prune)
         else:
             net = collapse.net_by_image(rows)
             net = net if keep is None else net.filter(keep)

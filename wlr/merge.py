@@ -12,8 +12,17 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from pyspark.sql import DataFrame, functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql.types import (
+    ByteType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from wlcore import collapse
 from wlcore.canonical import all_same, canon
@@ -27,6 +36,41 @@ _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a
 
 
 _CK = "__wlr_ck"  # a row image's canonical form (wlcore.canonical): what unkeyed matching compares
+# key types whose order Delta's file statistics (min, max) keep exactly enough to skip files by a range
+_RANGED = (ByteType, ShortType, IntegerType, LongType, DecimalType, DateType, StringType)
+
+
+def key_range(rows: DataFrame, keys: list[str]) -> Column | None:
+    """A condition on the target ``t`` that every row holding one of ``rows``' keys meets: each
+    key column of an ordered type between the least and the greatest value the change rows
+    hold (or NULL, when they hold NULL there). A MERGE that adds it to its ON condition reads
+    only the files whose statistics overlap the range (Delta's data skipping of target-only
+    predicates), without changing which rows match, since every source key is in the range.
+    Changes to a table laid out by its key (keys growing with time, refresh sets of TPC-H) then
+    touch a few files, not all of them.
+
+    Args:
+        rows (DataFrame): the segment's change rows (one job reads their key columns).
+        keys (list[str]): the key columns (``wlc.key``).
+
+    Returns:
+        Column | None: the condition, or None when no key column has an ordered type.
+    """
+    fields = [rows.schema[k] for k in keys if isinstance(rows.schema[k].dataType, _RANGED)]
+    if not fields:
+        return None
+    aggs = []
+    for i, f in enumerate(fields):
+        c = F.col(quote_ident(f.name))
+        aggs += [F.min(c).alias(f"lo{i}"), F.max(c).alias(f"hi{i}"), F.max(c.isNull()).alias(f"null{i}")]
+    found = rows.agg(*aggs).first()
+    cond = F.lit(True)
+    for i, f in enumerate(fields):
+        t = F.col(f"t.{quote_ident(f.name)}")
+        lo, hi = found[f"lo{i}"], found[f"hi{i}"]
+        part = t.between(F.lit(lo).cast(f.dataType), F.lit(hi).cast(f.dataType)) if lo is not None else F.lit(False)
+        cond = cond & ((part | t.isNull()) if found[f"null{i}"] else part)
+    return cond
 
 
 def _image_key(df: DataFrame, cols: list[str]):
@@ -65,6 +109,7 @@ class Merger:
         keep=None,
         fixed: tuple[str, ...] = (),
         schema: StructType | None = None,
+        prune: Column | None = None,
     ) -> None:
         """Apply a keyed net change by one MERGE: last state per key, upsert where the key exists
         after the segment, else delete.
@@ -88,12 +133,17 @@ class Merger:
                 master could not change them either).
             schema (StructType | None): the table's schema now (its nested NOT NULL fields shape
                 the assignments, :mod:`wlr.conform`); None: every column assigned as it is.
+            prune (Column | None): a condition on the target that every row with one of the
+                segment's keys meets (:func:`key_range`), added to the ON condition so that Delta
+                reads only the files that may hold them; None: every file is read.
 
         Raises:
             ApplyError: a key to delete or update is not on the replica (it has diverged).
         """
         qk = [quote_ident(k) for k in keys]
         on = all_same("t", "s", [net.schema[k] for k in keys])
+        if prune is not None:
+            on = on & prune
         source = _source_values(cols, schema)
         values = {quote_ident(c): source[c] for c in cols}
         updates = {quote_ident(c): source[c] for c in cols if c not in keys and c not in fixed}

@@ -28,7 +28,6 @@ from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
 from wlcore.canonical import all_same
-from wlcore.discovery import delta_ref
 from wlcore.names import quote_ident
 
 from .merge import diverged, raise_diverged
@@ -52,24 +51,22 @@ class Rewriter:
             0  # tables up to this many bytes are rewritten (0: never); set by replay from replica.rewrite_bytes
         )
 
-    def fits(self, uri: str, net: DataFrame, cols: list[str]) -> DataFrame | None:
+    def fits(self, uri: str, size: int, net: DataFrame, cols: list[str]) -> DataFrame | None:
         """The table at ``uri`` read for a rewrite, or None when a MERGE must land the segment.
 
-        A rewrite fits a table of at most :attr:`limit` bytes (Delta's ``DESCRIBE DETAIL``, from
-        the snapshot a MERGE would read anyway) whose columns and types are the segment's.
+        A rewrite fits a table of at most :attr:`limit` bytes whose columns and types are the
+        segment's.
 
         Args:
             uri (str): the replica table's URI.
+            size (int): the table's size in bytes (Delta's ``DESCRIBE DETAIL`` ``sizeInBytes``).
             net (DataFrame): the segment's net change (:func:`wlcore.collapse.net_by_key`).
             cols (list[str]): the segment's data columns.
 
         Returns:
             DataFrame | None: the table's current rows, or None.
         """
-        if self.limit <= 0:
-            return None
-        detail = self._session().sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes").first()
-        if detail is None or detail[0] is None or int(detail[0]) > self.limit:
+        if self.limit <= 0 or size > self.limit:
             return None
         table = self._session().read.format("delta").load(uri)
         have = {f.name: f.dataType.simpleString() for f in table.schema.fields}

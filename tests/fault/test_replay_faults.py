@@ -187,7 +187,8 @@ def test_a_create_killed_in_its_first_commit_is_made_again(spark, master, dbfarm
 
 
 def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, master, dbfarm):
-    """SIGKILL after segments land (tables in parallel), several times, then finish."""
+    """SIGKILL after segments land (tables in parallel), three times, then finish in-process
+    (a fourth JVM would test nothing the third does not)."""
     paths = {name: master.table_path(name) for name in ("s.k", "s.u", "s.w")}
     sql(spark, f"CREATE TABLE delta.`{paths['s.k']}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{paths['s.u']}` (a INT) USING delta")
@@ -206,7 +207,7 @@ def test_killed_multi_table_catch_up_resumes_without_applying_twice(spark, maste
     last = wlc.flush()
     dbid = master.config.dbid
     kills = 0
-    for _ in range(8):  # each run dies right after a segment lands (others may land beside it)
+    for _ in range(3):  # each run dies right after a segment lands (others may land beside it)
         proc = run_module("wlr", "replicate", dbfarm, "m", "r", WLC_CRASH_AT="replay.applied")
         if not killed_by_sigkill(proc):
             assert proc.returncode == 0, proc.stderr[-3000:]
