@@ -19,6 +19,7 @@ import os
 import threading
 import time
 
+from wlcore.discovery import RESERVED
 from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
 from wlcore.watch import FolderWatch
 
@@ -77,6 +78,7 @@ class CaptureThread:
             polling=self.timing.polling,
             interval=self.timing.poll_interval,
             accept=self.relevant_event,
+            skip=tuple(RESERVED),  # batches and snapshots: capture's own, thousands of folders
         )
         # local folders watched by events: a log folder's modification time tells whether it changed
         self.publisher.capture.quiet.on = self._watch is not None and not self.timing.polling

@@ -31,27 +31,39 @@ class _StopRace(logging.Filter):
 logging.getLogger("watchdog.observers.inotify").addFilter(_StopRace())
 
 
-# inotify also reports files being opened and closed unwritten: reads, not changes
-_READS = {
-    getattr(events, name) for name in ("EVENT_TYPE_OPENED", "EVENT_TYPE_CLOSED_NO_WRITE") if hasattr(events, name)
-}
+# what wakes a waiter: files and folders made, moved, written or removed. Reads (inotify's
+# IN_OPEN, IN_CLOSE_NOWRITE) are not even asked of the kernel: a scan reading every log, or
+# watchdog's own walk of the tree after the kernel's queue overflowed, would otherwise fill that
+# queue with reads and overflow it again, over and over (a full core, with thousands of folders)
+CHANGES = [
+    events.FileCreatedEvent,
+    events.DirCreatedEvent,
+    events.FileMovedEvent,
+    events.DirMovedEvent,
+    events.FileModifiedEvent,
+    events.FileDeletedEvent,
+    events.DirDeletedEvent,
+    events.FileClosedEvent,
+]
 
 
 class _Wake(FileSystemEventHandler):
-    def __init__(self, event: threading.Event, accept):
+    def __init__(self, event: threading.Event, accept, on_folder=None):
         self.event = event
         self.accept = accept
+        self.on_folder = on_folder
 
     def on_any_event(self, event):
-        if event.event_type in _READS:
-            return  # reading a file changes nothing (and our own scans read the logs)
         dest = getattr(event, "dest_path", "") or ""
+        if event.is_directory and self.on_folder is not None and event.event_type in ("created", "moved", "deleted"):
+            self.on_folder(event.src_path, dest or None, event.event_type)
         if self.accept(event.src_path) or (dest and self.accept(dest)):
             self.event.set()
 
 
 class FolderWatch:
-    """Watch ``path`` (recursively when asked); ``wait(timeout)`` returns early on a change.
+    """Watch ``path`` (recursively when asked, but for the sub-folders named in ``skip``);
+    ``wait(timeout)`` returns early on a change.
 
     Args:
         path: local folder to watch; created if missing.
@@ -59,22 +71,65 @@ class FolderWatch:
         polling: use watchdog's PollingObserver (for network filesystems) instead of native events.
         interval: seconds between polls of the polling observer.
         accept: predicate on event paths; only accepted paths wake waiters.
+        skip: names of ``path``'s own sub-folders not watched (with ``recursive``), made now or
+            later: a master's batches and snapshots, thousands of folders that only capture
+            writes, would each hold a watch of the OS's limited number.
     """
 
     def __init__(
-        self, path: str, recursive: bool = True, polling: bool = False, interval: float = 1.0, accept=lambda p: True
+        self,
+        path: str,
+        recursive: bool = True,
+        polling: bool = False,
+        interval: float = 1.0,
+        accept=lambda p: True,
+        skip: tuple[str, ...] = (),
     ):
         self.changed = threading.Event()
         self.path = path
+        self._skip = set(skip)
+        self._watched: dict = {}  # sub-folder: its watchdog watch (with skip)
         os.makedirs(path, exist_ok=True)
         self._observer = PollingObserver(timeout=interval) if polling else Observer()
-        self._observer.schedule(_Wake(self.changed, accept), path, recursive=recursive)
+        split = recursive and bool(skip)
+        self._wake = _Wake(self.changed, accept, self._folder_event if split else None)
+        self._observer.schedule(self._wake, path, recursive=recursive and not split, event_filter=CHANGES)
+        if split:
+            for entry in os.scandir(path):
+                if entry.is_dir():
+                    self._watch_folder(entry.path)
         self._observer.daemon = True
         try:
             self._observer.start()
         except OSError as exc:  # e.g. inotify limits: fall back to timeouts only
             log.warning("cannot watch %s (%s); falling back to polling by timeout", path, exc)
             self._observer = None
+
+    def _folder_event(self, src: str, dest: str | None, kind: str) -> None:
+        """A folder was made, moved or removed: watch a new sub-folder of :attr:`path`, stop
+        watching one that went away (so that a folder made again under its name is watched)."""
+        if kind in ("moved", "deleted"):
+            watch = self._watched.pop(src.rstrip(os.sep), None)
+            if watch is not None and self._observer is not None:
+                try:
+                    self._observer.unschedule(watch)
+                except (KeyError, OSError):  # its emitter already ended with the folder
+                    pass
+        if kind != "deleted":
+            self._watch_folder(dest or src)
+
+    def _watch_folder(self, folder: str) -> None:
+        """Watch ``folder``, a sub-folder of :attr:`path`, with everything under it (not one
+        named in ``skip``, nor a deeper folder: its top sub-folder's watch covers it)."""
+        folder = folder.rstrip(os.sep)
+        if os.path.dirname(folder) != self.path.rstrip(os.sep) or os.path.basename(folder) in self._skip:
+            return
+        if folder in self._watched or self._observer is None or not os.path.isdir(folder):
+            return
+        try:
+            self._watched[folder] = self._observer.schedule(self._wake, folder, recursive=True, event_filter=CHANGES)
+        except OSError as exc:  # gone again, or inotify limits: the scans' timeout still finds it
+            log.warning("cannot watch %s (%s)", folder, exc)
 
     @property
     def live(self) -> bool:

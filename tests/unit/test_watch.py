@@ -1,14 +1,42 @@
-"""The folder watch: watchdog's harmless stop race is not shown as an error, others are."""
+"""The database folder's watcher: what wakes it, and which folders hold an OS watch."""
 
-import logging
+import os
 
-from wlcore import watch  # importing it installs the filter
+import pytest
+
+from wlcore.watch import FolderWatch
 
 
-def test_inotify_stop_race_is_not_logged_but_other_errors_are(caplog):
-    logger = logging.getLogger("watchdog.observers.inotify")
-    assert any(isinstance(f, watch._StopRace) for f in logger.filters)
-    with caplog.at_level(logging.ERROR, logger="watchdog.observers.inotify"):
-        logger.error("InotifyEmitter.queue_events() called when the thread is inactive")
-        logger.error("inotify watch limit reached")
-    assert [r.getMessage() for r in caplog.records] == ["inotify watch limit reached"]
+def _write(path: str, text: str = "x") -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+@pytest.mark.parametrize("polling", [False, True], ids=["events", "polling"])
+def test_skipped_folders_are_not_watched_and_reads_never_wake(tmp_path, polling):
+    db = str(tmp_path / "db")
+    _write(os.path.join(db, "s", "t", "_delta_log", "0.json"))
+    _write(os.path.join(db, "wlc_logs", "b0", "manifest.json"))
+    watch = FolderWatch(db, recursive=True, polling=polling, interval=0.05, skip=("wlc_logs", "wlc_snapshot"))
+    try:
+        assert set(watch._watched) == {os.path.join(db, "s")}  # the batches' folder holds no watch
+        _write(os.path.join(db, "wlc_logs", "b1", "manifest.json"))
+        assert not watch.wait(0.5)  # a batch written: not a change of the master's tables
+        with open(os.path.join(db, "s", "t", "_delta_log", "0.json")) as fh:
+            fh.read()
+        assert not watch.wait(0.5)  # a read is no change (inotify is not even asked for reads)
+        _write(os.path.join(db, "s", "t", "_delta_log", "1.json"))
+        assert watch.wait(10)
+        _write(os.path.join(db, "s2", "u", "_delta_log", "0.json"))  # a schema made after the start
+        assert watch.wait(10)
+        deadline = 100
+        while os.path.join(db, "s2") not in watch._watched and deadline:
+            watch.wait(0.1)
+            deadline -= 1
+        assert os.path.join(db, "s2") in watch._watched
+        watch.wait(0.5)
+        _write(os.path.join(db, "s2", "u", "_delta_log", "1.json"))
+        assert watch.wait(10)
+    finally:
+        watch.close()

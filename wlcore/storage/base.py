@@ -228,6 +228,7 @@ class Storage(ABC):
         interval: float,
         accept: Callable[[str], bool] | None = None,
         create: bool = True,
+        skip: tuple[str, ...] = (),
     ) -> "FolderWatch | None":
         """A watcher whose ``wait(timeout)`` returns early on a change in the folder ``path``:
         a :class:`wlcore.watch.FolderWatch` on local folders (watchdog's events, or its
@@ -241,6 +242,8 @@ class Storage(ABC):
             interval (float): seconds between the polling observer's looks.
             accept (Callable[[str], bool] | None): which changed paths wake a waiter (None: all).
             create (bool): make the folder when missing (False: None when it is missing).
+            skip (tuple[str, ...]): names of the folder's own sub-folders not watched (with
+                ``recursive``): folders of files only the watcher's owner writes.
 
         Returns:
             FolderWatch | None: the watcher (close it with ``close()``), or None: poll.

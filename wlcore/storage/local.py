@@ -169,14 +169,15 @@ class LocalStorage(Storage):
         interval: float,
         accept: Callable[[str], bool] | None = None,
         create: bool = True,
+        skip: tuple[str, ...] = (),
     ) -> FolderWatch | None:
         """A :class:`wlcore.watch.FolderWatch` on ``path`` (None when it is missing and not
         ``create``); see :meth:`Storage.watcher`."""
         if not create and not os.path.isdir(path):
             return None
-        if accept is None:
-            return FolderWatch(path, recursive=recursive, polling=polling, interval=interval)
-        return FolderWatch(path, recursive=recursive, polling=polling, interval=interval, accept=accept)
+        return FolderWatch(
+            path, recursive=recursive, polling=polling, interval=interval, accept=accept or (lambda p: True), skip=skip
+        )
 
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
