@@ -70,6 +70,11 @@ def replay_session(base):
     return session
 
 
+# a keyed MERGE on a table of more bytes than this (and more than one file) skips the files that
+# cannot hold the segment's keys; a smaller table is read whole in less than the job finding them
+SKIP_FILES_FROM = 16 * 1024 * 1024
+
+
 class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
@@ -287,8 +292,8 @@ class Applier:
             if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
                 self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)
                 how = "rewrite"
-            else:  # the files that may hold the segment's keys only (one file: nothing to skip)
-                prune = key_range(rows, keys) if files > 1 else None
+            else:  # the files that may hold the segment's keys only (a small table: read whole)
+                prune = key_range(rows, keys) if files > 1 and size > SKIP_FILES_FROM else None
                 self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity, schema, prune)
         else:
             net = collapse.net_by_image(rows)
