@@ -40,3 +40,31 @@ def test_skipped_folders_are_not_watched_and_reads_never_wake(tmp_path, polling)
         assert watch.wait(10)
     finally:
         watch.close()
+
+
+def test_a_schema_folder_removed_and_made_again_is_watched_again(tmp_path):
+    import shutil
+
+    db = str(tmp_path / "db")
+    schema = os.path.join(db, "s")
+    _write(os.path.join(schema, "t", "_delta_log", "0.json"))
+    watch = FolderWatch(db, recursive=True, interval=0.05, skip=("wlc_logs",))
+    try:
+        shutil.rmtree(schema)
+        assert watch.wait(10)
+        deadline = 100
+        while schema in watch._watched and deadline:
+            watch.wait(0.1)
+            deadline -= 1
+        assert schema not in watch._watched
+        _write(os.path.join(schema, "t", "_delta_log", "0.json"))
+        deadline = 100
+        while schema not in watch._watched and deadline:
+            watch.wait(0.1)
+            deadline -= 1
+        assert schema in watch._watched
+        watch.wait(0.5)
+        _write(os.path.join(schema, "t", "_delta_log", "1.json"))
+        assert watch.wait(10)
+    finally:
+        watch.close()
