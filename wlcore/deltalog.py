@@ -111,6 +111,29 @@ def commit_file(table_path: str, version: int) -> str:
     return Storage.join(log_path(table_path), f"{version:020d}.json")
 
 
+def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int, int] | None:
+    """The size and file count of ``version`` from Delta's version checksum file
+    (``_delta_log/<version:020d>.crc``, written with each commit by Delta Spark), read without
+    Spark: Delta's ``DESCRIBE DETAIL`` rebuilds the table's state for them, several Spark jobs.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        version (int): the Delta version.
+
+    Returns:
+        tuple[int, int] | None: ``(tableSizeBytes, numFiles)``; None when the version has no
+        readable checksum (a writer that writes none, or a commit whose checksum was not written
+        before its writer stopped).
+    """
+    path = Storage.join(log_path(table_path), f"{version:020d}.crc")
+    try:
+        crc = json.loads(storage.read_text(path))
+        return int(crc["tableSizeBytes"]), int(crc["numFiles"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
 def parse_commit(version: int, text: str, fallback_time: datetime | None = None) -> Commit:
     """Parse the newline-delimited JSON actions of one commit file (Delta's transaction log
     protocol: ``commitInfo``, ``metaData``, ``add``/``remove``/``cdc``, ``txn``,

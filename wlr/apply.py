@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
 from wlcore.batch import TxnRecord
-from wlcore.deltalog import TableMeta, is_delta_table, read_commit
+from wlcore.deltalog import TableMeta, checksum_size, is_delta_table, read_commit
 from wlcore.discovery import delta_ref
 from wlcore.names import quote_ident
 from wlcore.storage import Storage
@@ -212,9 +212,13 @@ class Applier:
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
 
     # ------------------------------------------------------------------ DML
-    def _detail(self, uri: str) -> tuple[int, int]:
-        """The size in bytes and the number of data files of the table at ``uri`` (Delta's
-        ``DESCRIBE DETAIL``, from the snapshot the segment's write reads anyway)."""
+    def _detail(self, name: str, uri: str) -> tuple[int, int]:
+        """The size in bytes and the number of data files of replica table ``name`` (at ``uri``):
+        from its current version's checksum file, else Delta's ``DESCRIBE DETAIL`` (which
+        rebuilds the table's state: three Spark jobs on a small table)."""
+        found = checksum_size(self.storage, self.tables.table_path(name), self.tables.current_version(name))
+        if found is not None:
+            return found
         row = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes", "numFiles").first()
         return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
 
@@ -287,7 +291,7 @@ class Applier:
                 if (f.get("metadata") or {}).get(IDENTITY_START) is not None
             )
             net = collapse.net_by_key(rows, keys)
-            size, files = self._detail(uri)
+            size, files = self._detail(name, uri)
             table = None if identity or evolve else self.rewriter.fits(uri, size, net, cols)
             if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
                 self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)

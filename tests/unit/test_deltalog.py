@@ -123,3 +123,24 @@ def test_added_columns_only_for_nullable_columns_and_nothing_else_changed():
     assert added_columns(old, props) == []  # a replicated property changed too
     retyped = json.dumps({"type": "struct", "fields": [dict(json.loads(SCHEMA)["fields"][0], type="long"), s]})
     assert added_columns(old, TableMeta.from_action(meta(retyped)["metaData"])) == []
+
+
+def test_a_version_checksum_gives_size_and_files_without_spark(tmp_path):
+    """A table written by Delta Spark (tests/data) carries a checksum file per version; its size
+    is what the data files add up to. A version without a readable checksum says None."""
+    import os
+    import shutil
+
+    from wlcore.deltalog import checksum_size
+    from wlcore.storage import Storage
+
+    table = os.path.join(os.path.dirname(__file__), "..", "data", "snapshot", "s", "t")
+    storage = Storage.of(table)
+    data = [f for f in os.listdir(table) if f.endswith(".parquet")]
+    assert checksum_size(storage, table, 0) == (0, 0)
+    assert checksum_size(storage, table, 1) == (sum(os.path.getsize(os.path.join(table, f)) for f in data), len(data))
+    assert checksum_size(storage, table, 2) is None  # no such version
+    copy = tmp_path / "t"
+    shutil.copytree(table, copy)
+    (copy / "_delta_log" / f"{1:020d}.crc").write_text('{"tableSizeBytes": 6')  # cut short
+    assert checksum_size(storage, str(copy), 1) is None
