@@ -2,7 +2,7 @@
 ``orders`` 1.5 million, keyed by ``wlc.key``; the backlog of ``bench/tpch_backlog.py``).
 
 1. Set-up of a new replica: ``wlr.replicate(until=-1, empty=True)`` from the master's first
-   snapshot against a plain copy of the same table folders (``shutil.copytree``).
+   snapshot against a plain copy of the same table folders (``shutil.copytree`` of the snapshot's).
 2. Catch-up of a backlog of ``--big-txns`` master transactions (RF1/RF2 refresh sets, hot-key
    updates, deletes, merges, one ADD COLUMNS): grouped replay against the floor (one MERGE of
    each table's net change), Delta's change-feed recipe and a full re-copy.
@@ -190,11 +190,16 @@ def run(args) -> Report:
         with open(os.path.join(w["farm"], STATE), "wb") as fh:
             pickle.dump(w, fh)
     farm, master = w["farm"], w["master"]
-    # 1. set-up: a new replica from the snapshot against a plain copy of the master's table folders
+    # 1. set-up: a new replica from the snapshot against a plain copy of the same table folders (the
+    # snapshot's: the tables at the version the replica starts from, not the master's folders after the
+    # backlog, which hold every later version's files too)
+    from wlcore.snapshots import folder_of
+
     setup = in_own_process(setup_replica, farm, master, "setup")
+    snapshot = folder_of(os.path.join(farm, master), -1)
     t0 = time.perf_counter()
     for table in (*MAIN, "s.hot"):
-        shutil.copytree(_folder(farm, master, table), _folder(farm, "filecopy", table))
+        shutil.copytree(os.path.join(snapshot, *table.split(".")), _folder(farm, "filecopy", table))
     copied = time.perf_counter() - t0
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(os.path.join(farm, "filecopy")) for f in fs)
     # the base of every catch-up: the replica made above, brought to the backlog's start
