@@ -76,7 +76,8 @@ class Run:
         self.failed: dict[str, str] = {}  # scenario: why its statements failed
         self.replay_failed: dict[tuple[str, str, str], list[str]] = {}  # (scenario, mode, replay): causes
         self.warned: dict[str, list[str]] = {m: [] for m in MODES}  # ChangeFeedWarning texts by master
-        self.seconds: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}  # by phase (and each replay's own)
+        self.scenario_seconds: dict[str, float] = {}  # writing each scenario's statements
         self.replica_of: dict[tuple[str, str, str], str] = {}  # (scenario, mode, replay): the replica holding it
         self.described: dict[str, dict] = {}  # {master table folder: describe()}
 
@@ -153,8 +154,10 @@ class Run:
     def _guard(self, scenario, step) -> None:
         if step is None or scenario.name in self.failed:
             return
+        t0 = time.monotonic()
         try:
             step(self.ctx(scenario))
+            self.scenario_seconds[scenario.name] = self.scenario_seconds.get(scenario.name, 0) + time.monotonic() - t0
         except Exception as exc:  # noqa: BLE001 (the scenario's tests report it; the others go on)
             from wlc.changes import first_line
 
@@ -165,6 +168,13 @@ class Run:
         """Replay everything. A failed transaction is recorded for its table, and a new
         replica without the failed tables is made, so every other table is still replayed
         and compared (and the failure reported once, by its scenario's tests)."""
+        t0 = time.monotonic()
+        try:
+            self._replicate_all(mode, replay, collapse, scenarios)
+        finally:
+            self.seconds[f"replay {mode} {replay}"] = time.monotonic() - t0
+
+    def _replicate_all(self, mode: str, replay: str, collapse: bool, scenarios) -> None:
         import wlr
 
         left_out: set[str] = set()
@@ -227,7 +237,13 @@ def conformance(spark, tmp_path_factory):
     farm = str(tmp_path_factory.mktemp("conformance"))
     run = Run(spark, farm)
     run.build(chosen())
-    print(f"\nconformance: {len(chosen())} scenarios; " + ", ".join(f"{k} {v:.0f} s" for k, v in run.seconds.items()))
+    slow = sorted(run.scenario_seconds.items(), key=lambda kv: -kv[1])[:5]
+    print(
+        f"\nconformance: {len(chosen())} scenarios; "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in run.seconds.items())
+        + "; slowest to write: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in slow)
+    )
     yield run
     for m in run.masters.values():
         m.close()
