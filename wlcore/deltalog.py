@@ -130,7 +130,7 @@ def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int,
     try:
         crc = json.loads(storage.read_text(path))
         return int(crc["tableSizeBytes"]), int(crc["numFiles"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # missing, unreadable, cut short or not Delta's
         return None
 
 
