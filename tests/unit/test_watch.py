@@ -4,7 +4,18 @@ import os
 
 import pytest
 
+from tests.waiting import wait_until
 from wlcore.watch import FolderWatch
+
+
+def _until(watch: FolderWatch, folder: str, watched: bool = True) -> None:
+    """Wait (draining the watcher's wake-ups) until ``folder`` holds an OS watch, or none."""
+    wait_until(
+        lambda: (watch.wait(0.1) or True) and (folder in watch._watched) == watched,
+        10,
+        f"{folder} to be {'watched' if watched else 'unwatched'}",
+        interval=0,
+    )
 
 
 def _write(path: str, text: str = "x") -> None:
@@ -30,11 +41,7 @@ def test_skipped_folders_are_not_watched_and_reads_never_wake(tmp_path, polling)
         assert watch.wait(10)
         _write(os.path.join(db, "s2", "u", "_delta_log", "0.json"))  # a schema made after the start
         assert watch.wait(10)
-        deadline = 100
-        while os.path.join(db, "s2") not in watch._watched and deadline:
-            watch.wait(0.1)
-            deadline -= 1
-        assert os.path.join(db, "s2") in watch._watched
+        _until(watch, os.path.join(db, "s2"))
         watch.wait(0.5)
         _write(os.path.join(db, "s2", "u", "_delta_log", "1.json"))
         assert watch.wait(10)
@@ -52,17 +59,9 @@ def test_a_schema_folder_removed_and_made_again_is_watched_again(tmp_path):
     try:
         shutil.rmtree(schema)
         assert watch.wait(10)
-        deadline = 100
-        while schema in watch._watched and deadline:
-            watch.wait(0.1)
-            deadline -= 1
-        assert schema not in watch._watched
+        _until(watch, schema, watched=False)
         _write(os.path.join(schema, "t", "_delta_log", "0.json"))
-        deadline = 100
-        while schema not in watch._watched and deadline:
-            watch.wait(0.1)
-            deadline -= 1
-        assert schema in watch._watched
+        _until(watch, schema)
         watch.wait(0.5)
         _write(os.path.join(schema, "t", "_delta_log", "1.json"))
         assert watch.wait(10)
