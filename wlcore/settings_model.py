@@ -205,6 +205,7 @@ class ReplicaSettings(_Section):
     collapse: Flag
     parallelism: Count
     rewrite_bytes: Size
+    deltars_bytes: Size
 
 
 class S3Settings(_Section):

@@ -18,6 +18,7 @@ when declared, else by the full row image with exact duplicate counts.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, TypedDict
@@ -33,6 +34,7 @@ from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
+from .deltars import DeltaRs
 from .merge import ApplyError, Merger, key_range
 from .records import definition, rows_of
 from .rewrite import Rewriter
@@ -49,6 +51,7 @@ class Landed(TypedDict, total=False):
     rows_in: int  # change rows read
     rows_out: int  # rows after collapse (-1: not known)
     how: str  # "append", "merge", "rewrite" (:mod:`wlr.rewrite`) or "commit" (no rows)
+    engine: str  # "spark", or "delta-rs" (:mod:`wlr.deltars`)
 
 
 def replay_session(base):
@@ -108,6 +111,7 @@ class Applier:
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
         self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
+        self.deltars = DeltaRs(self.app_id)
 
     @property
     def spark(self):
@@ -121,6 +125,7 @@ class Applier:
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
+        out.deltars.limit = self.deltars.limit
         return out
 
     # ------------------------------------------------------------------ applying
@@ -267,6 +272,9 @@ class Applier:
                 self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0, "how": "commit"}
+        landed = self._land_deltars(name, meta, shape is not None, with_rows, text, last.txn)
+        if landed is not None:
+            return {"rows_in": rows_in, "rows_out": landed[0], "how": landed[1], "engine": "delta-rs"}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
         # an imposed schema would read NULL there without a word
         rows = collapse.read_rows(
@@ -285,20 +293,7 @@ class Applier:
             out = rows.select(*[quote_ident(c) for c in cols])
             self._append(text, last.txn, uri, out if keep is None else out.filter(keep), evolve)
         elif keys:
-            identity = tuple(
-                f["name"]
-                for f in (meta.schema.get("fields", []) if meta else [])
-                if (f.get("metadata") or {}).get(IDENTITY_START) is not None
-            )
-            net = collapse.net_by_key(rows, keys)
-            size, files = self._detail(name, uri)
-            table = None if identity or evolve else self.rewriter.fits(uri, size, net, cols)
-            if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
-                self.rewriter.by_key(text, last.txn, uri, table, net, keys, keep)
-                how = "rewrite"
-            else:  # the files that may hold the segment's keys only (a small table: read whole)
-                prune = key_range(rows, keys) if files > 1 and size > SKIP_FILES_FROM else None
-                self.merger.by_key(text, last.txn, uri, net, cols, keys, evolve, keep, identity, schema, prune)
+            how = self._by_key(name, uri, text, last.txn, rows, meta, keys, evolve, keep)
         else:
             net = collapse.net_by_image(rows)
             net = net if keep is None else net.filter(keep)
@@ -306,4 +301,56 @@ class Applier:
         newest = read_commit(self.storage, self.tables.table_path(name), self.tables.current_version(name))
         rows_out = rows_in if how == "append" else int(newest.metrics.get("numSourceRows", -1))
         log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
-        return {"rows_in": rows_in, "rows_out": rows_out, "how": how}
+        return {"rows_in": rows_in, "rows_out": rows_out, "how": how, "engine": "spark"}
+
+    def _by_key(
+        self, name: str, uri: str, text: str, txn: int, rows: DataFrame, meta, keys: list[str], evolve: bool, keep
+    ) -> str:
+        """Land keyed change ``rows`` by Spark: one whole rewrite of a small table, else one MERGE
+        (reading only the files that may hold the segment's keys, on a big table). Returns how."""
+        from pyspark.sql.types import StructType
+
+        cols = collapse.data_columns(rows)
+        identity = tuple(
+            f["name"]
+            for f in (meta.schema.get("fields", []) if meta else [])
+            if (f.get("metadata") or {}).get(IDENTITY_START) is not None
+        )
+        net = collapse.net_by_key(rows, keys)
+        size, files = self._detail(name, uri)
+        table = None if identity or evolve else self.rewriter.fits(uri, size, net, cols)
+        if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
+            self.rewriter.by_key(text, txn, uri, table, net, keys, keep)
+            return "rewrite"
+        prune = key_range(rows, keys) if files > 1 and size > SKIP_FILES_FROM else None
+        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
+        self.merger.by_key(text, txn, uri, net, cols, keys, evolve, keep, identity, schema, prune)
+        return "merge"
+
+    def _land_deltars(
+        self,
+        name: str,
+        meta: TableMeta | None,
+        alters: bool,
+        with_rows: list[tuple[str, TxnRecord]],
+        text: str,
+        txn: int,
+    ) -> tuple[int, str] | None:
+        """The segment landed through delta-rs (:mod:`wlr.deltars`) when it may be: no ALTER in
+        it, no row filter, local folders, and a table and change rows delta-rs writes exactly;
+        None: Spark lands it."""
+        path = self.storage.os_path(self.tables.table_path(name))
+        filtered = self.selection is not None and self.selection.predicate(name) is not None
+        if self.deltars.limit <= 0 or alters or meta is None or filtered or path is None:
+            return None
+        files = []
+        for p, r in with_rows:
+            folder = self.logs_storage.os_path(Storage.join(p, rows_of(r)))
+            if folder is None:
+                return None
+            for rel in self.logs_storage.walk_files(folder):
+                # Spark's reader leaves out files and folders whose names start with "_" or "."
+                if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel.split("/")):
+                    files.append(os.path.join(folder, rel))
+        kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
+        return self.deltars.land(path, meta, files, meta.key_columns, kinds <= {"insert"}, text, txn)

@@ -22,6 +22,8 @@ class ReplayOptions:
         parallelism: tables applied at once (``replica.parallelism``).
         rewrite_bytes: keyed tables up to this size (bytes) take a collapsed segment as one whole
             rewrite (:mod:`wlr.rewrite`, ``replica.rewrite_bytes``; 0: always a MERGE).
+        deltars_bytes: tables up to this size (bytes) that delta-rs writes exactly take a segment
+            through delta-rs, with no Spark job (:mod:`wlr.deltars`, ``replica.deltars_bytes``; 0: never).
         relay_wanted: True/False: turn relaying on/off at the next round; None: as recorded.
         level0_until: a compacted batch failed: its range (up to this transaction id) is
             replayed from level 0 (-2: none).
@@ -32,8 +34,16 @@ class ReplayOptions:
     start_snapshot: int | None = None
     parallelism: int = 4
     rewrite_bytes: int = 16 * 1024 * 1024
+    deltars_bytes: int = 64 * 1024 * 1024
     relay_wanted: bool | None = None
     level0_until: int = -2
+
+    @classmethod
+    def of(cls, cfg) -> "ReplayOptions":
+        """The defaults of the ``replica`` settings ``cfg`` (:class:`wlcore.settings_model.ReplicaSettings`)."""
+        return cls(
+            cfg.collapse, parallelism=cfg.parallelism, rewrite_bytes=cfg.rewrite_bytes, deltars_bytes=cfg.deltars_bytes
+        )
 
     @property
     def use_compacted(self) -> bool:

@@ -74,7 +74,7 @@ class Replica:
         self.default_timeout: float = cfg.timeout
         self.default_follow: bool = cfg.follow
         self.default_collapse: bool = cfg.collapse
-        self._options = ReplayOptions(cfg.collapse, parallelism=cfg.parallelism, rewrite_bytes=cfg.rewrite_bytes)
+        self._options = ReplayOptions.of(cfg)
         self._book = StateBook(self.storage, self.path, self.name)
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")

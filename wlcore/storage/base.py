@@ -112,16 +112,8 @@ class Storage(ABC):
         return posixpath.join(*[str(p) for p in parts])
 
     def absolute(self, path: str) -> str:
-        """``path`` made absolute, as state files record it for other working folders: local
-        folders apply ``os.path.abspath``; URLs (every path on other stores) are returned as
-        they are.
-
-        Args:
-            path (str): a path or URL on this storage.
-
-        Returns:
-            str: the absolute path or URL.
-        """
+        """``path`` (str, a path or URL on this storage) made absolute, as state files record it
+        for other working folders: ``os.path.abspath`` on local folders, URLs as they are."""
         return path
 
     @abstractmethod
@@ -133,6 +125,10 @@ class Storage(ABC):
         """The path as a URL fsspec opens again (``s3://bucket/key``; local paths as they are)."""
 
     # queries ------------------------------------------------------------------------
+    def os_path(self, path: str) -> str | None:
+        """``path`` (str) as this machine's file path (delta-rs and pyarrow open it); None on object stores."""
+        return None
+
     def exists(self, path: str) -> bool:
         """True when a file or folder is at ``path`` (published or not)."""
         return self.fs.exists(path)

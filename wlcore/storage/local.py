@@ -31,15 +31,13 @@ class LocalStorage(Storage):
         """``os.path.abspath`` (a URL is returned as it is)."""
         return path if "://" in path else os.path.abspath(path)
 
+    def os_path(self, path: str) -> str | None:
+        """``path`` (str) made absolute: the folder is this machine's (a ``file:`` URL loses its scheme)."""
+        return os.path.abspath(path.removeprefix("file://"))
+
     def uri(self, path: str) -> str:
-        """``file://`` and the absolute path (a URL is returned as it is).
-
-        Args:
-            path (str): a local path, relative to the working folder or absolute, or a URL.
-
-        Returns:
-            str: the ``file://`` URI Spark reads, or ``path`` when it already has a scheme.
-        """
+        """``path`` (str: a local path, relative or absolute, or a URL) as the ``file://`` URI
+        Spark reads; a URL is returned as it is."""
         if "://" in path:
             return path
         return "file://" + os.path.abspath(path)

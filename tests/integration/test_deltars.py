@@ -1,0 +1,141 @@
+"""Small segments land through delta-rs (:mod:`wlr.deltars`): the same rows, replay tags,
+idempotent markers and change feed as Spark's commits, and Spark wherever delta-rs may not write
+the table exactly."""
+
+import glob
+import json
+import os
+import random
+
+import pytest
+
+import wlc
+import wlr
+
+from .helpers import master_rows, rows, sql
+
+pytestmark = pytest.mark.spark
+
+
+def folder(rep, table) -> str:
+    """The replica table's local folder."""
+    return os.path.join(rep.path, *table.split("."))
+
+
+def commits(rep, table) -> list[dict]:
+    """Every action of the replica table's commits made by replay, one dict a commit
+    (``commitInfo`` and ``txn``), oldest first."""
+    out = []
+    for name in sorted(glob.glob(os.path.join(folder(rep, table), "_delta_log", "*.json"))):
+        actions = [json.loads(line) for line in open(name)]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        if (info.get("userMetadata") or "").startswith("wlr:"):
+            txn = next((a["txn"] for a in actions if "txn" in a), None)
+            out.append({"info": info, "txn": txn, "cdc": sum(1 for a in actions if "cdc" in a)})
+    return out
+
+
+def same(a: list, b: list) -> bool:
+    """Rows equal, NaN equal to NaN (their text forms)."""
+    return [repr(r) for r in a] == [repr(r) for r in b]
+
+
+def mix(spark, k, u, n, seed):
+    """``n`` random DML statements on keyed ``k`` (the columns of the test below) and unkeyed
+    ``u``: chains on hot keys, key moves, MERGEs, inserts of duplicate rows; some flushed alone."""
+    rnd = random.Random(seed)
+    for i in range(n):
+        key = rnd.choice([1, 2, 3, 4, 5])
+        stmt = {
+            "ins": f"INSERT INTO delta.`{k}` VALUES ({100 + i}, {i}, 'n{i}', current_timestamp(), {i}.25, "
+            f"date'2000-01-01' + {i}, X'0{i % 10}', {i} / 3.0)",
+            "upd": f"UPDATE delta.`{k}` SET v = v + 1, d = d * 2 WHERE id = {key}",
+            "del": f"DELETE FROM delta.`{k}` WHERE id = {key}",
+            "keymove": f"UPDATE delta.`{k}` SET id = id + 1000 WHERE id = {key}",
+            "merge": f"MERGE INTO delta.`{k}` t USING (SELECT {key} AS id, {i} AS v) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
+            "u_ins": f"INSERT INTO delta.`{u}` VALUES ({key}, 'x'), ({key}, 'x')",
+        }[rnd.choice(["ins", "upd", "upd", "del", "keymove", "merge", "u_ins"])]
+        spark.sql(stmt)
+        if rnd.random() < 0.4:
+            wlc.flush()
+    wlc.flush()
+
+
+def data_commits(rep, table) -> list[dict]:
+    """The replay commits of :func:`commits` that land rows (not the table's creation)."""
+    return [c for c in commits(rep, table) if c["info"]["operation"] not in ("CREATE TABLE", "SET TBLPROPERTIES")]
+
+
+def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfarm):
+    """Keyed runs of inserts, updates, deletes, key moves and MERGEs (types Spark writes in its own
+    Parquet ways: INT96 timestamps, a year-1500 instant, decimals, dates, binary, NaN and -0.0)
+    and insert-only runs on an unkeyed table land by delta-rs at every target, equal to the
+    master and to serial replay; each commit carries the replay tag, Delta's idempotent marker
+    and, for MERGEs, the change-data files Spark reads as the replica's change feed."""
+    k, u = master.table_path("s.k"), master.table_path("s.u")
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, note STRING, ts TIMESTAMP, d DECIMAL(12, 3), day DATE, "
+        "raw BINARY, x DOUBLE) USING delta TBLPROPERTIES ('wlc.key' = 'id')",
+    )
+    sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
+    sql(
+        spark,
+        f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a', timestamp'1500-03-01 12:00:00.123456', 1.5, date'1500-01-01', "
+        "X'00FF', double('NaN')), (2, 0, 'b', NULL, NULL, NULL, NULL, -0.0), "
+        "(3, 0, 'c', timestamp'2024-02-29 23:59:59.999999', 12345678.901, date'2024-02-29', X'', 1e300)",
+    )
+    start = wlc.tick()
+    sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'y')")
+    mix(spark, k, u, 16, seed=11)
+    sql(spark, f"INSERT INTO delta.`{u}` VALUES (3, 'z')")
+    end = wlc.tick()
+    serial = wlr.Replica("m", replica="serial", dbfarm=dbfarm)
+    for until in (start + 3, (start + end) // 2, end):
+        g = wlr.replicate("m", until=until, replica=f"g{until}", dbfarm=dbfarm)
+        serial.replicate(until=until, follow=False, collapse=False)
+        assert same(rows(g.table("s.k")), rows(serial.table("s.k"))), until
+    final = wlr.Replica("m", f"g{end}", dbfarm)
+    assert same(rows(final.table("s.k")), master_rows(spark, k))
+    assert rows(final.table("s.u")) == master_rows(spark, u)
+    landed = data_commits(final, "s.k")
+    assert landed and all(c["info"]["engineInfo"].startswith("delta-rs") for c in landed), landed
+    tagged = [c for c in landed if c["info"]["operation"] == "MERGE"]
+    assert tagged, landed
+    for c in tagged:
+        last = int(c["info"]["userMetadata"].split(":")[2].split("-")[-1])
+        assert c["txn"]["appId"] == f"wlc:{master.config.dbid}" and c["txn"]["version"] == last
+        assert c["cdc"] >= 1  # the change feed is on (capture switched it on in the master)
+    # the replica's own change feed, at a delta-rs MERGE, as Spark reads it
+    log_dir = os.path.join(folder(final, "s.k"), "_delta_log")
+    versions = [
+        v for v in range(len(glob.glob(f"{log_dir}/*.json"))) if "MERGE" in open(f"{log_dir}/{v:020d}.json").read()
+    ]
+    feed = spark.sql(f"SELECT * FROM table_changes_by_path('{folder(final, 's.k')}', {versions[0]}, {versions[0]})")
+    assert feed.count() >= 1
+    kinds = {r[0] for r in feed.select("_change_type").collect()}
+    assert kinds <= {"insert", "delete", "update_preimage", "update_postimage"}
+    assert all(c["info"]["engineInfo"].startswith("delta-rs") for c in data_commits(final, "s.u"))
+
+
+def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
+    """A CHECK constraint (delta-rs would evaluate Spark SQL in its own dialect), a nested column
+    and a NULL key each keep a segment with updates on Spark, which lands it exactly."""
+    c, n, z = (master.table_path(f"s.{t}") for t in ("c", "n", "z"))
+    sql(spark, f"CREATE TABLE delta.`{c}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"ALTER TABLE delta.`{c}` ADD CONSTRAINT pos CHECK (v >= 0)")
+    sql(spark, f"CREATE TABLE delta.`{n}` (id INT, s STRUCT<a: INT>) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"CREATE TABLE delta.`{z}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm)
+    sql(spark, f"INSERT INTO delta.`{c}` VALUES (1, 1), (2, 2)")
+    sql(spark, f"INSERT INTO delta.`{n}` VALUES (1, named_struct('a', 1))")
+    sql(spark, f"INSERT INTO delta.`{z}` VALUES (1, 1), (NULL, 2)")
+    sql(spark, f"UPDATE delta.`{c}` SET v = v + 1")
+    sql(spark, f"UPDATE delta.`{n}` SET s = named_struct('a', 2)")
+    sql(spark, f"UPDATE delta.`{z}` SET v = v + 1")
+    rep.replicate(follow=False)
+    for name, path in (("s.c", c), ("s.n", n), ("s.z", z)):
+        assert rows(rep.table(name)) == master_rows(spark, path), name
+        last = data_commits(rep, name)[-1]  # the UPDATE's (an insert-only run of s.z may land by delta-rs)
+        assert last["info"]["engineInfo"].startswith("Apache-Spark"), (name, last)
