@@ -33,6 +33,7 @@ from wlcore.names import quote_ident
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
+from . import deltars
 from .ddl import TableDDL
 from .deltars import DeltaRs
 from .merge import ApplyError, Merger, key_range
@@ -219,9 +220,14 @@ class Applier:
     # ------------------------------------------------------------------ DML
     def _detail(self, name: str, uri: str) -> tuple[int, int]:
         """The size in bytes and the number of data files of replica table ``name`` (at ``uri``):
-        from its current version's checksum file, else Delta's ``DESCRIBE DETAIL`` (which
-        rebuilds the table's state: three Spark jobs on a small table)."""
-        found = checksum_size(self.storage, self.tables.table_path(name), self.tables.current_version(name))
+        from its current version's checksum file, else its log read by delta-rs (local folders),
+        else Delta's ``DESCRIBE DETAIL`` (which rebuilds the table's state: three Spark jobs on a
+        small table)."""
+        path = self.tables.table_path(name)
+        found = checksum_size(self.storage, path, self.tables.current_version(name))
+        local = self.storage.os_path(path)
+        if found is None and local is not None:  # a commit delta-rs made has no checksum
+            found = deltars.size_of(local)
         if found is not None:
             return found
         row = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes", "numFiles").first()

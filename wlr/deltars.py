@@ -132,17 +132,17 @@ class DeltaRs:
         Raises:
             ApplyError: a key to delete or update is not on the table (the replica has diverged).
         """
-        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction, write_deltalake
 
         if self.limit <= 0 or not (insert_only or keys):
             return None
-        dt = DeltaTable(path)
-        reason = why_not(meta, dt.protocol())
+        dt = _open(path)
+        reason = "delta-rs cannot read its log" if dt is None else why_not(meta, dt.protocol())
         if reason is None and not insert_only:
             types = {f["name"]: f["type"] for f in json.loads(meta.schema_json).get("fields", [])}
             bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
             reason = f"key columns {bad} of types delta-rs matches otherwise" if bad else None
-        size = pc.sum(pa.table(dt.get_add_actions(flatten=True))["size_bytes"]).as_py() or 0
+        size = detail(dt)[0] if dt is not None else 0
         if reason is None and size > self.limit:
             reason = f"{size} bytes"
         if reason is not None:
@@ -178,6 +178,31 @@ class DeltaRs:
             .execute()
         )
         return data.num_rows, "merge"
+
+
+def _open(path: str):
+    """delta-rs's DeltaTable at local ``path``, or None when delta-rs cannot read its log (a
+    reader feature it lacks)."""
+    from deltalake import DeltaTable
+
+    try:
+        return DeltaTable(path)
+    except Exception as exc:  # deltalake's errors for unknown features and versions have no common base
+        log.debug("%s: delta-rs cannot read it (%s)", path, exc)
+        return None
+
+
+def detail(dt) -> tuple[int, int]:
+    """The size in bytes and the number of data files of delta-rs's DeltaTable ``dt`` (its log only)."""
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    return int(pc.sum(adds["size_bytes"]).as_py() or 0), adds.num_rows
+
+
+def size_of(path: str) -> tuple[int, int] | None:
+    """The size in bytes and the number of data files of the Delta table at local ``path``, read
+    from its log by delta-rs in milliseconds; None when delta-rs cannot read it."""
+    dt = _open(path)
+    return None if dt is None else detail(dt)
 
 
 def _ident(name: str) -> str:
