@@ -253,9 +253,13 @@ def verify_files(
         under a checked prefix but not listed count as problems too (they would be read).
     """
     prefixes = list(prefixes) if prefixes is not None else None
+    folders = None if prefixes is None else {p.rstrip("/") for p in prefixes}
 
-    def wanted(rel: str) -> bool:
-        return prefixes is None or any(rel.startswith(p.rstrip("/") + "/") for p in prefixes)
+    def wanted(rel: str) -> bool:  # a folder of the file's is checked (one lookup a level, not one a prefix)
+        if folders is None:
+            return True
+        parts = rel.split("/")
+        return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
 
     problems: dict[str, str] = {}
     for rel, entry in manifest.files.items():

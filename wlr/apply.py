@@ -156,8 +156,9 @@ class Applier:
         """The tag of a part commit of ``rec`` (every commit of a transaction but its last)."""
         return tag(self.dbid, rec.txn, part=True)
 
-    def apply(self, batch_path: str, rec: TxnRecord) -> None:
-        """Apply ``rec`` (its rows under ``batch_path``). Raises ApplyError with the cause."""
+    def apply(self, batch_path: str, rec: TxnRecord) -> Landed | None:
+        """Apply ``rec`` (its rows under ``batch_path``). Returns how its change rows landed
+        (:meth:`apply_segment`; None: a DDL or image transaction). Raises ApplyError with the cause."""
         path = self.tables.table_path(rec.table)
         uri = self.storage.uri(path)
         exists = self.tables.current_version(rec.table) >= 0  # a Delta table with at least one commit
@@ -166,7 +167,7 @@ class Applier:
         if rec.ddl == "drop":
             if is_delta_table(self.storage, path):
                 self.storage.rm(path)
-            return
+            return None
         if rec.ddl == "create":
             if exists and self.tables.last_final_txn(rec.table) < 0 and not self.tables.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
@@ -178,15 +179,15 @@ class Applier:
         elif rec.ddl == "alter" and rec.change != "image":
             self.ddl.alter(rec.table, delta_ref(uri), definition(rec), rec.ops, self.part(rec))
         if rec.change == "cdf":
-            self.apply_segment([(batch_path, rec)])
-            return
+            return self.apply_segment([(batch_path, rec)])
         if rec.change == "image":
             rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(batch_path, rows_of(rec))))
             keep = self.row_filter(rec.table)
             self._replace(rec, uri, rows if keep is None else rows.filter(keep), definition(rec))
-            return
+            return None
         # DDL only: one tagged commit records the transaction
         self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
+        return None
 
     def _mark_final(self, text: str, txn: int, uri: str) -> None:
         """The final commit (tag ``text``) when the last step was not one: a property commit."""

@@ -209,9 +209,9 @@ class Round:
         stats: Landed | None = None
         try:
             if self._progress(applier, rec) < rec.txn:
-                applier.apply(it.path, rec)
+                landed = applier.apply(it.path, rec)
                 crash_point("replay.applied")
-                stats = {"rows_in": sum(rec.counts.values()), "rows_out": -1}
+                stats = landed or {"rows_in": sum(rec.counts.values()), "rows_out": -1}
         except Exception as exc:
             self._failed(it, exc)
         self._applied(applier, [it], stats, time.monotonic() - started)
