@@ -53,7 +53,7 @@ def read_rows(files: Iterable[str]) -> pa.Table:
         if found is None:
             raise Unsupported(f"{f} is not below a {VERSION_COLUMN}=<version> folder")
         t = pq.read_table(f, coerce_int96_timestamp_unit="us")
-        parts.append(t.append_column(VERSION, pa.array([int(found.group(1))] * t.num_rows, pa.int64())))
+        parts.append(t.append_column(VERSION, pa.repeat(pa.scalar(int(found.group(1)), pa.int64()), t.num_rows)))
     if not parts:
         raise Unsupported("no change rows")
     try:

@@ -35,7 +35,6 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 
 from . import deltars
 from .ddl import TableDDL
-from .deltars import DeltaRs
 from .merge import ApplyError, Merger, key_range
 from .records import definition, rows_of
 from .rewrite import Rewriter
@@ -112,7 +111,7 @@ class Applier:
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
         self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
-        self.deltars = DeltaRs(self.app_id)
+        self.deltars = deltars.DeltaRs(self.app_id)
 
     @property
     def spark(self):
