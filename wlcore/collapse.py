@@ -31,7 +31,8 @@ POS = "__wlr_pos"  # 1: insert or post-image (a state after), 0: delete or pre-i
 OP = "__wlr_op"  # keyed net change: True = the key exists after the segment (upsert), False = delete
 FIRST = "__wlr_first"  # keyed net change: 1 when the key's first change was an insert (it was absent)
 COUNT = "__wlr_n"  # unkeyed net change: net signed count of the row image
-_POSITIVE = ("insert", "update_postimage")
+POSITIVE = ("insert", "update_postimage")  # change types that are a state after (POS 1)
+VERSION_IN_PATH = rf"{VERSION_COLUMN}=(\d+)/[^/]*$"  # a change-row file's master version, from its folder
 
 
 def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
@@ -55,10 +56,8 @@ def read_rows(spark, uris: Sequence[str], schema=None) -> DataFrame:
 
         reader = reader.schema(StructType(list(schema.fields) + [StructField(CHANGE_TYPE, StringType())]))
     rows = reader.option("recursiveFileLookup", "true").parquet(*uris)
-    version = F.regexp_extract(F.col("_metadata.file_path"), rf"{VERSION_COLUMN}=(\d+)/[^/]*$", 1).cast("long")
-    return rows.withColumn(VERSION, version).withColumn(
-        POS, F.when(F.col(CHANGE_TYPE).isin(*_POSITIVE), 1).otherwise(0)
-    )
+    version = F.regexp_extract(F.col("_metadata.file_path"), VERSION_IN_PATH, 1).cast("long")
+    return rows.withColumn(VERSION, version).withColumn(POS, F.when(F.col(CHANGE_TYPE).isin(*POSITIVE), 1).otherwise(0))
 
 
 def data_columns(rows: DataFrame) -> list[str]:

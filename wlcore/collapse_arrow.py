@@ -21,10 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .batch import CHANGE_TYPE, VERSION_COLUMN
-from .collapse import FIRST, OP, POS, VERSION
+from .collapse import FIRST, OP, POS, POSITIVE, VERSION, VERSION_IN_PATH
 
-_POSITIVE = ("insert", "update_postimage")
-_VERSION_OF = re.compile(rf"{VERSION_COLUMN}=(\d+)/[^/]*$")
+_VERSION_OF = re.compile(VERSION_IN_PATH)
 
 
 class Unsupported(Exception):
@@ -60,7 +59,7 @@ def read_rows(files: Iterable[str]) -> pa.Table:
         rows = pa.concat_tables(parts)
     except pa.ArrowInvalid as exc:
         raise Unsupported(f"change-row files of different schemas: {exc}") from None
-    pos = pc.is_in(rows[CHANGE_TYPE], value_set=pa.array(_POSITIVE)).cast(pa.int8())
+    pos = pc.is_in(rows[CHANGE_TYPE], value_set=pa.array(POSITIVE)).cast(pa.int8())
     return rows.append_column(POS, pos)
 
 
@@ -106,7 +105,7 @@ def net_by_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
     s = rows.take(pc.sort_indices(rows, sort_keys=order))
     n = s.num_rows
     new_key = _runs(s, keys)
-    if n > 1 and not pc.all(_runs(s, [*keys, VERSION, POS])).as_py():
+    if n > 1 and not pc.all(pc.or_(new_key, _runs(s, [VERSION, POS]))).as_py():
         raise Unsupported("a key changes twice at one master version and position")
     starts = pa.concat_arrays([pa.array([True]), new_key]) if n else pa.array([], pa.bool_())
     ends = pa.concat_arrays([new_key, pa.array([True])]) if n else pa.array([], pa.bool_())

@@ -142,8 +142,7 @@ class DeltaRs:
             types = {f["name"]: f["type"] for f in json.loads(meta.schema_json).get("fields", [])}
             bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
             reason = f"key columns {bad} of types delta-rs matches otherwise" if bad else None
-        size = detail(dt)[0] if dt is not None else 0
-        if reason is None and size > self.limit:
+        if reason is None and (size := detail(dt)[0]) > self.limit:
             reason = f"{size} bytes"
         if reason is not None:
             log.debug("%s: Spark lands it (%s)", path, reason)
