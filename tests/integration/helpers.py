@@ -44,3 +44,20 @@ def table_definition(path: str, spark=None) -> dict:
 
         meta = kernel.metadata_at(spark, path, version)
     return meta.shape()
+
+
+def replay_log(rep, table: str) -> list[dict]:
+    """The replica table's commits made by replay (tagged ``wlr:``), oldest first, each as
+    ``{"info": commitInfo, "txn": the txn action or None, "cdc": how many change-data files}``."""
+    import glob
+    import json
+    import os
+
+    out = []
+    for name in sorted(glob.glob(os.path.join(rep.path, *table.split("."), "_delta_log", "*.json"))):
+        actions = [json.loads(line) for line in open(name)]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        if (info.get("userMetadata") or "").startswith("wlr:"):
+            txn = next((a["txn"] for a in actions if "txn" in a), None)
+            out.append({"info": info, "txn": txn, "cdc": sum(1 for a in actions if "cdc" in a)})
+    return out

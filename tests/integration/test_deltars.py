@@ -3,7 +3,6 @@ idempotent markers and change feed as Spark's commits, and Spark wherever delta-
 the table exactly."""
 
 import glob
-import json
 import os
 import random
 
@@ -12,7 +11,7 @@ import pytest
 import wlc
 import wlr
 
-from .helpers import master_rows, rows, sql
+from .helpers import master_rows, replay_log, rows, sql
 
 pytestmark = pytest.mark.spark
 
@@ -20,19 +19,6 @@ pytestmark = pytest.mark.spark
 def folder(rep, table) -> str:
     """The replica table's local folder."""
     return os.path.join(rep.path, *table.split("."))
-
-
-def commits(rep, table) -> list[dict]:
-    """Every action of the replica table's commits made by replay, one dict a commit
-    (``commitInfo`` and ``txn``), oldest first."""
-    out = []
-    for name in sorted(glob.glob(os.path.join(folder(rep, table), "_delta_log", "*.json"))):
-        actions = [json.loads(line) for line in open(name)]
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        if (info.get("userMetadata") or "").startswith("wlr:"):
-            txn = next((a["txn"] for a in actions if "txn" in a), None)
-            out.append({"info": info, "txn": txn, "cdc": sum(1 for a in actions if "cdc" in a)})
-    return out
 
 
 def same(a: list, b: list) -> bool:
@@ -63,8 +49,8 @@ def mix(spark, k, u, n, seed):
 
 
 def data_commits(rep, table) -> list[dict]:
-    """The replay commits of :func:`commits` that land rows (not the table's creation)."""
-    return [c for c in commits(rep, table) if c["info"]["operation"] not in ("CREATE TABLE", "SET TBLPROPERTIES")]
+    """The replay commits (:func:`helpers.replay_log`) that land rows (not the table's creation)."""
+    return [c for c in replay_log(rep, table) if c["info"]["operation"] not in ("CREATE TABLE", "SET TBLPROPERTIES")]
 
 
 def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfarm):

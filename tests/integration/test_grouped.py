@@ -2,7 +2,6 @@
 run of transactions as one commit, and readers see a consistent view while tables land."""
 
 import glob
-import json
 import os
 import random
 import threading
@@ -12,7 +11,7 @@ import pytest
 import wlc
 import wlr
 
-from .helpers import local, master_rows, rows, sql
+from .helpers import local, master_rows, replay_log, rows, sql
 from .test_monetdb_scenario import STATEMENTS
 
 pytestmark = pytest.mark.spark
@@ -20,14 +19,7 @@ pytestmark = pytest.mark.spark
 
 def replay_commits(rep, table):
     """The commitInfo of the replica table's replay commits, oldest first."""
-    log_dir = os.path.join(rep.path, *table.split("."), "_delta_log")
-    out = []
-    for name in sorted(glob.glob(os.path.join(log_dir, "*.json"))):
-        for line in open(name):
-            info = json.loads(line).get("commitInfo")
-            if info and (info.get("userMetadata") or "").startswith("wlr:"):
-                out.append(info)
-    return out
+    return [c["info"] for c in replay_log(rep, table)]
 
 
 def replay_tags(rep, table):
