@@ -1,6 +1,6 @@
 """Change rows -> net change in Arrow, for segments small enough to land without Spark (:mod:`wlr.deltars`).
 
-The same rules as :func:`wlcore.collapse.net_by_key` (MusicBrainz's packet chains: insert+update =
+The same rules as :func:`wlcore.collapse.net_by_key` and :func:`wlcore.collapse.net_by_image` (MusicBrainz's packet chains: insert+update =
 insert, update+delete = delete, insert+delete = nothing, delete+insert = update), on a pyarrow
 Table held in memory: each key's last state in (master Delta version, change order), where within
 one version a delete or pre-image comes before an insert or post-image. Vectorized: one sort, then
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,7 +31,7 @@ class Unsupported(Exception):
     """These change rows cannot be collapsed here exactly; the message says why (Spark collapses them)."""
 
 
-def read_rows(files: Iterable[str]) -> pa.Table:
+def read_rows(files: Iterable[str], missing: bool = False) -> pa.Table:
     """The change rows of Parquet ``files`` (local paths below ``.../wlc_version=<v>/``) as one table.
 
     INT96 timestamps (Spark's default Parquet timestamps) are read in microseconds, Spark's own
@@ -38,13 +39,16 @@ def read_rows(files: Iterable[str]) -> pa.Table:
 
     Args:
         files (Iterable[str]): the change-row files of a segment.
+        missing (bool): a column some files lack (written before an ALTER added it) reads NULL
+            there; False: the files' schemas must be equal.
 
     Returns:
         pa.Table: the table's columns, ``_change_type``, ``__wlr_v`` (the master version, from the
         folder name) and ``__wlr_pos`` (1: insert or post-image, 0: delete or pre-image).
 
     Raises:
-        Unsupported: a file is not below a ``wlc_version=<v>`` folder, or the files' schemas differ.
+        Unsupported: a file is not below a ``wlc_version=<v>`` folder, or the files' schemas differ
+            (beyond missing columns, when ``missing``).
     """
     parts = []
     for f in files:
@@ -56,7 +60,7 @@ def read_rows(files: Iterable[str]) -> pa.Table:
     if not parts:
         raise Unsupported("no change rows")
     try:
-        rows = pa.concat_tables(parts)
+        rows = pa.concat_tables(parts, promote_options="default" if missing else "none")
     except pa.ArrowInvalid as exc:
         raise Unsupported(f"change-row files of different schemas: {exc}") from None
     pos = pc.is_in(rows[CHANGE_TYPE], value_set=pa.array(POSITIVE)).cast(pa.int8())
@@ -115,3 +119,34 @@ def net_by_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
     net = last.select(cols).append_column(OP, op).append_column(FIRST, first_pos)
     gone = pc.and_(pc.equal(first_pos, 1), pc.invert(op))  # insert+delete = nothing
     return net.filter(pc.invert(gone))
+
+
+def after_images(table: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table, int]:
+    """An unkeyed table's rows after a segment, with multiset semantics (deleting one of two
+    identical rows leaves one), as :func:`wlcore.collapse.net_by_image` and Spark's replay MERGE by
+    image make them: each full row image counted in the table, plus the segment's inserts and
+    post-images, less its deletes and pre-images. Images are grouped by Arrow's hash grouping: NULL
+    equals NULL, NaN equals NaN, ``-0.0`` differs from ``0.0`` (the canonical form's rules).
+
+    Args:
+        table (pa.Table): the table's rows now.
+        rows (pa.Table): the segment's change rows (:func:`read_rows`), with the table's columns
+            and types.
+
+    Returns:
+        tuple[pa.Table, pa.Table, int]: the table's rows after the segment (in no particular
+        order); the images the segment deletes more often than the table holds them (empty unless
+        the replica has diverged); how many images the segment changes (its net change's rows).
+    """
+    cols = table.column_names
+    weight = "__wlr_w"
+    sign = pc.subtract(pc.multiply(rows[POS].cast(pa.int64()), 2), 1)  # 1: insert or post-image, -1 else
+    change = rows.select(cols).cast(table.schema).append_column(weight, sign)
+    net = change.group_by(cols).aggregate([(weight, "sum")])
+    changed = pc.sum(pc.not_equal(net[f"{weight}_sum"], 0).cast(pa.int64())).as_py() or 0
+    both = pa.concat_tables([table.append_column(weight, pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)), change])
+    images = both.group_by(cols).aggregate([(weight, "sum")])
+    counts = images[f"{weight}_sum"]
+    short = images.filter(pc.less(counts, 0)).select(cols)
+    index = np.repeat(np.arange(images.num_rows), np.clip(counts.to_numpy(), 0, None))
+    return images.select(cols).take(pa.array(index)), short, changed

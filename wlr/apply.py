@@ -125,7 +125,7 @@ class Applier:
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
-        out.deltars.limit = self.deltars.limit
+        out.deltars.limit, out.deltars.rewrite_limit = self.deltars.limit, self.deltars.rewrite_limit
         return out
 
     # ------------------------------------------------------------------ applying
@@ -278,7 +278,7 @@ class Applier:
                 self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
             self._mark_final(text, last.txn, uri)
             return {"rows_in": 0, "rows_out": 0, "how": "commit"}
-        landed = self._land_deltars(name, meta, shape is not None, with_rows, text, last.txn)
+        landed = self._land_deltars(name, meta, shape, with_rows, text, first.txn, last.txn)
         if landed is not None:
             return {"rows_in": rows_in, "rows_out": landed[0], "how": landed[1], "engine": "delta-rs"}
         # the files' own schema unless the segment adds columns: a file that lacked a column of
@@ -337,17 +337,18 @@ class Applier:
         self,
         name: str,
         meta: TableMeta | None,
-        alters: bool,
+        shape: TableMeta | None,
         with_rows: list[tuple[str, TxnRecord]],
         text: str,
+        first: int,
         txn: int,
     ) -> tuple[int, str] | None:
-        """The segment landed through delta-rs (:mod:`wlr.deltars`) when it may be: no ALTER in
-        it, no row filter, local folders, and a table and change rows delta-rs writes exactly;
-        None: Spark lands it."""
+        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.deltars`) when it may be: no row filter,
+        local folders, and a table, change rows and added columns (``shape``: the definition after
+        the segment's ALTERs, None: none) delta-rs writes exactly; None: Spark lands it."""
         path = self.storage.os_path(self.tables.table_path(name))
         filtered = self.selection is not None and self.selection.predicate(name) is not None
-        if self.deltars.limit <= 0 or alters or meta is None or filtered or path is None:
+        if self.deltars.limit <= 0 or meta is None or filtered or path is None:
             return None
         files = []
         for p, r in with_rows:
@@ -359,4 +360,5 @@ class Applier:
                 if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel.split("/")):
                     files.append(os.path.join(folder, rel))
         kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
-        return self.deltars.land(path, meta, files, meta.key_columns, kinds <= {"insert"}, text, txn)
+        part = tag(self.dbid, txn, part=True, first=first)
+        return self.deltars.land(path, meta, files, meta.key_columns, kinds <= {"insert"}, text, txn, shape, part)

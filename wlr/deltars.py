@@ -18,7 +18,12 @@ answers None and Spark lands the segment: local folders; tables of at most ``lim
 (``replica.deltars_bytes``); not partitioned; protocol features delta-rs writes (append-only,
 invariants, change feed, TIMESTAMP_NTZ; no constraints, generated or identity columns, column
 mapping, deletion vectors, row tracking or In-Commit Timestamps); columns of flat types; keys of
-integer, string, decimal or date types, never NULL; change rows with the table's columns.
+integer, string, decimal or date types, never NULL; change rows with the table's columns. A segment
+whose ALTERs add nullable columns of flat types at the end (``ALTER TABLE ADD COLUMNS``) lands in
+two: the columns added at the end in the order the master has them (a part commit, as Spark's
+replay makes for an ALTER; delta-rs's ``merge_schema`` would order them its own way), then the
+rows; change rows from before the ALTER hold NULL there, as when Spark reads them with the
+segment's final schema.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
@@ -103,6 +109,7 @@ class DeltaRs:
     def __init__(self, app_id: str):
         self.app_id = app_id
         self.limit = 0  # tables up to this many bytes (0: none); set by replay from replica.deltars_bytes
+        self.rewrite_limit = 0  # unkeyed tables up to this many bytes are rewritten (replica.rewrite_bytes)
 
     def land(
         self,
@@ -113,6 +120,8 @@ class DeltaRs:
         insert_only: bool,
         text: str,
         version: int,
+        shape: TableMeta | None = None,
+        part: str = "",
     ) -> tuple[int, str] | None:
         """Land a segment's change rows on the table at ``path`` in one commit, or leave it to Spark.
 
@@ -124,49 +133,62 @@ class DeltaRs:
             insert_only (bool): every change row is an insert (one append lands them as they are).
             text (str): the replay tag of the commit.
             version (int): the segment's last transaction (Delta's idempotent ``txn`` version).
+            shape (TableMeta | None): the table's definition after the segment's ALTERs, which only
+                add nullable columns (None: the segment alters nothing).
+            part (str): the replay tag of the part commit that adds the columns ``shape`` adds.
 
         Returns:
-            tuple[int, str] | None: the rows after collapse and how they landed (``"append"`` or
-            ``"merge"``); None when delta-rs may not land this segment (Spark lands it).
+            tuple[int, str] | None: the rows after collapse and how they landed (``"append"``,
+            ``"merge"``, or ``"rewrite"``: an unkeyed table's rows after the segment overwrite it,
+            one commit, tables up to ``rewrite_limit`` bytes); None when delta-rs may not land this
+            segment (Spark lands it).
 
         Raises:
-            ApplyError: a key to delete or update is not on the table (the replica has diverged).
+            ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
+                more copies of a row than the table holds (the replica has diverged).
         """
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
-        if self.limit <= 0 or not (insert_only or keys):
+        if self.limit <= 0 or not (insert_only or keys or self.rewrite_limit > 0):
             return None
         dt = _open(path)
-        reason = "delta-rs cannot read its log" if dt is None else why_not(meta, dt.protocol())
-        if reason is None and not insert_only:
-            types = {f["name"]: f["type"] for f in json.loads(meta.schema_json).get("fields", [])}
-            bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
-            reason = f"key columns {bad} of types delta-rs matches otherwise" if bad else None
-        if reason is None and (size := detail(dt)[0]) > self.limit:
-            reason = f"{size} bytes"
-        if reason is not None:
-            log.debug("%s: Spark lands it (%s)", path, reason)
+        found = self._eligible(dt, meta, keys, insert_only, shape)
+        if isinstance(found, str):
+            log.debug("%s: Spark lands it (%s)", path, found)
             return None
+        added = found  # the fields the segment's ALTERs add
         done = dt.transaction_version(self.app_id)
         if done is not None and done >= version:  # Delta's idempotent write: already in the log
             return 0, "merge"
+        target = pa.schema((dt.schema() if shape is None else Schema.from_json(shape.schema_json)).to_arrow())
         try:
-            rows = collapse_arrow.read_rows(files)
-            target = pa.schema(dt.schema().to_arrow())
-            if set(collapse_arrow.data_columns(rows)) != set(target.names):
-                raise collapse_arrow.Unsupported("the change rows' columns are not the table's")
-            net = rows.select(target.names) if insert_only else collapse_arrow.net_by_key(rows, keys)
-            data = net.select(target.names).cast(target)
+            rows = _rows(files, target, added)
+            if insert_only:
+                data, how, count = rows.select(target.names).cast(target), "append", rows.num_rows
+            elif keys:
+                net = collapse_arrow.net_by_key(rows, keys)
+                data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
+            else:
+                now = _with_columns(dt.to_pyarrow_table(), target)
+                data, short, count = collapse_arrow.after_images(now, rows)
+                how = "rewrite"
         except (collapse_arrow.Unsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             log.debug("%s: Spark lands it (%s)", path, exc)
             return None
+        if how == "merge":
+            _check_present(dt, net, keys)
+        elif how == "rewrite" and short.num_rows:
+            _diverged(short.slice(0, 1).to_pylist()[0])
         commit = CommitProperties(
             custom_metadata={"userMetadata": text}, app_transactions=[Transaction(self.app_id, version)]
         )
-        if insert_only:
-            write_deltalake(dt, data, mode="append", commit_properties=commit)
-            return data.num_rows, "append"
-        _check_present(dt, net, keys)
+        if added:
+            fields = [Field.from_json(json.dumps(f)) for f in added]
+            dt.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={"userMetadata": part}))
+        if how != "merge":
+            mode = "append" if how == "append" else "overwrite"
+            write_deltalake(dt, data, mode=mode, commit_properties=commit)
+            return count, how
         source = data.append_column(OP, net[OP])
         on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in keys)
         (
@@ -176,7 +198,72 @@ class DeltaRs:
             .when_not_matched_insert_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
             .execute()
         )
-        return data.num_rows, "merge"
+        return count, how
+
+    def _eligible(self, dt, meta: TableMeta, keys: list[str], insert_only: bool, shape: TableMeta | None):
+        """The fields the segment's ALTERs add (``shape``; empty: none) when delta-rs may land the
+        segment on ``dt``, else why not (a str)."""
+        if dt is None:
+            return "delta-rs cannot read its log"
+        reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
+        if reason is not None:
+            return reason
+        added = _added(meta, shape) if shape is not None else []
+        if isinstance(added, str):
+            return added
+        if keys and not insert_only:
+            types = {f["name"]: f["type"] for f in json.loads(meta.schema_json).get("fields", [])}
+            bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
+            if bad:
+                return f"key columns {bad} of types delta-rs matches otherwise"
+        size = detail(dt)[0]
+        if size > self.limit:
+            return f"{size} bytes"
+        if not (keys or insert_only) and size > self.rewrite_limit:
+            return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+        return added
+
+
+def _rows(files: Sequence[str], target: pa.Schema, added: list[dict]) -> pa.Table:
+    """The change rows of ``files`` with the columns of ``target`` (the table's schema after the
+    segment); columns ``added`` after the segment's last change row are NULL in every row.
+
+    Raises:
+        collapse_arrow.Unsupported: the rows cannot be read here, or their columns are not the table's.
+    """
+    rows = _with_columns(collapse_arrow.read_rows(files, missing=bool(added)), target, [f["name"] for f in added])
+    if set(collapse_arrow.data_columns(rows)) != set(target.names):
+        raise collapse_arrow.Unsupported("the change rows' columns are not the table's")
+    return rows
+
+
+def _with_columns(rows: pa.Table, target: pa.Schema, names: Sequence[str] | None = None) -> pa.Table:
+    """``rows`` with a NULL column for each field of ``target`` it lacks (of ``names``; None: any)."""
+    for f in target:
+        if f.name not in rows.column_names and (names is None or f.name in names):
+            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return rows if names is not None else rows.select(target.names).cast(target)
+
+
+def _diverged(row: dict) -> None:
+    """Raise ApplyError naming ``row``, a row to delete or update the replica lacks."""
+    raise ApplyError(
+        f"rows to delete or update are not on the replica (e.g. {json.dumps(row, default=str)}); "
+        "the replica has diverged from the master"
+    )
+
+
+def _added(meta: TableMeta, shape: TableMeta) -> list[dict] | str:
+    """The fields ``shape`` adds at the end of ``meta``'s, each nullable, of a flat type and with no
+    metadata (what Spark's ``ADD COLUMNS`` makes of them); else why delta-rs may not add them."""
+    old = json.loads(meta.schema_json).get("fields", [])
+    new = json.loads(shape.schema_json).get("fields", [])
+    if new[: len(old)] != old or meta.partition_columns != shape.partition_columns:
+        return "the segment's ALTERs change more than added columns at the end"
+    for f in new[len(old) :]:
+        if not f.get("nullable", True) or f.get("metadata") or not isinstance(f.get("type"), str):
+            return f"added column {f.get('name')} is not a nullable flat column without metadata"
+    return new[len(old) :]
 
 
 def _open(path: str):
@@ -215,11 +302,11 @@ def _check_present(dt, net: pa.Table, keys: list[str]) -> None:
     need = net.filter(pc.equal(net[FIRST], 0))
     if not need.num_rows:
         return
-    have = dt.to_pyarrow_dataset().to_table(columns=keys)
+    table = dt.to_pyarrow_dataset()
+    kind = table.schema.field(keys[0]).type
+    low, high = (v.cast(kind) for v in pc.min_max(need[keys[0]]).values())
+    within = (ds.field(keys[0]) >= low) & (ds.field(keys[0]) <= high)  # other files are skipped by their stats
+    have = table.to_table(columns=keys, filter=within)
     missing = need.join(have.cast(need.select(keys).schema), keys=keys, join_type="left anti")
     if missing.num_rows:
-        row = missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0]
-        raise ApplyError(
-            f"rows to delete or update are not on the replica (e.g. {json.dumps(row, default=str)}); "
-            "the replica has diverged from the master"
-        )
+        _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])

@@ -28,7 +28,8 @@ def same(a: list, b: list) -> bool:
 
 def mix(spark, k, u, n, seed):
     """``n`` random DML statements on keyed ``k`` (the columns of the test below) and unkeyed
-    ``u``: chains on hot keys, key moves, MERGEs, inserts of duplicate rows; some flushed alone."""
+    ``u``: chains on hot keys, key moves, MERGEs, inserts, updates and deletes of duplicate rows;
+    some flushed alone."""
     rnd = random.Random(seed)
     for i in range(n):
         key = rnd.choice([1, 2, 3, 4, 5])
@@ -41,7 +42,9 @@ def mix(spark, k, u, n, seed):
             "merge": f"MERGE INTO delta.`{k}` t USING (SELECT {key} AS id, {i} AS v) s ON t.id = s.id "
             "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
             "u_ins": f"INSERT INTO delta.`{u}` VALUES ({key}, 'x'), ({key}, 'x')",
-        }[rnd.choice(["ins", "upd", "upd", "del", "keymove", "merge", "u_ins"])]
+            "u_upd": f"UPDATE delta.`{u}` SET b = concat(b, '{i}') WHERE a = {key}",
+            "u_del": f"DELETE FROM delta.`{u}` WHERE a = {key} AND b = 'x'",
+        }[rnd.choice(["ins", "upd", "upd", "del", "keymove", "merge", "u_ins", "u_ins", "u_upd", "u_del"])]
         spark.sql(stmt)
         if rnd.random() < 0.4:
             wlc.flush()
@@ -56,9 +59,10 @@ def data_commits(rep, table) -> list[dict]:
 def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfarm):
     """Keyed runs of inserts, updates, deletes, key moves and MERGEs (types Spark writes in its own
     Parquet ways: INT96 timestamps, a year-1500 instant, decimals, dates, binary, NaN and -0.0)
-    and insert-only runs on an unkeyed table land by delta-rs at every target, equal to the
-    master and to serial replay; each commit carries the replay tag, Delta's idempotent marker
-    and, for MERGEs, the change-data files Spark reads as the replica's change feed."""
+    and runs on an unkeyed table with duplicate rows (appends, or whole rewrites with multiset
+    semantics) land by delta-rs at every target, equal to the master and to serial replay; each
+    commit carries the replay tag, Delta's idempotent marker and, for MERGEs, the change-data
+    files Spark reads as the replica's change feed."""
     k, u = master.table_path("s.k"), master.table_path("s.u")
     sql(
         spark,
@@ -102,7 +106,9 @@ def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfa
     assert feed.count() >= 1
     kinds = {r[0] for r in feed.select("_change_type").collect()}
     assert kinds <= {"insert", "delete", "update_preimage", "update_postimage"}
-    assert all(c["info"]["engineInfo"].startswith("delta-rs") for c in data_commits(final, "s.u"))
+    unkeyed = data_commits(final, "s.u")
+    assert all(c["info"]["engineInfo"].startswith("delta-rs") for c in unkeyed), unkeyed
+    assert any(c["info"]["operationParameters"].get("mode") == "Overwrite" for c in unkeyed), unkeyed
 
 
 def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
@@ -125,3 +131,32 @@ def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
         assert rows(rep.table(name)) == master_rows(spark, path), name
         last = data_commits(rep, name)[-1]  # the UPDATE's (an insert-only run of s.z may land by delta-rs)
         assert last["info"]["engineInfo"].startswith("Apache-Spark"), (name, last)
+
+
+def test_a_segment_that_adds_columns_lands_through_delta_rs_in_one_commit(spark, master, dbfarm):
+    """ALTERs that add nullable columns within a segment (one between change rows, one after the
+    last) land through delta-rs: one part commit adds the columns in the master's order, one MERGE
+    lands the rows; the schema equals the master's, and rows written before an ALTER read NULL in
+    its column, as when Spark's replay MERGE evolves the schema."""
+    k = master.table_path("s.k")
+    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 1), (2, 2), (3, 3)")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    before = len(data_commits(rep, "s.k"))
+    sql(spark, f"UPDATE delta.`{k}` SET v = 10 WHERE id = 1")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (4, 4)")
+    sql(spark, f"ALTER TABLE delta.`{k}` ADD COLUMNS (note STRING, at DATE)")
+    sql(spark, f"UPDATE delta.`{k}` SET note = 'n', at = date'2024-01-01' WHERE id = 2")
+    sql(spark, f"DELETE FROM delta.`{k}` WHERE id = 3")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (5, 5, 'new', NULL)")
+    sql(spark, f"ALTER TABLE delta.`{k}` ADD COLUMNS (late DOUBLE)")
+    wlc.flush()
+    rep.replicate(follow=False)
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
+    replica_schema = spark.read.format("delta").load(folder(rep, "s.k")).schema.json()
+    assert replica_schema == spark.read.format("delta").load(k).schema.json()
+    landed = data_commits(rep, "s.k")[before:]
+    assert [c["info"]["engineInfo"].split(":")[0] for c in landed] == ["delta-rs", "delta-rs"], landed
+    added, merged = landed
+    assert added["info"]["userMetadata"].endswith(":part") and added["txn"] is None, added
+    assert merged["info"]["operation"] == "MERGE" and merged["txn"]["version"] == wlc.tick(), merged

@@ -164,7 +164,7 @@ def test_grouped_equals_serial_on_a_random_mix(spark, master, dbfarm):
     assert "after collapse" in log_text
 
 
-def test_unkeyed_run_with_added_columns_lands_as_one_commit(spark, master, dbfarm):
+def test_unkeyed_run_with_added_columns_lands_as_one_segment(spark, master, dbfarm):
     u = master.table_path("s.u")
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
     sql(spark, f"INSERT INTO delta.`{u}` VALUES (1, 'x'), (1, 'x'), (2, 'y'), (3, 'z')")
@@ -180,7 +180,7 @@ def test_unkeyed_run_with_added_columns_lands_as_one_commit(spark, master, dbfar
     serial = wlr.replicate("m", replica="s", dbfarm=dbfarm, collapse=False)
     assert rows(rep.table("s.u")) == rows(serial.table("s.u")) == master_rows(spark, u)
     assert rep.table("s.u").columns == ["a", "b", "c", "d"]
-    assert replay_tags(rep, "s.u")[-1] == f"{first}-{last}"  # one commit, the ALTER inside it
+    assert replay_tags(rep, "s.u")[-1] == f"{first}-{last}"  # one segment, the ALTER inside it
 
 
 def test_reads_stay_consistent_while_tables_land(spark, master, dbfarm):

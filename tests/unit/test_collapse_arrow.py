@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from wlcore import collapse_arrow
-from wlcore.collapse import FIRST, OP
+from wlcore.collapse import FIRST, OP, POS
 
 
 def change_rows(tmp_path, rows: list[tuple[int, int | None, str, str]]):
@@ -73,3 +73,22 @@ def test_what_spark_collapses_instead(tmp_path):
         net(change_rows(tmp_path / "b", [(1, 1, "a", "delete"), (1, 1, "b", "delete")]))
     with pytest.raises(collapse_arrow.Unsupported, match="wlc_version"):
         collapse_arrow.read_rows([str(tmp_path / "elsewhere.parquet")])
+
+
+def test_an_unkeyed_table_after_a_segment_keeps_the_copies_it_should(tmp_path):
+    """Multiset semantics: deleting one of two identical rows leaves one; NULL equals NULL and NaN
+    equals NaN, -0.0 is not 0.0; deleting more copies than the table holds is reported."""
+    nan = float("nan")
+    table = pa.table({"a": pa.array([1, 1, 2, None, 5, 6], pa.int64()), "x": [0.5, 0.5, nan, None, -0.0, 0.0]})
+    rows = pa.table(
+        {
+            "a": pa.array([1, 2, None, 7, 5, 9], pa.int64()),
+            "x": [0.5, nan, None, 1.0, 0.0, 1.0],
+            POS: pa.array([0, 0, 0, 1, 1, 0], pa.int8()),
+        }
+    )
+    after, short, changed = collapse_arrow.after_images(table, rows)
+    got = sorted((r["a"], repr(r["x"])) for r in after.to_pylist())
+    assert got == [(1, "0.5"), (5, "-0.0"), (5, "0.0"), (6, "0.0"), (7, "1.0")]
+    assert short.to_pylist() == [{"a": 9, "x": 1.0}]
+    assert changed == 6
