@@ -34,7 +34,7 @@ class ReplayOptions:
     start_snapshot: int | None = None
     parallelism: int = 4
     rewrite_bytes: int = 16 * 1024 * 1024
-    deltars_bytes: int = 64 * 1024 * 1024
+    deltars_bytes: int = 256 * 1024 * 1024
     relay_wanted: bool | None = None
     level0_until: int = -2
 
