@@ -10,6 +10,23 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 KEY_PROPERTY = "wlc.key"  # the table property naming a replicated table's key columns
+# Delta's primitive types (and decimal(p,s)): columns delta-rs reads and writes as Spark does
+FLAT_TYPES = frozenset(
+    {
+        "boolean",
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "float",
+        "double",
+        "string",
+        "binary",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+    }
+)
 
 
 def is_relevant_property(key: str) -> bool:

@@ -17,7 +17,9 @@ Used only where delta-rs writes the table exactly as Spark would, else :meth:`De
 answers None and Spark lands the segment: local folders; tables of at most ``limit`` bytes
 (``replica.deltars_bytes``); not partitioned; protocol features delta-rs writes (append-only,
 invariants, change feed, TIMESTAMP_NTZ; no constraints, generated or identity columns, column
-mapping, deletion vectors, row tracking or In-Commit Timestamps); columns of flat types; keys of
+mapping, deletion vectors, row tracking or In-Commit Timestamps); columns of flat types, TIMESTAMP
+columns whose files' statistics show instants from 1678 to 2261 only (delta-rs reads Spark's
+INT96 timestamps through nanoseconds, and a MERGE copies untouched rows); keys of
 integer, string, decimal or date types, never NULL; change rows with the table's columns. A segment
 whose ALTERs add nullable columns of flat types at the end (``ALTER TABLE ADD COLUMNS``) lands in
 two: the columns added at the end in the order the master has them (a part commit, as Spark's
@@ -31,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,7 +41,7 @@ import pyarrow.dataset as ds
 
 from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
-from wlcore.tablemeta import TableMeta
+from wlcore.tablemeta import FLAT_TYPES, TableMeta
 
 from .errors import ApplyError
 
@@ -46,20 +49,6 @@ log = logging.getLogger("wlr.deltars")
 
 _WRITER_FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz"}
 _READER_FEATURES = {"timestampNtz"}
-_FLAT = {
-    "boolean",
-    "byte",
-    "short",
-    "integer",
-    "long",
-    "float",
-    "double",
-    "string",
-    "binary",
-    "date",
-    "timestamp",
-    "timestamp_ntz",
-}
 _KEY_TYPES = {"byte", "short", "integer", "long", "string", "date"}
 _FIELD_METADATA = {"comment", "__CHAR_VARCHAR_TYPE_STRING"}  # what a column may carry here
 
@@ -91,7 +80,7 @@ def why_not(meta: TableMeta, protocol) -> str | None:
         return "column mapping"
     for f in json.loads(meta.schema_json).get("fields", []):
         kind = f.get("type")
-        if not isinstance(kind, str) or not (kind in _FLAT or kind.startswith("decimal(")):
+        if not isinstance(kind, str) or not (kind in FLAT_TYPES or kind.startswith("decimal(")):
             return f"column {f.get('name')} of a nested type"
         extra = set(f.get("metadata") or {}) - _FIELD_METADATA
         if extra:
@@ -216,12 +205,41 @@ class DeltaRs:
             bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
             if bad:
                 return f"key columns {bad} of types delta-rs matches otherwise"
-        size = detail(dt)[0]
+        adds = pa.table(dt.get_add_actions(flatten=True))
+        size = int(pc.sum(adds["size_bytes"]).as_py() or 0)
+        reason = _instants_out_of_range(meta, adds)
+        if reason is not None:
+            return reason
         if size > self.limit:
             return f"{size} bytes"
         if not (keys or insert_only) and size > self.rewrite_limit:
             return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
         return added
+
+
+# delta-rs reads Spark's INT96 timestamps through nanoseconds: instants outside these wrap in silence
+_SAFE_INSTANTS = (datetime(1678, 1, 1, tzinfo=timezone.utc), datetime(2262, 1, 1, tzinfo=timezone.utc))
+
+
+def _instants_out_of_range(meta: TableMeta, adds: pa.Table) -> str | None:
+    """Why a TIMESTAMP column of the table may hold an instant delta-rs would misread (its files'
+    statistics, ``adds``: delta-rs's add actions, say one is before 1678 or after 2261, or do not
+    say), else None. A MERGE copies untouched rows of the files it rewrites, and Spark writes
+    TIMESTAMP as INT96, which delta-rs reads in nanoseconds (years 1677 to 2262)."""
+    for f in json.loads(meta.schema_json).get("fields", []):
+        if f.get("type") != "timestamp" or not adds.num_rows:
+            continue
+        name = f["name"]
+        if f"min.{name}" not in adds.column_names:
+            return f"column {name} has no statistics (a TIMESTAMP delta-rs may misread)"
+        low, high, nulls = adds[f"min.{name}"], adds[f"max.{name}"], adds[f"null_count.{name}"]
+        unknown = pc.and_(pc.or_(pc.is_null(low), pc.is_null(high)), pc.not_equal(nulls, adds["num_records"]))
+        if pc.any(pc.fill_null(unknown, True)).as_py():
+            return f"column {name} has files without statistics (a TIMESTAMP delta-rs may misread)"
+        first, last = pc.min(low).as_py(), pc.max(high).as_py()
+        if first is not None and (first < _SAFE_INSTANTS[0] or last >= _SAFE_INSTANTS[1]):
+            return f"column {name} holds instants before 1678 or after 2261, which delta-rs misreads"
+    return None
 
 
 def _rows(files: Sequence[str], target: pa.Schema, added: list[dict]) -> pa.Table:

@@ -58,7 +58,7 @@ def data_commits(rep, table) -> list[dict]:
 
 def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfarm):
     """Keyed runs of inserts, updates, deletes, key moves and MERGEs (types Spark writes in its own
-    Parquet ways: INT96 timestamps, a year-1500 instant, decimals, dates, binary, NaN and -0.0)
+    Parquet ways: INT96 timestamps, decimals, dates, binary, NaN and -0.0)
     and runs on an unkeyed table with duplicate rows (appends, or whole rewrites with multiset
     semantics) land by delta-rs at every target, equal to the master and to serial replay; each
     commit carries the replay tag, Delta's idempotent marker and, for MERGEs, the change-data
@@ -72,7 +72,7 @@ def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfa
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT, b STRING) USING delta")
     sql(
         spark,
-        f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a', timestamp'1500-03-01 12:00:00.123456', 1.5, date'1500-01-01', "
+        f"INSERT INTO delta.`{k}` VALUES (1, 0, 'a', timestamp'1900-03-01 12:00:00.123456', 1.5, date'1500-01-01', "
         "X'00FF', double('NaN')), (2, 0, 'b', NULL, NULL, NULL, NULL, -0.0), "
         "(3, 0, 'c', timestamp'2024-02-29 23:59:59.999999', 12345678.901, date'2024-02-29', X'', 1e300)",
     )
@@ -112,9 +112,12 @@ def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfa
 
 
 def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
-    """A CHECK constraint (delta-rs would evaluate Spark SQL in its own dialect), a nested column
-    and a NULL key each keep a segment with updates on Spark, which lands it exactly."""
-    c, n, z = (master.table_path(f"s.{t}") for t in ("c", "n", "z"))
+    """A CHECK constraint (delta-rs would evaluate Spark SQL in its own dialect), a nested column,
+    a NULL key and a year-1500 instant in a file the MERGE would rewrite (Spark writes INT96,
+    which delta-rs reads through nanoseconds) each keep a segment with updates on Spark, which
+    lands it exactly."""
+    c, n, z, t = (master.table_path(f"s.{t}") for t in ("c", "n", "z", "t"))
+    sql(spark, f"CREATE TABLE delta.`{t}` (id INT, ts TIMESTAMP) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{c}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"ALTER TABLE delta.`{c}` ADD CONSTRAINT pos CHECK (v >= 0)")
     sql(spark, f"CREATE TABLE delta.`{n}` (id INT, s STRUCT<a: INT>) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
@@ -126,8 +129,14 @@ def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
     sql(spark, f"UPDATE delta.`{c}` SET v = v + 1")
     sql(spark, f"UPDATE delta.`{n}` SET s = named_struct('a', 2)")
     sql(spark, f"UPDATE delta.`{z}` SET v = v + 1")
+    sql(
+        spark,
+        f"INSERT INTO delta.`{t}` SELECT /*+ COALESCE(1) */ * FROM VALUES "
+        "(1, timestamp'1500-03-01 12:00:00.123456'), (2, NULL) AS v(id, ts)",
+    )
+    sql(spark, f"UPDATE delta.`{t}` SET ts = timestamp'2024-01-01 00:00:00' WHERE id = 2")
     rep.replicate(follow=False)
-    for name, path in (("s.c", c), ("s.n", n), ("s.z", z)):
+    for name, path in (("s.c", c), ("s.n", n), ("s.z", z), ("s.t", t)):
         assert rows(rep.table(name)) == master_rows(spark, path), name
         last = data_commits(rep, name)[-1]  # the UPDATE's (an insert-only run of s.z may land by delta-rs)
         assert last["info"]["engineInfo"].startswith("Apache-Spark"), (name, last)
