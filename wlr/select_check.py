@@ -6,6 +6,7 @@ a table that does not exist).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from wlcore import snapshots as snap
@@ -18,14 +19,16 @@ from wlcore.storage import Storage
 from .select import Selection, check_same
 
 
-def choose(state: ReplicaState | None, asked: Selection | None, replica: str, spark: Any) -> Selection:
+def choose(state: ReplicaState | None, asked: Selection | None, replica: str, spark: Callable[[], Any]) -> Selection:
     """Settle a replica's selection: the recorded one, or for a new replica the one asked or configured.
 
     Args:
         state (ReplicaState | None): the replica's state (None, or state ``restoring``: a new replica).
         asked (Selection | None): what ``replicate(tables=, where=)`` asks for (None: nothing).
         replica (str): the replica's name, for messages.
-        spark (SparkSession): the session whose SQL parser checks a new replica's predicates.
+        spark (Callable[[], SparkSession]): gives the session whose SQL parser checks a new
+            replica's predicates (called only when there are predicates: a set-up without them
+            starts no Spark session).
 
     Returns:
         Selection: the selection replay uses.
@@ -43,7 +46,7 @@ def choose(state: ReplicaState | None, asked: Selection | None, replica: str, sp
     chosen = asked or Selection.of(cfg.tables or None, cfg.where or None)
     if not chosen.where:
         return chosen
-    parser = spark._jsparkSession.sessionState().sqlParser()
+    parser = spark()._jsparkSession.sessionState().sqlParser()
     for table, pred in chosen.where:  # parsed now: a typo fails before anything is written
         try:
             parser.parseExpression(pred)
@@ -80,13 +83,13 @@ def check_selected(selection: Selection | None, storage: Storage, logs: str, mas
     check_tables([t for t, _p in selection.where], known, where)
 
 
-def check_predicates(selection: Selection | None, spark: Any, storage: Storage, start_path: str) -> None:
+def check_predicates(selection: Selection | None, spark: Callable[[], Any], storage: Storage, start_path: str) -> None:
     """Refuse a ``where`` predicate that does not fit its table in the snapshot a new replica
     starts from (an unknown column, a type error), before anything is written.
 
     Args:
         selection (Selection | None): the replica's selection (None: every row).
-        spark (SparkSession): the session that analyses the predicates.
+        spark (Callable[[], SparkSession]): gives the session that analyses the predicates.
         storage (Storage): the storage holding the snapshot.
         start_path (str): the snapshot's folder ("": an empty start, nothing to check).
 
@@ -97,6 +100,7 @@ def check_predicates(selection: Selection | None, spark: Any, storage: Storage, 
         return
     from pyspark.sql import functions as F
 
+    session = spark()
     tables = {n.lower(): n for n in snap.read(storage, start_path).tables}
     for table, pred in selection.where:
         if table not in tables:
@@ -104,10 +108,10 @@ def check_predicates(selection: Selection | None, spark: Any, storage: Storage, 
         schema, name = split_name(tables[table])
         uri = storage.uri(Storage.join(start_path, schema, name))
         try:
-            spark.read.format("delta").load(uri).filter(F.expr(pred)).schema  # noqa: B018 (resolving the schema analyses the predicate)
+            session.read.format("delta").load(uri).filter(F.expr(pred)).schema  # noqa: B018 (resolving the schema analyses the predicate)
         except Exception as exc:  # noqa: BLE001 (AnalysisException: the caller's predicate)
             raise ConfigError(
                 f"where: the predicate of {table} does not fit the table "
                 f"({str(exc).splitlines()[0]}); correct it (columns: "
-                f"{', '.join(spark.read.format('delta').load(uri).columns)})"
+                f"{', '.join(session.read.format('delta').load(uri).columns)})"
             ) from None
