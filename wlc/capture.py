@@ -34,9 +34,10 @@ from wlcore.deltalog import (
     read_commit,
 )
 from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
+from wlcore.errors import first_line
 from wlcore.storage import Storage
 
-from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written, first_line  # noqa: F401
+from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401
 from .classify import classify
 from .holds import Holds
 from .holes import NoCheckpointYet, start_after

@@ -9,6 +9,9 @@ read covers a run of adjacent versions that share their read schema (at most
 partitioned by version and counted while they are written (a Spark ``Observation``): no
 row passes through Python.
 
+Where delta-rs reads a table's change feed as Spark does, a run is copied by it instead, with no
+Spark job (:mod:`wlc.changes_arrow`, ``capture.deltars``).
+
 What the change feed cannot describe is carried otherwise, loudly, never lost in silence:
 
 * change files removed by VACUUM before capture read them: the table's full image at the
@@ -30,8 +33,12 @@ from typing import Any
 
 from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
 from wlcore.deltalog import commit_file, list_versions
+from wlcore.errors import first_line
 from wlcore.names import batch_folder, quote_ident
+from wlcore.settings import settings
 from wlcore.storage import Storage
+
+from . import changes_arrow
 
 log = logging.getLogger("wlc.capture")
 
@@ -101,26 +108,6 @@ def read_shape(meta) -> str:
     return json.dumps(strip(meta.schema)) if meta is not None else ""
 
 
-_TOLD = re.compile(r"\[[A-Z][A-Z0-9_.]+\]|\w(Exception|Error)\b:")
-
-
-def first_line(exc: BaseException) -> str:
-    """What ``exc`` says, in one line of at most 400 characters: the line naming Spark's or Java's
-    error (a Py4J error's first line only says which call failed), else its first line.
-
-    Args:
-        exc (BaseException): the error.
-
-    Returns:
-        str: the line; the exception's class name when the message is empty.
-    """
-    lines = [
-        ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))
-    ]
-    told = next((ln for ln in lines if _TOLD.search(ln)), lines[0] if lines else type(exc).__name__)
-    return told.lstrip(": ")[:400]
-
-
 class Copier:
     """Copies change rows and images of one master database's tables (its own Spark
     session: the change-feed read options it sets never reach the user's).
@@ -139,6 +126,7 @@ class Copier:
         self.storage = storage
         self.db_path = db_path
         self.note = note or (lambda table, text: log.warning("%s: %s", table, text))  # a change-feed limit met
+        self.deltars = settings().capture.deltars  # change rows through delta-rs where it reads them as Spark
 
     @property
     def spark(self):
@@ -297,6 +285,12 @@ class Copier:
         base = f"rows/{batch_folder(table)}"
         for _i, it in run:  # a retried write must not append the same version twice
             self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+        counts = self._through_deltars(staging, table, run)
+        if counts is not None:
+            for i, it in run:
+                out.rows[i] = f"{base}/{VERSION_COLUMN}={it.version}"
+                out.counts[i] = counts.get(it.version, {})
+            return None
         seen = Observation()
 
         def copy():
@@ -341,6 +335,23 @@ class Copier:
             out.rows[i] = f"{base}/{VERSION_COLUMN}={it.version}"
             out.counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
         return None
+
+    def _through_deltars(self, staging: str, table: str, run: list) -> dict[int, dict[str, int]] | None:
+        """The run's change rows copied by delta-rs (:mod:`wlc.changes_arrow`), by version and
+        change type; None when Spark copies them: ``capture.deltars`` off, folders not of this
+        machine, a commit of the run gone, or a table delta-rs does not read as Spark does."""
+        if not self.deltars:
+            return None
+        path = self.table_path(table)
+        local, folder = (
+            self.storage.os_path(path),
+            self.storage.os_path(Storage.join(staging, f"rows/{batch_folder(table)}")),
+        )
+        if local is None or folder is None:
+            return None
+        if not all(self.storage.exists(commit_file(path, it.version)) for _i, it in run):
+            return None  # log clean-up: Spark's read tells what is missing
+        return changes_arrow.copy(local, run[-1][1].meta, run[0][1].version, run[-1][1].version, folder)
 
     def _read(self, table: str, versions: list[int], read, staging: str, rel: str | None) -> str:
         """Run ``read()``: ``"ok"``; ``"lost:<cause>"`` when the table was dropped (its

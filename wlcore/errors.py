@@ -1,5 +1,7 @@
 """Exceptions raised by wlc (capture) and shared with wlr (replay)."""
 
+import re
+
 
 class WlcError(Exception):
     """Base class of every error wlc and wlr raise on purpose.
@@ -74,3 +76,23 @@ class LockUnsupportedError(WlcError):
     """The storage cannot hold a lock at all (an object store without conditional writes, a
     remote filesystem without locks): the work that needs it is refused rather than done
     unlocked. The message names the store and the fix."""
+
+
+_TOLD = re.compile(r"\[[A-Z][A-Z0-9_.]+\]|\w(Exception|Error)\b:")
+
+
+def first_line(exc: BaseException) -> str:
+    """What ``exc`` says, in one line of at most 400 characters: the line naming Spark's or Java's
+    error (a Py4J error's first line only says which call failed), else its first line.
+
+    Args:
+        exc (BaseException): the error.
+
+    Returns:
+        str: the line; the exception's class name when the message is empty.
+    """
+    lines = [
+        ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith(("JVM stacktrace", "\tat "))
+    ]
+    told = next((ln for ln in lines if _TOLD.search(ln)), lines[0] if lines else type(exc).__name__)
+    return told.lstrip(": ")[:400]

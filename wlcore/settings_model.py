@@ -189,6 +189,7 @@ class CaptureSettings(_Section):
     stage_within: Seconds
     stale_after: Seconds
     table_features: Annotated[list[str], PlainValidator(_features)]
+    deltars: Flag
 
 
 class ReplicaSettings(_Section):

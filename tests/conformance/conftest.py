@@ -161,7 +161,7 @@ class Run:
             step(self.ctx(scenario))
             self.scenario_seconds[scenario.name] = self.scenario_seconds.get(scenario.name, 0) + time.monotonic() - t0
         except Exception as exc:  # noqa: BLE001 (the scenario's tests report it; the others go on)
-            from wlc.changes import first_line
+            from wlcore.errors import first_line
 
             self.failed[scenario.name] = f"{type(exc).__name__}: {first_line(exc)}"
             print(f"conformance: {scenario.name} failed: {self.failed[scenario.name]}")
