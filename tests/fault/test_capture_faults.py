@@ -120,16 +120,18 @@ def test_every_table_name_delta_accepts_is_replicated(spark, dbfarm):
 
 
 def _capture_until_crash(dbfarm: str, point: str) -> None:
-    """A capturing process that writes three commits and flushes, killed at ``point``."""
+    """A process that writes two commits, then captures (beat 0, as ``wlc.config`` records) and
+    flushes, killed at ``point`` on the first: both commits are in the log before capture starts,
+    however fast capture reaches the point."""
     proc = run_python(
         f"""
+        import os
         import wlc
         spark = wlc.spark_session()
-        m = wlc.master("m", dbfarm={dbfarm!r})
-        wlc.beat(0)
-        p = m.table_path("s.t")
+        p = os.path.join({dbfarm!r}, "m", "s", "t")
         spark.sql(f"INSERT INTO delta.`{{p}}` VALUES (10)")
         spark.sql(f"INSERT INTO delta.`{{p}}` VALUES (11)")
+        wlc.master("m", dbfarm={dbfarm!r})
         wlc.flush()
         print("NOT KILLED")
     """,

@@ -134,7 +134,10 @@ def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
         f"INSERT INTO delta.`{t}` SELECT /*+ COALESCE(1) */ * FROM VALUES "
         "(1, timestamp'1500-03-01 12:00:00.123456'), (2, NULL) AS v(id, ts)",
     )
+    wlc.flush()
+    rep.replicate(follow=False)  # the year 1500 is now in a replica file: the UPDATE's segment stays on Spark
     sql(spark, f"UPDATE delta.`{t}` SET ts = timestamp'2024-01-01 00:00:00' WHERE id = 2")
+    wlc.flush()
     rep.replicate(follow=False)
     for name, path in (("s.c", c), ("s.n", n), ("s.z", z), ("s.t", t)):
         assert rows(rep.table(name)) == master_rows(spark, path), name
