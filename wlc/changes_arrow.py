@@ -19,6 +19,7 @@ leaves the run to Spark, which tells those cases apart (:mod:`wlc.changes`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -122,15 +123,16 @@ def copy(path: str, meta: TableMeta, first: int, last: int, folder: str) -> dict
                 tally = counts.setdefault(v, {})
                 for r in part.group_by(CHANGE_TYPE).aggregate([([], "count_all")]).to_pylist():
                     tally[r[CHANGE_TYPE]] = tally.get(r[CHANGE_TYPE], 0) + r["count_all"]
+        for w in written.values():
+            w.close()
     except Exception as exc:  # deltalake's errors have no common base; Spark reads the run and tells why
         log.debug("%s: Spark copies versions %d..%d (delta-rs: %s)", path, first, last, exc)
         for w in written.values():
-            w.close()
+            with contextlib.suppress(Exception):  # closed already, or the disk's own failure
+                w.close()
         for v in written:
             shutil.rmtree(os.path.join(folder, f"{VERSION_COLUMN}={v}"), ignore_errors=True)
         return None
-    for w in written.values():
-        w.close()
     return counts
 
 

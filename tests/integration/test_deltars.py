@@ -145,7 +145,7 @@ def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
         assert last["info"]["engineInfo"].startswith("Apache-Spark"), (name, last)
 
 
-def test_a_segment_that_adds_columns_lands_through_delta_rs_in_one_commit(spark, master, dbfarm):
+def test_a_segment_that_adds_columns_lands_through_delta_rs(spark, master, dbfarm):
     """ALTERs that add nullable columns within a segment (one between change rows, one after the
     last) land through delta-rs: one part commit adds the columns in the master's order, one MERGE
     lands the rows; the schema equals the master's, and rows written before an ALTER read NULL in
