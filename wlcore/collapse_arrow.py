@@ -1,7 +1,8 @@
 """Change rows -> net change in Arrow, for segments small enough to land without Spark (:mod:`wlr.deltars`).
 
-The same rules as :func:`wlcore.collapse.net_by_key` and :func:`wlcore.collapse.net_by_image` (MusicBrainz's packet chains: insert+update =
-insert, update+delete = delete, insert+delete = nothing, delete+insert = update), on a pyarrow
+The same rules as :func:`wlcore.collapse.net_by_key` and :func:`wlcore.collapse.net_by_image`
+(MusicBrainz's packet chains: insert+update = insert, update+delete = delete, insert+delete =
+nothing, delete+insert = update), on a pyarrow
 Table held in memory: each key's last state in (master Delta version, change order), where within
 one version a delete or pre-image comes before an insert or post-image. Vectorized: one sort, then
 the first and last row of each run of equal keys; no Python loop over rows.
@@ -139,13 +140,13 @@ def after_images(table: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table, i
         the replica has diverged); how many images the segment changes (its net change's rows).
     """
     cols = table.column_names
-    weight = "__wlr_w"
+    weight, delta = "__wlr_w", "__wlr_d"  # copies after the segment; the segment's own change
     sign = pc.subtract(pc.multiply(rows[POS].cast(pa.int64()), 2), 1)  # 1: insert or post-image, -1 else
-    change = rows.select(cols).cast(table.schema).append_column(weight, sign)
-    net = change.group_by(cols).aggregate([(weight, "sum")])
-    changed = pc.sum(pc.not_equal(net[f"{weight}_sum"], 0).cast(pa.int64())).as_py() or 0
-    both = pa.concat_tables([table.append_column(weight, pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)), change])
-    images = both.group_by(cols).aggregate([(weight, "sum")])
+    change = rows.select(cols).cast(table.schema).append_column(weight, sign).append_column(delta, sign)
+    one, zero = (pa.repeat(pa.scalar(v, pa.int64()), table.num_rows) for v in (1, 0))
+    both = pa.concat_tables([table.append_column(weight, one).append_column(delta, zero), change])
+    images = both.group_by(cols).aggregate([(weight, "sum"), (delta, "sum")])  # one grouping of every row
+    changed = pc.sum(pc.not_equal(images[f"{delta}_sum"], 0).cast(pa.int64())).as_py() or 0
     counts = images[f"{weight}_sum"]
     short = images.filter(pc.less(counts, 0)).select(cols)
     index = np.repeat(np.arange(images.num_rows), np.clip(counts.to_numpy(), 0, None))
