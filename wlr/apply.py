@@ -111,7 +111,7 @@ class Applier:
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
         self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
-        self.deltars = deltars.DeltaRs(self.app_id)
+        self.deltars = deltars.DeltaRs(self.app_id, lambda: self.rewriter.limit)
 
     @property
     def spark(self):
@@ -125,7 +125,7 @@ class Applier:
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
-        out.deltars.limit, out.deltars.rewrite_limit = self.deltars.limit, self.deltars.rewrite_limit
+        out.deltars.limit = self.deltars.limit
         return out
 
     # ------------------------------------------------------------------ applying
@@ -343,9 +343,10 @@ class Applier:
         first: int,
         txn: int,
     ) -> tuple[int, str] | None:
-        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.deltars`) when it may be: no row filter,
-        local folders, and a table, change rows and added columns (``shape``: the definition after
-        the segment's ALTERs, None: none) delta-rs writes exactly; None: Spark lands it."""
+        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.deltars`)
+        when it may be: no row filter, local folders, and a table, change rows and added columns
+        (``shape``: the definition after the segment's ALTERs, None: none) delta-rs writes
+        exactly; None: Spark lands it."""
         path = self.storage.os_path(self.tables.table_path(name))
         filtered = self.selection is not None and self.selection.predicate(name) is not None
         if self.deltars.limit <= 0 or meta is None or filtered or path is None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -93,12 +93,15 @@ class DeltaRs:
 
     Args:
         app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
+        rewrite_limit (Callable[[], int]): gives the size in bytes up to which a table may be
+            rewritten whole (the Applier's :class:`wlr.rewrite.Rewriter` limit; 0: never): an
+            unkeyed table's segment lands through delta-rs as a rewrite only up to it.
     """
 
-    def __init__(self, app_id: str):
+    def __init__(self, app_id: str, rewrite_limit: Callable[[], int] = lambda: 0):
         self.app_id = app_id
         self.limit = 0  # tables up to this many bytes (0: none); set by replay from replica.deltars_bytes
-        self.rewrite_limit = 0  # unkeyed tables up to this many bytes are rewritten (replica.rewrite_bytes)
+        self.rewrite_limit = rewrite_limit
 
     def land(
         self,
@@ -129,7 +132,7 @@ class DeltaRs:
         Returns:
             tuple[int, str] | None: the rows after collapse and how they landed (``"append"``,
             ``"merge"``, or ``"rewrite"``: an unkeyed table's rows after the segment overwrite it,
-            one commit, tables up to ``rewrite_limit`` bytes); None when delta-rs may not land this
+            one commit, tables up to ``rewrite_limit()`` bytes); None when delta-rs may not land this
             segment (Spark lands it).
 
         Raises:
@@ -138,7 +141,7 @@ class DeltaRs:
         """
         from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
-        if self.limit <= 0 or not (insert_only or keys or self.rewrite_limit > 0):
+        if self.limit <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
             return None
         dt = _open(path)
         found = self._eligible(dt, meta, keys, insert_only, shape)
@@ -205,14 +208,14 @@ class DeltaRs:
             bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
             if bad:
                 return f"key columns {bad} of types delta-rs matches otherwise"
-        adds = pa.table(dt.get_add_actions(flatten=True))
-        size = int(pc.sum(adds["size_bytes"]).as_py() or 0)
+        adds = _adds(dt)
+        size = _bytes(adds)
         reason = _instants_out_of_range(meta, adds)
         if reason is not None:
             return reason
         if size > self.limit:
             return f"{size} bytes"
-        if not (keys or insert_only) and size > self.rewrite_limit:
+        if not (keys or insert_only) and size > self.rewrite_limit():
             return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
         return added
 
@@ -298,8 +301,18 @@ def _open(path: str):
 
 def detail(dt) -> tuple[int, int]:
     """The size in bytes and the number of data files of delta-rs's DeltaTable ``dt`` (its log only)."""
-    adds = pa.table(dt.get_add_actions(flatten=True))
-    return int(pc.sum(adds["size_bytes"]).as_py() or 0), adds.num_rows
+    adds = _adds(dt)
+    return _bytes(adds), adds.num_rows
+
+
+def _adds(dt) -> pa.Table:
+    """delta-rs's add actions of ``dt`` (a data file a row: path, size, statistics), from its log."""
+    return pa.table(dt.get_add_actions(flatten=True))
+
+
+def _bytes(adds: pa.Table) -> int:
+    """The size in bytes of the data files ``adds`` (:func:`_adds`) lists."""
+    return int(pc.sum(adds["size_bytes"]).as_py() or 0)
 
 
 def size_of(path: str) -> tuple[int, int] | None:
