@@ -38,8 +38,6 @@ from wlcore.names import batch_folder, quote_ident
 from wlcore.settings import settings
 from wlcore.storage import Storage
 
-from . import changes_arrow
-
 log = logging.getLogger("wlc.capture")
 
 RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
@@ -351,6 +349,8 @@ class Copier:
             return None
         if not all(self.storage.exists(commit_file(path, it.version)) for _i, it in run):
             return None  # log clean-up: Spark's read tells what is missing
+        from . import changes_arrow  # pyarrow: imported by the first copy, not by `wlc status`
+
         return changes_arrow.copy(local, run[-1][1].meta, run[0][1].version, run[-1][1].version, folder)
 
     def _read(self, table: str, versions: list[int], read, staging: str, rel: str | None) -> str:

@@ -33,7 +33,6 @@ from wlcore.names import quote_ident
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session
 
-from . import deltars
 from .ddl import TableDDL
 from .merge import ApplyError, Merger, key_range
 from .records import definition, rows_of
@@ -111,7 +110,8 @@ class Applier:
         self.ddl = TableDDL(self)
         self.merger = Merger(lambda: self.spark, self.tagged)
         self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
-        self.deltars = deltars.DeltaRs(self.app_id, lambda: self.rewriter.limit)
+        self.deltars_limit = 0  # bytes up to which a table takes a segment through delta-rs; set by replay
+        self._deltars: Any = None
 
     @property
     def spark(self):
@@ -120,12 +120,22 @@ class Applier:
             self._spark = self._make_spark()
         return self._spark
 
+    @property
+    def deltars(self):
+        """The applier's :class:`wlr.deltars.DeltaRs`, made on first use (delta-rs and pyarrow are
+        imported by the first segment, not by a replica's set-up or ``wlr status``)."""
+        if self._deltars is None:
+            from . import deltars
+
+            self._deltars = deltars.DeltaRs(self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit)
+        return self._deltars
+
     def fork(self) -> "Applier":
         """An Applier on the same replica with its own Spark session (for another thread)."""
         out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
-        out.deltars.limit = self.deltars.limit
+        out.deltars_limit = self.deltars_limit
         return out
 
     # ------------------------------------------------------------------ applying
@@ -227,7 +237,9 @@ class Applier:
         found = checksum_size(self.storage, path, self.tables.current_version(name))
         local = self.storage.os_path(path)
         if found is None and local is not None:  # a commit delta-rs made has no checksum
-            found = deltars.size_of(local)
+            from .deltars import size_of
+
+            found = size_of(local)
         if found is not None:
             return found
         row = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes", "numFiles").first()
@@ -349,7 +361,7 @@ class Applier:
         exactly; None: Spark lands it."""
         path = self.storage.os_path(self.tables.table_path(name))
         filtered = self.selection is not None and self.selection.predicate(name) is not None
-        if self.deltars.limit <= 0 or meta is None or filtered or path is None:
+        if self.deltars_limit <= 0 or meta is None or filtered or path is None:
             return None
         files = []
         for p, r in with_rows:

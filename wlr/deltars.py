@@ -93,14 +93,17 @@ class DeltaRs:
 
     Args:
         app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
+        limit (Callable[[], int]): gives the size in bytes up to which a table takes a segment
+            here (the Applier's ``deltars_limit``, set by replay from ``replica.deltars_bytes``;
+            0: none).
         rewrite_limit (Callable[[], int]): gives the size in bytes up to which a table may be
             rewritten whole (the Applier's :class:`wlr.rewrite.Rewriter` limit; 0: never): an
             unkeyed table's segment lands through delta-rs as a rewrite only up to it.
     """
 
-    def __init__(self, app_id: str, rewrite_limit: Callable[[], int] = lambda: 0):
+    def __init__(self, app_id: str, limit: Callable[[], int], rewrite_limit: Callable[[], int] = lambda: 0):
         self.app_id = app_id
-        self.limit = 0  # tables up to this many bytes (0: none); set by replay from replica.deltars_bytes
+        self.limit = limit
         self.rewrite_limit = rewrite_limit
 
     def land(
@@ -141,7 +144,7 @@ class DeltaRs:
         """
         from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
-        if self.limit <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
+        if self.limit() <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
             return None
         dt = _open(path)
         found = self._eligible(dt, meta, keys, insert_only, shape)
@@ -213,7 +216,7 @@ class DeltaRs:
         reason = _instants_out_of_range(meta, adds)
         if reason is not None:
             return reason
-        if size > self.limit:
+        if size > self.limit():
             return f"{size} bytes"
         if not (keys or insert_only) and size > self.rewrite_limit():
             return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"

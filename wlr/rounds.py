@@ -355,7 +355,7 @@ class Replay:
         applier = self._applier()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
         applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
-        applier.deltars.limit = self.options.deltars_bytes
+        applier.deltars_limit = self.options.deltars_bytes
         rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
         sel = self._selection()
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
