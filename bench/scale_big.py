@@ -25,6 +25,7 @@ from bench.scale_common import Report, in_own_process, median
 MAIN = ("tpch.orders", "tpch.lineitem", "s.events")
 SMALL = ("s.events",)  # warm-ups run on it: every method's code path, none of the big tables' cost
 GOAL_SETUP, GOAL_FLOOR, GOAL_RECOPY = 1.5, 1.0, 0.2
+SETUP_RUNS = 3  # set-ups (each in a fresh process) and plain copies, interleaved
 STATE = "scale_big.pickle"  # what the methods need of the master, kept in its dbfarm for --big-farm
 
 
@@ -195,13 +196,25 @@ def run(args) -> Report:
     # backlog, which hold every later version's files too)
     from wlcore.snapshots import folder_of
 
-    setup = in_own_process(setup_replica, farm, master, "setup")
+    # interleaved, SETUP_RUNS of each (the first set-up reads a colder page cache than the copy after
+    # it); the medians are compared, the runs are printed
     snapshot = folder_of(os.path.join(farm, master), -1)
-    t0 = time.perf_counter()
-    for table in (*MAIN, "s.hot"):
-        shutil.copytree(os.path.join(snapshot, *table.split(".")), _folder(farm, "filecopy", table))
-    copied = time.perf_counter() - t0
-    size = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(os.path.join(farm, "filecopy")) for f in fs)
+    setups, copies = [], []
+    for run in range(SETUP_RUNS):
+        name = "setup" if run == 0 else f"setup_{run}"  # the first is the base of every catch-up
+        setups.append(in_own_process(setup_replica, farm, master, name))
+        t0 = time.perf_counter()
+        for table in (*MAIN, "s.hot"):
+            shutil.copytree(os.path.join(snapshot, *table.split(".")), _folder(farm, f"filecopy_{run}", table))
+        copies.append(time.perf_counter() - t0)
+    size = sum(
+        os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(os.path.join(farm, "filecopy_0")) for f in fs
+    )
+    for run in range(SETUP_RUNS):
+        shutil.rmtree(os.path.join(farm, f"filecopy_{run}"))
+        if run:
+            shutil.rmtree(os.path.join(farm, f"setup_{run}"))
+    setup, copied = median(setups), median(copies)
     # the base of every catch-up: the replica made above, brought to the backlog's start
     wlr.Replica(master, "setup", farm).replicate(until=w["start_txn"], follow=False).close()
     times = {"grouped": in_own_process(grouped, farm, master, "setup", runs, w["end_txn"], w["warm_txn"])}
@@ -234,6 +247,8 @@ def run(args) -> Report:
     notes = [
         f"  master: {sum(w['rows'].values()):,} rows in {', '.join(f'{t} {n:,}' for t, n in w['rows'].items())}; "
         f"{size / 1e9:.2f} GB of table folders; loaded in {w['loaded']:.0f} s, backlog written in {w['written']:.0f} s",
+        f"  set-up runs (s, interleaved): new replica {' '.join(f'{x:.2f}' for x in setups)}; "
+        f"plain copy {' '.join(f'{x:.2f}' for x in copies)}",
         f"  backlog: transactions {w['start_txn'] + 1}..{w['end_txn']}, {w['rows_read']:,} change rows; "
         f"runs (s): " + "; ".join(f"{m} {' '.join(f'{x:.1f}' for x in t)}" for m, t in times.items()),
     ]
