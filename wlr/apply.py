@@ -100,6 +100,7 @@ class Applier:
     ):
         self._make_spark = spark
         self._spark: Any = None
+        self._job_properties: dict[str, str] = {}  # Spark's local properties of this applier's thread
         self.storage = storage
         self.logs_storage = logs_storage or storage  # where the batches' change rows are read
         self.replica_path = replica_path
@@ -115,10 +116,28 @@ class Applier:
 
     @property
     def spark(self):
-        """The applier's SparkSession, made on first use."""
+        """The applier's SparkSession, made on first use (with the job properties set inside
+        :meth:`job_property`)."""
         if self._spark is None:
             self._spark = self._make_spark()
+            for key, value in self._job_properties.items():
+                self._spark.sparkContext.setLocalProperty(key, value)
         return self._spark
+
+    @contextmanager
+    def job_property(self, key: str, value: str):
+        """Spark's thread-local property ``key`` (e.g. ``spark.job.description``) set to ``value``
+        for the jobs this thread runs inside: now when the session exists, else when a job first
+        needs it (a segment delta-rs lands starts no session and makes no call to the JVM)."""
+        self._job_properties[key] = value
+        if self._spark is not None:
+            self._spark.sparkContext.setLocalProperty(key, value)
+        try:
+            yield
+        finally:
+            del self._job_properties[key]
+            if self._spark is not None:
+                self._spark.sparkContext.setLocalProperty(key, None)
 
     @property
     def deltars(self):

@@ -19,7 +19,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -146,7 +145,7 @@ class Round:
 
     def _worker(self, segs: list[Segment]) -> None:
         applier = self.applier.fork()
-        with _local_property(applier.spark, "spark.scheduler.pool", f"{POOL}:{segs[0].table}"):
+        with applier.job_property("spark.scheduler.pool", f"{POOL}:{segs[0].table}"):
             self._table(applier, segs)
 
     def _table(self, applier: Applier, segs: list[Segment]) -> None:
@@ -166,8 +165,7 @@ class Round:
     # ------------------------------------------------------------------ one segment
     def _segment(self, applier: Applier, seg: Segment) -> None:
         # Spark's UI and event log name the replay jobs by table and transactions
-        with _local_property(
-            applier.spark,
+        with applier.job_property(
             "spark.job.description",
             f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}",
         ):
@@ -271,17 +269,6 @@ class Round:
         with self.lock:
             self.failures.append(Failure(it.batch, it.rec.txn, it.rec.table, cause))
         raise _Stop()
-
-
-@contextmanager
-def _local_property(spark, key: str, value: str):
-    """Spark's thread-local property ``key`` set to ``value`` for the jobs of this thread inside."""
-    sc = spark.sparkContext
-    sc.setLocalProperty(key, value)
-    try:
-        yield
-    finally:
-        sc.setLocalProperty(key, None)
 
 
 class _Stop(Exception):

@@ -172,3 +172,33 @@ def test_a_segment_that_adds_columns_lands_through_delta_rs(spark, master, dbfar
     added, merged = landed
     assert added["info"]["userMetadata"].endswith(":part") and added["txn"] is None, added
     assert merged["info"]["operation"] == "MERGE" and merged["txn"]["version"] == wlc.tick(), merged
+
+
+def test_a_replica_whose_segments_land_through_delta_rs_starts_no_spark(spark, master, dbfarm):
+    """A process that replays only segments delta-rs lands (two tables at once, so in worker
+    threads) starts no Spark session: the JVM of ``wlr replicate --follow`` stays idle while the
+    master writes small transactions (Spark's job descriptions are set only where a job runs)."""
+    import subprocess
+    import sys
+
+    a, b = master.table_path("s.a"), master.table_path("s.b")
+    for path in (a, b):
+        sql(spark, f"CREATE TABLE delta.`{path}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+        sql(spark, f"INSERT INTO delta.`{path}` VALUES (1, 1), (2, 2)")
+    wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    for path in (a, b):
+        sql(spark, f"UPDATE delta.`{path}` SET v = v + 10 WHERE id = 1")
+        sql(spark, f"INSERT INTO delta.`{path}` VALUES (3, 3)")
+    wlc.flush()
+    code = (
+        "import wlr\nfrom pyspark import SparkContext\n"
+        f"rep = wlr.Replica('m', 'r', {dbfarm!r}); rep.replicate(follow=False)\n"
+        "print(rep.status()['tick'], SparkContext._active_spark_context is None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-2:] == [str(wlc.tick()), "True"], out.stdout + out.stderr[-3000:]
+    rep = wlr.Replica("m", "r", dbfarm)
+    for name, path in (("s.a", a), ("s.b", b)):
+        assert rows(rep.table(name)) == master_rows(spark, path), name
+        assert data_commits(rep, name)[-1]["info"]["engineInfo"].startswith("delta-rs"), name
