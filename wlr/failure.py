@@ -182,17 +182,3 @@ def skip(
     if manifest is None or (manifest.txns and txn >= manifest.last_txn):
         state.batches = (batch if batch is not None else state.batches) + 1
     return txn
-
-
-def first_line(exc: Exception) -> str:
-    """The first line of an exception's message (the Java one for Spark/Delta errors), at most 500 characters.
-
-    Args:
-        exc (Exception): the error.
-
-    Returns:
-        str: the line; ``repr(exc)`` when the message is empty.
-    """
-    java = getattr(exc, "java_exception", None)  # py4j's own message names only the call
-    text = (java.toString() if java is not None else str(exc)).strip()
-    return text.splitlines()[0][:500] if text else repr(exc)

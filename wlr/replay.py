@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from wlcore.batch import TxnRecord
-from wlcore.errors import ConfigError
+from wlcore.errors import ConfigError, first_line
 from wlcore.faults import crash_point
 from wlcore.replica_state import ReplicaState
 
-from . import failure
 from .errors import ApplyError
 from .plan import Segment, TxnRef, segments, span_text
 
@@ -193,7 +192,7 @@ class Round:
             stats = applier.apply_segment([(it.path, it.rec) for it in todo])
             crash_point("replay.applied")
         except Exception as exc:  # replayed one by one: the failure names its exact transaction
-            log.info("segment %s failed (%s); replaying it transaction by transaction", seg, failure.first_line(exc))
+            log.info("segment %s failed (%s); replaying it transaction by transaction", seg, first_line(exc))
             for it in todo:
                 self._one(applier, it)
             return
@@ -265,7 +264,7 @@ class Round:
         if isinstance(exc, (ApplyError, ConfigError)):  # ConfigError: an unsafe table name in the batch
             cause = str(exc)
         else:  # Spark/Delta errors: constraint violations, schema conflicts...
-            cause = f"{type(exc).__name__}: {failure.first_line(exc)}"
+            cause = f"{type(exc).__name__}: {first_line(exc)}"
         with self.lock:
             self.failures.append(Failure(it.batch, it.rec.txn, it.rec.table, cause))
         raise _Stop()
