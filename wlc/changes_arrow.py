@@ -31,20 +31,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from wlcore.batch import CHANGE_TYPE, VERSION_COLUMN
-from wlcore.tablemeta import FLAT_TYPES, TableMeta
+from wlcore.tablemeta import TableMeta, delta_rs_refusal
 
 log = logging.getLogger("wlc.capture")
 
-_READER_FEATURES = {"timestampNtz"}
-_WRITER_FEATURES = {
-    "appendOnly",
-    "invariants",
-    "checkConstraints",
-    "changeDataFeed",
-    "generatedColumns",
-    "identityColumns",
-    "timestampNtz",
-}
+_READER_FEATURES = frozenset({"timestampNtz"})
+_WRITER_VERSIONS = frozenset({1, 2, 3, 4, 6, 7})  # 5: column mapping
+_WRITER_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "identityColumns",
+        "timestampNtz",
+    }
+)
 _PLAIN = {
     pa.string_view(): pa.string(),
     pa.large_string(): pa.string(),
@@ -63,23 +66,11 @@ def why_not(meta: TableMeta, protocol) -> str | None:
     Returns:
         str | None: the reason, or None.
     """
-    if protocol.min_reader_version == 2 or protocol.min_reader_version > 3:
-        return f"reader version {protocol.min_reader_version}"
-    if not set(protocol.reader_features or ()) <= _READER_FEATURES:
-        return f"reader features {sorted(set(protocol.reader_features or ()) - _READER_FEATURES)}"
-    if protocol.min_writer_version == 5:
-        return "column mapping"
-    if not set(protocol.writer_features or ()) <= _WRITER_FEATURES:
-        return f"writer features {sorted(set(protocol.writer_features or ()) - _WRITER_FEATURES)}"
-    if meta.partition_columns:
-        return "partitioned"
-    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
-        return "column mapping"
+    reason = delta_rs_refusal(meta, protocol, _READER_FEATURES, _WRITER_FEATURES, _WRITER_VERSIONS)
+    if reason is not None:
+        return reason
     for f in json.loads(meta.schema_json).get("fields", []):
-        kind = f.get("type")
-        if not isinstance(kind, str) or not (kind in FLAT_TYPES or kind.startswith("decimal(")):
-            return f"column {f.get('name')} of a nested type"
-        if kind == "timestamp":  # Spark writes INT96, which delta-rs reads in nanoseconds (years 1677-2262)
+        if f.get("type") == "timestamp":  # Spark writes INT96, which delta-rs reads in nanoseconds (years 1677-2262)
             return f"column {f.get('name')} is a TIMESTAMP (instants before 1678 or after 2261 would wrap)"
     return None
 

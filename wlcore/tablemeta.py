@@ -193,3 +193,46 @@ def clustering_of(configuration: str | None) -> tuple[tuple[str, ...], ...] | No
         return None
     cols = json.loads(configuration or "{}").get("clusteringColumns") or []
     return tuple(tuple(p) for p in cols)
+
+
+def delta_rs_refusal(
+    meta: TableMeta,
+    protocol: Any,
+    reader_features: frozenset[str],
+    writer_features: frozenset[str],
+    writer_versions: frozenset[int],
+) -> str | None:
+    """Why delta-rs may not handle a table as Spark does, in what capture's reads and replay's
+    writes both need: reader version 1 or 3 with only ``reader_features``, a writer version in
+    ``writer_versions`` with only ``writer_features``, no partitioning, no column mapping, and
+    flat columns (:data:`FLAT_TYPES` and decimals). Each side adds its own checks.
+
+    Args:
+        meta (TableMeta): the table's metadata.
+        protocol: delta-rs's ``ProtocolVersions`` of the table at that version.
+        reader_features (frozenset[str]): the reader features allowed.
+        writer_features (frozenset[str]): the writer features allowed.
+        writer_versions (frozenset[int]): the minimum writer versions allowed.
+
+    Returns:
+        str | None: the reason, or None.
+    """
+    if protocol.min_reader_version == 2 or protocol.min_reader_version > 3:
+        return f"reader version {protocol.min_reader_version}"
+    extra = set(protocol.reader_features or ()) - reader_features
+    if extra:
+        return f"reader features {sorted(extra)}"
+    if protocol.min_writer_version not in writer_versions:
+        return f"writer version {protocol.min_writer_version}"
+    extra = set(protocol.writer_features or ()) - writer_features
+    if extra:
+        return f"writer features {sorted(extra)}"
+    if meta.partition_columns:
+        return "partitioned"
+    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
+        return "column mapping"
+    for f in json.loads(meta.schema_json).get("fields", []):
+        kind = f.get("type")
+        if not isinstance(kind, str) or not (kind in FLAT_TYPES or kind.startswith("decimal(")):
+            return f"column {f.get('name')} of a nested type"
+    return None

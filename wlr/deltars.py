@@ -41,14 +41,15 @@ import pyarrow.dataset as ds
 
 from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
-from wlcore.tablemeta import FLAT_TYPES, TableMeta
+from wlcore.tablemeta import TableMeta, delta_rs_refusal
 
 from .errors import ApplyError
 
 log = logging.getLogger("wlr.deltars")
 
-_WRITER_FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz"}
-_READER_FEATURES = {"timestampNtz"}
+_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "changeDataFeed", "timestampNtz"})
+_WRITER_VERSIONS = frozenset({1, 2, 3, 4, 7})  # 5: column mapping; 6: identity columns
+_READER_FEATURES = frozenset({"timestampNtz"})
 _KEY_TYPES = {"byte", "short", "integer", "long", "string", "date"}
 _FIELD_METADATA = {"comment", "__CHAR_VARCHAR_TYPE_STRING"}  # what a column may carry here
 
@@ -63,25 +64,12 @@ def why_not(meta: TableMeta, protocol) -> str | None:
     Returns:
         str | None: the reason, or None.
     """
-    if protocol.min_reader_version > 3 or protocol.min_reader_version == 2:
-        return f"reader version {protocol.min_reader_version}"
-    if not set(protocol.reader_features or ()) <= _READER_FEATURES:
-        return f"reader features {sorted(set(protocol.reader_features or ()) - _READER_FEATURES)}"
-    if protocol.min_writer_version in (5, 6) or protocol.min_writer_version > 7:
-        return f"writer version {protocol.min_writer_version}"
-    if not set(protocol.writer_features or ()) <= _WRITER_FEATURES:
-        return f"writer features {sorted(set(protocol.writer_features or ()) - _WRITER_FEATURES)}"
-    if meta.partition_columns:
-        return "partitioned"
-    config = meta.configuration
-    if any(k.startswith("delta.constraints.") for k in config):
+    reason = delta_rs_refusal(meta, protocol, _READER_FEATURES, _WRITER_FEATURES, _WRITER_VERSIONS)
+    if reason is not None:
+        return reason
+    if any(k.startswith("delta.constraints.") for k in meta.configuration):
         return "CHECK constraints"
-    if config.get("delta.columnMapping.mode", "none") != "none":
-        return "column mapping"
     for f in json.loads(meta.schema_json).get("fields", []):
-        kind = f.get("type")
-        if not isinstance(kind, str) or not (kind in FLAT_TYPES or kind.startswith("decimal(")):
-            return f"column {f.get('name')} of a nested type"
         extra = set(f.get("metadata") or {}) - _FIELD_METADATA
         if extra:
             return f"column {f.get('name')} carries {sorted(extra)}"
