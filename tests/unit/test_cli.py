@@ -166,6 +166,8 @@ def test_status_and_log_commands_start_without_spark():
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
     # capture and replay load delta-rs and pyarrow at their first table or segment: a new
     # replica's set-up from a snapshot (a file copy) pays no half second for them
-    code = "import sys, wlc, wlr.apply; print(sorted(m for m in ('pyarrow', 'deltalake', 'pandas') if m in sys.modules))"
+    code = (
+        "import sys, wlc, wlr.apply; print(sorted(m for m in ('pyarrow', 'deltalake', 'pandas') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
