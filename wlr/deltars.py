@@ -140,6 +140,7 @@ class DeltaRs:
             log.debug("%s: Spark lands it (%s)", path, found)
             return None
         added = found  # the fields the segment's ALTERs add
+        before = dt.version()
         done = dt.transaction_version(self.app_id)
         if done is not None and done >= version:  # Delta's idempotent write: already in the log
             return 0, "merge"
@@ -171,16 +172,17 @@ class DeltaRs:
         if how != "merge":
             mode = "append" if how == "append" else "overwrite"
             write_deltalake(dt, data, mode=mode, commit_properties=commit)
-            return count, how
-        source = data.append_column(OP, net[OP])
-        on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in keys)
-        (
-            dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=False, commit_properties=commit)
-            .when_matched_update_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
-            .when_matched_delete(predicate=f"NOT s.{_ident(OP)}")
-            .when_not_matched_insert_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
-            .execute()
-        )
+        else:
+            source = data.append_column(OP, net[OP])
+            on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in keys)
+            (
+                dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=False, commit_properties=commit)
+                .when_matched_update_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
+                .when_matched_delete(predicate=f"NOT s.{_ident(OP)}")
+                .when_not_matched_insert_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
+                .execute()
+            )
+        _checkpoint(dt, before, meta)
         return count, how
 
     def _eligible(self, dt, meta: TableMeta, keys: list[str], insert_only: bool, shape: TableMeta | None):
@@ -209,6 +211,27 @@ class DeltaRs:
         if not (keys or insert_only) and size > self.rewrite_limit():
             return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
         return added
+
+
+def _checkpoint(dt, before: int, meta: TableMeta) -> None:
+    """A checkpoint of ``dt`` (just committed, from version ``before``) when its commits passed a
+    multiple of the table's ``delta.checkpointInterval`` (Delta Spark's default, 10): delta-rs
+    writes one only every 100 versions by default, and every later open of the table (replay's
+    next segment, a Spark reader) replays each JSON commit since the last. The checkpoint keeps
+    the ``txn`` markers replay's idempotence reads. A failure to write it is logged: the commit
+    stands, and readers replay the JSON commits as before."""
+    try:
+        interval = max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
+    except ValueError:
+        interval = 10
+    if dt.version() // interval == before // interval:
+        return
+    try:
+        dt.create_checkpoint()
+    except Exception as exc:  # deltalake's errors have no common base
+        log.warning(
+            "%s: no checkpoint at version %d (%s); readers replay its JSON commits", dt.table_uri, dt.version(), exc
+        )
 
 
 # delta-rs reads Spark's INT96 timestamps through nanoseconds: instants outside these wrap in silence

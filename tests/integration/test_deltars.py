@@ -202,3 +202,31 @@ def test_a_replica_whose_segments_land_through_delta_rs_starts_no_spark(spark, m
     for name, path in (("s.a", a), ("s.b", b)):
         assert rows(rep.table(name)) == master_rows(spark, path), name
         assert data_commits(rep, name)[-1]["info"]["engineInfo"].startswith("delta-rs"), name
+
+
+def test_delta_rs_commits_checkpoint_the_replica_table_at_sparks_interval(spark, master, dbfarm):
+    """A replica table written by delta-rs segment after segment gets a checkpoint each time its
+    versions pass a multiple of ten (Delta Spark's ``delta.checkpointInterval``; delta-rs alone
+    writes one every 100), holding the idempotent ``txn`` marker replay reads; Spark reads the
+    table through it, equal to the master, and replay goes on after it."""
+    import pyarrow.parquet as pq
+
+    k = master.table_path("s.k")
+    sql(spark, f"CREATE TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0), (2, 0)")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    log_dir = os.path.join(folder(rep, "s.k"), "_delta_log")
+    for i in range(12):
+        sql(spark, f"UPDATE delta.`{k}` SET v = {i + 1} WHERE id = {1 + i % 2}")
+        wlc.flush()
+        rep.replicate(follow=False)
+    checkpoints = sorted(glob.glob(f"{log_dir}/*.checkpoint.parquet"))
+    assert checkpoints and int(os.path.basename(checkpoints[-1]).split(".")[0]) % 10 == 0, os.listdir(log_dir)
+    markers = [t for t in pq.read_table(checkpoints[-1]).column("txn").to_pylist() if t]
+    assert [t["appId"] for t in markers] == [f"wlc:{master.config.dbid}"], markers
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
+    assert all(c["info"]["engineInfo"].startswith("delta-rs") for c in data_commits(rep, "s.k")[-12:])
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (3, 3)")
+    wlc.flush()
+    rep.replicate(follow=False)
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
