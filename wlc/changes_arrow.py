@@ -20,7 +20,6 @@ leaves the run to Spark, which tells those cases apart (:mod:`wlc.changes`).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -69,7 +68,7 @@ def why_not(meta: TableMeta, protocol) -> str | None:
     reason = delta_rs_refusal(meta, protocol, _READER_FEATURES, _WRITER_FEATURES, _WRITER_VERSIONS)
     if reason is not None:
         return reason
-    for f in json.loads(meta.schema_json).get("fields", []):
+    for f in meta.schema.get("fields", []):
         if f.get("type") == "timestamp":  # Spark writes INT96, which delta-rs reads in nanoseconds (years 1677-2262)
             return f"column {f.get('name')} is a TIMESTAMP (instants before 1678 or after 2261 would wrap)"
     return None

@@ -231,7 +231,7 @@ def delta_rs_refusal(
         return "partitioned"
     if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
         return "column mapping"
-    for f in json.loads(meta.schema_json).get("fields", []):
+    for f in meta.schema.get("fields", []):
         kind = f.get("type")
         if not isinstance(kind, str) or not (kind in FLAT_TYPES or kind.startswith("decimal(")):
             return f"column {f.get('name')} of a nested type"

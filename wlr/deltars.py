@@ -69,7 +69,7 @@ def why_not(meta: TableMeta, protocol) -> str | None:
         return reason
     if any(k.startswith("delta.constraints.") for k in meta.configuration):
         return "CHECK constraints"
-    for f in json.loads(meta.schema_json).get("fields", []):
+    for f in meta.schema.get("fields", []):
         extra = set(f.get("metadata") or {}) - _FIELD_METADATA
         if extra:
             return f"column {f.get('name')} carries {sorted(extra)}"
@@ -197,7 +197,7 @@ class DeltaRs:
         if isinstance(added, str):
             return added
         if keys and not insert_only:
-            types = {f["name"]: f["type"] for f in json.loads(meta.schema_json).get("fields", [])}
+            types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
             bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
             if bad:
                 return f"key columns {bad} of types delta-rs matches otherwise"
@@ -243,7 +243,7 @@ def _instants_out_of_range(meta: TableMeta, adds: pa.Table) -> str | None:
     statistics, ``adds``: delta-rs's add actions, say one is before 1678 or after 2261, or do not
     say), else None. A MERGE copies untouched rows of the files it rewrites, and Spark writes
     TIMESTAMP as INT96, which delta-rs reads in nanoseconds (years 1677 to 2262)."""
-    for f in json.loads(meta.schema_json).get("fields", []):
+    for f in meta.schema.get("fields", []):
         if f.get("type") != "timestamp" or not adds.num_rows:
             continue
         name = f["name"]
@@ -291,8 +291,8 @@ def _diverged(row: dict) -> None:
 def _added(meta: TableMeta, shape: TableMeta) -> list[dict] | str:
     """The fields ``shape`` adds at the end of ``meta``'s, each nullable, of a flat type and with no
     metadata (what Spark's ``ADD COLUMNS`` makes of them); else why delta-rs may not add them."""
-    old = json.loads(meta.schema_json).get("fields", [])
-    new = json.loads(shape.schema_json).get("fields", [])
+    old = meta.schema.get("fields", [])
+    new = shape.schema.get("fields", [])
     if new[: len(old)] != old or meta.partition_columns != shape.partition_columns:
         return "the segment's ALTERs change more than added columns at the end"
     for f in new[len(old) :]:
