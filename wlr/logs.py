@@ -16,6 +16,7 @@ from typing import Iterator, Mapping
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest
 from wlcore.errors import BatchError
+from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 
 from .plan import Target
@@ -53,6 +54,7 @@ def read_batches(
     tick: int,
     target: Target,
     read: Mapping[str, Manifest] | None = None,
+    published: int | None = None,
 ) -> Iterator[Batch]:
     """Yield the published batches from ``next_batch`` on, in order, each checked.
 
@@ -67,6 +69,10 @@ def read_batches(
             does not stop a point-in-time replay before it).
         read: manifests already read and checked in this call, by batch folder (a new replica's
             path walk, :meth:`wlr.route.Route.take_walked`); the others are read here.
+        published: the level-0 batches the source's ``wlc.config`` says are published (its
+            ``batches``, read before this call); None: not known. With it, a replica at most
+            :data:`PROBE` batches behind looks its next batches up by name and lists the folder
+            only when one it needs is missing (see :func:`numbered`).
 
     Raises:
         LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
@@ -78,7 +84,7 @@ def read_batches(
             f"the log folder {logs} is not there (unmounted, moved or deleted?); put it back where wlc.config says",
         )
     expected_batch, expected_txn = next_batch, tick + 1
-    for number, path in batchfmt.list_batches(storage, logs, master, next_batch):
+    for number, path in numbered(storage, logs, master, next_batch, published):
         if number != expected_batch:
             raise LogError(
                 expected_batch,
@@ -116,6 +122,56 @@ def read_batches(
         expected_batch += 1
         if reaches(manifest, target):
             return
+
+
+def published_batches(mcfg: MasterState) -> int | None:
+    """The number of level-0 batches ``mcfg`` (a source's ``wlc.config``) says are published: its
+    ``batches``, the next number capture publishes; None when the file does not say."""
+    return mcfg.batches if mcfg.has("batches") else None
+
+
+PROBE = 16
+"""At most this many batches behind, replay looks its next level-0 batches up by name."""
+
+
+def numbered(
+    storage: Storage, logs: str, master: str, next_batch: int, published: int | None
+) -> Iterator[tuple[int, str]]:
+    """The level-0 batches from ``next_batch`` on, ``(number, path)`` ascending, as
+    :func:`wlcore.batch.list_batches` lists them, read lazily.
+
+    A replica that follows is one or two batches behind a log that may hold tens of thousands:
+    listing the whole folder every round would make each round cost as much as the log is long.
+    When the source's ``wlc.config`` says at most :data:`PROBE` batches are left to read, each
+    is looked up by its name (one ``stat``, or a request on an object store) until one is missing
+    at or past what the config says is published (capture publishes a batch before it counts it
+    there, a shipped copy writes its config after its batches). A batch missing below that count
+    lists the folder, so that a gap is named as it always was, from the batches found after it.
+
+    Args:
+        storage (Storage): the filesystem of the log folder.
+        logs (str): the log folder.
+        master (str): the master's database name.
+        next_batch (int): the first batch number wanted.
+        published (int | None): the number of level-0 batches published, from ``wlc.config``
+            (None: not known; the folder is listed).
+
+    Yields:
+        tuple[int, str]: ``(number, batch folder)``.
+    """
+    if published is None or published - next_batch > PROBE:
+        yield from batchfmt.list_batches(storage, logs, master, next_batch)
+        return
+    number = next_batch
+    while True:
+        path = Storage.join(logs, batchfmt.batch_name(master, number))
+        if storage.is_published(path):
+            yield number, path
+            number += 1
+            continue
+        if number < published:  # counted as published but not there: a gap, or pruned
+            yield from batchfmt.list_batches(storage, logs, master, number)
+        return
 
 
 def reaches(manifest: Manifest, target: Target) -> bool:

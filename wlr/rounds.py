@@ -22,7 +22,7 @@ from wlcore.replica_state import ReplicaState
 from . import failure, monitor
 from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
-from .logs import LogError, reaches, read_batches
+from .logs import LogError, published_batches, reaches, read_batches
 from .options import ReplayOptions
 from .plan import Target, TxnRef, consistent_tick, is_barrier, plan
 from .relay import Relay
@@ -204,8 +204,10 @@ class Replay:
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
         walked = route.take_walked()
         try:
+            source = self._source().storage
+            published = published_batches(mcfg)
             for b in read_batches(
-                self._source().storage, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked
+                source, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked, published
             ):
                 read.batches.append(b)
                 if read.watermark is None or b.manifest.watermark > read.watermark:
@@ -290,7 +292,7 @@ class Replay:
         if not self.options.use_compacted or tick < self.options.level0_until:
             return []
         try:
-            return self.setup.route(mcfg).units(logs, tick, next_batch, target)
+            return self.setup.route(mcfg).units(logs, tick, next_batch, target, published_batches(mcfg))
         except LogError as exc:  # level 0 holds everything a compacted batch does
             self.book.log(f"not using compacted batches: {exc.cause}")
             return []

@@ -143,7 +143,7 @@ class Route:
         return None
 
     # ------------------------------------------------------------------ compacted batches
-    def units(self, logs: str, tick: int, next_batch: int, target: Target) -> list[Batch]:
+    def units(self, logs: str, tick: int, next_batch: int, target: Target, published: int | None = None) -> list[Batch]:
         """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
         or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
 
@@ -152,6 +152,9 @@ class Route:
             tick (int): the replica's position: every transaction <= ``tick`` applied.
             next_batch (int): the next level-0 batch replay would read.
             target (Target): the replay target.
+            published (int | None): the level-0 batches the source's ``wlc.config`` says are
+                published (None: not known). When nothing is left, or only ``next_batch`` and it is
+                there (a compacted batch could stand only for it), the folder is not listed.
 
         Returns:
             list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
@@ -159,6 +162,11 @@ class Route:
         Raises:
             LogError: a compacted batch on the path is damaged or another database's.
         """
+        if published is not None and published - next_batch <= 1:  # one lookup by name, not a listing
+            if published <= next_batch or self.storage.is_published(
+                Storage.join(logs, batchfmt.batch_name(self.master, next_batch))
+            ):
+                return []
         spans = []
         for level, first, _last, path in batchfmt.list_compacted(self.storage, logs, self.master):
             if first < next_batch:
@@ -255,6 +263,8 @@ class Route:
         """
         if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
             return
+        if mcfg.has("batches") and next_batch >= mcfg.batches:
+            return  # not published yet (a follower waiting): nothing to list
         published = batchfmt.list_batches(self.storage, logs, self.master)
         holders = [
             (lv, first, last)

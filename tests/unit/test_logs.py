@@ -151,3 +151,51 @@ def test_a_new_replicas_path_is_read_once(logs, monkeypatch):
     publish(logs, 4, [6])
     route.check_path(logs, None, start, ALL)
     assert len(read_paths) == 9
+
+
+def counting(logs):
+    """The log folder's storage, counting how often a folder is listed."""
+    storage, listed = Storage.of(logs), []
+    real = storage.published
+    storage.published = lambda path: listed.append(path) or real(path)
+    return storage, listed
+
+
+def test_a_replica_near_the_end_looks_its_batches_up_by_name_without_listing(logs):
+    """Published 4 batches (wlc.config's ``batches``): reading from batch 2 or from the end lists nothing."""
+    storage, listed = counting(logs)
+    got = [b.number for b in read_batches(storage, logs, "m", "id1", 2, 3, ALL, None, 4)]
+    assert got == [2, 3] and listed == []
+    assert list(read_batches(storage, logs, "m", "id1", 4, 5, ALL, None, 4)) == [] and listed == []
+    # the config read before capture published batch 4: it is read all the same
+    publish(logs, 4, [6])
+    got = [b.number for b in read_batches(storage, logs, "m", "id1", 3, 5, ALL, None, 4)]
+    assert got == [3, 4] and listed == []
+    # far behind, or the count unknown: one listing, as before
+    assert [b.number for b in read_batches(storage, logs, "m", "id1", 0, -1, ALL, None, None)] == [0, 1, 2, 3, 4]
+    assert len(listed) == 1
+
+
+def test_a_batch_missing_below_the_published_count_is_named_as_a_gap(logs):
+    storage, listed = counting(logs)
+    shutil.rmtree(batch(logs, 2))
+    with pytest.raises(LogError, match="batch 2 is missing .*batch 3 follows") as err:
+        list(read_batches(storage, logs, "m", "id1", 1, 1, ALL, None, 4))
+    assert err.value.batch == 2 and listed == [logs]
+
+
+def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
+    from wlr.route import Route
+
+    storage, listed = counting(logs)
+    route = Route(storage, os.path.dirname(logs), "m", "id1")
+    assert route.units(logs, 5, 4, ALL, published=4) == [] and listed == []  # nothing left
+    assert route.units(logs, 4, 3, ALL, published=4) == [] and listed == []  # batch 3 there: level 0 it is
+    shutil.rmtree(batch(logs, 3))
+    assert route.units(logs, 4, 3, ALL, published=4) == [] and listed == [logs]  # batch 3 gone: listed
+    assert route.units(logs, 1, 1, ALL, published=4) == [] and len(listed) == 2
+    from wlcore.master_state import MasterState
+
+    listed.clear()
+    route.check_level0(logs, 5, 4, MasterState.of(batches=4), False, ALL)  # waiting for batch 4
+    assert listed == []
