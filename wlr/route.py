@@ -153,8 +153,7 @@ class Route:
             next_batch (int): the next level-0 batch replay would read.
             target (Target): the replay target.
             published (int | None): the level-0 batches the source's ``wlc.config`` says are
-                published (None: not known). When nothing is left, or only ``next_batch`` and it is
-                there (a compacted batch could stand only for it), the folder is not listed.
+                published (None: not known); see :meth:`_level0_suffices`, which spares the listing.
 
         Returns:
             list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
@@ -162,11 +161,8 @@ class Route:
         Raises:
             LogError: a compacted batch on the path is damaged or another database's.
         """
-        if published is not None and published - next_batch <= 1:  # one lookup by name, not a listing
-            if published <= next_batch or self.storage.is_published(
-                Storage.join(logs, batchfmt.batch_name(self.master, next_batch))
-            ):
-                return []
+        if self._level0_suffices(logs, next_batch, target, published):
+            return []
         spans = []
         for level, first, _last, path in batchfmt.list_compacted(self.storage, logs, self.master):
             if first < next_batch:
@@ -191,6 +187,25 @@ class Route:
         for gone in [p for p in self._spans if not self.storage.exists(p)]:
             del self._spans[gone]
         return out
+
+    def _level0_suffices(self, logs: str, next_batch: int, target: Target, published: int | None) -> bool:
+        """True when a compacted batch could stand only for level-0 batch ``next_batch`` and that is
+        there: nothing is published after it (``published``, wlc.config's count), or it reaches the
+        target. One lookup by name and one manifest (kept for the round's reading), instead of
+        listing a log of tens of thousands of batches on every round of a follower."""
+        if published is not None and published <= next_batch:
+            return True
+        path = Storage.join(logs, batchfmt.batch_name(self.master, next_batch))
+        if not self.storage.is_published(path):
+            return False  # pruned, perhaps: a compacted batch may hold it
+        if published is not None and published == next_batch + 1:
+            return True
+        try:
+            manifest = self._walked.get(path) or batchfmt.read_manifest(self.storage, path)
+        except BatchError:
+            return False  # damaged: a compacted batch may stand for it (read_batches names it otherwise)
+        self._walked[path] = manifest
+        return reaches(manifest, target)
 
     def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool = True) -> None:
         """Walk a new replica's path from ``start`` to ``target`` (reading manifests only) and refuse

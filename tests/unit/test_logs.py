@@ -199,3 +199,14 @@ def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
     listed.clear()
     route.check_level0(logs, 5, 4, MasterState.of(batches=4), False, ALL)  # waiting for batch 4
     assert listed == []
+
+
+def test_a_replica_one_batch_before_its_target_lists_no_compacted_batches(logs):
+    from wlr.route import Route
+
+    storage, listed = counting(logs)
+    route = Route(storage, os.path.dirname(logs), "m", "id1")
+    assert route.units(logs, 1, 1, Target("txn", txn=2), published=4) == [] and listed == []
+    walked = route.take_walked()  # batch 1's manifest, read once for the round
+    assert [b.number for b in read_batches(storage, logs, "m", "id1", 1, 1, Target("txn", txn=2), walked, 4)] == [1]
+    assert route.units(logs, 1, 1, Target("txn", txn=3), published=4) == [] and listed == [logs]  # two batches
