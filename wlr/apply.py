@@ -146,7 +146,10 @@ class Applier:
         if self._deltars is None:
             from . import deltars
 
-            self._deltars = deltars.DeltaRs(self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit)
+            opened = self.tables.opened
+            self._deltars = deltars.DeltaRs(
+                self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit, opened
+            )
         return self._deltars
 
     def fork(self) -> "Applier":
@@ -155,6 +158,7 @@ class Applier:
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
         out.deltars_limit = self.deltars_limit
+        out.tables.opened = self.tables.opened  # delta-rs's tables kept open, shared by the threads
         return out
 
     # ------------------------------------------------------------------ applying

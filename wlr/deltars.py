@@ -43,6 +43,7 @@ from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
 from wlcore.tablemeta import TableMeta, delta_rs_refusal
 
+from .deltars_open import OpenTables, open_table
 from .errors import ApplyError
 
 log = logging.getLogger("wlr.deltars")
@@ -87,12 +88,21 @@ class DeltaRs:
         rewrite_limit (Callable[[], int]): gives the size in bytes up to which a table may be
             rewritten whole (the Applier's :class:`wlr.rewrite.Rewriter` limit; 0: never): an
             unkeyed table's segment lands through delta-rs as a rewrite only up to it.
+        tables (OpenTables | None): the tables kept open between segments (shared by the
+            appliers of one replay's threads; None: a new one).
     """
 
-    def __init__(self, app_id: str, limit: Callable[[], int], rewrite_limit: Callable[[], int] = lambda: 0):
+    def __init__(
+        self,
+        app_id: str,
+        limit: Callable[[], int],
+        rewrite_limit: Callable[[], int] = lambda: 0,
+        tables: OpenTables | None = None,
+    ):
         self.app_id = app_id
         self.limit = limit
         self.rewrite_limit = rewrite_limit
+        self.tables = tables if tables is not None else OpenTables()
 
     def land(
         self,
@@ -130,11 +140,17 @@ class DeltaRs:
             ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
                 more copies of a row than the table holds (the replica has diverged).
         """
-        from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
-
         if self.limit() <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
             return None
-        dt = _open(path)
+        dt = self.tables.take(path)
+        landed = self._land(dt, path, meta, files, keys, insert_only, text, version, shape, part)
+        self.tables.keep(path, dt)  # not reached when the segment raised: the table is opened again
+        return landed
+
+    def _land(self, dt, path, meta, files, keys, insert_only, text, version, shape, part) -> tuple[int, str] | None:
+        """:meth:`land` on ``dt``, the table at ``path`` (None: delta-rs cannot read it)."""
+        from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
+
         found = self._eligible(dt, meta, keys, insert_only, shape)
         if isinstance(found, str):
             log.debug("%s: Spark lands it (%s)", path, found)
@@ -301,18 +317,6 @@ def _added(meta: TableMeta, shape: TableMeta) -> list[dict] | str:
     return new[len(old) :]
 
 
-def _open(path: str):
-    """delta-rs's DeltaTable at local ``path``, or None when delta-rs cannot read its log (a
-    reader feature it lacks)."""
-    from deltalake import DeltaTable
-
-    try:
-        return DeltaTable(path)
-    except Exception as exc:  # deltalake's errors for unknown features and versions have no common base
-        log.debug("%s: delta-rs cannot read it (%s)", path, exc)
-        return None
-
-
 def detail(dt) -> tuple[int, int]:
     """The size in bytes and the number of data files of delta-rs's DeltaTable ``dt`` (its log only)."""
     adds = _adds(dt)
@@ -332,7 +336,7 @@ def _bytes(adds: pa.Table) -> int:
 def size_of(path: str) -> tuple[int, int] | None:
     """The size in bytes and the number of data files of the Delta table at local ``path``, read
     from its log by delta-rs in milliseconds; None when delta-rs cannot read it."""
-    dt = _open(path)
+    dt = open_table(path)
     return None if dt is None else detail(dt)
 
 

@@ -9,6 +9,7 @@ from wlcore.deltalog import TableMeta, list_versions, meta_after, metadata_at, r
 from wlcore.names import split_name
 from wlcore.storage import Storage
 
+from .deltars_open import OpenTables
 from .tags import parse_span, parse_tag
 
 
@@ -26,6 +27,7 @@ class ReplicaTables:
         self.replica_path = replica_path
         self.dbid = dbid
         self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+        self.opened = OpenTables()  # the tables delta-rs landed segments on, kept open between segments
 
     def forget(self, name: str) -> None:
         """Drop what is cached of table ``name`` (it is dropped or made again: its versions start anew).
@@ -34,6 +36,7 @@ class ReplicaTables:
             name (str): the replica table, ``schema.table``.
         """
         self._meta.pop(name, None)
+        self.opened.drop(self.storage.os_path(self.table_path(name)))
 
     def table_path(self, name: str) -> str:
         """The folder (path or URL) of replica table ``name``: ``<replica>/<schema>/<table>``.

@@ -230,3 +230,34 @@ def test_delta_rs_commits_checkpoint_the_replica_table_at_sparks_interval(spark,
     wlc.flush()
     rep.replicate(follow=False)
     assert rows(rep.table("s.k")) == master_rows(spark, k)
+
+
+def test_a_table_made_again_between_delta_rs_segments_is_read_afresh(spark, master, dbfarm):
+    """One replica object (its tables kept open by delta-rs between segments) follows a table that
+    the master replaces and then drops and makes again under the same name: each later segment
+    lands on the table as it now is, equal to the master."""
+    import shutil
+
+    k = master.table_path("s.k")
+    props = "'wlc.key' = 'id', 'delta.enableChangeDataFeed' = 'true'"
+    make = f"TABLE delta.`{k}` (id BIGINT, v INT) USING delta TBLPROPERTIES ({props})"
+    sql(spark, f"CREATE {make}")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 0), (2, 0)")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    for step in ("update", "replace", "update", "drop", "update"):
+        if step == "replace":
+            sql(spark, f"CREATE OR REPLACE {make}")
+            sql(spark, f"INSERT INTO delta.`{k}` VALUES (6, 6), (7, 7)")
+        elif step == "drop":
+            wlc.flush()
+            rep.replicate(follow=False)
+            shutil.rmtree(k.removeprefix("file://"))
+            wlc.flush()
+            rep.replicate(follow=False)
+            sql(spark, f"CREATE {make}")
+            sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 9), (8, 8), (9, 9)")
+        sql(spark, f"UPDATE delta.`{k}` SET v = v + 1 WHERE id = 1")
+        wlc.flush()
+        rep.replicate(follow=False)
+        assert rows(rep.table("s.k")) == master_rows(spark, k), step
+        assert data_commits(rep, "s.k")[-1]["info"]["engineInfo"].startswith("delta-rs"), step
