@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +41,22 @@ def spark_session(**conf: Any) -> SparkSession:
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
-    if active is not None:
-        for key, value in conf.items():
-            if key.startswith("spark.sql.") or key.startswith("spark.databricks."):
-                active.conf.set(key, str(value))
-        return active
+    if active is None:
+        with _STARTING:  # threads asking at once (replay's, at a follower's first round) start one JVM
+            return _start(conf)
+    for key, value in conf.items():
+        if key.startswith("spark.sql.") or key.startswith("spark.databricks."):
+            active.conf.set(key, str(value))
+    return active
+
+
+_STARTING = threading.Lock()
+
+
+def _start(conf: dict[str, Any]) -> SparkSession:
+    """:func:`spark_session` when no session is active in this thread: the process's session when
+    Spark runs (its runtime settings from ``conf``), else a new one."""
+    from pyspark.sql import SparkSession
 
     cfg = settings().spark
     from .features import session_defaults

@@ -108,12 +108,20 @@ def test_commands_that_start_spark_print_their_own_lines_only(spark, master, dbf
 
 def test_spark_files_go_to_the_cache_folder_not_the_working_folder(tmp_path):
     """A program making a table by name (with a Hive catalog, which brings Derby) leaves no
-    spark-warehouse/, derby.log or metastore_db/ in its working folder."""
+    spark-warehouse/, derby.log or metastore_db/ in its working folder. Its threads asking for a
+    session at once (as replay's do) start one JVM, not one each."""
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
     code = textwrap.dedent("""
+        import os, subprocess, threading
         import wlc
-        spark = wlc.spark_session(**{"spark.sql.catalogImplementation": "hive"})
+        conf = {"spark.sql.catalogImplementation": "hive"}
+        threads = [threading.Thread(target=wlc.spark_session, kwargs=conf) for _ in range(3)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        jvms = subprocess.run(["pgrep", "-P", str(os.getpid()), "java"], capture_output=True, text=True)
+        assert len(jvms.stdout.split()) == 1, jvms.stdout
+        spark = wlc.spark_session(**conf)
         spark.sql("CREATE TABLE t (id INT) USING delta")
         spark.sql("INSERT INTO t VALUES (1)")
         assert spark.table("t").count() == 1
