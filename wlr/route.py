@@ -21,7 +21,7 @@ from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, TargetError
-from .logs import Batch, LogError, reaches
+from .logs import Batch, LogError, published_batches, reaches
 from .plan import Target
 
 
@@ -278,7 +278,8 @@ class Route:
         """
         if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
             return
-        if mcfg.has("batches") and next_batch >= mcfg.batches:
+        count = published_batches(mcfg)
+        if count is not None and next_batch >= count:
             return  # not published yet (a follower waiting): nothing to list
         published = batchfmt.list_batches(self.storage, logs, self.master)
         holders = [
