@@ -1,5 +1,5 @@
-"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``
-and ``restore`` (:mod:`wlr.restore_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
+"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``,
+``restore`` (:mod:`wlr.restore_cli`) and ``promote`` (:mod:`wlr.promote_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
 become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
 
 from __future__ import annotations
@@ -132,9 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replicate(sub)
     _add_log(sub)
     _add_accept(sub)
+    from .promote_cli import add_parser as add_promote
     from .restore_cli import add_parser as add_restore
 
     add_restore(sub)
+    add_promote(sub)
     return parser
 
 

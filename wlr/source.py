@@ -26,6 +26,7 @@ from wlcore.master_state import (
     logs_of,
     read_master_state as read_master_config,
 )
+from wlcore.promotion import read_fence
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.ship import read_config as read_shipped_config
@@ -98,6 +99,25 @@ class Source:
         """True when the source is the master's own folder (not a shipped copy or a relay)."""
         return self.kind == "master"
 
+    def fenced(self) -> ReplicaStateError | None:
+        """The refusal of a master's folder fenced by a promotion (:mod:`wlcore.promotion`).
+
+        Returns:
+            ReplicaStateError | None: the error naming the promoted master to read from instead;
+            None when the source is no fenced master.
+
+        Raises:
+            ConfigError: the fence file is malformed.
+        """
+        fence = read_fence(self.storage, self.root) if self.is_master else None
+        if fence is None:
+            return None
+        new = posixpath.basename(fence.promoted.rstrip("/"))
+        cause = f"{self.label} is fenced: {fence.promoted} was promoted to master of {fence.database!r} at transaction {fence.tick}"
+        return ReplicaStateError(
+            f"{cause}; read from it instead: source={new!r}", cli=f"{cause}; read from it instead: --source {new}"
+        )
+
     def missing(self, master: str) -> WlcError:
         """The error for a source without wlc.config, naming the fix for its kind.
 
@@ -123,6 +143,12 @@ class Source:
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
                 cli=f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: "
                 f"wlc ship <dbfarm> {master} {self.root}",
+            )
+        promoted = posixpath.dirname(self.root.rstrip("/"))
+        if self.kind == "relay" and self.storage.exists(Storage.join(promoted, MASTER_CONFIG)):
+            return ReplicaStateError(
+                f"{self.label} was promoted to master of {master!r}; read from it as a master: source={self.name!r}",
+                cli=f"{self.label} was promoted to master of {master!r}; read from it as a master: --source {self.name}",
             )
         return ReplicaStateError(
             f"{self.label} relays nothing yet; replicate it with relay=True first",
@@ -223,9 +249,9 @@ def master_name(source: Source) -> str:
     Raises:
         ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.
     """
-    if source.is_master:
-        return source.name
     cfg = source.config()
+    if source.is_master:  # a promoted master's folder may have another name than its database
+        return cfg.database if cfg is not None and cfg.promoted is not None and cfg.database else source.name
     if cfg is None:
         raise source.missing("<master>")
     if not cfg.database:
