@@ -161,7 +161,7 @@ class ReplicaSetup:
         ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
-        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.master}")
+        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
         check_in_time(
             target,
             until,

@@ -94,6 +94,15 @@ class Source:
         """
         return logs_of(mcfg, self.root)
 
+    def capture_name(self, master: str) -> str:
+        """The folder ``wlc capture`` captures for this source: the master's own folder's name
+        (a promoted master's folder keeps the replica's name), else ``master``.
+
+        Args:
+            master (str): the master database's name.
+        """
+        return self.name if self.is_master else master
+
     @property
     def is_master(self) -> bool:
         """True when the source is the master's own folder (not a shipped copy or a relay)."""
