@@ -134,9 +134,10 @@ def promote(replica: str, dbfarm: str | None = None, *, force: bool = False) -> 
     """
     farm = resolve_dbfarm(dbfarm)
     name = check_name(replica, "replica database")
-    Dbfarm(farm).require_replica(name, ReplicaStateError)
     storage = Storage.of(farm)
     path = Storage.join(farm, name)
+    _interrupted(storage, path)
+    Dbfarm(farm).require_replica(name, ReplicaStateError)
     lock = ReplicaLock(storage, path)
     with lock.holding():
         state = read_replica_state(storage, path)
@@ -185,9 +186,11 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
         now=now,
         promoted_from=old_path,
     )
-    write_master_state(storage, path, cfg)
+    # wlr.config aside, then wlc.config: a crash in between leaves neither, and promote() again
+    # puts wlr.config back first (_interrupted)
     storage.rm(Storage.join(path, PROMOTED_REPLICA_FILE))
     storage.rename(Storage.join(path, REPLICA_CONFIG), Storage.join(path, PROMOTED_REPLICA_FILE))
+    write_master_state(storage, path, cfg)
     storage.rm(Storage.join(path, RELAY_DIR))  # replicas of the relay switch to this master (source=)
     line = (
         f"promoted to master of {database!r} from {old_path}: transactions up to {tick} kept, epoch {epoch} "
@@ -196,6 +199,13 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
     for log in (REPLICA_LOG, MASTER_LOG):
         storage.append_text(Storage.join(path, log), f"{batchfmt.utc_iso(now)} {line}\n")
     return result
+
+
+def _interrupted(storage: Storage, path: str) -> None:
+    """Put back the ``wlr.config`` of a promotion that stopped before it wrote ``wlc.config``."""
+    aside, config = Storage.join(path, PROMOTED_REPLICA_FILE), Storage.join(path, REPLICA_CONFIG)
+    if storage.exists(aside) and not storage.exists(config) and read_master_state(storage, path) is None:
+        storage.rename(aside, config)
 
 
 def _check_complete(state: ReplicaState, name: str, farm: str, force: bool) -> None:

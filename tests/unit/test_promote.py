@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import wlr
-from wlcore import batch as B
+from wlcore import batch as B, epochs
 from wlcore.capture_state import CaptureState, Cursor
 from wlcore.errors import MasterStateError
 from wlcore.master_state import read_master_state
@@ -106,6 +106,11 @@ def test_a_replica_behind_is_refused_then_forced(tmp_path, capsys):
     with pytest.raises(MasterStateError, match="is fenced"):
         check_not_fenced(st, str(tmp_path / "m"))
     assert "promoted to master" in (tmp_path / "r" / "wlc.log").read_text()
+    # capture's first session on it keeps the promotion's epoch; once it published, sessions begin their own
+    assert "continues epoch" in epochs.start_session(cfg) and cfg.epochs == f"0:aa,2:{done.epoch}"
+    cfg.tick = 2
+    epochs.start_session(cfg)
+    assert cfg.epochs.startswith(f"0:aa,2:{done.epoch},3:")
 
 
 def test_replicas_switch_to_the_promoted_master_or_are_refused(tmp_path):
@@ -128,6 +133,18 @@ def test_replicas_switch_to_the_promoted_master_or_are_refused(tmp_path):
         wlr.Replica(source="r", replica="ahead", dbfarm=farm).validate()
     assert err.value.txn == 4 and "promoted to master at transaction 3" in str(err.value)
     assert "make a new replica" in str(err.value)
+    # a replica that read the promoted replica's relay is told to read it as a master
+    _replica(tmp_path, "via", 2, source=str(tmp_path / "r" / "wlr_relay"), kind="relay")
+    with pytest.raises(wlr.ReplicaStateError, match="relay 'r' was promoted to master of 'm'.*source='r'"):
+        wlr.Replica("m", replica="via", dbfarm=farm).validate()
+
+
+def test_an_interrupted_promotion_is_done_again(tmp_path):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 2)
+    os.rename(tmp_path / "r" / "wlr.config", tmp_path / "r" / "wlr.config.promoted")  # stopped before wlc.config
+    assert wlr.promote("r", dbfarm=str(tmp_path)).tick == 2
+    assert (tmp_path / "r" / "wlc.config").exists() and not (tmp_path / "r" / "wlr.config").exists()
 
 
 def test_refusals(tmp_path):
