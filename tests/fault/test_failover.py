@@ -13,6 +13,7 @@ import pytest
 import wlr
 from wlc import Master
 from wlcore.master_state import read_master_state
+from wlcore.promotion import read_fence
 from wlcore.storage import Storage
 
 from ..integration.helpers import rows
@@ -88,6 +89,8 @@ def test_failover_after_capture_is_killed(spark, dbfarm):
         wait_until(lambda: _beating(dbfarm, "ra", new), 180, "capture of the promoted replica to start")
         cfg = read_master_state(Storage.of(dbfarm), os.path.join(dbfarm, "ra"))
         assert (cfg.database, cfg.promoted_tick, cfg.promoted_from) == ("m", 1, os.path.join(dbfarm, "m"))
+        fence = read_fence(Storage.of(dbfarm), os.path.join(dbfarm, "m"))
+        assert fence.epoch == cfg.epoch and cfg.epochs.endswith(f",2:{cfg.epoch}")  # the history forks after 1
 
         # rb read ra's relay: it switches to ra, now master of m, and goes on from its tick
         rb = wlr.Replica(source="ra", replica="rb", dbfarm=dbfarm).replicate(follow=False)
