@@ -226,8 +226,17 @@ def _check_complete(state: ReplicaState, name: str, farm: str, force: bool) -> N
 
 
 def _check_caught_up(gone: LeftOut, name: str, farm: str, force: bool) -> None:
-    """Refuse a replica that has not applied everything published (unless ``force``)."""
-    if not gone.txns or force:
+    """Refuse a replica that has not applied everything published, or when nothing tells what
+    was published (the master's folder and the source unreadable), unless ``force``."""
+    if force:
+        return
+    if not gone.seen:
+        cause = f"what the master of replica {name!r} published cannot be read ({'; '.join(gone.unreachable)})"
+        raise PromotionError(
+            f"{cause}; if the master is lost, promote it with force=True (transactions it had not applied are lost)",
+            cli=f"{cause}; if the master is lost, promote it with --force (transactions it had not applied are lost)",
+        )
+    if not gone.txns:
         return
     cause = (
         f"replica {name!r} is not caught up: transactions {ranges(gone.txns)} are published "

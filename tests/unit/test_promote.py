@@ -159,3 +159,16 @@ def test_refusals(tmp_path):
         wlr.promote("m", dbfarm=str(tmp_path))
     with pytest.raises(wlr.NotFoundError):
         wlr.promote("nope", dbfarm=str(tmp_path))
+
+
+def test_a_lost_master_needs_force(tmp_path):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 1)
+    os.rename(tmp_path / "m", tmp_path / "gone")  # the master's folder and logs are lost
+    with pytest.raises(wlr.PromotionError, match="cannot be read.*force=True"):
+        wlr.promote("r", dbfarm=str(tmp_path))
+    done = wlr.promote("r", dbfarm=str(tmp_path), force=True)
+    assert (done.tick, done.left_out, done.fenced, done.copied) == (1, [], None, 0)
+    assert any("not all in" in n for n in done.notes)  # replicas behind it need a new copy
+    cfg = read_master_state(Storage.of(str(tmp_path)), str(tmp_path / "r"))
+    assert cfg.promoted_tick == 1 and cfg.batches == 2
