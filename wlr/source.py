@@ -268,6 +268,29 @@ def master_name(source: Source) -> str:
     return cfg.database
 
 
+def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
+    """A master named by the folder of a promoted replica (:mod:`wlr.promote`): the folder is the
+    source, and the master is the database it holds.
+
+    Args:
+        farm (str): the master's dbfarm.
+        name (str): the name given as the master.
+
+    Returns:
+        tuple[Source | None, str | None]: ``(the folder as a source, None)`` when ``name`` is a
+        promoted master's folder holding a database of another name (:func:`master_name` reads
+        it); ``(None, name)`` otherwise.
+
+    Raises:
+        ConfigError: a malformed name, or the folder's ``wlc.config`` is malformed.
+    """
+    src = master_source(farm, check_name(name, "master database"))
+    cfg = src.config()
+    if cfg is not None and cfg.promoted is not None and cfg.database and cfg.database != name:
+        return src, None
+    return None, name
+
+
 @dataclass(frozen=True)
 class Names:
     """What a :class:`wlr.Replica`'s arguments name: its dbfarm, its master's dbfarm, the master,
@@ -311,6 +334,8 @@ def resolve(
     Dbfarm(farm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
     mfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else farm
     chosen = named_source(source, mfarm) if source is not None else shipped_source(logs) if logs is not None else None
+    if chosen is None and isinstance(master, str):
+        chosen, master = promoted_folder(mfarm, master)
     if master is None:
         if chosen is None:
             raise ConfigError("name the master to replicate (or a source= or logs= that names it)")

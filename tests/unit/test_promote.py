@@ -125,6 +125,9 @@ def test_replicas_switch_to_the_promoted_master_or_are_refused(tmp_path):
     rep = wlr.Replica(source="r", replica="behind", dbfarm=farm)
     assert rep.master == "m"
     rep.validate()
+    named = wlr.Replica("r", replica="behind", dbfarm=farm)  # the promoted folder named as the master
+    assert (named.master, named.source.root) == ("m", str(tmp_path / "r"))
+    named.validate()
     # the old master is fenced: refused as a source, naming the promoted one
     with pytest.raises(wlr.ReplicaStateError, match="source='r'"):
         wlr.Replica("m", replica="behind", dbfarm=farm).validate()
