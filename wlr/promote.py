@@ -155,7 +155,7 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
     old_path = Storage.join(state.masterfarm or farm, database)
     places = _places(state, old_path, path)
     gone = left_out(state, places, database)
-    _check_caught_up(gone, name, farm, force)
+    _check_caught_up(gone, name, farm, database, force)
     now = datetime.now(timezone.utc)
     epoch = epochs.new_epoch()
     fenced = _fence(old_path, Fence.of(fenced=now, promoted=path, database=database, tick=tick, epoch=epoch))
@@ -163,7 +163,7 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
     if set(again.txns) - set(gone.txns) and not force:
         if fenced:
             Storage.of(old_path).rm(Storage.join(old_path, FENCE_FILE))
-        _check_caught_up(again, name, farm, force)
+        _check_caught_up(again, name, farm, database, force)
     result = Promotion(database, path, old_path, tick, epoch, state.batches, again.txns, again.gtids, fenced)
     result.notes += [f"not read: {u}" for u in again.unreachable]
     old_cfg = next((c for c in (_config(p) for p in places) if c is not None), None)
@@ -225,7 +225,7 @@ def _check_complete(state: ReplicaState, name: str, farm: str, force: bool) -> N
         )
 
 
-def _check_caught_up(gone: LeftOut, name: str, farm: str, force: bool) -> None:
+def _check_caught_up(gone: LeftOut, name: str, farm: str, database: str, force: bool) -> None:
     """Refuse a replica that has not applied everything published, or when nothing tells what
     was published (the master's folder and the source unreadable), unless ``force``."""
     if force:
@@ -238,16 +238,18 @@ def _check_caught_up(gone: LeftOut, name: str, farm: str, force: bool) -> None:
         )
     if not gone.txns:
         return
+    many = len(gone.txns) > 1
     cause = (
-        f"replica {name!r} is not caught up: transactions {ranges(gone.txns)} are published "
-        f"({', '.join(gone.seen)}) and not applied on it; promoting it would leave them out"
+        f"replica {name!r} is not caught up: transaction{'s' if many else ''} {ranges(gone.txns)} "
+        f"{'are' if many else 'is'} published ({', '.join(gone.seen)}) and not applied on it; promoting it "
+        f"would leave {'them' if many else 'it'} out"
     )
     raise PromotionError(
-        f"{cause}; catch it up with wlr.replicate(..., replica={name!r}, follow=False) and promote it, "
-        "or promote it with force=True to leave them out",
+        f"{cause}; catch it up with wlr.replicate({database!r}, replica={name!r}, follow=False) and promote "
+        "it, or promote it with force=True",
         gone.txns,
-        cli=f"{cause}; catch it up with wlr replicate {farm} <master> {name} and promote it, or promote it "
-        "with --force to leave them out",
+        cli=f"{cause}; catch it up with wlr replicate {farm} {database} {name} and promote it, or promote it "
+        "with --force",
     )
 
 
