@@ -12,6 +12,8 @@ import pytest
 
 import wlr
 from wlc import Master
+from wlcore import batch as B
+from wlcore.errors import MasterStateError
 from wlcore.master_state import read_master_state
 from wlcore.promotion import read_fence
 from wlcore.storage import Storage
@@ -119,3 +121,20 @@ def test_failover_after_capture_is_killed(spark, dbfarm):
     with pytest.raises(wlr.DivergedError) as diverged:
         wlr.Replica(source="ra", replica="rc", dbfarm=dbfarm).replicate(follow=False)
     assert diverged.value.txn == 2 and "make a new replica" in str(diverged.value)
+
+
+def test_a_capture_still_running_is_fenced(spark, master, dbfarm):
+    """A switchover: the master's capture still runs when a caught-up replica is promoted; it may
+    not publish again, and what it had staged stays unpublished."""
+    t = master.table_path("s.t")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{t}` VALUES (1)")
+    assert master.flush() == 1
+    wlr.Replica("m", replica="r", dbfarm=dbfarm).replicate(follow=False).close()
+    done = wlr.promote("r", dbfarm=dbfarm)
+    assert (done.tick, done.left_out, done.fenced) == (1, [], os.path.join(dbfarm, "m"))
+    spark.sql(f"INSERT INTO delta.`{t}` VALUES (2)")
+    with pytest.raises(MasterStateError, match="is fenced"):
+        master.flush()
+    assert _tick(dbfarm, "m") == 1
+    assert [n for n, _p in B.list_batches(Storage.of(dbfarm), master.logs, "m")] == [0, 1]
