@@ -216,7 +216,13 @@ class Follower:
             state.retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
             state.heartbeat = datetime.now(timezone.utc)  # alive, retrying: wlr status
             book.save()
-            where = f"transaction {state.error_txn}" if state.error_txn is not None else f"batch {state.error_batch}"
+            where = (
+                f"transaction {state.error_txn}"
+                if state.error_txn is not None
+                else f"batch {state.error_batch}"
+                if state.error_batch is not None
+                else "the logs"
+            )
             book.log(
                 f"retry {attempt} of {where} at {utc_iso(state.retry_at)} (in {delay:g} s; replica.retry_max "
                 f"{self.retry_max:g} s); {'wlr accept skips it' if kind == 'transaction' else 'restore the batch'}",
