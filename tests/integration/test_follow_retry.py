@@ -77,3 +77,42 @@ def test_a_batch_damaged_while_following_is_retried_until_restored(spark, master
     m = scrape(rep.metrics_port)
     assert value(m, "wlr_state", state="following", **r) == 1 and value(m, "wlr_retry_attempts", **r) == 0
     rep.close()
+
+
+def test_following_as_a_service_retries_a_failed_first_catch_up(spark, master, dbfarm, tmp_path, monkeypatch):
+    """``wlr replicate --follow`` (a call with ``service``) does not end when its first catch-up
+    meets a damaged batch: the follower retries it and goes on once the batch is restored."""
+    from wlr.options import ReplicateCall
+
+    base = yaml.safe_load(open(os.path.join(ROOT, "tests", "wlc-test.yaml")).read())
+    base["replica"].update(beat=0.5, retry_max=1)
+    cfg = tmp_path / "wlc-retry.yaml"
+    cfg.write_text(yaml.safe_dump(base))
+    monkeypatch.setenv("WLC_CONFIG", str(cfg))
+    p = master.table_path("s.t")
+    sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
+    bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (1)")
+    part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", f"wlc_version={bad}", "*.parquet"))[0]
+    shutil.copy(part, tmp_path / "kept.parquet")
+    with open(part, "r+b") as fh:
+        fh.truncate(10)
+    rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
+    rep.run(ReplicateCall.of(None, follow=True, service=True))  # no ReplicationError: the follower has it
+    try:
+        assert rep.following()
+        wait_until(lambda: rep.status()["retries"] >= 2, 60, "two retries of the damaged transaction")
+        assert rep.tick() == bad - 1
+        shutil.copy(tmp_path / "kept.parquet", part)
+        wait_until(lambda: rep.tick() == bad, 60, f"the follower to apply transaction {bad} by itself")
+        assert rows(rep.table("s.t")) == [(1,)] and rep.status()["error"] is None
+    finally:
+        rep.close()
+    last = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")  # without the service, a failure is raised as before
+    part2 = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", f"wlc_version={last}", "*.parquet"))[0]
+    with open(part2, "r+b") as fh:
+        fh.truncate(10)
+    again = wlr.Replica("m", replica="r", dbfarm=dbfarm)
+    with pytest.raises(wlr.ReplicationError):
+        again.replicate(follow=True)
+    assert not again.following()
+    again.close()
