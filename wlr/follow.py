@@ -22,7 +22,7 @@ from wlcore.watch import FolderWatch
 
 from . import failure
 from .book import StateBook
-from .errors import DivergedError, ReplicationError, ReplicationTimeout
+from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .plan import Target, check_not_passed
@@ -174,7 +174,8 @@ class Follower:
 
     def _follow(self) -> None:
         book = self.book
-        attempt = 0  # retries of a stored failure so far (0: none stored)
+        attempt = 0  # tries of a stored failure since the last round that went through
+        trouble, said = 0, ""  # rounds refused otherwise since (the source out of reach...), the last said
         while not self.stop_event.is_set():
             wait = self.beat_seconds
             try:
@@ -186,7 +187,7 @@ class Follower:
                     if not book.state.error_cause:
                         book.state.state = "following"  # again, after a failure it got past
                     book.save()
-                attempt = 0
+                attempt, trouble, said = 0, 0, ""
             except ReplicationError:  # kept in wlr.config; tried again after a backoff, never skipped
                 attempt += 1
                 wait = self._retry_later(attempt)
@@ -197,9 +198,16 @@ class Follower:
                     book.log(f"FAILED {exc}")
                 self.metrics.failed("diverged")
                 return
-            except Exception:
-                log.exception("follow mode of %s failed; retrying", book.name)
-            if attempt:
+            except Exception as exc:  # the source out of reach, refused (fenced), a bug: tried again with backoff
+                trouble += 1
+                wait = failure.retry_delay(trouble, self.beat_seconds, self.retry_max)
+                if isinstance(exc, WlcError):  # says what is wrong and the fix: once, not every try
+                    if str(exc) != said:
+                        book.log(f"cannot follow: {exc}; tried again with backoff (replica.retry_max)", logging.WARNING)
+                    said = str(exc)
+                else:
+                    log.exception("follow mode of %s failed; retrying in %g s", book.name, wait)
+            if attempt or trouble:
                 self.stop_event.wait(wait)  # the backoff holds whatever the log folder does
             else:
                 self._wait(wait)

@@ -132,3 +132,28 @@ def test_a_divergence_ends_following_without_a_retry(tmp_path):
     assert calls == [1] and not st.has("retries") and st.state == "failed" and "history" in st.error_cause
     assert "retry" not in open(os.path.join(str(tmp_path), "r3", "wlr.log")).read()
     assert EVENTS().failures.labels("m", "r3", "diverged")._value.get() - failures0 == 1
+
+
+def test_a_refused_source_is_said_once_and_tried_again(tmp_path):
+    """A source that refuses (fenced by a promotion, out of reach) is not a stored failure: the
+    follower says why once in wlr.log, tries again with backoff, and goes on when it answers."""
+    from wlr.errors import ReplicaStateError
+
+    calls: list[int] = []
+
+    def step(target, progress):
+        calls.append(1)
+        if len(calls) <= 3:
+            raise ReplicaStateError("the source m is fenced: r1 was promoted; read from it instead: source='r1'")
+        return None
+
+    follower = _follower(tmp_path, step, "r4")
+    follower.start()
+    try:
+        wait_until(lambda: len(calls) >= 5, 30, "the source to answer and a round after it")
+        assert follower.following()
+    finally:
+        follower.stop()
+    log = open(os.path.join(str(tmp_path), "r4", "wlr.log")).read()
+    assert log.count("cannot follow: the source m is fenced") == 1 and "source='r1'" in log
+    assert not follower.book.reload().error_cause  # not a failure of replay: nothing to accept
