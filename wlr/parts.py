@@ -3,7 +3,8 @@
 * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
   (:mod:`wlr.lock`), shared by every part;
 * the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
-* the consistent view (:mod:`wlr.view`): reads at the last consistent tick;
+* the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
+  names (:mod:`wlr.catalog`), moved after every round;
 * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.rounds`) and the follower
   (:mod:`wlr.follow`);
 * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any
 from wlcore.session import active_session
 
 from .book import StateBook
+from .catalog import ReplicaCatalog
 from .follow import Follower
 from .lock import ReplicaLock
 from .options import ReplayOptions
+from .plan import Target
 from .relay import Relay
-from .rounds import Replay
+from .rounds import Replay, RoundResult
 from .setup import ReplicaSetup
 from .source import Names, Source
 from .view import ConsistentView
@@ -66,6 +69,7 @@ class ReplicaParts:
         self.stop = threading.Event()
         self.lock = ReplicaLock(book.storage, book.path)
         self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
+        self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
         self.setup = ReplicaSetup(
             book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
         )
@@ -87,12 +91,20 @@ class ReplicaParts:
             self.lock,
             self.mutex,
             self.stop,
-            self.replay.steps,
+            self.steps,
             self.setup.published,
             source,
             beat_seconds,
             capture,
         )
+
+    def steps(self, target: Target, progress: bool) -> RoundResult:
+        """Rounds of replay toward ``target`` (:meth:`wlr.rounds.Replay.steps`), then the SQL
+        names moved to the last consistent tick (also after a failed round: what it applied stays)."""
+        try:
+            return self.replay.steps(target, progress)
+        finally:
+            self.catalog.refresh()
 
     @property
     def base_spark(self) -> Any:

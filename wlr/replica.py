@@ -104,6 +104,7 @@ class Replica:
     collapse = FieldOf("_options", "Each table's run of DML lands as one commit a segment (replicate(collapse=)).")
     compacted = FieldOf("_options", "Replay through compacted batches where they fit (replicate(compacted=)).")
     start_snapshot = FieldOf("_options", "Snapshot a new replica starts from (replicate(snapshot=)); None: newest fit.")
+    catalog = FieldOf("_parts", "The tables' Spark SQL names: views at the last consistent tick (wlr.catalog).")
 
     @property
     def parallelism(self) -> int:
@@ -156,8 +157,7 @@ class Replica:
         (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
         follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not
         this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
-        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlcore.health`).
-        """
+        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlcore.health`)."""
         return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
     # ------------------------------------------------------------------ set-up (wlr.setup)
