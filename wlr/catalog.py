@@ -26,7 +26,6 @@ with :func:`wlr.register` (they then stand at the tick read, until it registers 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import threading
 import warnings
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wlcore.names import quote_ident, split_name
+from wlcore.names import catalog_name, quote_ident, split_name
 from wlcore.settings import settings
 from wlcore.tabledef import sql_string as _string
 
@@ -45,9 +44,6 @@ from .view import ConsistentView
 log = logging.getLogger("wlr.replica")
 
 SEPARATOR = "__"
-# Spark's session catalog takes schema and table names of these characters only
-# (INVALID_SCHEMA_OR_RELATION_NAME), and folds them to lower case
-_IDENT = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def sql_schema(replica: str, schema: str) -> str:
@@ -90,7 +86,7 @@ def plan_names(replica: str, tables: list[str]) -> NamePlan:
     seen: dict[tuple[str, str], str] = {}
     for table in sorted(tables):
         schema, name = split_name(table)
-        bad = [p for p in (schema, name) if not _IDENT.match(p)]
+        bad = [p for p in (schema, name) if not catalog_name(p)]
         if bad:
             plan.left_out[table] = (
                 f"{bad[0]!r} is not a name Spark's session catalog takes (letters, digits and '_' only); "

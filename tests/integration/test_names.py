@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import AnalysisException
 
+import wlc
 import wlr
 
 from ..waiting import wait_until
@@ -88,3 +89,18 @@ def test_a_schema_of_that_name_not_the_replicas_is_refused(spark, master, dbfarm
     with pytest.warns(UserWarning, match=r"schema other__s of this Spark session's catalog is not replica other's"):
         wlr.replicate("m", until=last, replica="other", dbfarm=dbfarm)
     assert rows(spark.sql("SELECT * FROM other__s.t")) == [(42,)]  # left as it was
+
+
+def test_master_tables_the_catalog_cannot_name_are_left_out_not_fatal(spark, dbfarm):
+    db = f"{dbfarm}/cat"
+    spark.range(1).write.format("delta").save(f"{db}/s/n-1")  # no catalog name: said, read by path
+    spark.range(3).write.format("delta").save(f"{db}/s/n")
+    m = wlc.master("cat", dbfarm=dbfarm)  # failed on the name before
+    assert rows(spark.sql("SELECT id FROM s.n")) == [(0,), (1,), (2,)]
+    spark.range(2).write.format("delta").save(m.table_path("s.later"))  # as another writer would
+    assert m.register_catalog() == {
+        "s.n-1": "'n-1' is not a name Spark's session catalog takes (letters, digits and '_' only); "
+        "read and write the table by path (Master.table_path)"
+    }
+    assert rows(spark.sql("SELECT id FROM s.later")) == [(0,), (1,)]
+    m.close()
