@@ -182,7 +182,7 @@ class ReplicaCatalog:
 
         session = spark or self._spark() or running_session() or active_session()
         with self._lock:
-            self._sync(session)
+            self._sync(session, remake=True)
             return {t: f"{s}.{v}" for t, (s, v, _n) in sorted(self._made.items())}
 
     def refresh(self) -> None:
@@ -205,8 +205,9 @@ class ReplicaCatalog:
         st = self.book.current()
         return (st.view_tick, tuple(sorted(st.read_versions().items())))
 
-    def _sync(self, spark: Any) -> None:
-        """Create, move and drop views so that they match the last consistent tick."""
+    def _sync(self, spark: Any, remake: bool = False) -> None:
+        """Create, move and drop views so that they match the last consistent tick (``remake``:
+        every view made again, also one a user changed with ``ALTER VIEW``)."""
         seen = self._key()
         versions = dict(seen[1])
         plan = plan_names(self.book.name, list(versions))
@@ -220,13 +221,13 @@ class ReplicaCatalog:
         present = {s: self._views_in(spark, s) for s in {s for s, _v in plan.names.values()}}
         for table, (schema, name) in plan.names.items():
             made = self._made.get(table)
-            if made == (schema, name, versions[table]) and name.lower() in present[schema]:
+            if not remake and made == (schema, name, versions[table]) and name.lower() in present[schema]:
                 continue
             try:
                 self._create_view(spark, table, schema, name, versions[table])
             except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException: said, the others go on)
                 left_out[table] = f"its view could not be made: {str(exc).splitlines()[0]}"
-                self._made.pop(table, None)
+                self._made[table] = (schema, name, -1)  # its older view goes below: never a mix of ticks
         for table in [t for t in self._made if t not in plan.names or t in left_out]:
             schema, name, _n = self._made.pop(table)
             spark.sql(f"DROP VIEW IF EXISTS {quote_ident(schema)}.{quote_ident(name)}")
