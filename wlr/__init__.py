@@ -316,10 +316,14 @@ def register(replica: str | Replica | None = None, dbfarm: str | None = None, sp
         ReplicaStateError: ``replica`` is None and no replica was used in this process.
         ConfigError: a malformed name.
     """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+
     if replica is None:
         rep = current()
     elif isinstance(replica, Replica):
         rep = replica
+    elif _current is not None and (_current.name, _current.dbfarm) == (replica, resolve_dbfarm(dbfarm)):
+        rep = _current  # the replica this process follows: its views, moved by its rounds
     else:
         import argparse
 

@@ -131,6 +131,11 @@ class ReplicaCatalog:
         book: the replica's state (``view`` and ``at.<table>``).
         view: the replica's consistent view (the folders of its tables).
         spark: returns the SparkSession given to the replica (None: the process's).
+
+    Attributes:
+        left_out: ``{"schema.table": reason}`` of the tables the last registration gave no
+            name (a name the catalog does not take, a schema of that name that is not the
+            replica's, a view that could not be made); each is also said once in a warning.
     """
 
     def __init__(self, book: StateBook, view: ConsistentView, spark: Callable[[], Any]) -> None:

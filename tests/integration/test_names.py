@@ -58,6 +58,9 @@ def test_a_following_replica_is_read_by_name_at_its_tick(spark, master, dbfarm):
     sql(spark, "DROP TABLE s.u")  # replayed: its name goes
     wait_until(lambda: "u" not in _views(spark, "m_replica__s"), 60, "the name m_replica__s.u to go")
     assert _views(spark, "m_replica__s") == {"t"}
+    spark.sql(f"DROP VIEW {name}")  # the name only: the table stays, and register() puts it back
+    assert wlr.register() == {"s.t": name}
+    assert rows(spark.sql(f"SELECT id, v FROM {name}")) == [(1, "a"), (2, "B")]
 
 
 def test_names_of_a_selective_replica_registered_by_another_reader(spark, master, dbfarm):
@@ -66,18 +69,17 @@ def test_names_of_a_selective_replica_registered_by_another_reader(spark, master
     spark.sql("CREATE TABLE s.x (id INT) USING delta")
     spark.range(2).write.format("delta").save(master.table_path("s.q-1"))  # not a name Spark's catalog takes
     last = sql(spark, "INSERT INTO s.t VALUES (7)")
-    wlr.replicate("m", until=last, replica="sel", dbfarm=dbfarm, tables=["s.t", "s.q-1"])
+    rep = wlr.Replica("m", "sel", dbfarm).replicate(until=last, tables=["s.t", "s.q-1"])
     spark.sql("DROP SCHEMA sel__s CASCADE")  # as in another process: its catalog has no names yet
-    wlr.stop()
     with pytest.warns(UserWarning, match=r"table s\.q-1 has no SQL name: 'q-1' is not a name"):
         names = wlr.register("sel", dbfarm=dbfarm)
     assert names == {"s.t": "sel__s.t"}  # s.x is not carried, s.q-1 has no name
     assert rows(spark.sql("SELECT * FROM sel__s.t")) == [(7,)]
     assert _views(spark, "sel__s") == {"t"}
-    rep = wlr.current()
     assert rows(rep.table("s.q-1")) == [(0,), (1,)]  # read by Python instead
     with pytest.raises(wlr.ReplicaStateError, match=r"replica.table\('s.q-1'\)"):
         rep.catalog.sql_name("s.q-1")
+    rep.close()
 
 
 def test_a_schema_of_that_name_not_the_replicas_is_refused(spark, master, dbfarm):
