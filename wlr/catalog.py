@@ -26,6 +26,7 @@ with :func:`wlr.register` (they then stand at the tick read, until it registers 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import threading
 import warnings
@@ -44,6 +45,7 @@ from .view import ConsistentView
 log = logging.getLogger("wlr.replica")
 
 SEPARATOR = "__"
+_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def sql_schema(replica: str, schema: str) -> str:
@@ -57,6 +59,20 @@ def sql_schema(replica: str, schema: str) -> str:
         str: ``<replica>__<schema>``.
     """
     return f"{replica}{SEPARATOR}{schema}"
+
+
+def sql_text(schema: str, view: str) -> str:
+    """``schema.view`` as written in Spark SQL: a part in backticks when it does not start with a
+    letter or ``_`` (``r__s.`2024```: digits alone would read as a number).
+
+    Args:
+        schema (str): the session catalog schema.
+        view (str): the view's name.
+
+    Returns:
+        str: the qualified name.
+    """
+    return ".".join(p if _BARE.match(p) else quote_ident(p) for p in (schema, view))
 
 
 @dataclass
@@ -160,15 +176,25 @@ class ReplicaCatalog:
 
         Raises:
             ConfigError: ``table`` is not ``schema.table``.
-            ReplicaStateError: the table can have no SQL name (the message says why and how to read it).
+            ReplicaStateError: the table can have no SQL name (the message says why and how to
+                read it), or is not on the replica at the last consistent tick (the message names
+                the nearest tables).
         """
         plan = plan_names(self.book.name, [table])
         if table in plan.left_out:
             raise ReplicaStateError(
                 f"table {table} of replica {self.book.name} has no SQL name: {plan.left_out[table]}"
             )
-        schema, name = plan.names[table]
-        return f"{schema}.{name}"
+        st = self.book.current()
+        versions = st.read_versions()
+        if table not in versions:
+            from wlcore.databases import did_you_mean
+
+            raise ReplicaStateError(
+                f"table {table} is not on replica {self.book.name} at transaction {st.view_tick}"
+                + did_you_mean(table, sorted(versions), "tables")
+            )
+        return sql_text(*plan.names[table])
 
     def register(self, spark: Any = None) -> dict[str, str]:
         """Register (or move) the views of every replica table at the last consistent tick, now.
@@ -188,7 +214,7 @@ class ReplicaCatalog:
         session = spark or self._spark() or running_session() or active_session()
         with self._lock:
             self._sync(session, remake=True)
-            return {t: f"{s}.{v}" for t, (s, v, _n) in sorted(self._made.items())}
+            return {t: sql_text(s, v) for t, (s, v, _n) in sorted(self._made.items())}
 
     def refresh(self) -> None:
         """Move the views to the last consistent tick after a round of replay, when it moved;

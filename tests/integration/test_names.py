@@ -79,6 +79,8 @@ def test_names_of_a_selective_replica_registered_by_another_reader(spark, master
     assert rows(rep.table("s.q-1")) == [(0,), (1,)]  # read by Python instead
     with pytest.raises(wlr.ReplicaStateError, match=r"replica.table\('s.q-1'\)"):
         rep.catalog.sql_name("s.q-1")
+    with pytest.raises(wlr.ReplicaStateError, match=r"table s\.x is not on replica sel at transaction"):
+        rep.catalog.sql_name("s.x")
     rep.close()
 
 

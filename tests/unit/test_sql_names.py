@@ -1,6 +1,6 @@
 """The Spark SQL names of a replica's tables (pure: no Spark)."""
 
-from wlr.catalog import plan_names, sql_schema
+from wlr.catalog import plan_names, sql_schema, sql_text
 
 
 def test_each_schema_of_a_replica_is_a_schema_of_its_own():
@@ -26,3 +26,9 @@ def test_two_tables_whose_names_differ_only_in_case_keep_one_name():
     plan = plan_names("r", ["s.Orders", "s.orders"])
     assert plan.names == {"s.Orders": ("r__s", "Orders")}
     assert "its SQL name r__s.orders is also table s.Orders's (Spark's names ignore case)" in plan.left_out["s.orders"]
+
+
+def test_a_part_that_does_not_start_with_a_letter_is_written_in_backticks():
+    assert sql_text("r__s", "orders") == "r__s.orders"
+    assert sql_text("r__s", "2024") == "r__s.`2024`"
+    assert sql_text("r__s", "1abc") == "r__s.`1abc`"
