@@ -53,6 +53,8 @@ def test_a_following_replica_is_read_by_name_at_its_tick(spark, master, dbfarm):
         with pytest.raises(AnalysisException):
             spark.sql(write)
     assert rep.versions() == versions  # nothing reached the replica's tables
+    view_sql = spark.sql(f"SHOW CREATE TABLE {name}").first()[0]
+    assert f"VERSION AS OF {versions['s.t']}" in view_sql  # the version of the last consistent tick
     assert rows(rep.table("s.t")) == [(1, "a"), (2, "B")]
 
     sql(spark, "DROP TABLE s.u")  # replayed: its name goes
