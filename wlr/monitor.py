@@ -159,7 +159,20 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
             the replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
 
     Returns:
-        dict: the status.
+        dict: ``replica``, ``master``, ``source``, ``state`` (``new``, ``idle``, ``following``,
+        ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
+        ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
+        (last published), ``master_write``, ``unpublished`` (master commits capture has not
+        published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
+        + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
+        None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
+        ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
+        (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
+        follower's), ``skipped``, ``error``, ``retries`` and ``retry_at`` (a follower's failed
+        tries of the stored failure and its next try, a UTC instant; 0 and None when none),
+        ``diverged`` (why the source's history is not this replica's, or None) and ``exit`` (the
+        code ``wlr status`` exits with: 0 healthy, 1 failed, 4 diverged, 5 the follower or
+        capture stale; :mod:`wlcore.health`).
     """
     src = rep.source
     mcfg = src.config()
@@ -216,6 +229,8 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         "heartbeat": beat_at,
         "skipped": list(st.skipped),
         "error": error,
+        "retries": st.retries if error else 0,
+        "retry_at": st.retry_at if error else None,
         "diverged": diverged,
         "exit": code,
     }
