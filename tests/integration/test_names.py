@@ -24,7 +24,7 @@ def test_a_following_replica_is_read_by_name_at_its_tick(spark, master, dbfarm):
     master.create_schema("s")
     spark.sql("CREATE TABLE s.t (id INT, v STRING) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, "INSERT INTO s.t VALUES (1, 'a'), (2, 'b')")
-    rep = wlr.replicate("m", dbfarm=dbfarm)  # follows in this process, in the background
+    rep = wlr.replicate("m", dbfarm=dbfarm, follow=True)  # follows in this process, in the background
     assert rep.following()
     name = rep.catalog.sql_name("s.t")
     assert name == "m_replica__s.t"
