@@ -11,6 +11,7 @@ import threading
 
 from wlcore.commands import metrics_option, run, say_metrics, subcommand
 from wlcore.health import format_status
+from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
 from wlcore.terminal import setup as setup_terminal
 
@@ -110,7 +111,8 @@ def cmd_ship(args: argparse.Namespace) -> int:
     farm = resolve_dbfarm(args.dbfarm)
     Dbfarm(farm).require_master(args.dbname)
     port = metrics.serve(args.metrics_port) if args.follow else None  # a taken port: refused before copying
-    shipper = Shipper(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname, args.url)
+    path = Storage.join(farm, args.dbname)
+    shipper = Shipper(Storage.of(farm), path, log_name(Storage.of(farm), path, args.dbname), args.url)
     report = shipper.once()
     print("\n".join(report.lines()), flush=True)
     if not args.follow:
@@ -134,7 +136,8 @@ def _lifecycle(args: argparse.Namespace):
     from .lifecycle import Lifecycle
 
     farm = resolve_dbfarm(args.dbfarm)
-    cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
+    path = Storage.join(farm, args.dbname)  # a promoted master's batches carry its database's name
+    cycle = Lifecycle(Storage.of(farm), path, log_name(Storage.of(farm), path, args.dbname))
     cycle.config()
     return cycle, farm
 

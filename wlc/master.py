@@ -95,7 +95,7 @@ class Master:
             lambda: self.timing.poll_interval,
         )
         self.cycle = MasterLifecycle(self.record, lambda: self.spark, self._lock)
-        self.shipping = MasterShipping(self.storage, self.path, self.dbname)
+        self.shipping = MasterShipping(self.storage, self.path, self.record.dbname)
         self.capture: Capture | None = None  # from start() on
         self.publisher: Publisher | None = None  # from start() on
 

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
 from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
+from wlcore.promotion import log_name
 from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.master")
@@ -33,14 +34,15 @@ class MasterRecord:
     Args:
         storage: the storage of the dbfarm.
         path: the database folder.
-        dbname: the database name (in log lines).
+        dbname: the database folder's name; the database's name (in log lines, and its batches'
+            prefix) is ``database`` of ``wlc.config`` for a promoted master (:func:`wlcore.promotion.log_name`).
         default_beat: seconds, the beat used while ``wlc.config`` has none (``master.beat`` of config).
     """
 
     def __init__(self, storage: Storage, path: str, dbname: str, default_beat: float):
         self.storage = storage
         self.path = path
-        self.dbname = dbname
+        self.dbname = log_name(storage, path, dbname)
         self.default_beat = default_beat
         self.config = MasterState()
         self._saved = ""  # the text of wlc.config as this object last wrote it

@@ -19,6 +19,7 @@ from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
 from wlcore.master_state import LOCK_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.promotion import check_not_fenced, read_start, resume_point
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
@@ -214,6 +215,7 @@ class MasterSetup:
             MasterStateError, ConfigError: as :meth:`validate`, :meth:`restore`.
         """
         existing = read_master_state(self.storage, self.path)  # again, now that the lock is ours
+        check_not_fenced(self.storage, self.path)  # a replica was promoted in its place
         if existing is not None:
             self.record.config = existing
             self.validate()
@@ -320,6 +322,9 @@ class MasterSetup:
         """
         cfg = self.record.config
         published = batchfmt.list_batches(self.storage, self.record.logs, self.dbname)
+        promoted = resume_point(read_start(self.storage, self.path), published[-1][0] if published else None)
+        if promoted is not None:  # a promoted replica: its tables' versions, not the old master's cursors
+            return promoted, None
         if published:
             number, path = published[-1]
             try:

@@ -100,6 +100,10 @@ def start_session(config: "MasterState") -> str:
         config (MasterState): the master's :class:`wlcore.master_state.MasterState`, updated in
             place (``epoch``, ``epochs``); the caller saves it.
 
+    A promoted master that has written nothing yet keeps the epoch its promotion began
+    (``promoted_tick`` is its tick, :mod:`wlcore.promotion`): the one its promotion report and
+    the old master's fence name.
+
     Returns:
         str: a line for the master's log naming the epoch and the history.
 
@@ -107,8 +111,11 @@ def start_session(config: "MasterState") -> str:
         ValueError: ``epochs`` in ``config`` is malformed (:func:`parse`).
     """
     first = config.tick + 1
+    history = parse(config.epochs)
+    if config.promoted_tick == config.tick and config.epoch and history[-1:] == [(first, config.epoch)]:
+        return f"capture session continues epoch {config.epoch} of the promotion at transaction {first}"
     epoch = new_epoch()
-    config.epoch, config.epochs = epoch, format(begin(parse(config.epochs), first, epoch))
+    config.epoch, config.epochs = epoch, format(begin(history, first, epoch))
     return f"capture session {epoch} begins at transaction {first} (epochs {config.epochs})"
 
 

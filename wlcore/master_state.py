@@ -57,6 +57,11 @@ class MasterState(StateFile):
             capture stopped cleanly (absent while it runs).
         database, shipped, shipped_from, relay_of: a shipped copy's or relay's (:mod:`wlcore.ship`):
             the master's name, when it was shipped (UTC), from where, and the relaying replica.
+            A promoted master's ``database`` is the name of the database it holds (its batches'
+            prefix) when its folder has another name (:mod:`wlcore.promotion`).
+        promoted, promoted_from, promoted_tick: a master made by promoting a replica: the UTC
+            instant, the folder of the master it followed, and the last transaction of the old
+            history it kept (its new epoch starts at ``promoted_tick + 1``).
     """
 
     snapshot: str = ""
@@ -81,6 +86,9 @@ class MasterState(StateFile):
     shipped: datetime | None = None
     shipped_from: str = ""
     relay_of: str = ""
+    promoted: datetime | None = None
+    promoted_from: str = ""
+    promoted_tick: int | None = None
 
     CODECS: ClassVar[dict[str, Codec]] = {
         "snapshot": TEXT,
@@ -105,6 +113,9 @@ class MasterState(StateFile):
         "shipped": UTC,
         "shipped_from": TEXT,
         "relay_of": TEXT,
+        "promoted": UTC,
+        "promoted_from": TEXT,
+        "promoted_tick": INT,
     }
 
     @property

@@ -18,6 +18,7 @@ from wlcore.version import __version__
 from .errors import (
     DivergedError,
     NoSuchTableError,
+    PromotionError,
     ReplicaStateError,
     ReplicationError,
     ReplicationTimeout,
@@ -29,6 +30,7 @@ from .errors import (
 from .monitor import lag_history
 from .options import ReplicateCall
 from .plan import parse_until
+from .promote import Promotion, promote as promote_replica
 from .replica import Replica
 from .txlog import transactions
 
@@ -48,6 +50,9 @@ __all__ = [
     "status",
     "current",
     "register",
+    "promote",
+    "Promotion",
+    "PromotionError",
     "Replica",
     "ReplicationError",
     "ReplicaStateError",
@@ -207,6 +212,43 @@ def replicate(
             _current.stop()
     _current = rep
     return rep.run(call)
+
+
+def promote(replica: str, dbfarm: str | None = None, *, force: bool = False) -> Promotion:
+    """Make replica ``replica`` the master of its database: failover, as PostgreSQL's ``pg_promote``.
+
+    The database keeps its name, database id, transaction ids and GTIDs; its history goes on
+    from the replica's tick + 1 under a new epoch; the old master's folder is fenced (where it
+    is reached) so that its capture may not publish again. Then start capture on the promoted
+    folder (``wlc.master(replica)`` or ``wlc capture <dbfarm> <replica>``) and switch the other
+    replicas to it with ``wlr.replicate(source=replica, replica=other)``: those whose history is
+    a prefix of the new one go on from their tick; one that applied transactions the promoted
+    replica never got raises :class:`DivergedError`. A replica this process follows is stopped
+    first. See the how-to "Fail over to a replica".
+
+    Args:
+        replica (str): the replica's name in the dbfarm.
+        dbfarm (str | None): the dbfarm folder (None: ``$WLC_DBFARM`` or config).
+        force (bool): promote even when the replica is not caught up with everything its source
+            and its master published, or its replay failed; :attr:`Promotion.left_out` then names
+            the published transactions the new history leaves out.
+
+    Returns:
+        Promotion: the database, the transaction it stands at (``tick``), the new ``epoch``, the
+        transactions left out, the old master's folder when fenced, the batches copied.
+
+    Raises:
+        PromotionError: (nothing changed) the replica is not caught up (``left_out`` names the
+            transactions), its replay failed, it is selective or still being made; without ``force``.
+        ReplicaStateError: the database is not a replica; another process replays into it.
+        NotFoundError: no such dbfarm or database.
+        ConfigError: a malformed name.
+    """
+    global _current
+    if _current is not None and _current.name == replica:
+        _current.close()  # its follower holds the replica's lock
+        _current = None
+    return promote_replica(replica, dbfarm, force=force)
 
 
 def current() -> Replica:

@@ -1,6 +1,6 @@
-"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``
-and ``restore`` (:mod:`wlr.restore_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
-become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
+"""Command line of wlr (``wlr``, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``, ``restore``
+(:mod:`wlr.restore_cli`), ``promote`` (:mod:`wlr.promote_cli`). One function ``cmd_<name>`` per subcommand; the
+errors they raise become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -137,9 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replicate(sub)
     _add_log(sub)
     _add_accept(sub)
-    from .restore_cli import add_parser as add_restore
+    from . import promote_cli, restore_cli
 
-    add_restore(sub)
+    restore_cli.add_parser(sub)
+    promote_cli.add_parser(sub)
     return parser
 
 

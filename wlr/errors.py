@@ -34,6 +34,24 @@ class DivergedError(ReplicaStateError):
         self.txn = txn
 
 
+class PromotionError(ReplicaStateError):
+    """A replica cannot be promoted to master as it stands (PostgreSQL's ``pg_promote`` of a
+    standby that has not replayed all the primary's WAL loses what it has not replayed): it is
+    not caught up with everything its master published, its replay failed, or it is no
+    complete copy (a selective replica, or one still being made). Nothing was changed.
+
+    Args:
+        message: the message, with the fix as a Python call.
+        left_out: the published transaction ids the new history would leave out (kept as
+            ``left_out``; empty when the refusal is about something else).
+        cli: the message with the fix as a command (None: ``message``).
+    """
+
+    def __init__(self, message: str, left_out: list[int] | None = None, cli: str | None = None):
+        super().__init__(message, cli=cli)
+        self.left_out = list(left_out or [])
+
+
 class ReplicationTimeout(WlcError):
     """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published,
     or its target cannot be published: capture is not running (its heartbeat is stale) or the

@@ -16,7 +16,15 @@ from .logs import Batch
 
 
 def check(
-    state: ReplicaState, their_text: str, their_tick: int, where: str, *, label: str, master: str, path: str
+    state: ReplicaState,
+    their_text: str,
+    their_tick: int,
+    where: str,
+    *,
+    label: str,
+    master: str,
+    path: str,
+    promoted: int | None = None,
 ) -> None:
     """Refuse a source whose epoch history disagrees with the replica's on a transaction both have.
 
@@ -28,6 +36,8 @@ def check(
         label (str): the source as messages name it (``the master``, ``the relay ...``).
         master (str): the master's name, for the fix the message gives.
         path (str): the replica's folder, for the message.
+        promoted (int | None): the source's ``promoted_tick`` when it is a promoted master (its
+            new history starts after it), for the message; None: not promoted.
 
     Raises:
         DivergedError: the histories disagree; ``txn`` is the first id they disagree on.
@@ -49,6 +59,11 @@ def check(
         f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
         "Nothing was applied"
     )
+    if promoted is not None and at == promoted + 1:
+        cause = (
+            f"{label} was promoted to master at transaction {promoted} and this replica applied transactions "
+            f"{at}..{tick} of the old master that the new history leaves out (the first: {at}). Nothing was applied"
+        )
     raise DivergedError(
         f"{cause}; make a new replica (wlr.replicate({master!r}, replica='<new name>')) or read from a "
         "source that kept this history (source=...)",

@@ -200,7 +200,7 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
     if state == "following" and follower == "stale":
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
-    capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {rep.master}")
+    capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {src.capture_name(rep.master)}")
     diverged = None
     if mcfg is not None:
         try:

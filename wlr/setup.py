@@ -161,7 +161,7 @@ class ReplicaSetup:
         ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
-        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.master}")
+        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
         check_in_time(
             target,
             until,
@@ -235,7 +235,9 @@ class ReplicaSetup:
             DivergedError: the histories disagree on a transaction both have (:mod:`wlr.history`).
             ReplicaStateError: either history is damaged.
         """
-        self._check_epochs(state, mcfg.epochs, mcfg.tick, f"{self.source.label}'s wlc.config")
+        # a promoted master's new epoch holds every transaction after the promotion, written or not
+        tick = mcfg.tick if mcfg.promoted_tick is None else max(mcfg.tick, mcfg.promoted_tick + 1)
+        self._check_epochs(state, mcfg.epochs, tick, f"{self.source.label}'s wlc.config", mcfg.promoted_tick)
 
     def check_batches(self, batches: Sequence[Batch]) -> None:
         """Refuse a batch read for this round that was written in another history than the
@@ -252,8 +254,13 @@ class ReplicaSetup:
             if b.manifest.epochs:
                 self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
 
-    def _check_epochs(self, state: ReplicaState, their_text: str, their_tick: int, where: str) -> None:
-        history.check(state, their_text, their_tick, where, label=self.source.label, master=self.master, path=self.path)
+    def _check_epochs(
+        self, state: ReplicaState, their_text: str, their_tick: int, where: str, promoted: int | None = None
+    ) -> None:
+        history.check(
+            state, their_text, their_tick, where, label=self.source.label, master=self.master, path=self.path,
+            promoted=promoted,
+        )  # fmt: skip
 
     def note_history(self, batches: Sequence[Batch]) -> None:
         """Keep the epoch history of the batch holding the replica's tick (:func:`wlr.history.note`).
@@ -345,7 +352,10 @@ class ReplicaSetup:
         mcfg = self.source.config()
         if mcfg is None:
             raise self.source.missing(self.master)
-        if self.source.is_master and self.source.name != self.master:
+        fenced = self.source.fenced()  # a replica was promoted in the master's place
+        if fenced is not None:
+            raise fenced
+        if self.source.is_master and mcfg.promoted is None and self.source.name != self.master:
             raise ReplicaStateError(
                 f"{self.source.label} is not master {self.master!r}; name the master's own "
                 "database or one of its relays as the source"

@@ -26,6 +26,7 @@ from wlcore.master_state import (
     logs_of,
     read_master_state as read_master_config,
 )
+from wlcore.promotion import read_fence
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.ship import read_config as read_shipped_config
@@ -93,10 +94,38 @@ class Source:
         """
         return logs_of(mcfg, self.root)
 
+    def capture_name(self, master: str) -> str:
+        """The folder ``wlc capture`` captures for this source: the master's own folder's name
+        (a promoted master's folder keeps the replica's name), else ``master``.
+
+        Args:
+            master (str): the master database's name.
+        """
+        return self.name if self.is_master else master
+
     @property
     def is_master(self) -> bool:
         """True when the source is the master's own folder (not a shipped copy or a relay)."""
         return self.kind == "master"
+
+    def fenced(self) -> ReplicaStateError | None:
+        """The refusal of a master's folder fenced by a promotion (:mod:`wlcore.promotion`).
+
+        Returns:
+            ReplicaStateError | None: the error naming the promoted master to read from instead;
+            None when the source is no fenced master.
+
+        Raises:
+            ConfigError: the fence file is malformed.
+        """
+        fence = read_fence(self.storage, self.root) if self.is_master else None
+        if fence is None:
+            return None
+        new = posixpath.basename(fence.promoted.rstrip("/"))
+        cause = f"{self.label} is fenced: {fence.promoted} was promoted to master of {fence.database!r} at transaction {fence.tick}"
+        return ReplicaStateError(
+            f"{cause}; read from it instead: source={new!r}", cli=f"{cause}; read from it instead: --source {new}"
+        )
 
     def missing(self, master: str) -> WlcError:
         """The error for a source without wlc.config, naming the fix for its kind.
@@ -123,6 +152,12 @@ class Source:
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
                 cli=f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: "
                 f"wlc ship <dbfarm> {master} {self.root}",
+            )
+        promoted = posixpath.dirname(self.root.rstrip("/"))
+        if self.kind == "relay" and self.storage.exists(Storage.join(promoted, MASTER_CONFIG)):
+            return ReplicaStateError(
+                f"{self.label} was promoted to master of {master!r}; read from it as a master: source={self.name!r}",
+                cli=f"{self.label} was promoted to master of {master!r}; read from it as a master: --source {self.name}",
             )
         return ReplicaStateError(
             f"{self.label} relays nothing yet; replicate it with relay=True first",
@@ -223,14 +258,37 @@ def master_name(source: Source) -> str:
     Raises:
         ReplicaStateError: the shipped copy or relay has no wlc.config yet, or names no master.
     """
-    if source.is_master:
-        return source.name
     cfg = source.config()
+    if source.is_master:  # a promoted master's folder may have another name than its database
+        return cfg.database if cfg is not None and cfg.promoted is not None and cfg.database else source.name
     if cfg is None:
         raise source.missing("<master>")
     if not cfg.database:
         raise ReplicaStateError(f"{source.label} does not name its master database; ship it again with this version")
     return cfg.database
+
+
+def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
+    """A master named by the folder of a promoted replica (:mod:`wlr.promote`): the folder is the
+    source, and the master is the database it holds.
+
+    Args:
+        farm (str): the master's dbfarm.
+        name (str): the name given as the master.
+
+    Returns:
+        tuple[Source | None, str | None]: ``(the folder as a source, None)`` when ``name`` is a
+        promoted master's folder holding a database of another name (:func:`master_name` reads
+        it); ``(None, name)`` otherwise.
+
+    Raises:
+        ConfigError: a malformed name, or the folder's ``wlc.config`` is malformed.
+    """
+    src = master_source(farm, check_name(name, "master database"))
+    cfg = src.config()
+    if cfg is not None and cfg.promoted is not None and cfg.database and cfg.database != name:
+        return src, None
+    return None, name
 
 
 @dataclass(frozen=True)
@@ -276,6 +334,8 @@ def resolve(
     Dbfarm(farm)  # a dbfarm that does not exist is refused (NotFoundError): never made by accident
     mfarm = resolve_dbfarm(master_dbfarm) if master_dbfarm else farm
     chosen = named_source(source, mfarm) if source is not None else shipped_source(logs) if logs is not None else None
+    if chosen is None and isinstance(master, str):
+        chosen, master = promoted_folder(mfarm, master)
     if master is None:
         if chosen is None:
             raise ConfigError("name the master to replicate (or a source= or logs= that names it)")

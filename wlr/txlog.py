@@ -50,6 +50,12 @@ def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
     return True
 
 
+def _prefix(cfg: MasterState, master: str) -> str:
+    """The name ``master``'s batches carry: the database's for a promoted master whose folder
+    keeps the replica's name (:func:`wlcore.promotion.log_name`), else ``master``."""
+    return cfg.database if cfg.promoted is not None and cfg.database else master
+
+
 def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[Storage, str, MasterState]:
     """``(storage, database folder, wlc.config)`` of master ``master``, or of its shipped
     copy at ``logs`` (a folder or URL made by ``wlc ship``).
@@ -254,7 +260,7 @@ def transactions(
     """
     lo, hi = _bound(since), _bound(until)
     storage, path, cfg = _master(master, dbfarm, logs)
-    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), master))
+    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), _prefix(cfg, master)))
     out, seen = [], set()
     for index in range(sources.first_not_before(lo), len(sources.listed)):
         name = sources.listed[index][2]
@@ -296,7 +302,7 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
     storage, path, cfg = _master(master, dbfarm, logs)
     return [
         {"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), master)
+        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), _prefix(cfg, master))
     ]
 
 

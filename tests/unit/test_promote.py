@@ -1,0 +1,179 @@
+"""Promotion of a replica to master, on state files and batch manifests only (no Spark)."""
+
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import wlr
+from wlcore import batch as B, epochs
+from wlcore.capture_state import CaptureState, Cursor
+from wlcore.errors import MasterStateError
+from wlcore.master_state import read_master_state
+from wlcore.promotion import (
+    FENCE_FILE,
+    PromotionStart,
+    check_not_fenced,
+    log_name,
+    read_fence,
+    read_start,
+    resume_point,
+)
+from wlcore.replica_state import ReplicaState, write_replica_state
+from wlcore.storage import Storage
+from wlr.cli import main as wlr_main
+from wlr.promote_check import missing, ranges
+
+T0 = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
+
+
+def test_missing_and_ranges():
+    assert missing(4, [4], []) == []
+    assert missing(4, [7], [5]) == [5, 6, 7]
+    assert missing(4, [3], [6, 5, 2]) == [5, 6]  # a batch newer than the config claims counts
+    assert ranges([3, 4, 5, 9, 11, 12]) == "3..5, 9, 11..12"
+    assert ranges([]) == ""
+
+
+def test_resume_point_only_until_the_new_history_publishes():
+    cursors = CaptureState({"s.t": Cursor(7, None)})
+    start = PromotionStart(first_batch=5, first_txn=12, cursors=cursors)
+    assert PromotionStart.from_text(start.to_text(), "x").cursors.tables["s.t"].version == 7
+    state = resume_point(start, 4)  # the newest batch is the old history's
+    assert state is not None and (state.next_txn, state.next_batch, state.tables["s.t"].version) == (12, 5, 7)
+    assert resume_point(start, None) is not None
+    assert resume_point(start, 5) is None  # the new history published: capture resumes from it
+    assert resume_point(None, 4) is None
+
+
+def _master(farm, name="m", txns=3, epochs="0:aa"):
+    """Master ``name`` that published batches 0..txns-1, one transaction each."""
+    st = Storage.of(str(farm))
+    logs = str(farm / name / "wlc_logs")
+    st.makedirs(logs)
+    for k in range(txns):
+        rec = B.TxnRecord(txn=k, gtid=f"abc:{k}", time=T0 + timedelta(seconds=k), table="s.t", version=k,
+                          operation="WRITE")  # fmt: skip
+        man = B.Manifest(database=name, dbid="abc", batch=k, watermark=rec.time, txns=[rec], epochs=epochs)
+        B.publish(st, logs, B.open_staging(st, logs, name, k), man)
+    text = f"logs={logs}\nstate=1\nbatches={txns}\nbeat=0\ndbid=abc\ntick={txns - 1}\nepoch=aa\nepochs={epochs}\n"
+    (farm / name / "wlc.config").write_text(text)
+
+
+def _replica(farm, name, tick, master="m", source=None, kind="master"):
+    os.makedirs(farm / name, exist_ok=True)
+    state = ReplicaState.of(
+        master=master,
+        masterfarm=str(farm),
+        dbid="abc",
+        source=source or str(farm / master),
+        source_kind=kind,
+        logs=str(farm / master / "wlc_logs"),
+        batches=tick + 1,
+        tick=tick,
+        clock=T0 + timedelta(seconds=tick),
+        state="idle",
+        epochs="0:aa",
+        epoch="aa",
+    )
+    write_replica_state(Storage.of(str(farm)), str(farm / name), state)
+
+
+def test_a_replica_behind_is_refused_then_forced(tmp_path, capsys):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 1)
+    with pytest.raises(wlr.PromotionError) as err:
+        wlr.promote("r", dbfarm=str(tmp_path))
+    assert err.value.left_out == [2] and "transaction 2 is published" in str(err.value)
+    assert not (tmp_path / "r" / "wlc.config").exists() and not (tmp_path / "m" / FENCE_FILE).exists()
+    assert wlr_main(["promote", str(tmp_path), "r"]) == 2
+    assert f"wlr replicate {tmp_path} m r and promote it, or promote it with --force" in capsys.readouterr().err
+
+    done = wlr.promote("r", dbfarm=str(tmp_path), force=True)
+    assert (done.database, done.tick, done.first_batch, done.left_out) == ("m", 1, 2, [2])
+    assert done.left_out_gtids == ["abc:2"] and done.fenced == str(tmp_path / "m") and done.copied == 2
+    st = Storage.of(str(tmp_path))
+    cfg = read_master_state(st, str(tmp_path / "r"))
+    assert (cfg.database, cfg.dbid, cfg.tick, cfg.batches, cfg.promoted_tick) == ("m", "abc", 1, 2, 1)
+    assert cfg.promoted_from == str(tmp_path / "m") and cfg.epochs == f"0:aa,2:{done.epoch}"
+    assert cfg.logs == str(tmp_path / "r" / "wlc_logs") and cfg.write == T0 + timedelta(seconds=1)
+    assert [n for n, _p in B.list_batches(st, cfg.logs, "m")] == [0, 1]  # the old history up to the tick
+    assert not (tmp_path / "r" / "wlr.config").exists() and (tmp_path / "r" / "wlr.config.promoted").exists()
+    assert log_name(st, str(tmp_path / "r"), "r") == "m"  # capture names its batches m_<number>
+    start = read_start(st, str(tmp_path / "r"))
+    assert (start.first_batch, start.first_txn) == (2, 2)
+    fence = read_fence(st, str(tmp_path / "m"))
+    assert (fence.promoted, fence.database, fence.tick, fence.epoch) == (str(tmp_path / "r"), "m", 1, done.epoch)
+    with pytest.raises(MasterStateError, match="is fenced"):
+        check_not_fenced(st, str(tmp_path / "m"))
+    assert "promoted to master" in (tmp_path / "r" / "wlc.log").read_text()
+    assert [t["txn"] for t in wlr.transactions("r", dbfarm=str(tmp_path))] == [0, 1]  # wlr log of the new master
+    # capture's first session on it keeps the promotion's epoch; once it published, sessions begin their own
+    assert "continues epoch" in epochs.start_session(cfg) and cfg.epochs == f"0:aa,2:{done.epoch}"
+    cfg.tick = 2
+    epochs.start_session(cfg)
+    assert cfg.epochs.startswith(f"0:aa,2:{done.epoch},3:")
+
+
+def test_replicas_switch_to_the_promoted_master_or_are_refused(tmp_path):
+    _master(tmp_path, txns=4)
+    _replica(tmp_path, "r", 3)  # caught up
+    _replica(tmp_path, "behind", 1)
+    done = wlr.promote("r", dbfarm=str(tmp_path))
+    assert done.left_out == [] and done.tick == 3
+    farm = str(tmp_path)
+    # a replica behind reads the promoted master under the database's name, from its tick
+    rep = wlr.Replica(source="r", replica="behind", dbfarm=farm)
+    assert rep.master == "m"
+    rep.validate()
+    named = wlr.Replica("r", replica="behind", dbfarm=farm)  # the promoted folder named as the master
+    assert (named.master, named.source.root) == ("m", str(tmp_path / "r"))
+    named.validate()
+    # the old master is fenced: refused as a source, naming the promoted one
+    with pytest.raises(wlr.ReplicaStateError, match="source='r'"):
+        wlr.Replica("m", replica="behind", dbfarm=farm).validate()
+    # a replica that applied a transaction the promoted one never got
+    _replica(tmp_path, "ahead", 4)
+    with pytest.raises(wlr.DivergedError) as err:
+        wlr.Replica(source="r", replica="ahead", dbfarm=farm).validate()
+    assert err.value.txn == 4 and "promoted to master at transaction 3" in str(err.value)
+    assert "make a new replica" in str(err.value)
+    # a replica that read the promoted replica's relay is told to read it as a master
+    _replica(tmp_path, "via", 2, source=str(tmp_path / "r" / "wlr_relay"), kind="relay")
+    with pytest.raises(wlr.ReplicaStateError, match="relay 'r' was promoted to master of 'm'.*source='r'"):
+        wlr.Replica("m", replica="via", dbfarm=farm).validate()
+
+
+def test_an_interrupted_promotion_is_done_again(tmp_path):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 2)
+    os.rename(tmp_path / "r" / "wlr.config", tmp_path / "r" / "wlr.config.promoted")  # stopped before wlc.config
+    assert wlr.promote("r", dbfarm=str(tmp_path)).tick == 2
+    assert (tmp_path / "r" / "wlc.config").exists() and not (tmp_path / "r" / "wlr.config").exists()
+
+
+def test_refusals(tmp_path):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 2)
+    (tmp_path / "r" / "wlr.config").write_text(
+        (tmp_path / "r" / "wlr.config").read_text() + "error_txn=3\nerror_cause=boom\n"
+    )
+    with pytest.raises(wlr.PromotionError, match="failed at transaction 3"):
+        wlr.promote("r", dbfarm=str(tmp_path))
+    with pytest.raises(wlr.ReplicaStateError, match="is a master, not a replica"):
+        wlr.promote("m", dbfarm=str(tmp_path))
+    with pytest.raises(wlr.NotFoundError):
+        wlr.promote("nope", dbfarm=str(tmp_path))
+
+
+def test_a_lost_master_needs_force(tmp_path):
+    _master(tmp_path)
+    _replica(tmp_path, "r", 1)
+    os.rename(tmp_path / "m", tmp_path / "gone")  # the master's folder and logs are lost
+    with pytest.raises(wlr.PromotionError, match="cannot be read.*force=True"):
+        wlr.promote("r", dbfarm=str(tmp_path))
+    done = wlr.promote("r", dbfarm=str(tmp_path), force=True)
+    assert (done.tick, done.left_out, done.fenced, done.copied) == (1, [], None, 0)
+    assert any("not all in" in n for n in done.notes)  # replicas behind it need a new copy
+    cfg = read_master_state(Storage.of(str(tmp_path)), str(tmp_path / "r"))
+    assert cfg.promoted_tick == 1 and cfg.batches == 2
