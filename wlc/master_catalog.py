@@ -68,7 +68,8 @@ class MasterCatalog:
         """Register every schema folder of the database, and the Delta tables in them, in
         this process's session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and
         :func:`wlc.attach` call it. Call it again to see schemas and tables other
-        processes made since. Returns ``{schema folder: reason}`` for folders left out.
+        processes made since. Returns ``{schema folder: reason}`` for folders left out, and
+        ``{"schema.table": reason}`` for tables whose names the session catalog does not take.
         """
         spark = self._spark()
         left_out = register(spark, self.storage, self.path, self._skip_schemas())

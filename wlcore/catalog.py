@@ -25,7 +25,7 @@ import warnings
 from .deltalog import is_delta_table
 from .discovery import RESERVED
 from .errors import ConfigError
-from .names import quote_ident
+from .names import catalog_name, qualified, quote_ident
 from .settings import check_name
 from .storage import Storage
 from .tabledef import sql_string as _lit
@@ -100,7 +100,8 @@ def create_schema(spark, storage: Storage, db_path: str, schema: str) -> str:
 def register(spark, storage: Storage, db_path: str, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
     """Register every schema folder of the database at ``db_path`` and the Delta tables in them.
 
-    Schema folders whose names are not plain identifiers, and folders in ``skip`` or
+    Schema folders whose names are not plain identifiers, tables whose names the session
+    catalog does not take (:func:`wlcore.names.catalog_name`), and folders in ``skip`` or
     reserved for capture, are left out. Tables already in the catalog are left as they are.
 
     Args:
@@ -112,7 +113,7 @@ def register(spark, storage: Storage, db_path: str, skip: frozenset[str] | set[s
     Returns:
         dict[str, str]: ``{schema folder: reason}`` for schema folders that could not be
         registered (a name that is not an identifier, a schema of that name elsewhere in the
-        catalog); each is also logged as a warning.
+        catalog) and ``{"schema.table": reason}`` for such tables; each is also logged as a warning.
     """
     left_out: dict[str, str] = {}
     for schema in storage.subdirs(db_path):
@@ -125,16 +126,23 @@ def register(spark, storage: Storage, db_path: str, skip: frozenset[str] | set[s
             create_schema(spark, storage, db_path, schema)
         except ConfigError as exc:
             left_out[schema] = str(exc)
+            log.warning("schema folder %s not registered in the session catalog: %s", schema, exc)
             continue
         for table in storage.subdirs(schema_path):
             path = Storage.join(schema_path, table)
             if table == "_delta_log" or not is_delta_table(storage, path):
                 continue
+            if not catalog_name(table):
+                name = qualified(schema, table)
+                left_out[name] = (
+                    f"{table!r} is not a name Spark's session catalog takes (letters, digits and '_' only); "
+                    "read and write the table by path (Master.table_path)"
+                )
+                log.warning("table %s not registered in the session catalog: %s", name, left_out[name])
+                continue
             ref = f"{quote_ident(schema)}.{quote_ident(table)}"
             if not spark.catalog.tableExists(ref):
                 _adopt(spark, schema, table, ref, storage.uri(path))
-    for schema, reason in left_out.items():
-        log.warning("schema folder %s not registered in the session catalog: %s", schema, reason)
     return left_out
 
 

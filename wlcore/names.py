@@ -17,6 +17,9 @@ from .errors import ConfigError
 
 _PLAIN_PART = re.compile(r"^[^.`]+$")
 _SAFE_FOLDER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# Spark's session catalog takes schema and table names of these characters only (else
+# INVALID_SCHEMA_OR_RELATION_NAME), and folds them to lower case
+_CATALOG_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 # control characters and everything str.splitlines() breaks a line at (U+0085, U+2028, U+2029)
 _CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
@@ -31,6 +34,19 @@ def quote_ident(name: str) -> str:
         str: ```name```.
     """
     return "`" + name.replace("`", "``") + "`"
+
+
+def catalog_name(part: str) -> bool:
+    """True when Spark's session catalog takes ``part`` as a schema, table or view name.
+
+    Args:
+        part (str): a schema or table folder name.
+
+    Returns:
+        bool: True for letters, digits and ``_`` only; a Delta table of any other name is
+        replicated, but has no name in the session catalog (read it by path).
+    """
+    return bool(_CATALOG_NAME.match(part))
 
 
 def qualified(schema: str, table: str) -> str:

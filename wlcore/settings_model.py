@@ -202,7 +202,7 @@ class CaptureSettings(_Section):
 
 class ReplicaSettings(_Section):
     """``replica``: follow mode's beat and the defaults of ``replicate()`` (seconds; a
-    selection of tables and rows; replay by segments; tables replayed at once)."""
+    selection of tables and rows; replay by segments; tables replayed at once; SQL names)."""
 
     beat: Wait
     retry_max: Wait
@@ -216,6 +216,7 @@ class ReplicaSettings(_Section):
     parallelism: Count
     rewrite_bytes: Size
     deltars_bytes: Size
+    names: Flag
 
 
 class S3Settings(_Section):

@@ -49,6 +49,7 @@ __all__ = [
     "tick",
     "status",
     "current",
+    "register",
     "promote",
     "Promotion",
     "PromotionError",
@@ -333,3 +334,47 @@ def status() -> dict:
         ReplicaStateError: no replica was used in this process.
     """
     return current().status()
+
+
+def register(replica: str | Replica | None = None, dbfarm: str | None = None, spark=None) -> dict[str, str]:
+    """Make a replica's tables readable by name in this process's Spark SQL, at its last consistent tick.
+
+    Replica table ``schema.table`` becomes the view ``<replica>__<schema>.<table>`` of the Spark
+    session catalog (``SELECT * FROM shop_replica__sales.orders``), reading the Delta version the
+    table had at the replica's last consistent tick; writes through it are refused
+    (:mod:`wlr.catalog`). The process that replays the replica registers and moves them by
+    itself (``replica.names`` in config); a process that only reads calls this, and again to
+    move them to the replica's newer tick.
+
+    Args:
+        replica (str | Replica | None): the replica's name in ``dbfarm``, or a :class:`Replica`;
+            None: the replica used last in this process.
+        dbfarm (str | None): the folder holding the replica (default ``$WLC_DBFARM`` or config).
+        spark (SparkSession | None): the session whose catalog gets the names (None: the
+            active one, started from config when none runs).
+
+    Returns:
+        dict[str, str]: ``{"schema.table": "<replica>__<schema>.<table>"}`` of the tables registered.
+        A table whose name Spark's catalog does not take (``q1-orders``) is left out with a
+        warning saying why; read it with :meth:`Replica.table`.
+
+    Raises:
+        NotFoundError: no such dbfarm, or ``replica`` is not a replica there (the message names those that are).
+        ReplicaStateError: ``replica`` is None and no replica was used in this process.
+        ConfigError: a malformed name.
+    """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+
+    if replica is None:
+        rep = current()
+    elif isinstance(replica, Replica):
+        rep = replica
+    elif _current is not None and (_current.name, _current.dbfarm) == (replica, resolve_dbfarm(dbfarm)):
+        rep = _current  # the replica this process follows: its views, moved by its rounds
+    else:
+        import argparse
+
+        from .cli_replica import open_replica
+
+        rep = open_replica(argparse.Namespace(dbfarm=dbfarm, replica=replica))
+    return rep.catalog.register(spark)

@@ -3,7 +3,8 @@
 * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
   (:mod:`wlr.lock`), shared by every part;
 * the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
-* the consistent view (:mod:`wlr.view`): reads at the last consistent tick;
+* the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
+  names (:mod:`wlr.catalog`), moved after every round;
 * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.rounds`) and the follower
   (:mod:`wlr.follow`), which retries a failure by itself;
 * the metrics (:mod:`wlr.metrics`), served for Prometheus when asked;
@@ -23,12 +24,14 @@ from wlcore.session import active_session
 from wlcore.settings import settings
 
 from .book import StateBook
+from .catalog import ReplicaCatalog
 from .follow import Follower
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .options import ReplayOptions
+from .plan import Target
 from .relay import Relay
-from .rounds import Replay
+from .rounds import Replay, RoundResult
 from .setup import ReplicaSetup
 from .source import Names, Source
 from .view import ConsistentView
@@ -69,6 +72,7 @@ class ReplicaParts:
         self.stop = threading.Event()
         self.lock = ReplicaLock(book.storage, book.path)
         self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
+        self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
         self.setup = ReplicaSetup(
             book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
         )
@@ -92,7 +96,7 @@ class ReplicaParts:
             self.lock,
             self.mutex,
             self.stop,
-            self.replay.steps,
+            self.steps,
             self.setup.published,
             source,
             beat_seconds,
@@ -100,6 +104,14 @@ class ReplicaParts:
             settings().replica.retry_max,
             self.metrics,
         )
+
+    def steps(self, target: Target, progress: bool) -> RoundResult:
+        """Rounds of replay toward ``target`` (:meth:`wlr.rounds.Replay.steps`), then the SQL
+        names moved to the last consistent tick (also after a failed round: what it applied stays)."""
+        try:
+            return self.replay.steps(target, progress)
+        finally:
+            self.catalog.refresh()
 
     @property
     def base_spark(self) -> Any:

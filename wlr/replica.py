@@ -105,6 +105,7 @@ class Replica:
     collapse = FieldOf("_options", "Each table's run of DML lands as one commit a segment (replicate(collapse=)).")
     compacted = FieldOf("_options", "Replay through compacted batches where they fit (replicate(compacted=)).")
     start_snapshot = FieldOf("_options", "Snapshot a new replica starts from (replicate(snapshot=)); None: newest fit.")
+    catalog = FieldOf("_parts", "The tables' Spark SQL names: views at the last consistent tick (wlr.catalog).")
 
     @property
     def parallelism(self) -> int:

@@ -1,0 +1,34 @@
+"""The Spark SQL names of a replica's tables (pure: no Spark)."""
+
+from wlr.catalog import plan_names, sql_schema, sql_text
+
+
+def test_each_schema_of_a_replica_is_a_schema_of_its_own():
+    assert sql_schema("shop_replica", "sales") == "shop_replica__sales"
+    plan = plan_names("shop_replica", ["sales.orders", "hr.staff", "sales.items"])
+    assert plan.names == {
+        "hr.staff": ("shop_replica__hr", "staff"),
+        "sales.items": ("shop_replica__sales", "items"),
+        "sales.orders": ("shop_replica__sales", "orders"),
+    }
+    assert plan.left_out == {}
+
+
+def test_names_the_session_catalog_does_not_take_are_left_out_with_the_way_to_read_them():
+    plan = plan_names("r", ["s.`q1.orders`", "s.q-1", "my-schema.t", "s.ünï", "s.ok"])
+    assert plan.names == {"s.ok": ("r__s", "ok")}
+    assert set(plan.left_out) == {"s.`q1.orders`", "s.q-1", "my-schema.t", "s.ünï"}
+    assert "'my-schema' is not a name Spark's session catalog takes" in plan.left_out["my-schema.t"]
+    assert "replica.table('s.q-1')" in plan.left_out["s.q-1"]
+
+
+def test_two_tables_whose_names_differ_only_in_case_keep_one_name():
+    plan = plan_names("r", ["s.Orders", "s.orders"])
+    assert plan.names == {"s.Orders": ("r__s", "Orders")}
+    assert "its SQL name r__s.orders is also table s.Orders's (Spark's names ignore case)" in plan.left_out["s.orders"]
+
+
+def test_a_part_that_does_not_start_with_a_letter_is_written_in_backticks():
+    assert sql_text("r__s", "orders") == "r__s.orders"
+    assert sql_text("r__s", "2024") == "r__s.`2024`"
+    assert sql_text("r__s", "1abc") == "r__s.`1abc`"

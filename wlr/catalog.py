@@ -1,0 +1,323 @@
+"""A replica's tables by name in Spark SQL: views in the Spark session catalog at the last consistent tick.
+
+Replica table ``schema.table`` of replica ``shop_replica`` is the view
+``shop_replica__schema.table``: a schema of the session catalog for each schema of each
+replica (the replica's name, two underscores, the schema's name), so a master's schemas
+(``sales``) and the schemas of several replicas live side by side in one session. Each view
+reads its table at the Delta version of the last consistent tick (``at.<table>`` in
+``wlr.config``, :mod:`wlr.view`) through Delta time travel: ``SELECT * FROM
+delta.`<folder>` VERSION AS OF <version>``. Spark refuses writes through a view (``INSERT``,
+``TRUNCATE``, ``ALTER``: "expects a table but ... is a view"), and Delta refuses ``UPDATE``,
+``DELETE`` and ``MERGE`` into a time-travelled read, so the replica's tables stay read-only
+through their names; ``DROP VIEW`` removes a name only, never a table, and the next
+registration puts it back.
+
+Why views in the session catalog: Spark's session catalog is the one catalog every
+SparkSession with Delta has (a catalog of our own would need a JVM catalog plugin on the
+class path; a Hive metastore needs a database server to be shared between processes), a
+catalog *table* entry at the replica's folder would read the folder's newest version (not the
+consistent tick) and would accept writes, and a view pins the version and refuses writes.
+
+The session catalog belongs to one Spark application: the process that replays moves the
+views after each round (:meth:`ReplicaCatalog.refresh`); another process registers them
+with :func:`wlr.register` (they then stand at the tick read, until it registers again).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wlcore.names import catalog_name, quote_ident, split_name
+from wlcore.settings import settings
+from wlcore.tabledef import sql_string as _string
+
+from .book import StateBook
+from .errors import ReplicaStateError
+from .view import ConsistentView
+
+log = logging.getLogger("wlr.replica")
+
+SEPARATOR = "__"
+_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def sql_schema(replica: str, schema: str) -> str:
+    """The session catalog schema holding the views of replica ``replica``'s schema ``schema``.
+
+    Args:
+        replica (str): the replica's database name.
+        schema (str): the schema's folder name on the replica.
+
+    Returns:
+        str: ``<replica>__<schema>``.
+    """
+    return f"{replica}{SEPARATOR}{schema}"
+
+
+def sql_text(schema: str, view: str) -> str:
+    """``schema.view`` as written in Spark SQL: a part in backticks when it does not start with a
+    letter or ``_`` (``r__s.`2024```: digits alone would read as a number).
+
+    Args:
+        schema (str): the session catalog schema.
+        view (str): the view's name.
+
+    Returns:
+        str: the qualified name.
+    """
+    return ".".join(p if _BARE.match(p) else quote_ident(p) for p in (schema, view))
+
+
+@dataclass
+class NamePlan:
+    """The SQL names of a replica's tables: ``names`` ``{"schema.table": (sql schema, view)}``
+    and ``left_out`` ``{"schema.table": reason}`` for tables that cannot have one."""
+
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def plan_names(replica: str, tables: list[str]) -> NamePlan:
+    """The view of each replica table, and the tables left out with the reason and the fix.
+
+    A part that is not a Spark SQL identifier (letters, digits, ``_``: Spark's session catalog
+    refuses others) gets no name, nor do two tables whose names differ only in case (Spark's
+    names ignore case); they stay readable with :meth:`wlr.Replica.table`.
+
+    Args:
+        replica (str): the replica's database name (an identifier: :func:`wlcore.settings.check_name`).
+        tables (list[str]): qualified names ``schema.table`` (:func:`wlcore.names.qualified`).
+
+    Returns:
+        NamePlan: the names and the tables left out.
+    """
+    plan = NamePlan()
+    seen: dict[tuple[str, str], str] = {}
+    for table in sorted(tables):
+        schema, name = split_name(table)
+        bad = [p for p in (schema, name) if not catalog_name(p)]
+        if bad:
+            plan.left_out[table] = (
+                f"{bad[0]!r} is not a name Spark's session catalog takes (letters, digits and '_' only); "
+                f"read the table with replica.table({table!r})"
+            )
+            continue
+        sql = (sql_schema(replica, schema), name)
+        key = (sql[0].lower(), sql[1].lower())
+        if key in seen:
+            other = seen[key]
+            plan.left_out[table] = (
+                f"its SQL name {sql[0]}.{sql[1]} is also table {other}'s (Spark's names ignore case); "
+                f"read it with replica.table({table!r})"
+            )
+            continue
+        seen[key] = table
+        plan.names[table] = sql
+    return plan
+
+
+def running_session() -> Any:
+    """The process's SparkSession when Spark runs in it, without starting one.
+
+    Returns:
+        SparkSession | None: the active session (or, in a thread that has none, the process's
+        default one); None when no Spark context runs.
+    """
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+class ReplicaCatalog:
+    """The views of one replica's tables in the Spark session catalog (module docstring).
+
+    Args:
+        book: the replica's state (``view`` and ``at.<table>``).
+        view: the replica's consistent view (the folders of its tables).
+        spark: returns the SparkSession given to the replica (None: the process's).
+
+    Attributes:
+        left_out: ``{"schema.table": reason}`` of the tables the last registration gave no
+            name (a name the catalog does not take, a schema of that name that is not the
+            replica's, a view that could not be made); each is also said once in a warning.
+    """
+
+    def __init__(self, book: StateBook, view: ConsistentView, spark: Callable[[], Any]) -> None:
+        self.book = book
+        self.view = view
+        self._spark = spark
+        self._lock = threading.Lock()
+        self._made: dict[str, tuple[str, str, int]] = {}  # table -> (sql schema, view, Delta version)
+        self._schemas: set[str] = set()  # session catalog schemas this object made or checked
+        self._seen: tuple | None = None  # (view tick, versions) the views stand at
+        self._warned: set[tuple[str, str]] = set()
+        self.left_out: dict[str, str] = {}
+
+    def sql_name(self, table: str) -> str:
+        """The Spark SQL name of replica table ``table``: ``<replica>__<schema>.<table>``.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            str: the name to write in SQL, e.g. ``shop_replica__sales.orders``.
+
+        Raises:
+            ConfigError: ``table`` is not ``schema.table``.
+            ReplicaStateError: the table can have no SQL name (the message says why and how to
+                read it), or is not on the replica at the last consistent tick (the message names
+                the nearest tables).
+        """
+        plan = plan_names(self.book.name, [table])
+        if table in plan.left_out:
+            raise ReplicaStateError(
+                f"table {table} of replica {self.book.name} has no SQL name: {plan.left_out[table]}"
+            )
+        st = self.book.current()
+        versions = st.read_versions()
+        if table not in versions:
+            from wlcore.databases import did_you_mean
+
+            raise ReplicaStateError(
+                f"table {table} is not on replica {self.book.name} at transaction {st.view_tick}"
+                + did_you_mean(table, sorted(versions), "tables")
+            )
+        return sql_text(*plan.names[table])
+
+    def register(self, spark: Any = None) -> dict[str, str]:
+        """Register (or move) the views of every replica table at the last consistent tick, now.
+
+        Tables left out (a name Spark's catalog does not take, a schema of that name that is not
+        this replica's) are said in a warning each and kept in :attr:`left_out`.
+
+        Args:
+            spark (SparkSession | None): the session whose catalog gets them (None: the one given
+                to the replica, else the process's; started from config when none runs).
+
+        Returns:
+            dict[str, str]: ``{"schema.table": "<replica>__<schema>.<table>"}`` of the tables registered.
+        """
+        from wlcore.session import active_session
+
+        session = spark or self._spark() or running_session() or active_session()
+        with self._lock:
+            self._sync(session, remake=True)
+            return {t: sql_text(s, v) for t, (s, v, _n) in sorted(self._made.items())}
+
+    def refresh(self) -> None:
+        """Move the views to the last consistent tick after a round of replay, when it moved;
+        nothing when ``replica.names`` is off or no Spark runs in this process (nobody could
+        query them). Never raises: a failure is logged and the views stay where they were."""
+        if not settings().replica.names or self._key() == self._seen:
+            return
+        session = self._spark() or running_session()
+        if session is None:
+            return
+        try:
+            with self._lock:
+                self._sync(session)
+        except Exception as exc:  # noqa: BLE001 (replay goes on: names are a convenience for readers)
+            log.warning("%s: the tables' SQL names were not moved to the last tick: %s", self.book.name, exc)
+
+    def _key(self) -> tuple:
+        """(view tick, versions) of the last consistent tick as ``wlr.config`` has it now."""
+        st = self.book.current()
+        return (st.view_tick, tuple(sorted(st.read_versions().items())))
+
+    def _sync(self, spark: Any, remake: bool = False) -> None:
+        """Create, move and drop views so that they match the last consistent tick (``remake``:
+        every view made again, also one a user changed with ``ALTER VIEW``)."""
+        seen = self._key()
+        versions = dict(seen[1])
+        plan = plan_names(self.book.name, list(versions))
+        left_out = dict(plan.left_out)
+        for schema in sorted({s for s, _v in plan.names.values()}):
+            reason = self._ensure_schema(spark, schema)
+            if reason:
+                for table in [t for t, (s, _v) in plan.names.items() if s == schema]:
+                    left_out[table] = reason
+                    del plan.names[table]
+        present = {s: self._views_in(spark, s) for s in {s for s, _v in plan.names.values()}}
+        for table, (schema, name) in plan.names.items():
+            made = self._made.get(table)
+            if not remake and made == (schema, name, versions[table]) and name.lower() in present[schema]:
+                continue
+            try:
+                self._create_view(spark, table, schema, name, versions[table])
+            except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException: said, the others go on)
+                left_out[table] = f"its view could not be made: {str(exc).splitlines()[0]}"
+                self._made[table] = (schema, name, -1)  # its older view goes below: never a mix of ticks
+        for table in [t for t in self._made if t not in plan.names or t in left_out]:
+            schema, name, _n = self._made.pop(table)
+            spark.sql(f"DROP VIEW IF EXISTS {quote_ident(schema)}.{quote_ident(name)}")
+        for schema in sorted(self._schemas - {s for s, _v, _n in self._made.values()}):
+            self._drop_schema(spark, schema)
+        self._seen = seen
+        self.left_out = left_out
+        self._warn(left_out)
+
+    def _ensure_schema(self, spark: Any, schema: str) -> str | None:
+        """Make session catalog schema ``schema`` for this replica; returns why it cannot be (None: it is)."""
+        if schema in self._schemas and spark.catalog.databaseExists(schema):
+            return None
+        comment = self._comment(schema)
+        if spark.catalog.databaseExists(schema):
+            if spark.catalog.getDatabase(schema).description != comment:
+                return (
+                    f"schema {schema} of this Spark session's catalog is not replica {self.book.name}'s views; "
+                    f"drop it (DROP SCHEMA {quote_ident(schema)} CASCADE) or rename it, then call replica.register()"
+                )
+        else:  # the location: an empty folder beside Spark's warehouse, never the replica's own
+            warehouse = str(spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")).rstrip("/")
+            location = f"{warehouse}/wlr_names/{schema}"
+            spark.sql(
+                f"CREATE SCHEMA IF NOT EXISTS {quote_ident(schema)} COMMENT {_string(comment)} "
+                f"LOCATION {_string(location)}"
+            )
+        self._schemas.add(schema)
+        return None
+
+    def _comment(self, schema: str) -> str:
+        replica_schema = schema[len(self.book.name) + len(SEPARATOR) :]
+        return f"replica {self.book.name}'s schema {replica_schema} at its last consistent tick (wlr)"
+
+    @staticmethod
+    def _views_in(spark: Any, schema: str) -> set[str]:
+        rows = spark.sql(f"SHOW TABLES IN {quote_ident(schema)}").collect()
+        return {r.tableName.lower() for r in rows if not r.isTemporary}
+
+    def _create_view(self, spark: Any, table: str, schema: str, name: str, version: int) -> None:
+        path = self.view.path_of(table)
+        comment = f"replica {self.book.name}'s table {table} at Delta version {version} (read-only)"
+        spark.sql(
+            f"CREATE OR REPLACE VIEW {quote_ident(schema)}.{quote_ident(name)} COMMENT {_string(comment)} "
+            f"AS SELECT * FROM delta.{quote_ident(path)} VERSION AS OF {int(version)}"
+        )
+        self._made[table] = (schema, name, int(version))
+
+    def _drop_schema(self, spark: Any, schema: str) -> None:
+        """Drop an emptied schema of this replica's views (kept when someone put an object in it)."""
+        self._schemas.discard(schema)
+        if spark.catalog.databaseExists(schema) and not self._views_in(spark, schema):
+            spark.sql(f"DROP SCHEMA IF EXISTS {quote_ident(schema)}")
+
+    def _warn(self, left_out: dict[str, str]) -> None:
+        for table, reason in sorted(left_out.items()):
+            if (table, reason) in self._warned:
+                continue
+            self._warned.add((table, reason))
+            text = f"replica {self.book.name}: table {table} has no SQL name: {reason}"
+            log.warning(text)
+            warnings.warn(text, stacklevel=4)
