@@ -46,6 +46,7 @@ __all__ = [
     "clock",
     "tick",
     "status",
+    "prune",
     "current",
     "Replica",
     "ReplicationError",
@@ -286,3 +287,45 @@ def status() -> dict:
         ReplicaStateError: no replica was used in this process.
     """
     return current().status()
+
+
+def prune(
+    replica: str,
+    dbfarm: str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    keep: dict | None = None,
+    retention: dict | None = None,
+):
+    """Delete what the relay folder of relaying replica ``replica`` (``<replica>/wlr_relay``) no
+    longer promises by its own retention (stored with it; each level not set there:
+    ``master.retention``'s), by the rules of ``wlc.prune()``: never a batch or snapshot a replica
+    reading the relay needs to reach a promised point. A relay round also prunes it when
+    ``storage.ship_prune`` has passed since its last prune.
+
+    Args:
+        replica (str): the relaying replica's name.
+        dbfarm (str | None): the folder holding it; None: ``$WLC_DBFARM`` or ``dbfarm`` in config.
+        dry_run (bool): only report what would be deleted (nothing is written).
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict | None): ``{"level0": "1d", ...}`` for this call only (durations as in config;
+            left out or ``"off"``: forever).
+        retention (dict | None): the relay's own retention to store first, e.g. ``{"level0": "1d"}``
+            (``"off"``: forever; None or ``"master"``: as ``master.retention``); a dry run only uses it.
+
+    Returns:
+        PruneReport: ``deleted``, ``bytes_freed``, ``promise`` and ``lines()``, which say what was
+        deleted and what the relay still promises.
+
+    Raises:
+        NotFoundError: no such dbfarm or database.
+        ReplicaStateError: not a replica, or it relays nothing.
+        ConfigError: a malformed ``keep`` or ``retention`` (nothing is deleted).
+    """
+    from wlcore.settings import every
+
+    from .relay import prune_relay
+
+    if keep is not None:
+        keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+    return prune_relay(replica, dbfarm, dry_run=dry_run, now=now, keep=keep, retention=retention)

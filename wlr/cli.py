@@ -1,6 +1,7 @@
-"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``
-and ``restore`` (:mod:`wlr.restore_cli`). One function ``cmd_<name>`` per subcommand; the errors they raise
-become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
+"""Command line of wlr (the ``wlr`` command, or ``python -m wlr``): ``status``, ``replicate``, ``log``,
+``accept``, ``restore`` (:mod:`wlr.restore_cli`) and ``prune`` (:mod:`wlr.prune_cli`). One function
+``cmd_<name>`` per subcommand; the errors they raise become messages and exit codes in
+:func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .restore_cli import add_parser as add_restore
 
     add_restore(sub)
+    from .prune_cli import add_parser as add_prune
+
+    add_prune(sub)
     return parser
 
 

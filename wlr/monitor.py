@@ -217,8 +217,31 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         "skipped": list(st.skipped),
         "error": error,
         "diverged": diverged,
+        "source_promise": promise_at(src.storage, src.root),
+        "relay_promise": promise_at(Storage.of(rep.relay_path), rep.relay_path) if st.relay else None,
         "exit": code,
     }
+
+
+def promise_at(storage: Storage, root: str) -> dict | None:
+    """What the log folder ``root`` (a master's, a shipped copy's, a relay's) promised at its last
+    prune, from its ``wlc.retention`` (:func:`wlcore.retention.promise_of`).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): the folder.
+
+    Returns:
+        dict | None: the promise; ``{}`` when the folder was never pruned (it holds all it
+        received); None when its ``wlc.retention`` is malformed or cannot be read.
+    """
+    from wlcore.errors import ConfigError
+    from wlcore.retention_state import read_retention_state
+
+    try:
+        return read_retention_state(storage, root).promise
+    except (ConfigError, OSError):
+        return None
 
 
 def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:

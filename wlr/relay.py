@@ -10,15 +10,22 @@ the same transaction, as a PostgreSQL standby moves between a primary and a casc
 standby. Its ``wlc.config`` claims only the relay's tick, watermark and next batch.
 
 Cost: a listing of both log folders and the copy of each new batch, once per round.
+
+The relay folder is pruned as a shipped copy is (:func:`prune_relay`, ``wlr prune``, and by
+a relay round when ``storage.ship_prune`` has passed since its last prune), by its own
+retention, defaulting to ``master.retention``.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Callable
 
 from wlcore import batch as batchfmt
-from wlcore.master_state import STARTED, MasterState
+from wlcore.durations import Every
+from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
+from wlcore.pruning import PruneReport
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
@@ -116,3 +123,55 @@ class Relay:
                 f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
                 f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})"
             )
+
+
+def prune_relay(
+    replica: str,
+    dbfarm: str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    keep: dict[str, Every | None] | None = None,
+    retention: dict[str, str | None] | None = None,
+) -> PruneReport:
+    """Prune the relay folder ``<replica>/wlr_relay`` by its own retention (stored with it;
+    each level not set there: ``master.retention``'s), by the master's rules
+    (:func:`wlcore.ship.prune_copy`): never what a replica reading the relay needs to reach a
+    promised point. What it deleted is never relayed there again.
+
+    Args:
+        replica (str): the relaying replica's name.
+        dbfarm (str | None): the folder holding it; None: ``$WLC_DBFARM`` or ``dbfarm`` in config.
+        dry_run (bool): only say what would be deleted (nothing is written).
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict[str, Every | None] | None): retention for this call only (None for a level: forever).
+        retention (dict[str, str | None] | None): the relay's own retention to store first
+            (``{"level0": "1d"}``; ``"off"``: forever; None or ``"master"``: as ``master.retention``).
+
+    Returns:
+        PruneReport: what was (or would be) deleted and what the relay still promises.
+
+    Raises:
+        NotFoundError: no such dbfarm or database.
+        ReplicaStateError: the database is not a replica, or it relays nothing (no relay folder).
+        ConfigError: a malformed retention (nothing is deleted).
+        ShipError: the relay folder holds no shipped copy of the replica's master.
+    """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.ship import prune_copy
+
+    from .errors import ReplicaStateError
+    from .monitor import read_replica_state
+
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, replica)
+    st = read_replica_state(storage, path)
+    folder = Storage.join(path, RELAY_DIR)
+    if not storage.exists(Storage.join(folder, CONFIG_FILE)):
+        raise ReplicaStateError(
+            f"replica {replica!r} relays nothing (no {RELAY_DIR} folder with a wlc.config): nothing to prune; "
+            f"make it a relay with wlr.replicate({st.master!r}, replica={replica!r}, relay=True)",
+            cli=f"replica {replica!r} relays nothing (no {RELAY_DIR} folder with a wlc.config): nothing to prune; "
+            f"make it a relay with: wlr replicate <dbfarm> {st.master} {replica} --relay",
+        )
+    return prune_copy(folder, st.master, keep=keep, dry_run=dry_run, now=now, retention=retention)

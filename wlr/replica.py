@@ -154,9 +154,9 @@ class Replica:
         None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
         ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
         (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
-        follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not
-        this replica's, or None) and ``exit`` (the code ``wlr status`` exits with: 0 healthy,
-        1 failed, 4 diverged, 5 the follower or capture stale; :mod:`wlcore.health`).
+        follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not this
+        replica's, or None), ``source_promise``/``relay_promise`` (:func:`wlr.monitor.promise_at`) and
+        ``exit`` (``wlr status``'s: 0 healthy, 1 failed, 4 diverged, 5 stale; :mod:`wlcore.health`).
         """
         return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
