@@ -73,7 +73,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
     farm = resolve_dbfarm(args.dbfarm)
     cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
-    cycle.config()  # refuses a database that is not a master, naming what it is
+    dbid = cycle.config().dbid  # refuses a database that is not a master, naming what it is
     if args.copy:
         copies = [dest_root(args.copy)]
     else:
@@ -84,7 +84,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     failed = []
     for url in copies:
         try:
-            copy = prune_copy(url, args.dbname, dry_run=args.dry_run, retention=changes)
+            copy = prune_copy(url, args.dbname, dry_run=args.dry_run, retention=changes, dbid=dbid)
             state = read_retention_state(Storage.of(url), url)
             state.set_keep(changes)  # a dry run's retention, as given
             print(f"shipped copy {url} (retention: {state.described()}):")

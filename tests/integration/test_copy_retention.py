@@ -90,6 +90,11 @@ def test_a_shipped_copy_pruned_by_its_own_retention_still_reaches_what_it_promis
     assert wlr_cli.main(["status", dbfarm, "r"]) == 0
     out = capsys.readouterr().out
     assert re.search(f"source promises +earliest reachable point: transaction {base} ", out), out
+    # wlc ship --retention stores the copy's own, and the master notes the copy for wlc prune
+    dest2 = str(tmp_path / "far2" / "m")
+    assert wlc_cli.main(["ship", dbfarm, "m", dest2, "--retention", "level0=2h,snapshots=off"]) == 0
+    assert "level0=2h\nsnapshots=off" in open(os.path.join(dest2, "wlc.retention")).read()
+    assert open(os.path.join(master.path, "wlc.copies")).read().split() == [dest, dest2]
     # --retention needs the copy it is for
     assert wlc_cli.main(["prune", dbfarm, "m", "--retention", "level0=1h"]) == 2
     assert "name the copy with --copy URL" in capsys.readouterr().err

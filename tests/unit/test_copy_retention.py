@@ -102,3 +102,17 @@ def test_status_says_the_promise_on_one_line():
     line = promised(promise_of(d))
     assert line.startswith("earliest reachable point: transaction 5") and "; every transaction from" in line
     assert promised({}) == "all it holds (never pruned)" and "cannot be read" in promised(None)
+
+
+def test_bad_retention_arguments_and_names_are_refused_before_anything_is_done(tmp_path, capsys):
+    from wlc.cli import main as wlc_main
+    from wlr.cli import main as wlr_main
+
+    far = tmp_path / "far"
+    assert wlc_main(["ship", str(tmp_path), "m", str(far), "--retention", "level9=1d"]) == 2
+    assert "not a level: use one of level0" in capsys.readouterr().err and not far.exists()
+    assert wlc_main(["prune", str(tmp_path), "m", "--retention", "level0=1d"]) == 2
+    assert "name the copy with --copy URL" in capsys.readouterr().err
+    assert wlr_main(["prune", str(tmp_path), "nope"]) == 3  # no such replica: not found
+    assert wlr_main(["prune", str(tmp_path), "nope", "--retention", "level0"]) == 2
+    assert "write LEVEL=DURATION" in capsys.readouterr().err

@@ -74,8 +74,7 @@ def ship(
     to = dest_root(to)
     dst = Storage.of(to)
     check_dest(dst, to, dbname, mcfg)
-    own = RetentionState()
-    own.set_keep(retention or {})  # a malformed one is refused before anything is written
+    RetentionState().set_keep(retention or {})  # a malformed one is refused before anything is written
     report = ShipReport()
     lock = lock_dest(dst, to)
     try:

@@ -56,6 +56,7 @@ def prune_copy(
     now: datetime | None = None,
     locked: bool = False,
     retention: dict[str, str | None] | None = None,
+    dbid: str | None = None,
 ) -> PruneReport:
     """Delete what the retention of the shipped copy or relay folder ``to`` no longer promises:
     never a batch or snapshot a replica reading there needs to reach a promised point, by the
@@ -73,12 +74,14 @@ def prune_copy(
         retention (dict[str, str | None] | None): the copy's own retention to store first
             (``{"level0": "1d"}``; None or ``"master"`` for a level: ``master.retention``'s
             again); a dry run only uses it. None: leave it as it is.
+        dbid (str | None): the master's database id the copy must hold (None: not checked).
 
     Returns:
         PruneReport: what was (or would be) deleted, and what the copy still promises.
 
     Raises:
-        ShipError: ``to`` holds no shipped copy, or the copy of another database than ``dbname``.
+        ShipError: ``to`` holds no shipped copy, or the copy of another database than ``dbname``
+            (or ``dbid``).
         ConfigError: the copy's ``wlc.retention`` or ``retention`` is malformed (nothing is done).
         BatchError: a manifest there is missing or damaged.
         OSError: the copy cannot be reached.
@@ -91,8 +94,11 @@ def prune_copy(
     if cfg is None or not cfg.is_shipped:
         what = "a master's own folder (wlc prune prunes it)" if cfg is not None else "no shipped copy (no wlc.config)"
         raise ShipError(f"{to} holds {what}; name a folder or URL that wlc ship ships to, or a relay's wlr_relay")
-    if dbname is not None and cfg.database != dbname:
-        raise ShipError(f"{to} holds the shipped logs of database {cfg.database!r}, not of {dbname!r}; check the URL")
+    if (dbname is not None and cfg.database != dbname) or (dbid is not None and cfg.dbid != dbid):
+        raise ShipError(
+            f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), not of "
+            f"{dbname or cfg.database!r} (id {dbid or cfg.dbid}); check the URL"
+        )
     now = now or datetime.now(timezone.utc)
     guard = nullcontext() if locked else dst.lock(Storage.join(to, LOCK_FILE), blocking=True, what=f"pruning {to}")
     with guard:
