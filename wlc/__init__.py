@@ -249,6 +249,8 @@ def compact(level1: float | str | None = None, level2: float | str | None = None
 
 def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None = None):
     """Delete what ``master.retention`` (or ``keep``) no longer promises; see :meth:`wlc.Master.prune`.
+    This prunes the master's own folder; :func:`prune_copy` prunes a shipped copy (``wlc prune``
+    on the command line does both).
 
     Args:
         dry_run (bool): only report what would be deleted.
