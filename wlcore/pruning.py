@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
+from typing import Callable, Sequence
 
 from . import snapshots as snap
 from .levels import Span, Start
@@ -60,6 +60,7 @@ def prune_folder(
     now: datetime,
     keep: dict[str, Every | None],
     dry_run: bool = False,
+    decided: Callable[[PruneReport], None] | None = None,
 ) -> PruneReport:
     """Delete the batches and snapshots of one log folder that ``keep`` no longer promises
     (:func:`wlcore.retention.retain`: never one a kept snapshot's path to a promised point uses).
@@ -73,6 +74,9 @@ def prune_folder(
         keep (dict[str, Every | None]): retention per ``level0``, ``level1``, ``level2`` and
             ``snapshots`` (None for one: forever).
         dry_run (bool): only say what would be deleted.
+        decided (Callable[[PruneReport], None] | None): called with the report once the decision
+            is made and before anything is deleted (not on a dry run): a copy notes there what
+            it is about to delete, so that no shipping pass copies it again meanwhile.
 
     Returns:
         PruneReport: what was (or would be) deleted, and the decision (what stays reachable).
@@ -83,10 +87,15 @@ def prune_folder(
     """
     decision = retain(starts, spans, now, keep)
     report = PruneReport(dry_run, decision=decision)
-    for item in list(decision.delete) + [s for s in decision.delete_snapshots if s.path]:
+    doomed = list(decision.delete) + [s for s in decision.delete_snapshots if s.path]
+    for item in doomed:
         name = os.path.basename(item.path.rstrip("/"))
         report.deleted.append(name if isinstance(item, Span) else f"{snap.SNAPSHOT_DIR}/{name}")
         report.bytes_freed += storage.tree_size(item.path)
-        if not dry_run:
-            storage.unpublish(item.path)
+    if dry_run:
+        return report
+    if decided is not None:
+        decided(report)
+    for item in doomed:
+        storage.unpublish(item.path)
     return report

@@ -34,6 +34,7 @@ from .state_file import JSON_DICT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
 RETENTION_FILE = "wlc.retention"
+PRUNE_LOCK = ".wlc-prune.lock"  # held while a copy's wlc.retention is changed and while it is pruned
 KEYS = ("level0", "level1", "level2", "snapshots")
 FROM_MASTER = "master"  # a --retention value that drops the copy's own setting (the master's applies)
 

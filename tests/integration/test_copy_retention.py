@@ -50,14 +50,27 @@ def _batches(folder: str) -> list[str]:
 
 
 def test_a_shipped_copy_pruned_by_its_own_retention_still_reaches_what_it_promises(
-    spark, master, dbfarm, tmp_path, capsys
+    spark, master, dbfarm, tmp_path, capsys, monkeypatch
 ):
     t, base = _history(spark, master)
     dest = str(tmp_path / "far" / "m")
     wlc.ship(dest)
     shipped, at_master = _batches(dest), _batches(master.path)
     later = master.clock() + timedelta(days=2)
-    report = wlc.prune_copy(dest, now=later, retention=SHORT)
+    # a shipping pass that runs while the prune deletes (after its first folder went) copies none of them again
+    kind, calls, meanwhile = type(Storage.of(dest)), [], []
+    unpublish = kind.unpublish
+
+    def unpublish_then_ship(self, path):
+        calls.append(path)
+        if len(calls) == 2:
+            meanwhile.append(wlc.ship(dest))
+        return unpublish(self, path)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(kind, "unpublish", unpublish_then_ship)
+        report = wlc.prune_copy(dest, now=later, retention=SHORT)
+    assert len(calls) > 2 and meanwhile[0].batches == [] and meanwhile[0].snapshots == []
     # the batches before the newest snapshot went, in the copy only; the snapshots before it too
     assert report.deleted and all(b in shipped for b in report.deleted if not b.startswith("wlc_snapshot/"))
     assert _batches(master.path) == at_master
@@ -71,8 +84,11 @@ def test_a_shipped_copy_pruned_by_its_own_retention_still_reaches_what_it_promis
     assert mid.tick() == base + 1
     with pytest.raises(TargetError, match=f"earliest reachable point.*transaction {base}"):
         wlr.replicate("m", replica="old", logs=dest, until=base - 1, follow=False)
-    # a shipping pass prunes its copy again once storage.ship_prune (1 h) has passed since the last prune
+    # a shipping pass prunes its copy again once storage.ship_prune (1 h) has passed since the last
+    # prune, unless another process prunes it at that moment
     assert prune_if_due(dest, "m", now=later + timedelta(minutes=30)) is None
+    with Storage.of(dest).lock(os.path.join(dest, ".wlc-prune.lock"), blocking=False, what="a test"):
+        assert prune_if_due(dest, "m", now=later + timedelta(hours=2)) is None
     assert prune_if_due(dest, "m", now=later + timedelta(hours=2)).deleted == []  # nothing more to delete
     # what the copy pruned is not shipped again; what is new is
     kept = _batches(dest)

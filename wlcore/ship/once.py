@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from .. import batch as batchfmt, snapshots as snap
 from ..master_state import CONFIG_FILE, MasterState, logs_of, write_master_state
-from ..retention_state import RetentionState, read_retention_state, write_retention_state
+from ..retention_state import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
 from ..storage import Storage
 from .destination import LOGS_DIR, ShipError, ShipReport, check_dest, dest_root, lock_dest, read_config
 from .folders import ship_batch, ship_snapshot, snapshot_name
@@ -79,9 +79,10 @@ def ship(
     lock = lock_dest(dst, to)
     try:
         if retention:
-            state = read_retention_state(dst, to)
-            state.set_keep(retention)
-            write_retention_state(dst, to, state)
+            with dst.lock(Storage.join(to, PRUNE_LOCK), blocking=True, what=f"the retention of {to}"):
+                state = read_retention_state(dst, to)
+                state.set_keep(retention)
+                write_retention_state(dst, to, state)
         for _attempt in (1, 2):  # batches pruned while copied: their compacted batch is published by then
             gone = len(report.gone)
             _pass(storage, root, dbname, mcfg, dst, to, up_to_batch, up_to_txn, report, progress)
@@ -163,13 +164,15 @@ def _pass(
         if up_to_batch is None or last < up_to_batch
     ]
     have = set(dst.published(dlogs))
-    pruned = read_retention_state(dst, to)  # what the copy's retention deleted is not shipped again
+    dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
+    have_snaps = set(dst.published(dsnap))
+    # read after the listings: a prune notes what it deletes before deleting it, so whatever is
+    # missing from them that a prune deleted is in this note (and is not shipped again)
+    pruned = read_retention_state(dst, to)
     todo = [p for n, p in level0 if posixpath.basename(p) not in have and not pruned.skips_batch(0, n, n)]
     todo += [
         p for lv, f, last, p in compacted if posixpath.basename(p) not in have and not pruned.skips_batch(lv, f, last)
     ]
-    dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
-    have_snaps = set(dst.published(dsnap))
     snaps = [(s, snapshot_name(root, s.path)) for s in starts if not pruned.skips_snapshot(s.txn)]
     snaps = [(s, name) for s, name in snaps if name not in have_snaps]
     bar = _bar(len(todo) + len(snaps), progress)

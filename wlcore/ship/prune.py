@@ -4,8 +4,10 @@ own folder (:func:`wlcore.pruning.prune_folder`), with a retention of their own.
 A copy's retention is stored with it, in ``<copy>/wlc.retention``
 (:mod:`wlcore.retention_state`): set by ``wlc ship --retention``, ``wlc prune --copy URL
 --retention`` or ``wlr prune --retention`` (a relay), each level not set there taking
-``master.retention``'s. Pruning holds the copy's shipping lock (``.wlc-ship.lock``), so it
-takes turns with the shipping passes; what it deleted is noted there and never shipped again.
+``master.retention``'s. What a prune deletes is noted there before it is deleted, and a
+shipping pass reads that note after listing what the copy holds, so no pass copies it again,
+even one running meanwhile: pruning and shipping need not take turns (a ``wlc ship --follow``
+goes on while ``wlc prune`` runs). Prunes of one copy take turns (``<copy>/.wlc-prune.lock``).
 A shipping pass also prunes its copy when the last prune there is older than
 ``storage.ship_prune`` (:func:`prune_if_due`).
 """
@@ -14,16 +16,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import nullcontext
 from datetime import datetime, timezone
 
 from .. import batch as batchfmt, snapshots as snap
 from ..durations import Every
+from ..errors import LockHeldError
 from ..levels import Span
 from ..pruning import PruneReport, prune_folder
-from ..retention_state import read_retention_state, write_promise, write_retention_state
+from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
 from ..storage import Storage
-from .destination import LOCK_FILE, LOGS_DIR, ShipError, dest_root, read_config
+from .destination import LOGS_DIR, ShipError, dest_root, read_config
 
 log = logging.getLogger("wlc.ship")
 
@@ -54,7 +56,7 @@ def prune_copy(
     keep: dict[str, Every | None] | None = None,
     dry_run: bool = False,
     now: datetime | None = None,
-    locked: bool = False,
+    wait: bool = True,
     retention: dict[str, str | None] | None = None,
     dbid: str | None = None,
 ) -> PruneReport:
@@ -70,7 +72,8 @@ def prune_copy(
             (its ``wlc.retention``), each level not set there ``master.retention``'s.
         dry_run (bool): only say what would be deleted (nothing is written).
         now (datetime | None): the instant retention counts back from (UTC); None: now.
-        locked (bool): the caller holds the copy's shipping lock already (a shipping pass).
+        wait (bool): wait while another process prunes the copy (False: raise
+            :class:`~wlcore.errors.LockHeldError` at once; a shipping pass then leaves it).
         retention (dict[str, str | None] | None): the copy's own retention to store first
             (``{"level0": "1d"}``; None or ``"master"`` for a level: ``master.retention``'s
             again); a dry run only uses it. None: leave it as it is.
@@ -84,6 +87,7 @@ def prune_copy(
             (or ``dbid``).
         ConfigError: the copy's ``wlc.retention`` or ``retention`` is malformed (nothing is done).
         BatchError: a manifest there is missing or damaged.
+        LockHeldError: ``wait`` is False and another process prunes the copy.
         OSError: the copy cannot be reached.
     """
     from ..settings import settings
@@ -100,8 +104,7 @@ def prune_copy(
             f"{dbname or cfg.database!r} (id {dbid or cfg.dbid}); check the URL"
         )
     now = now or datetime.now(timezone.utc)
-    guard = nullcontext() if locked else dst.lock(Storage.join(to, LOCK_FILE), blocking=True, what=f"pruning {to}")
-    with guard:
+    with dst.lock(Storage.join(to, PRUNE_LOCK), blocking=wait, what=f"pruning {to}"):
         state = read_retention_state(dst, to)
         if retention:
             state.set_keep(retention)
@@ -110,9 +113,11 @@ def prune_copy(
         keep = keep if keep is not None else state.keep(settings().master.retention.by_name())
         logs = Storage.join(to, LOGS_DIR)
         starts = snap.list_snapshots(dst, to, cfg.snapshot, logs, cfg.database)
-        report = prune_folder(dst, starts, _listed(dst, logs, cfg.database), now, keep, dry_run)
-        if not dry_run:
+
+        def note(report: PruneReport) -> None:  # before deleting: a shipping pass skips them from now on
             write_promise(dst, to, report, now, ranges=True)
+
+        report = prune_folder(dst, starts, _listed(dst, logs, cfg.database), now, keep, dry_run, note)
     if report.deleted and not dry_run:
         log.info("pruned %d folders of the copy %s (%.1f MB)", len(report.deleted), to, report.bytes_freed / 1e6)
     return report
@@ -120,8 +125,8 @@ def prune_copy(
 
 def prune_if_due(to: str, dbname: str, now: datetime | None = None) -> PruneReport | None:
     """Prune the copy ``to`` when its last prune is older than ``storage.ship_prune`` (a
-    shipping pass calls it holding the copy's lock). A failure is logged, never raised: the
-    copy was shipped, and the next pass tries again.
+    shipping pass calls it at its end), unless another process prunes it now. A failure is
+    logged, never raised: the copy was shipped, and the next pass tries again.
 
     Args:
         to (str): the copy's folder or URL.
@@ -130,7 +135,7 @@ def prune_if_due(to: str, dbname: str, now: datetime | None = None) -> PruneRepo
 
     Returns:
         PruneReport | None: the prune's report; None when none was due (or ``storage.ship_prune``
-        is off) or it failed.
+        is off), another process prunes the copy, or it failed.
     """
     from ..settings import settings
 
@@ -142,7 +147,9 @@ def prune_if_due(to: str, dbname: str, now: datetime | None = None) -> PruneRepo
         last = read_retention_state(Storage.of(to), to).pruned
         if last is not None and (now - last).total_seconds() < every.amount:
             return None
-        return prune_copy(to, dbname, now=now, locked=True)
+        return prune_copy(to, dbname, now=now, wait=False)
+    except LockHeldError:  # another process prunes it now
+        return None
     except Exception as exc:  # noqa: BLE001 (the pass shipped; pruning is tried again at the next one)
         log.warning(
             "pruning the copy %s failed (%s: %s); the next shipping pass tries again", to, type(exc).__name__, exc
