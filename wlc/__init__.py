@@ -57,7 +57,9 @@ __all__ = [
 _current: Master | None = None
 
 
-def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> Master:
+def master(
+    dbname: str, dbfarm: str | None = None, logs: str | None = None, metrics_port: int | str | None = None
+) -> Master:
     """Put ``<dbfarm>/<dbname>`` in master mode and start capturing its committed changes.
 
     Args:
@@ -65,6 +67,9 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
         dbfarm: folder holding the databases; default ``$WLC_DBFARM`` or ``dbfarm`` in config.
         logs: folder for the published batches; default ``<dbfarm>/<dbname>/wlc_logs``
             (MonetDB's optional log path). Recorded in ``wlc.config``.
+        metrics_port: serve Prometheus metrics of capture at ``http://127.0.0.1:<port>/metrics``
+            (:mod:`wlc.metrics`; 0: any free port, then ``Master.metrics_port`` holds it); default
+            the ``metrics.port`` setting (off).
 
     Returns:
         wlc.Master: the master, also the target of the module functions below.
@@ -78,13 +83,14 @@ def master(dbname: str, dbfarm: str | None = None, logs: str | None = None) -> M
     it and the previous one's capture in this process stops.
 
     Raises:
-        ConfigError: a name, ``logs`` (empty, a file) or the beat in config is malformed.
+        ConfigError: a name, ``logs`` (empty, a file) or the beat in config is malformed;
+            MetricsError (a ConfigError): the metrics port is malformed or taken.
         MasterStateError: the database stopped logging (``wlc.stop()``); as in MonetDB a
             stopped master needs a fresh snapshot. Also when the database is a replica, or
             another process is capturing it.
     """
     global _current
-    m = Master(dbname, dbfarm=dbfarm, logs=logs)
+    m = Master(dbname, dbfarm=dbfarm, logs=logs, metrics_port=metrics_port)
     if _current is not None and _current.path == m.path and _current.running:
         m.validate()  # e.g. another logs= than the running master's: refused, nothing changes
         warnings.warn(f"database {dbname!r} is already in master mode in this process; nothing changed", stacklevel=2)

@@ -26,6 +26,7 @@ from wlcore.watch import FolderWatch
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle
 from .master_record import MasterRecord
+from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
 
 log = logging.getLogger("wlc.master")
@@ -63,6 +64,7 @@ class CaptureThread:
         self._watch: FolderWatch | None = None
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None  # what the last scan raised (None: it went well)
+        self.metrics = CaptureMetrics(publisher, record, lambda: self.alive)  # Prometheus, while capturing
 
     @property
     def alive(self) -> bool:
@@ -83,6 +85,7 @@ class CaptureThread:
         # local folders watched by events: a log folder's modification time tells whether it changed
         self.publisher.capture.quiet.on = self._watch is not None and not self.timing.polling
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
+        self.metrics.start()
         self._thread.start()
 
     def wake(self) -> None:
@@ -99,6 +102,7 @@ class CaptureThread:
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        self.metrics.stop()
 
     def relevant_event(self, path: str) -> bool:
         """True for a commit, or a schema or table folder made or removed; never capture's own files.
@@ -139,6 +143,7 @@ class CaptureThread:
                 self.error = None
             except Exception as exc:  # keep capturing; the next scan retries from the same cursors
                 self.error = exc
+                self.metrics.error(type(exc).__name__)
                 log.exception("capture of %s failed; retrying", self.record.dbname)
                 timeout = max(timeout, 1.0)
             changed = self._watch.wait(timeout) if self._watch is not None else self._stop.wait(timeout)

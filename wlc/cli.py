@@ -9,7 +9,7 @@ import logging
 import signal
 import threading
 
-from wlcore.commands import run, subcommand
+from wlcore.commands import metrics_option, run, say_metrics, subcommand
 from wlcore.health import format_status
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
 from wlcore.terminal import setup as setup_terminal
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _names(cap, "the master database's name (made a master by wlc master)")
     cap.add_argument("--beat", type=float, help="set the heartbeat in seconds")
+    metrics_option(cap)
     st = subcommand(
         sub, "status", cmd_status, help="print a master's state, tick, logs, heartbeat and capture liveness"
     )
@@ -89,6 +90,7 @@ def _add_ship(sub) -> None:
         help="the copy's own retention, stored with it (level0, level1, level2, snapshots; e.g. level0=1d; "
         "off: forever; master: as master.retention, the default); repeat or separate with commas",
     )
+    metrics_option(sh)
 
 
 def cmd_ship(args: argparse.Namespace) -> int:
@@ -107,17 +109,23 @@ def cmd_ship(args: argparse.Namespace) -> int:
         NotFoundError: no such dbfarm or database.
         MasterStateError: not a master.
         WlcError: a copy failed while following (the shipper's error, re-raised).
+        ConfigError: ``--metrics-port`` without ``--follow``; MetricsError: the port is malformed or taken.
     """
+    from wlcore import metrics
     from wlcore.databases import Dbfarm
+    from wlcore.errors import ConfigError
     from wlcore.retention_state import retention_args
     from wlcore.ship import Shipper
     from wlcore.storage import Storage
 
     from .copies import add_copy
 
+    if args.metrics_port is not None and not args.follow:
+        raise ConfigError("--metrics-port serves metrics while following: add --follow")
     retention = retention_args(args.retention)
     farm = resolve_dbfarm(args.dbfarm)
     Dbfarm(farm).require_master(args.dbname)
+    port = metrics.serve(args.metrics_port) if args.follow else None  # a taken port: refused before copying
     shipper = Shipper(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname, args.url, retention=retention)
     report = shipper.once()
     shipper.kwargs.pop("retention")  # stored: the following passes leave it as it is
@@ -128,6 +136,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: shipper.stop())
     signal.signal(signal.SIGINT, lambda *_: shipper.stop())
     print(f"shipping {args.dbname} to {shipper.to} as batches are published; Ctrl-C stops", flush=True)
+    say_metrics(port)
     shipper.follow(background=False)
     print("\n".join(shipper.report.lines()))
     if shipper.error is not None:
@@ -297,7 +306,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     Dbfarm(farm).require_master(args.dbname)  # only wlc master (or wlc.master()) makes a master
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*already in master mode.*")  # it is: that is the point
-        m = Master(args.dbname, dbfarm=farm).start()
+        m = Master(args.dbname, dbfarm=farm, metrics_port=args.metrics_port).start()
     if beat is not None:
         m.beat(beat)
     done = threading.Event()
@@ -312,6 +321,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         f"made now), and so each batch; change it with --beat SECONDS (0: a batch per transaction)"
     )
     print(f"capturing {m.path} into {m.logs} (beat {b:g} s): {first}; Ctrl-C stops", flush=True)
+    say_metrics(m.metrics_port)
     done.wait()
     m.flush()
     m.close()

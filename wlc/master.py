@@ -12,6 +12,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
+from wlcore import metrics
 from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.fields import FieldOf
@@ -48,9 +49,11 @@ class Master:
         logs: folder for the published batches; default ``<dbfarm>/<dbname>/wlc_logs``.
         spark: the Spark session (default: the active one, made when first needed).
         capture: False: :meth:`start` does not start the capture thread.
+        metrics_port: serve Prometheus metrics at ``http://127.0.0.1:<port>/metrics`` while capturing
+            (:mod:`wlc.metrics`; 0: any free port, then ``metrics_port`` holds it; None: ``metrics.port``).
 
     Raises:
-        ConfigError: a malformed name or dbfarm.
+        ConfigError: a malformed name, dbfarm or metrics port.
         NotFoundError: the dbfarm does not exist.
     """
 
@@ -61,7 +64,13 @@ class Master:
     retry_max = FieldOf("timing")  # seconds, the longest wait between two reads of a held table (capture.retry_max)
 
     def __init__(
-        self, dbname: str, dbfarm: str | None = None, logs: str | None = None, spark: Any = None, capture: bool = True
+        self,
+        dbname: str,
+        dbfarm: str | None = None,
+        logs: str | None = None,
+        spark: Any = None,
+        capture: bool = True,
+        metrics_port: int | str | None = None,
     ):
         self.dbname = check_name(dbname, "database")
         self.dbfarm = resolve_dbfarm(dbfarm)
@@ -70,6 +79,7 @@ class Master:
         Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused: it is never made by accident
         self._spark = spark
         self._want_capture = capture
+        self.metrics_port = metrics.port_of(metrics_port) if metrics_port is not None else settings().metrics.port
         self.timing = CaptureTiming.from_settings()
         self._lock = threading.RLock()
         self.background = Background()  # the capture thread and the background life cycle, from start() on
@@ -143,10 +153,8 @@ class Master:
         """Use this master's tables by name in this process without capturing here
         (a writer application; the capturing process may be another one).
 
-        Raises:
-            MasterStateError: the database is not a master (call :func:`wlc.master` first)
-                or it stopped logging (its new writes would not be captured).
-        """
+        Raises MasterStateError: the database is not a master (call :func:`wlc.master` first)
+        or it stopped logging (its new writes would not be captured)."""
         self.setup.attach()
         self.register_catalog()
         return self
@@ -164,6 +172,8 @@ class Master:
             ConfigError: ``logs`` is empty or names a file; the database folder is a file.
         """
         self.validate()
+        if self._want_capture:  # a port taken elsewhere is refused before anything is written
+            self.metrics_port = metrics.serve(self.metrics_port) if self.metrics_port is not None else None
         created = not self.storage.exists(self.path)
         self.setup.take_lock()
         try:
@@ -226,11 +236,8 @@ class Master:
 
     # ------------------------------------------------------------------ public API
     def beat(self, seconds: float) -> None:
-        """Set the heartbeat: a batch is published ``seconds`` after its first record (0: one batch per transaction).
-
-        Raises:
-            ConfigError: ``seconds`` is negative or not a number.
-        """
+        """Set the heartbeat: a batch is published ``seconds`` after its first record (0: one batch per
+        transaction). Raises ConfigError: ``seconds`` is negative or not a number."""
         value = number(seconds, "beat")
         with self._lock:
             self.setup.check_started()
@@ -338,9 +345,7 @@ class Master:
         level-0 batches stay until :meth:`prune` deletes them.
 
         Raises:
-            ConfigError: a malformed interval.
-            BatchError: an input batch is damaged.
-        """
+            ConfigError: a malformed interval; BatchError: an input batch is damaged."""
         return self.cycle.compact(level1, level2)
 
     def prune(self, dry_run: bool = False, now: datetime | None = None, keep: dict | None = None) -> PruneReport:
@@ -354,20 +359,14 @@ class Master:
                 "365d", "snapshots": "365d"}`` (durations as in config; left out or ``"off"``: forever).
 
         Returns a :class:`PruneReport` (``deleted``, ``bytes_freed``, ``lines()``: the earliest
-        reachable transaction and instant, the granularity by age).
-
-        Raises:
-            ConfigError: a malformed retention.
-        """
+        reachable transaction and instant, the granularity by age). Raises ConfigError: a malformed retention."""
         return self.cycle.prune(dry_run=dry_run, now=now, keep=keep)
 
     def create_schema(self, schema: str) -> str:
         """Register SQL schema ``schema`` at ``<db>/<schema>`` in the session catalog (``CREATE TABLE
         <schema>.<t>`` then lives in the master's layout; ``DROP TABLE`` removes its folder, a drop).
-        Returns the schema name.
-
-        Raises:
-            ConfigError: not a plain identifier, or the catalog has a schema of that name elsewhere."""
+        Returns the schema name. Raises ConfigError: not a plain identifier, or the catalog has a
+        schema of that name elsewhere."""
         return self.catalog.create_schema(schema)
 
     def register_catalog(self) -> dict[str, str]:

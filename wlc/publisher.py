@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -164,6 +164,13 @@ class Publisher:
         self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
         self._open: OpenBatch | None = None
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
+        # told of every batch published: its transactions and the seconds publishing took (wlc.metrics)
+        self.on_publish: Callable[[int, float], None] = lambda transactions, seconds: None
+
+    @property
+    def staged(self) -> int:
+        """Transactions captured into the open batch and not published yet."""
+        return len(self._pending)
 
     def step(self, take_all: bool, look: bool = True) -> bool:
         """One scan: stage new transactions, publish when the beat says so.
@@ -317,6 +324,7 @@ class Publisher:
             BatchError: the batch's name is taken in the log folder (another capturer?).
         """
         cap = self.capture
+        began = time.monotonic()
         self._write_rows()
         watermark = cap.holds.watermark(watermark)  # never past a held table's first unread commit
         if not self._pending or self._open is None:  # every staged transaction was taken back: its table is held
@@ -358,6 +366,7 @@ class Publisher:
             f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
             f"({len(manifest.txns)}), watermark {utc_iso(watermark)}"
         )
+        self.on_publish(len(manifest.txns), time.monotonic() - began)
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless

@@ -103,3 +103,30 @@ def run(
     except WlcError as exc:
         print(f"error: {wording(exc, args)}", file=sys.stderr)
         return exit_code(exc, (*getattr(args, "exit_codes", ()), *codes))
+
+
+def metrics_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--metrics-port PORT`` (Prometheus' ``/metrics``, :mod:`wlcore.metrics`) to a
+    long-running subcommand.
+
+    Args:
+        parser (argparse.ArgumentParser): the subcommand's parser.
+    """
+    parser.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port, printed; "
+        "off: none; default the metrics.port setting, off)",
+    )
+
+
+def say_metrics(port: int | None) -> None:
+    """Print where metrics are served (nothing when they are off).
+
+    Args:
+        port (int | None): the port served (None: off).
+    """
+    if port is not None:
+        from .settings import settings
+
+        print(f"metrics at http://{settings().metrics.host}:{port}/metrics", flush=True)

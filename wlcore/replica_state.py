@@ -5,7 +5,8 @@ The replay side writes it after every round: which master it follows (``master``
 ``select_tables`` / ``select_where``), where it stands (``logs``, ``batches`` the next batch,
 ``tick`` the last *applied* transaction, ``clock`` its commit time, ``skipped``
 transactions), its ``state`` (``restoring``, ``new``, ``idle``, ``following``, ``failed``),
-a failure (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``), the epoch
+a failure (``error_batch``, ``error_txn``, ``error_table``, ``error_cause``) and a follower's
+retries of it (``retries``, ``retry_at``), the epoch
 history (``epochs``, ``epoch``), the consistent view (``view`` and ``at.<table>``), each
 table's Delta version (``version.<table>``), ``until``, ``relay`` and ``heartbeat``.
 :func:`read_replica_state` and :func:`write_replica_state` are its one reader and writer.
@@ -38,6 +39,8 @@ class ReplicaState(StateFile):
         batches: the next level-0 batch number to read.
         skipped: transaction ids skipped by ``wlr.skip`` (PostgreSQL's ``pg_replication_origin_advance``).
         error_batch, error_txn: where replay failed (None: not known or no failure).
+        retries: a follower's attempts at the failure since it was stored; retry_at: when (UTC)
+            it tries again (None: no retry waiting), as PostgreSQL's apply worker restarts.
         view: the transaction consistent reads stand at (None: not set).
         relay: True when this replica relays what it applied.
         versions: ``{table: Delta version}`` (``version.<table>`` keys); views: the
@@ -64,6 +67,8 @@ class ReplicaState(StateFile):
     error_txn: int | None = None
     error_table: str = ""
     error_cause: str = ""
+    retries: int = 0
+    retry_at: datetime | None = None
     epochs: str = ""
     epoch: str = ""
     view: int | None = None
@@ -91,6 +96,8 @@ class ReplicaState(StateFile):
         "error_txn": INT,
         "error_table": TEXT,
         "error_cause": TEXT,
+        "retries": INT,
+        "retry_at": UTC,
         "epochs": TEXT,
         "epoch": TEXT,
         "view": INT,

@@ -91,6 +91,14 @@ def _s3a(value: Any) -> bool | Literal["auto"]:
     return "auto"
 
 
+def _metrics_port(value: Any) -> int | None:
+    if value is False or value is None or (isinstance(value, str) and value.strip().lower() in ("", "off")):
+        return None  # YAML reads a bare `off` as false
+    if isinstance(value, bool) or not str(value).strip().isdigit() or not 0 <= int(value) <= 65535:
+        raise ValueError(f"must be a port from 0 to 65535 (0: any free port) or off, not {value!r}")
+    return int(value)
+
+
 FEATURE_NAMES = {"change_feed": "delta.enableChangeDataFeed", "in_commit_timestamps": "delta.enableInCommitTimestamps"}
 """The table features capture may switch on (:mod:`wlcore.features`), by their setting names."""
 
@@ -197,6 +205,7 @@ class ReplicaSettings(_Section):
     selection of tables and rows; replay by segments; tables replayed at once)."""
 
     beat: Wait
+    retry_max: Wait
     follow: Flag
     logs: Text
     tables: Annotated[list[str], PlainValidator(_names)]
@@ -227,6 +236,13 @@ class StorageSettings(_Section):
     ship_prune: Duration
 
 
+class MetricsSettings(_Section):
+    """``metrics``: where capture, followers and shippers serve ``/metrics`` for Prometheus."""
+
+    port: Annotated[int | None, PlainValidator(_metrics_port)]
+    host: Text
+
+
 class SparkSettings(_Section):
     """``spark``: the session wlc and wlr start (``conf``: any Spark setting)."""
 
@@ -245,6 +261,7 @@ class Settings(_Section):
     capture: CaptureSettings
     replica: ReplicaSettings
     storage: StorageSettings
+    metrics: MetricsSettings
     spark: SparkSettings
 
 

@@ -82,6 +82,7 @@ def replicate(
     tables: str | list[str] | None = None,
     where: dict[str, str] | None = None,
     empty: bool = False,
+    metrics_port: int | str | None = None,
 ) -> Replica:
     """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
 
@@ -134,6 +135,9 @@ def replicate(
         empty: make a new replica even when ``until`` is before the master's first
             transaction (it then holds none of the master's transactions: no table, or the
             tables the master had when master mode began); refused without it.
+        metrics_port: serve Prometheus metrics of the replica (:mod:`wlr.metrics`) at
+            ``http://127.0.0.1:<port>/metrics`` while this process runs (0: any free port, then
+            ``Replica.metrics_port`` holds it); default the ``metrics.port`` setting (off).
 
     Returns:
         wlr.Replica: when the target is reached (following: when all published is applied).
@@ -187,6 +191,7 @@ def replicate(
         tables=tables,
         where=where,
         empty=empty,
+        metrics_port=metrics_port,
     )
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         if (logs is not None or source is not None) and rep.source.root != _current.source.root:

@@ -9,12 +9,13 @@ import argparse
 import logging
 import sys
 
-from wlcore.commands import ExitCodes, run, subcommand
+from wlcore.commands import ExitCodes, metrics_option, run, say_metrics, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, use_config
 from wlcore.terminal import setup as setup_terminal
 
+from . import prune_cli, restore_cli
 from .cli_replica import open_replica
 from .errors import ReplicaStateError, ReplicationError, RestoreError
 from .options import ReplicateCall
@@ -55,7 +56,8 @@ def _follow(rep, call: ReplicateCall) -> int:
     """``wlr replicate --follow``: follow until SIGINT/SIGTERM.
 
     Returns:
-        0; 1 when replay stopped at a failed transaction (stored in wlr.config).
+        0; 1 when a failure is stored in wlr.config at the stop (the follower retried it with
+        backoff until then: ``replica.retry_max``).
 
     Raises:
         WlcError: the error that stopped the catch-up (said and given its exit status by
@@ -63,6 +65,8 @@ def _follow(rep, call: ReplicateCall) -> int:
     """
     import signal
     import threading
+
+    from wlcore import metrics
 
     out = logging.StreamHandler(sys.stdout)  # the wlr.log lines, as they are written
     out.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -82,12 +86,14 @@ def _follow(rep, call: ReplicateCall) -> int:
             failed.append(exc)
             done.set()
 
+    port = metrics.serve(call.metrics_port)  # refused before anything starts when taken
     print(f"{rep.name}: following {rep.master} (beat {rep.beat()} s); Ctrl-C or SIGTERM stops", flush=True)
+    say_metrics(port)
     catch_up = threading.Thread(target=run, name="wlr-catch-up", daemon=True)
     catch_up.start()
     while not done.wait(1.0):
         if not catch_up.is_alive() and not rep.following():
-            break  # follow mode stopped at a failed transaction
+            break  # the catch-up refused (a divergence), or following stopped at one
     rep.stop()  # each table ends the segment it is applying
     catch_up.join()
     rep.close()  # and the follow thread, when the catch-up had started it
@@ -133,12 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replicate(sub)
     _add_log(sub)
     _add_accept(sub)
-    from .restore_cli import add_parser as add_restore
-
-    add_restore(sub)
-    from .prune_cli import add_parser as add_prune
-
-    add_prune(sub)
+    restore_cli.add_parser(sub)
+    prune_cli.add_parser(sub)
     return parser
 
 
@@ -196,8 +198,10 @@ def _add_replicate(sub) -> None:
         action="store_true",
         help="run as a service: apply what is published, then keep following until SIGINT or "
         "SIGTERM (which stop it after the current round of segments); a line per applied "
-        "segment or transaction",
+        "segment or transaction; a failed transaction or batch is retried by itself with backoff "
+        "(replica.retry_max), never skipped",
     )
+    metrics_option(rp)
 
 
 def _add_selection(rp: argparse.ArgumentParser) -> None:
@@ -306,6 +310,8 @@ def cmd_replicate(args: argparse.Namespace) -> int:
 
     if args.follow and args.until is not None:
         raise ConfigError("--follow and --until exclude each other: follow everything, or stop at a target")
+    if args.metrics_port is not None and not args.follow:
+        raise ConfigError("--metrics-port serves metrics while following: add --follow")
     until = args.until
     if until is not None and until.lstrip("-").isdigit():
         until = int(until)
@@ -319,6 +325,8 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         tables=tables,
         where=where,
         empty=args.empty,
+        metrics_port=args.metrics_port,
+        service=bool(args.follow),
     )
     if args.follow:
         return _follow(

@@ -113,7 +113,39 @@ def clear(state: ReplicaState) -> None:
         state (ReplicaState): the replica's state, changed in place (the caller saves it).
     """
     state.set_error(None, None, "", "")
+    state.drop("retries")
+    state.drop("retry_at")
     state.state = "idle"
+
+
+def retry_delay(attempt: int, beat: float, most: float) -> float:
+    """Seconds a follower waits before its ``attempt``-th try of a stored failure: ``beat``
+    doubled at every attempt, at most ``most`` (PostgreSQL's apply worker restarts after a
+    failure the same way, Litestream's replica client backs off likewise).
+
+    Args:
+        attempt (int): the attempt about to be waited for (1: the first retry).
+        beat (float): seconds before the first retry (``replica.beat``; at least 0.1 is used).
+        most (float): the longest wait, seconds (``replica.retry_max``).
+
+    Returns:
+        float: seconds to wait.
+    """
+    first = max(0.1, float(beat))
+    return min(max(first, float(most)), first * 2.0 ** max(0, attempt - 1))
+
+
+def kind(state: ReplicaState) -> str:
+    """The kind of the stored failure, as metrics and the retry lines name it: ``logs`` (a batch
+    missing, damaged or out of place: no transaction), ``transaction`` (a transaction failed
+    to apply); ``""`` when none is stored.
+
+    Args:
+        state (ReplicaState): the replica's state.
+    """
+    if not state.error_cause:
+        return ""
+    return "logs" if state.error_txn is None else "transaction"
 
 
 def skippable(state: ReplicaState, name: str) -> tuple[int, int | None]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from wlcore.batch import utc_iso
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
 from wlcore.watch import FolderWatch
@@ -23,6 +24,7 @@ from . import failure
 from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
 from .lock import ReplicaLock
+from .metrics import ReplicaMetrics
 from .plan import Target, check_not_passed
 from .rounds import RoundResult
 from .source import Source
@@ -46,6 +48,9 @@ class Follower:
         source: returns where the replica reads now.
         beat_seconds: the refresh rate of follow mode, in seconds.
         capture_command: the command that starts capture (in messages).
+        retry_max: the longest wait between two tries of a stored failure, in seconds
+            (``replica.retry_max``; the first is after ``beat_seconds``).
+        metrics: the replica's metrics (retries, a divergence stored).
     """
 
     def __init__(
@@ -59,6 +64,8 @@ class Follower:
         source: Callable[[], Source],
         beat_seconds: float,
         capture_command: str,
+        retry_max: float,
+        metrics: ReplicaMetrics,
     ) -> None:
         self.book = book
         self.lock = lock
@@ -69,6 +76,8 @@ class Follower:
         self._source = source
         self.beat_seconds = beat_seconds
         self.capture_command = capture_command
+        self.retry_max = retry_max
+        self.metrics = metrics
         self.thread: threading.Thread | None = None
         self.watch: FolderWatch | None = None
 
@@ -84,7 +93,9 @@ class Follower:
         else:
             self.stop_event.wait(seconds)
 
-    def run_to(self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool) -> None:
+    def run_to(
+        self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool, service: bool = False
+    ) -> None:
         """Replay up to ``target`` under the replica's lock (:meth:`wait_for`), record the
         outcome (``until``, ``state``), then follow in the background when ``follow`` and the
         target is everything published.
@@ -93,6 +104,8 @@ class Follower:
             target: the parsed target; until: the target as the caller gave it (in messages).
             timeout: seconds to wait for the target to be published; mcfg: the source's
                 wlc.config as validated; follow: keep following afterwards.
+            service: following as a service (``wlr replicate --follow``): a ReplicationError of
+                the catch-up is not raised; it stays stored and the follower retries it.
 
         Raises:
             TargetError: the target is passed already; as :meth:`wait_for` otherwise.
@@ -105,7 +118,11 @@ class Follower:
                 state = book.reload()
                 if not state.empty:
                     check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
-                self.wait_for(target, until, timeout, mcfg)
+                try:
+                    self.wait_for(target, until, timeout, mcfg)
+                except ReplicationError:
+                    if not (service and follow and target.kind == "all"):
+                        raise  # stored in wlr.config; as a service, the follower below retries it
                 book.state.until = "" if until is None else str(until)
                 failed = bool(book.state.error_cause)
                 follow = follow and target.kind == "all" and not self.stop_event.is_set()
@@ -157,25 +174,62 @@ class Follower:
 
     def _follow(self) -> None:
         book = self.book
+        attempt = 0  # retries of a stored failure so far (0: none stored)
         while not self.stop_event.is_set():
+            wait = self.beat_seconds
             try:
                 with self.mutex:
                     if self.stop_event.is_set():
                         break
                     self._step(Target("all"), False)  # no bar from a background thread
                     book.state.heartbeat = datetime.now(timezone.utc)  # alive: wlr status
+                    if not book.state.error_cause:
+                        book.state.state = "following"  # again, after a failure it got past
                     book.save()
-            except ReplicationError:
-                return  # kept in wlr.config; the next replicate() raises it
-            except DivergedError as exc:  # kept too: the next replicate() checks again and raises it
+                attempt = 0
+            except ReplicationError:  # kept in wlr.config; tried again after a backoff, never skipped
+                attempt += 1
+                wait = self._retry_later(attempt)
+            except DivergedError as exc:  # kept too, not retried: the next replicate() checks again and raises it
                 with self.mutex:
                     book.last_error = failure.record(book.state, None, None, None, str(exc))
                     book.save()
                     book.log(f"FAILED {exc}")
+                self.metrics.failed("diverged")
                 return
             except Exception:
                 log.exception("follow mode of %s failed; retrying", book.name)
-            self._wait(self.beat_seconds)
+            if attempt:
+                self.stop_event.wait(wait)  # the backoff holds whatever the log folder does
+            else:
+                self._wait(wait)
+
+    def _retry_later(self, attempt: int) -> float:
+        """Record that the stored failure is tried again (``retries``, ``retry_at``), say when in
+        ``wlr.log``, and return the seconds to wait (:func:`wlr.failure.retry_delay`)."""
+        book = self.book
+        delay = failure.retry_delay(attempt, self.beat_seconds, self.retry_max)
+        with self.mutex:
+            state = book.state
+            kind = failure.kind(state)
+            state.retries = attempt
+            state.retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
+            state.heartbeat = datetime.now(timezone.utc)  # alive, retrying: wlr status
+            book.save()
+            where = (
+                f"transaction {state.error_txn}"
+                if state.error_txn is not None
+                else f"batch {state.error_batch}"
+                if state.error_batch is not None
+                else "the logs"
+            )
+            book.log(
+                f"retry {attempt} of {where} at {utc_iso(state.retry_at)} (in {delay:g} s; replica.retry_max "
+                f"{self.retry_max:g} s); {'wlr accept skips it' if kind == 'transaction' else 'restore the batch'}",
+                logging.WARNING,
+            )
+        self.metrics.retried(kind or "transaction")
+        return delay
 
     def following(self) -> bool:
         """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
@@ -196,8 +250,9 @@ class Follower:
             self.lock.release()
 
     def close(self) -> None:
-        """Stop following and release the replica's lock and watcher."""
+        """Stop following and release the replica's lock and watcher; its metrics are no longer served."""
         self.stop()
+        self.metrics.stop()
         if self.watch is not None:
             self.watch.close()
             self.watch = None

@@ -159,7 +159,22 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
             the replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
 
     Returns:
-        dict: the status.
+        dict: ``replica``, ``master``, ``source``, ``state`` (``new``, ``idle``, ``following``,
+        ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
+        ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
+        (last published), ``master_write``, ``unpublished`` (master commits capture has not
+        published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
+        + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
+        None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
+        ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
+        (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
+        follower's), ``skipped``, ``error``, ``retries`` and ``retry_at`` (a follower's failed
+        tries of the stored failure and its next try, a UTC instant; 0 and None when none),
+        ``diverged`` (why the source's history is not this replica's, or None), ``source_promise``
+        and ``relay_promise`` (what the folder the replica reads, and its relay folder, promised at
+        their last prune: :func:`promise_at`; None: the replica relays nothing) and ``exit`` (the
+        code ``wlr status`` exits with: 0 healthy, 1 failed, 4 diverged, 5 the follower or
+        capture stale; :mod:`wlcore.health`).
     """
     src = rep.source
     mcfg = src.config()
@@ -182,8 +197,7 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
     else:
         lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
     state = st.state if st.has("state") else "new"
-    stale_after = settings().replica.stale_after
-    follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, stale_after)
+    follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, settings().replica.stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
@@ -216,11 +230,28 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         "heartbeat": beat_at,
         "skipped": list(st.skipped),
         "error": error,
+        "retries": st.retries if error else 0,
+        "retry_at": st.retry_at if error else None,
         "diverged": diverged,
-        "source_promise": promise_at(src.storage, src.root),
-        "relay_promise": promise_at(Storage.of(rep.relay_path), rep.relay_path) if st.relay else None,
+        **promises(rep, src, st),
         "exit": code,
     }
+
+
+def promises(rep, src, st: ReplicaState) -> dict:
+    """``source_promise`` and ``relay_promise`` of :func:`replica_status`.
+
+    Args:
+        rep (Replica): the replica (its relay folder).
+        src (Source): where it reads.
+        st (ReplicaState): its state (``relay``: it relays).
+
+    Returns:
+        dict: ``{"source_promise": ..., "relay_promise": ...}`` (:func:`promise_at`; the relay's
+        None when the replica relays nothing).
+    """
+    relay = promise_at(Storage.of(rep.relay_path), rep.relay_path) if st.relay else None
+    return {"source_promise": promise_at(src.storage, src.root), "relay_promise": relay}
 
 
 def promise_at(storage: Storage, root: str) -> dict | None:

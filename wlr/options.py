@@ -59,8 +59,10 @@ class ReplicateCall:
     Attributes:
         target: ``until`` parsed (:func:`wlcore.target.parse_until`).
         until: the target as the caller gave it (messages name it so).
-        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty: as
-            :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
+        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty, metrics_port:
+            as :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
+        service: following as a service (``wlr replicate --follow``): a failure of the first
+            catch-up is retried by the follower (:class:`wlr.follow.Follower`), not raised.
     """
 
     target: Target
@@ -74,6 +76,8 @@ class ReplicateCall:
     tables: str | list[str] | None = None
     where: dict[str, str] | None = None
     empty: bool = False
+    metrics_port: int | str | None = None
+    service: bool = False
 
     @classmethod
     def of(cls, until: int | str | datetime | None = None, **options: Any) -> ReplicateCall:

@@ -5,7 +5,8 @@
 * the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
 * the consistent view (:mod:`wlr.view`): reads at the last consistent tick;
 * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.rounds`) and the follower
-  (:mod:`wlr.follow`);
+  (:mod:`wlr.follow`), which retries a failure by itself;
+* the metrics (:mod:`wlr.metrics`), served for Prometheus when asked;
 * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
 
 The source (where batches are read) may change between calls (``replicate(source=...)``):
@@ -19,10 +20,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from wlcore.session import active_session
+from wlcore.settings import settings
 
 from .book import StateBook
 from .follow import Follower
 from .lock import ReplicaLock
+from .metrics import ReplicaMetrics
 from .options import ReplayOptions
 from .relay import Relay
 from .rounds import Replay
@@ -70,6 +73,7 @@ class ReplicaParts:
             book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
         )
         self.relay = Relay(book, source, names.master)
+        self.metrics = ReplicaMetrics(names.master, names.replica, lambda: self.follower.following())
         self.replay = Replay(
             book,
             self.setup,
@@ -80,6 +84,7 @@ class ReplicaParts:
             self.applier,
             lambda: self.setup.selection,
             self.stop,
+            self.metrics,
         )
         capture = f"wlc capture {names.master_dbfarm} {names.master}"
         self.follower = Follower(
@@ -92,6 +97,8 @@ class ReplicaParts:
             source,
             beat_seconds,
             capture,
+            settings().replica.retry_max,
+            self.metrics,
         )
 
     @property

@@ -94,6 +94,8 @@ class Round:
         self.failures: list[Failure] = []
         self._halt = threading.Event()
         self.bar = None
+        # told of every segment landed: engine, transactions, change rows read and after collapse, seconds
+        self.observe: Callable[[str, int, int, int, float], None] = lambda *segment: None
 
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
@@ -249,6 +251,7 @@ class Round:
                 self.bar.update(len(items))
         if stats is None:
             return
+        self.observe(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
         span = span_text(items[0].rec.start, last.txn)
         what = last.operation if len(items) == 1 else f"{len(items)} transactions"
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""

@@ -88,6 +88,7 @@ class Replica:
         self._parts = ReplicaParts(
             names, self._book, self._options, lambda: self.source, spark, self.beat_seconds, self.default_timeout
         )
+        self._parts.metrics.status = self.status  # wlr_tick, lag... are the figures wlr status prints
 
     # ------------------------------------------------------------------ options and state
     @property
@@ -143,21 +144,8 @@ class Replica:
         return int(round(self.beat_seconds))
 
     def status(self) -> dict:
-        """State for people: master, tick, clock, lag, liveness and error (:mod:`wlr.monitor`).
-
-        Returns a dict: ``replica``, ``master``, ``state`` (``new``, ``idle``, ``following``,
-        ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
-        ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
-        (last published), ``master_write``, ``unpublished`` (master commits capture has not
-        published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
-        + unpublished``), ``lag_seconds`` (now - the oldest of them's commit time, 0 when none;
-        None when unknown), ``capture`` (``alive``, ``stale``, ``stopped``, ``not started`` or
-        ``unknown``) with ``capture_heartbeat`` (the instant it refers to) and ``capture_text``
-        (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
-        follower's), ``skipped``, ``error``, ``diverged`` (why the source's history is not this
-        replica's, or None), ``source_promise``/``relay_promise`` (:func:`wlr.monitor.promise_at`) and
-        ``exit`` (``wlr status``'s: 0 healthy, 1 failed, 4 diverged, 5 stale; :mod:`wlcore.health`).
-        """
+        """State for people (``wlr status``) and metrics: master, tick, clock, lag, liveness, error and
+        retries, exit code; the keys are listed at :func:`wlr.monitor.replica_status`."""
         return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
     # ------------------------------------------------------------------ set-up (wlr.setup)
@@ -219,6 +207,11 @@ class Replica:
         return self._parts.view.view_tick()
 
     @property
+    def metrics_port(self) -> int | None:
+        """The port this process serves the replica's ``/metrics`` on (None: none)."""
+        return self._parts.metrics.port
+
+    @property
     def relay_path(self) -> str:
         """The relay folder, ``<replica>/wlr_relay``."""
         return self._parts.relay.relay_path
@@ -259,6 +252,7 @@ class Replica:
         tables: str | list[str] | None = None,
         where: dict[str, str] | None = None,
         empty: bool = False,
+        metrics_port: int | str | None = None,
     ) -> "Replica":
         """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
 
@@ -290,6 +284,8 @@ class Replica:
                 are inserted, rows moved out deleted), as a PostgreSQL row filter.
             empty: a new replica whose target is before the master's first transaction (it
                 would hold none of its transactions) is made anyway; refused otherwise.
+            metrics_port: serve Prometheus metrics (:mod:`wlr.metrics`) at ``http://127.0.0.1:<port>/metrics``
+                (0: any free port, kept in ``metrics_port``; default the ``metrics.port`` setting, off).
 
         Returns:
             self, once the target is reached (or, following, once all published is applied).
@@ -313,7 +309,8 @@ class Replica:
                 names the earliest reachable point); ``tables``/``where`` differ from the
                 replica's recorded selection; DivergedError: the source's history is not
                 the one this replica followed (a master restored from a copy).
-            ConfigError: a ``tables`` pattern or ``where`` predicate is malformed.
+            ConfigError: a ``tables`` pattern or ``where`` predicate is malformed; MetricsError:
+                the metrics port is malformed or taken.
         """
         call = ReplicateCall.of(
             until,
@@ -326,6 +323,7 @@ class Replica:
             tables=tables,
             where=where,
             empty=empty,
+            metrics_port=metrics_port,
         )
         return self.run(call)
 
@@ -350,9 +348,10 @@ class Replica:
         note = date_note(call.until, call.target)
         if note:
             warnings.warn(note, TargetWarning, stacklevel=3)
+        self._parts.metrics.serve(call.metrics_port)
         self.stop()
         self._options.relay_wanted = call.relay
-        self._parts.follower.run_to(call.target, call.until, timeout, mcfg, follow)
+        self._parts.follower.run_to(call.target, call.until, timeout, mcfg, follow, call.service)
         return self
 
     def accept(self) -> int:

@@ -34,6 +34,7 @@ from .view import ConsistentView
 
 if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
     from .apply import Applier
+    from .metrics import ReplicaMetrics
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Replay:
         applier: returns the replica's applier.
         selection: returns the replica's selection (None: every table).
         stop: when set, a round ends after the segments being applied.
+        metrics: the replica's metrics (segments landed, failures stored).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class Replay:
         applier: Callable[[], Applier],
         selection: Callable[[], Selection | None],
         stop: threading.Event,
+        metrics: ReplicaMetrics,
     ) -> None:
         self.book = book
         self.setup = setup
@@ -106,6 +109,7 @@ class Replay:
         self._applier = applier
         self._selection = selection
         self.stop = stop
+        self.metrics = metrics
 
     @property
     def state(self) -> ReplicaState:
@@ -359,6 +363,7 @@ class Replay:
         applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
         applier.deltars_limit = self.options.deltars_bytes
         rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
+        rnd.observe = self.metrics.segment
         sel = self._selection()
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
         if skipped:  # tables this replica does not carry: handled without being applied
@@ -385,10 +390,10 @@ class Replay:
             table (str | None): the table it failed on.
             cause (str): the error's text.
 
-        Raises:
-            ReplicationError: always (``batch``, ``txn``, ``table`` and ``cause`` name it).
+        Raises ReplicationError: always (``batch``, ``txn``, ``table`` and ``cause`` name it).
         """
         err: ReplicationError = failure.record(self.state, batch, txn, table, cause)
+        self.metrics.failed(failure.kind(self.state))
         self.book.save()
         self.book.last_error = err
         self.book.log(f"FAILED {err}")

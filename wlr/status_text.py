@@ -59,6 +59,8 @@ def format_replica_status(s: dict, dbfarm: str) -> str:
             f"{dbfarm} {s['replica']}",
         )
     )
+    if err and s.get("retry_at") is not None:  # a follower tries it again by itself
+        rows.append(("retry", f"attempt {s['retries']} failed; next at {shown(s['retry_at'])} (replica.retry_max)"))
     if s.get("diverged"):
         rows.append(("diverged", s["diverged"]))
     rows.append(("source promises", promised(s.get("source_promise"))))

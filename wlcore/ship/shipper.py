@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..master_state import logs_of
 from ..storage import Storage
 from .destination import ShipError, ShipReport, ShipVerifyError, dest_root, read_config
+from .metrics import ShipMetrics
 from .once import ship
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class Shipper:
         self.kwargs = kwargs
         self.poll = poll if poll is not None else settings().storage.ship_poll
         self.report = ShipReport()
+        self.metrics = ShipMetrics(storage, root, dbname, self.to)  # Prometheus (wlcore.ship.metrics)
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -63,8 +65,13 @@ class Shipper:
         Raises:
             ShipError, ShipVerifyError, OSError: as :func:`wlcore.ship.ship`.
         """
-        out = ship(self.storage, self.root, self.dbname, self.to, progress=progress, **self.kwargs)
+        try:
+            out = ship(self.storage, self.root, self.dbname, self.to, progress=progress, **self.kwargs)
+        except Exception as exc:
+            self.metrics.error(type(exc).__name__)
+            raise
         self.report.add(out)
+        self.metrics.shipped(out)
         return out
 
     def follow(self, background: bool = True) -> "Shipper":
@@ -78,6 +85,7 @@ class Shipper:
         Returns:
             Shipper: this shipper.
         """
+        self.metrics.start()  # how far behind the copy is, on /metrics while following
         if background:
             self._thread = threading.Thread(target=self._loop, name=f"wlc-ship-{self.dbname}", daemon=True)
             self._thread.start()
@@ -111,6 +119,7 @@ class Shipper:
         finally:
             if watch is not None:
                 watch.close()
+            self.metrics.stop()
 
     @property
     def running(self) -> bool:
