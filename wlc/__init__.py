@@ -40,6 +40,7 @@ __all__ = [
     "snapshots",
     "compact",
     "prune",
+    "prune_copy",
     "ship",
     "status",
     "Master",
@@ -254,6 +255,8 @@ def compact(level1: float | str | None = None, level2: float | str | None = None
 
 def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None = None):
     """Delete what ``master.retention`` (or ``keep``) no longer promises; see :meth:`wlc.Master.prune`.
+    This prunes the master's own folder; :func:`prune_copy` prunes a shipped copy (``wlc prune``
+    on the command line does both).
 
     Args:
         dry_run (bool): only report what would be deleted.
@@ -271,6 +274,44 @@ def prune(dry_run: bool = False, now: datetime | None = None, keep: dict | None 
         ConfigError: a malformed retention.
     """
     return current().prune(dry_run=dry_run, now=now, keep=keep)
+
+
+def prune_copy(
+    to: str,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    keep: dict | None = None,
+    retention: dict | None = None,
+):
+    """Delete what the shipped copy at ``to`` no longer promises by its own retention (stored with
+    it; each level not set there: ``master.retention``'s), by the rules of :func:`prune`: never a
+    batch or snapshot a replica reading the copy needs to reach a promised point. What was deleted
+    is not shipped there again. No master needs to be started in this process.
+
+    Args:
+        to (str): the copy's folder or URL (``s3://bucket/path``), as :func:`ship` was given it.
+        dry_run (bool): only report what would be deleted (nothing is written).
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict | None): ``{"level0": "1d", ...}`` for this call only, instead of the copy's
+            retention (durations as in config; left out or ``"off"``: forever).
+        retention (dict | None): the copy's own retention to store first, e.g. ``{"level0": "1d",
+            "snapshots": "30d"}`` (``"off"``: forever; None or ``"master"``: as
+            ``master.retention``); a dry run only uses it.
+
+    Returns:
+        PruneReport: ``deleted``, ``bytes_freed``, ``promise`` and ``lines()``, which say what was
+        deleted and what the copy still promises.
+
+    Raises:
+        ShipError: ``to`` holds no shipped copy.
+        ConfigError: a malformed ``keep`` or ``retention`` (nothing is deleted).
+    """
+    from wlcore.settings import every
+    from wlcore.ship import prune_copy as prune_it
+
+    if keep is not None:
+        keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+    return prune_it(to, keep=keep, dry_run=dry_run, now=now, retention=retention)
 
 
 def ship(to: str, follow: bool = False) -> ShipReport | Shipper:

@@ -1,5 +1,5 @@
 """Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``master``, ``capture``, ``status``,
-the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``. One function ``cmd_<name>`` per
+the log's life cycle: ``snapshot``, ``compact``, ``prune`` (:mod:`wlc.prune_cli`), and ``ship``. One function ``cmd_<name>`` per
 subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
 
 from __future__ import annotations
@@ -71,17 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     _names(co)
     co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
     co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
-    pr = subcommand(
-        sub, "prune", cmd_prune, help="delete the batches and snapshots master.retention no longer promises"
-    )
-    _names(pr)
-    pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
+    from .prune_cli import add_parser as add_prune
+
+    add_prune(sub)
+    _add_ship(sub)
+    return parser
+
+
+def _add_ship(sub) -> None:
+    """The ``wlc ship`` subcommand (``sub``: the command line's subparsers)."""
     sh = subcommand(sub, "ship", cmd_ship, help="copy published batches and snapshots to another folder or an S3 URL")
     _names(sh)
     sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
     sh.add_argument("--follow", action="store_true", help="keep shipping whatever is published until interrupted")
+    sh.add_argument(
+        "--retention",
+        action="append",
+        metavar="LEVEL=DURATION",
+        help="the copy's own retention, stored with it (level0, level1, level2, snapshots; e.g. level0=1d; "
+        "off: forever; master: as master.retention, the default); repeat or separate with commas",
+    )
     metrics_option(sh)
-    return parser
 
 
 def cmd_ship(args: argparse.Namespace) -> int:
@@ -89,12 +99,14 @@ def cmd_ship(args: argparse.Namespace) -> int:
     SIGINT/SIGTERM, and print what was shipped.
 
     Args:
-        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``url``, ``follow``.
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``url``, ``follow``,
+            ``retention`` (the copy's own, stored with it first).
 
     Returns:
         int: 0 (the pass, or the following, ended without error).
 
     Raises:
+        ConfigError: a malformed ``--retention`` (nothing is shipped).
         NotFoundError: no such dbfarm or database.
         MasterStateError: not a master.
         WlcError: a copy failed while following (the shipper's error, re-raised).
@@ -103,17 +115,25 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore import metrics
     from wlcore.databases import Dbfarm
     from wlcore.errors import ConfigError
+    from wlcore.retention_state import retention_args
     from wlcore.ship import Shipper
     from wlcore.storage import Storage
 
+    from .copies import add_copy
+
     if args.metrics_port is not None and not args.follow:
         raise ConfigError("--metrics-port serves metrics while following: add --follow")
+    retention = retention_args(args.retention)
     farm = resolve_dbfarm(args.dbfarm)
     Dbfarm(farm).require_master(args.dbname)
     port = metrics.serve(args.metrics_port) if args.follow else None  # a taken port: refused before copying
     path = Storage.join(farm, args.dbname)
-    shipper = Shipper(Storage.of(farm), path, log_name(Storage.of(farm), path, args.dbname), args.url)
+    shipper = Shipper(
+        Storage.of(farm), path, log_name(Storage.of(farm), path, args.dbname), args.url, retention=retention
+    )
     report = shipper.once()
+    shipper.kwargs.pop("retention")  # stored: the following passes leave it as it is
+    add_copy(Storage.of(farm), path, args.url)  # wlc prune prunes it too
     print("\n".join(report.lines()), flush=True)
     if not args.follow:
         return 0
@@ -208,26 +228,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
         print(f"{len(made)} compacted batches made")
     else:
         print("nothing to compact yet: " + "; ".join(cycle.next_due(chosen) or ["compaction is off (master.compact)"]))
-    return 0
-
-
-def cmd_prune(args: argparse.Namespace) -> int:
-    """``wlc prune``: delete what ``master.retention`` no longer promises and print the report.
-
-    Args:
-        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``dry_run``
-            (``--dry-run``: only say what would be deleted).
-
-    Returns:
-        int: 0.
-
-    Raises:
-        NotFoundError: no such dbfarm or database.
-        MasterStateError: not a master.
-    """
-    cycle, _ = _lifecycle(args)
-    report = cycle.prune(dry_run=args.dry_run)
-    print("\n".join(report.lines()))
     return 0
 
 

@@ -22,15 +22,14 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from wlcore import batch as batchfmt, snapshots as snap
-from wlcore.batch import utc_iso
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Span, Start
 from wlcore.master_state import MasterState
-from wlcore.retention import Retention, retain
+from wlcore.pruning import PruneReport, prune_folder
+from wlcore.retention_state import write_promise
 from wlcore.settings import Every, settings
 from wlcore.storage import Storage
 
@@ -39,32 +38,6 @@ from . import compaction
 log = logging.getLogger("wlc.lifecycle")
 
 LOCK_FILE = "wlc.lifecycle.lock"
-
-
-@dataclass
-class PruneReport:
-    """What :meth:`Lifecycle.prune` deleted (or would delete, ``dry_run``) and what stays reachable."""
-
-    dry_run: bool
-    deleted: list[str] = field(default_factory=list)
-    bytes_freed: int = 0
-    decision: Retention | None = None
-
-    def lines(self) -> list[str]:
-        """Human lines: what was deleted, the earliest reachable point, the granularity by age."""
-        verb = "would delete" if self.dry_run else "deleted"
-        out = [f"{verb} {len(self.deleted)} folders ({self.bytes_freed / 1e6:.1f} MB)"]
-        out += [f"  {verb} {name}" for name in self.deleted]
-        d = self.decision
-        if d is not None and d.earliest is not None:
-            when = utc_iso(d.earliest.time) if d.earliest.time else "the start of master mode"
-            where = f"the snapshot {os.path.basename(d.earliest.path)}" if d.earliest.path else "an empty start"
-            out.append(f"earliest reachable point: transaction {d.earliest.txn} ({when}), {where}")
-            for what, txn, at in d.granularity:
-                detail = "every transaction" if what == "level 0" else f"every {what} boundary"
-                out.append(f"  {detail} from transaction {txn} ({utc_iso(at) if at else '-'}) on")
-            out.append("  snapshots at transactions " + ", ".join(str(s.txn) for s in d.kept_snapshots))
-        return out
 
 
 class Lifecycle:
@@ -334,21 +307,9 @@ class Lifecycle:
         now = now or datetime.now(timezone.utc)
         logs = self.logs(cfg)
         with self.locked():
-            decision = retain(self.snapshots(cfg), self.spans(logs), now, keep)
-            report = PruneReport(dry_run, decision=decision)
-            for item in list(decision.delete) + [s for s in decision.delete_snapshots if s.path]:
-                report.deleted.append(
-                    os.path.basename(item.path)
-                    if isinstance(item, Span)
-                    else f"{snap.SNAPSHOT_DIR}/{os.path.basename(item.path)}"
-                )
-                report.bytes_freed += self.storage.tree_size(item.path)
-                if not dry_run:
-                    self._remove(item.path)
+            report = prune_folder(self.storage, self.snapshots(cfg), self.spans(logs), now, keep, dry_run)
+            if not dry_run:
+                for item in report.decision.delete if report.decision else []:
+                    self._spans.pop(item.path, None)
+                write_promise(self.storage, self.path, report, now)
         return report
-
-    def _remove(self, path: str) -> None:
-        """Delete the published ``path`` so that readers see it whole or not at all
-        (:meth:`Storage.unpublish`)."""
-        self.storage.unpublish(path)
-        self._spans.pop(path, None)

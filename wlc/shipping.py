@@ -7,6 +7,8 @@ from typing import Callable
 from wlcore.ship import Shipper, ShipReport, dest_root
 from wlcore.storage import Storage
 
+from .copies import add_copy
+
 
 class MasterShipping:
     """The shippers of one :class:`wlc.Master` (MonetDB's log-shipping agent): one pass, or
@@ -33,6 +35,8 @@ class MasterShipping:
                 thread whenever a batch is published, until :meth:`stop`.
             flush: called first (the capturing master's flush), or None.
 
+        The destination is noted in ``<db>/wlc.copies``: ``wlc prune`` prunes it by its own retention.
+
         Returns:
             ShipReport (one pass), or, following, the :class:`Shipper`.
 
@@ -44,6 +48,7 @@ class MasterShipping:
             flush()
         shipper = Shipper(self.storage, self.path, self.dbname, to)
         report = shipper.once()
+        add_copy(self.storage, self.path, to)  # wlc prune prunes it too
         if not follow:
             return report
         if shipper.to in self._shippers:

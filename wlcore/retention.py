@@ -143,3 +143,57 @@ def _any_range(ranges: list[tuple[int, int]], lo: int, hi: float) -> bool:
         if a < hi and b >= lo:
             return True
     return False
+
+
+def promise_of(decision: Retention) -> dict:
+    """What a log folder still promises after :func:`retain`, as a JSON-ready dict (stored with a
+    pruned folder and shown by ``wlc prune`` and ``wlr status``; :func:`promise_lines` says it).
+
+    Args:
+        decision (Retention): what :func:`retain` decided.
+
+    Returns:
+        dict: ``{"earliest": {"txn", "time", "snapshot"}, "levels": [[level name, first
+        transaction, its UTC time], ...], "snapshots": [transaction, ...]}``; times as ISO-8601
+        UTC text (None: not known), ``snapshot`` the earliest snapshot's folder name ("": an empty
+        start); ``{}`` when nothing is reachable (no snapshot).
+    """
+    from os.path import basename
+
+    from .batch import utc_iso
+
+    first = decision.earliest
+    if first is None:
+        return {}
+    return {
+        "earliest": {
+            "txn": first.txn,
+            "time": utc_iso(first.time) if first.time else None,
+            "snapshot": basename(first.path.rstrip("/")) if first.path else "",
+        },
+        "levels": [[what, txn, utc_iso(at) if at else None] for what, txn, at in decision.granularity],
+        "snapshots": [s.txn for s in decision.kept_snapshots],
+    }
+
+
+def promise_lines(promise: dict) -> list[str]:
+    """A promise (:func:`promise_of`) as lines for a person: the earliest reachable point, then
+    what is promised at each level from which transaction on, then the snapshots kept.
+
+    Args:
+        promise (dict): as :func:`promise_of` returns it (``{}``: nothing reachable).
+
+    Returns:
+        list[str]: the lines (``["nothing reachable (no snapshot)"]`` for ``{}``).
+    """
+    first = promise.get("earliest")
+    if not first:
+        return ["nothing reachable (no snapshot)"]
+    when = first.get("time") or "the start of master mode"
+    where = f"the snapshot {first['snapshot']}" if first.get("snapshot") else "an empty start"
+    out = [f"earliest reachable point: transaction {first['txn']} ({when}), {where}"]
+    for what, txn, at in promise.get("levels", []):
+        detail = "every transaction" if what == "level 0" else f"every {what} boundary"
+        out.append(f"  {detail} from transaction {txn} ({at or '-'}) on")
+    out.append("  snapshots at transactions " + ", ".join(str(t) for t in promise.get("snapshots", [])))
+    return out

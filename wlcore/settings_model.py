@@ -229,10 +229,12 @@ class S3Settings(_Section):
 
 
 class StorageSettings(_Section):
-    """``storage``: object-store access and ``wlc ship --follow``'s ``ship_poll`` (seconds)."""
+    """``storage``: object-store access, ``wlc ship --follow``'s ``ship_poll`` (seconds) and how
+    often a shipping pass prunes its copy (``ship_prune``, a duration; None: never)."""
 
     s3: S3Settings
     ship_poll: Wait
+    ship_prune: Duration
 
 
 class MetricsSettings(_Section):

@@ -31,6 +31,7 @@ from .monitor import lag_history
 from .options import ReplicateCall
 from .plan import parse_until
 from .promote import Promotion, promote as promote_replica
+from .relay import prune
 from .replica import Replica
 from .txlog import transactions
 
@@ -48,6 +49,7 @@ __all__ = [
     "clock",
     "tick",
     "status",
+    "prune",
     "current",
     "register",
     "promote",

@@ -1,6 +1,6 @@
 """Command line of wlr (``wlr``, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``, ``restore``
-(:mod:`wlr.restore_cli`), ``promote`` (:mod:`wlr.promote_cli`). One function ``cmd_<name>`` per subcommand; the
-errors they raise become messages and exit codes in :func:`wlcore.commands.run` (:data:`EXIT_CODES`)."""
+(:mod:`wlr.restore_cli`), ``promote`` (:mod:`wlr.promote_cli`), ``prune`` (:mod:`wlr.prune_cli`). One function
+``cmd_<name>`` per subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, use_config
 from wlcore.terminal import setup as setup_terminal
 
+from . import promote_cli, prune_cli, restore_cli
 from .cli_replica import open_replica
 from .errors import ReplicaStateError, ReplicationError, RestoreError
 from .options import ReplicateCall
@@ -137,10 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replicate(sub)
     _add_log(sub)
     _add_accept(sub)
-    from . import promote_cli, restore_cli
-
     restore_cli.add_parser(sub)
     promote_cli.add_parser(sub)
+    prune_cli.add_parser(sub)
     return parser
 
 

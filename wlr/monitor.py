@@ -170,7 +170,9 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         (the line ``wlr status`` prints, :func:`wlcore.health.liveness_line`), ``heartbeat`` (the
         follower's), ``skipped``, ``error``, ``retries`` and ``retry_at`` (a follower's failed
         tries of the stored failure and its next try, a UTC instant; 0 and None when none),
-        ``diverged`` (why the source's history is not this replica's, or None) and ``exit`` (the
+        ``diverged`` (why the source's history is not this replica's, or None), ``source_promise``
+        and ``relay_promise`` (what the folder the replica reads, and its relay folder, promised at
+        their last prune: :func:`promise_at`; None: the replica relays nothing) and ``exit`` (the
         code ``wlr status`` exits with: 0 healthy, 1 failed, 4 diverged, 5 the follower or
         capture stale; :mod:`wlcore.health`).
     """
@@ -195,8 +197,7 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
     else:
         lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
     state = st.state if st.has("state") else "new"
-    stale_after = settings().replica.stale_after
-    follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, stale_after)
+    follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, settings().replica.stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
@@ -232,8 +233,46 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         "retries": st.retries if error else 0,
         "retry_at": st.retry_at if error else None,
         "diverged": diverged,
+        **promises(rep, src, st),
         "exit": code,
     }
+
+
+def promises(rep, src, st: ReplicaState) -> dict:
+    """``source_promise`` and ``relay_promise`` of :func:`replica_status`.
+
+    Args:
+        rep (Replica): the replica (its relay folder).
+        src (Source): where it reads.
+        st (ReplicaState): its state (``relay``: it relays).
+
+    Returns:
+        dict: ``{"source_promise": ..., "relay_promise": ...}`` (:func:`promise_at`; the relay's
+        None when the replica relays nothing).
+    """
+    relay = promise_at(Storage.of(rep.relay_path), rep.relay_path) if st.relay else None
+    return {"source_promise": promise_at(src.storage, src.root), "relay_promise": relay}
+
+
+def promise_at(storage: Storage, root: str) -> dict | None:
+    """What the log folder ``root`` (a master's, a shipped copy's, a relay's) promised at its last
+    prune, from its ``wlc.retention`` (:func:`wlcore.retention.promise_of`).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): the folder.
+
+    Returns:
+        dict | None: the promise; ``{}`` when the folder was never pruned (it holds all it
+        received); None when its ``wlc.retention`` is malformed or cannot be read.
+    """
+    from wlcore.errors import ConfigError
+    from wlcore.retention_state import read_retention_state
+
+    try:
+        return read_retention_state(storage, root).promise
+    except (ConfigError, OSError):
+        return None
 
 
 def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:

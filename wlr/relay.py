@@ -10,15 +10,22 @@ the same transaction, as a PostgreSQL standby moves between a primary and a casc
 standby. Its ``wlc.config`` claims only the relay's tick, watermark and next batch.
 
 Cost: a listing of both log folders and the copy of each new batch, once per round.
+
+The relay folder is pruned as a shipped copy is (:func:`prune`, ``wlr prune``, and by
+a relay round when ``storage.ship_prune`` has passed since its last prune), by its own
+retention, defaulting to ``master.retention``.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Callable
 
 from wlcore import batch as batchfmt
-from wlcore.master_state import STARTED, MasterState
+from wlcore.durations import every
+from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
+from wlcore.pruning import PruneReport
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
@@ -116,3 +123,60 @@ class Relay:
                 f"relay: shipped {len(report.batches)} batches and {len(report.snapshots)} snapshots "
                 f"to {self.relay_path} (up to batch {next_batch - 1}, transaction {tick})"
             )
+
+
+def prune(
+    replica: str,
+    dbfarm: str | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    keep: dict | None = None,
+    retention: dict[str, str | None] | None = None,
+) -> PruneReport:
+    """Delete what the relay folder of relaying replica ``replica`` (``<replica>/wlr_relay``) no
+    longer promises by its own retention (stored with it; each level not set there:
+    ``master.retention``'s), by the rules of ``wlc.prune()``: never a batch or snapshot a replica
+    reading the relay needs to reach a promised point. A relay round also prunes it when
+    ``storage.ship_prune`` has passed since its last prune.
+
+    Args:
+        replica (str): the relaying replica's name.
+        dbfarm (str | None): the folder holding it; None: ``$WLC_DBFARM`` or ``dbfarm`` in config.
+        dry_run (bool): only report what would be deleted (nothing is written).
+        now (datetime | None): the instant (UTC) retention counts back from; None: now.
+        keep (dict | None): ``{"level0": "1d", ...}`` for this call only (durations as in config;
+            left out or ``"off"``: forever).
+        retention (dict | None): the relay's own retention to store first, e.g. ``{"level0": "1d"}``
+            (``"off"``: forever; None or ``"master"``: as ``master.retention``); a dry run only uses it.
+
+    Returns:
+        PruneReport: ``deleted``, ``bytes_freed``, ``promise`` and ``lines()``, which say what was
+        deleted and what the relay still promises.
+
+    Raises:
+        NotFoundError: no such dbfarm or database.
+        ReplicaStateError: not a replica, or it relays nothing.
+        ConfigError: a malformed ``keep`` or ``retention`` (nothing is deleted).
+        ShipError: the relay folder holds no shipped copy of the replica's master.
+    """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.ship import prune_copy
+
+    from .errors import ReplicaStateError
+    from .monitor import read_replica_state
+
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, replica)
+    st = read_replica_state(storage, path)
+    folder = Storage.join(path, RELAY_DIR)
+    if not storage.exists(Storage.join(folder, CONFIG_FILE)):
+        raise ReplicaStateError(
+            f"replica {replica!r} relays nothing (no {RELAY_DIR} folder with a wlc.config): nothing to prune; "
+            f"make it a relay with wlr.replicate({st.master!r}, replica={replica!r}, relay=True)",
+            cli=f"replica {replica!r} relays nothing (no {RELAY_DIR} folder with a wlc.config): nothing to prune; "
+            f"make it a relay with: wlr replicate <dbfarm> {st.master} {replica} --relay",
+        )
+    if keep is not None:  # durations as in config (checked before anything is deleted)
+        keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+    return prune_copy(folder, st.master, keep=keep, dry_run=dry_run, now=now, retention=retention)

@@ -63,4 +63,26 @@ def format_replica_status(s: dict, dbfarm: str) -> str:
         rows.append(("retry", f"attempt {s['retries']} failed; next at {shown(s['retry_at'])} (replica.retry_max)"))
     if s.get("diverged"):
         rows.append(("diverged", s["diverged"]))
+    rows.append(("source promises", promised(s.get("source_promise"))))
+    if s.get("relay_promise") is not None:
+        rows.append(("relay promises", promised(s["relay_promise"])))
     return aligned(rows)
+
+
+def promised(promise: dict | None) -> str:
+    """What a log folder promises (:func:`wlr.monitor.promise_at`) as one line of status.
+
+    Args:
+        promise (dict | None): the promise; ``{}``: never pruned; None: not readable.
+
+    Returns:
+        str: e.g. ``earliest reachable point: transaction 7 (...), the snapshot 7; every
+        transaction from transaction 9 (...) on; snapshots at transactions 7``.
+    """
+    from wlcore.retention import promise_lines
+
+    if promise is None:
+        return "- (its wlc.retention cannot be read)"
+    if not promise:
+        return "all it holds (never pruned)"
+    return "; ".join(line.strip() for line in promise_lines(promise))

@@ -17,7 +17,9 @@ last). Before publishing, every file of a batch is read back and checked against
 batch manifest's size and SHA-256; a snapshot's files against their source sizes. A pass
 that stops half-way (a crash, a lost connection) leaves only unpublished folders, and the
 next pass resumes them, keeping each file already there and intact. A published folder is
-never copied again. Nothing at the destination is deleted: retention there is its own.
+never copied again. The copy has a retention of its own (:mod:`wlcore.ship.prune`, stored in
+``<URL>/wlc.retention``, defaulting to ``master.retention``): pruned by the master's rules,
+and what it deleted is never copied again.
 
 The wlc.config copy is written after the batches it describes, so its ``tick`` and
 ``watermark`` never claim a transaction the copy does not hold. Relays (:mod:`wlr.relay`)
@@ -25,14 +27,16 @@ ship with an upper bound: only what their replica has applied.
 
 The modules: :mod:`wlcore.ship.destination` (what a shipped copy is, its errors and
 report), :mod:`wlcore.ship.folders` (copying one batch or snapshot folder, verified, then
-published), :mod:`wlcore.ship.once` (one pass, :func:`ship`) and
-:mod:`wlcore.ship.shipper` (:class:`Shipper`, passes again whenever the source publishes).
+published), :mod:`wlcore.ship.once` (one pass, :func:`ship`),
+:mod:`wlcore.ship.shipper` (:class:`Shipper`, passes again whenever the source publishes) and
+:mod:`wlcore.ship.prune` (the copy's retention, :func:`prune_copy`).
 """
 
 from __future__ import annotations
 
 from .destination import LOCK_FILE, LOGS_DIR, TAG, ShipError, ShipReport, ShipVerifyError, dest_root, read_config
 from .once import ship
+from .prune import prune_copy, prune_if_due
 from .shipper import Shipper
 
 __all__ = [
@@ -44,6 +48,8 @@ __all__ = [
     "ShipVerifyError",
     "Shipper",
     "dest_root",
+    "prune_copy",
+    "prune_if_due",
     "read_config",
     "ship",
 ]

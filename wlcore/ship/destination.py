@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from .. import epochs, snapshots as snap
 from ..errors import LockHeldError, WlcError
 from ..master_state import MasterState, read_master_state as read_master_config
+from ..retention_state import RETENTION_FILE
 from ..storage import HeldLock, Storage
 
 LOGS_DIR = "wlc_logs"
@@ -131,7 +132,9 @@ def check_dest(dst: Storage, to: str, dbname: str, mcfg: MasterState) -> None:
     cfg = read_config(dst, to)
     if cfg is None:
         if dst.exists(to) and any(
-            n for n in dst.listdir(to) if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE) and not n.startswith(".")
+            n
+            for n in dst.listdir(to)
+            if n not in (LOGS_DIR, snap.SNAPSHOT_DIR, LOCK_FILE, RETENTION_FILE) and not n.startswith(".")
         ):
             raise ShipError(f"{to} holds other files and no shipped copy; ship to an empty folder or URL")
         return

@@ -11,9 +11,11 @@ from typing import Any, Callable
 
 from .. import batch as batchfmt, snapshots as snap
 from ..master_state import CONFIG_FILE, MasterState, logs_of, write_master_state
+from ..retention_state import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
 from ..storage import Storage
 from .destination import LOGS_DIR, ShipError, ShipReport, check_dest, dest_root, lock_dest, read_config
 from .folders import ship_batch, ship_snapshot, snapshot_name
+from .prune import prune_if_due
 
 log = logging.getLogger("wlc.ship")
 
@@ -27,6 +29,7 @@ def ship(
     up_to_txn: int | None = None,
     edit_config: Callable[[MasterState], MasterState] | None = None,
     progress: bool = True,
+    retention: dict[str, str | None] | None = None,
 ) -> ShipReport:
     """One shipping pass from the source folder ``root`` (a master's folder, or a shipped
     copy or relay holding a ``wlc.config``) to ``to``.
@@ -42,6 +45,8 @@ def ship(
         edit_config: called with the wlc.config copy before it is written (relays set the
             tick and watermark they stand at).
         progress: a bar for long passes, on a terminal or in a notebook.
+        retention: the copy's own retention to store with it first (``{"level0": "1d"}``; None
+            or ``"master"`` for a level: ``master.retention``'s again); None: leave it as it is.
 
     Returns:
         ShipReport: the folders published at the destination by this pass.
@@ -54,6 +59,7 @@ def ship(
         ShipError: ``root`` is not a master or shipped copy; the destination holds the copy
             of another database (another name or database id) or another history of it (a
             master restored from a copy: its tick went back, or its epochs differ).
+        ConfigError: a malformed ``retention`` (nothing is shipped).
         ShipVerifyError: a copied batch or snapshot does not verify at the destination
             (nothing of it is published; ship again).
         OSError: the source or destination cannot be reached (the next pass resumes).
@@ -68,9 +74,15 @@ def ship(
     to = dest_root(to)
     dst = Storage.of(to)
     check_dest(dst, to, dbname, mcfg)
+    RetentionState().set_keep(retention or {})  # a malformed one is refused before anything is written
     report = ShipReport()
     lock = lock_dest(dst, to)
     try:
+        if retention:
+            with dst.lock(Storage.join(to, PRUNE_LOCK), blocking=True, what=f"the retention of {to}"):
+                state = read_retention_state(dst, to)
+                state.set_keep(retention)
+                write_retention_state(dst, to, state)
         for _attempt in (1, 2):  # batches pruned while copied: their compacted batch is published by then
             gone = len(report.gone)
             _pass(storage, root, dbname, mcfg, dst, to, up_to_batch, up_to_txn, report, progress)
@@ -86,6 +98,7 @@ def ship(
             )
             return report
         _write_copy_config(storage, root, dbname, mcfg, dst, to, edit_config)
+        prune_if_due(to, dbname)
     finally:
         lock.release()
         report.seconds = time.monotonic() - started
@@ -151,11 +164,16 @@ def _pass(
         if up_to_batch is None or last < up_to_batch
     ]
     have = set(dst.published(dlogs))
-    todo = [p for _n, p in level0 if posixpath.basename(p) not in have]
-    todo += [p for *_x, p in compacted if posixpath.basename(p) not in have]
     dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
     have_snaps = set(dst.published(dsnap))
-    snaps = [(s, snapshot_name(root, s.path)) for s in starts]
+    # read after the listings: a prune notes what it deletes before deleting it, so whatever is
+    # missing from them that a prune deleted is in this note (and is not shipped again)
+    pruned = read_retention_state(dst, to)
+    todo = [p for n, p in level0 if posixpath.basename(p) not in have and not pruned.skips_batch(0, n, n)]
+    todo += [
+        p for lv, f, last, p in compacted if posixpath.basename(p) not in have and not pruned.skips_batch(lv, f, last)
+    ]
+    snaps = [(s, snapshot_name(root, s.path)) for s in starts if not pruned.skips_snapshot(s.txn)]
     snaps = [(s, name) for s, name in snaps if name not in have_snaps]
     bar = _bar(len(todo) + len(snaps), progress)
     try:
