@@ -9,7 +9,7 @@ import logging
 import signal
 import threading
 
-from wlcore.commands import metrics_option, run, say_metrics, subcommand
+from wlcore.commands import metrics_option, retention_option, run, say_metrics, subcommand
 from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
@@ -84,13 +84,7 @@ def _add_ship(sub) -> None:
     _names(sh)
     sh.add_argument("url", help="destination: a folder, or s3://bucket/path (storage.s3 in config)")
     sh.add_argument("--follow", action="store_true", help="keep shipping whatever is published until interrupted")
-    sh.add_argument(
-        "--retention",
-        action="append",
-        metavar="LEVEL=DURATION",
-        help="the copy's own retention, stored with it (level0, level1, level2, snapshots; e.g. level0=1d; "
-        "off: forever; master: as master.retention, the default); repeat or separate with commas",
-    )
+    retention_option(sh, "the copy's own retention, stored with it")
     metrics_option(sh)
 
 

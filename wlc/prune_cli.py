@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from wlcore.commands import subcommand
+from wlcore.commands import retention_option, subcommand
 from wlcore.settings import dbfarm as resolve_dbfarm
 
 
@@ -29,13 +29,7 @@ def add_parser(sub) -> None:
     pr.add_argument("dbname", help="the master database's name")
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
     pr.add_argument("--copy", metavar="URL", help="prune only this shipped copy of the master (a folder or s3:// URL)")
-    pr.add_argument(
-        "--retention",
-        action="append",
-        metavar="LEVEL=DURATION",
-        help="with --copy: store the copy's own retention first (level0, level1, level2, snapshots; e.g. "
-        "level0=1d; off: forever; master: as master.retention); repeat or separate with commas",
-    )
+    retention_option(pr, "with --copy: store the copy's own retention first")
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

@@ -130,3 +130,21 @@ def say_metrics(port: int | None) -> None:
         from .settings import settings
 
         print(f"metrics at http://{settings().metrics.host}:{port}/metrics", flush=True)
+
+
+def retention_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--retention LEVEL=DURATION`` (a shipped copy's or relay's own retention, stored with
+    it; read by :func:`wlcore.retention_state.retention_args`) to a subcommand.
+
+    Args:
+        parser (argparse.ArgumentParser): the subcommand's parser.
+        what (str): what the option does there, the start of its help ("store the relay's own
+            retention first").
+    """
+    parser.add_argument(
+        "--retention",
+        action="append",
+        metavar="LEVEL=DURATION",
+        help=f"{what} (level0, level1, level2, snapshots; e.g. level0=1d; off: forever; master: as "
+        "master.retention, the default); repeat or separate with commas",
+    )

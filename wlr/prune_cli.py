@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from wlcore.commands import subcommand
+from wlcore.commands import retention_option, subcommand
 
 
 def add_parser(sub) -> None:
@@ -27,13 +27,7 @@ def add_parser(sub) -> None:
     pr.add_argument("dbfarm", help="folder holding the databases")
     pr.add_argument("replica", help="the relaying replica's name")
     pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
-    pr.add_argument(
-        "--retention",
-        action="append",
-        metavar="LEVEL=DURATION",
-        help="store the relay's own retention first (level0, level1, level2, snapshots; e.g. level0=1d; off: "
-        "forever; master: as master.retention); repeat or separate with commas",
-    )
+    retention_option(pr, "store the relay's own retention first")
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
