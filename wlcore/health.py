@@ -133,7 +133,12 @@ def format_status(s: dict) -> str:
         ("epochs", s.get("epochs") or "-"),
         ("created", s.get("created") or "-"),
     ]
+    if s.get("promoted"):  # a replica made the master of its database (wlr promote)
+        rows.append(("promoted", f"{s['promoted']} from {s.get('promoted_from', '-')} after transaction "
+                     f"{s.get('promoted_tick', '-')}"))  # fmt: skip
     lines = [aligned(rows)]
+    if s.get("fenced"):
+        lines.append(f"FENCED {s['fenced']}")
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
     lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
     lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
@@ -148,7 +153,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         dbfarm: the folder holding the databases (default ``$WLC_DBFARM``, else config's ``dbfarm``).
 
     Returns:
-        the dict of :func:`master_status`; ``exit`` is the code ``wlc status`` would exit with.
+        the dict of :func:`master_status`, plus ``fenced`` (the line saying which replica was
+        promoted in this master's place) when a promotion fenced it; ``exit`` is the code ``wlc
+        status`` would exit with.
 
     Raises:
         NotFoundError: no such dbfarm or database (the nearest masters are named).
@@ -156,10 +163,19 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     """
     from .databases import Dbfarm
     from .master_state import read_master_state
+    from .promotion import read_fence
     from .settings import dbfarm as resolve_dbfarm
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)
     Dbfarm(farm).require_master(dbname)
-    cfg = read_master_state(Storage.of(farm), Storage.join(farm, dbname)) or MasterState()
-    return master_status(dbname, cfg, dbfarm=farm)
+    path = Storage.join(farm, dbname)
+    cfg = read_master_state(Storage.of(farm), path) or MasterState()
+    out = master_status(dbname, cfg, dbfarm=farm)
+    fence = read_fence(Storage.of(farm), path)
+    if fence is not None:  # a replica was promoted in this master's place: its capture may not publish
+        out["fenced"] = (
+            f"at {utc_iso(fence.fenced) if fence.fenced else '-'}: {fence.promoted} was promoted to master of "
+            f"{fence.database!r} after transaction {fence.tick}; this folder's capture may not start or publish"
+        )
+    return out

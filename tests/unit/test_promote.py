@@ -107,6 +107,12 @@ def test_a_replica_behind_is_refused_then_forced(tmp_path, capsys):
     with pytest.raises(MasterStateError, match="is fenced"):
         check_not_fenced(st, str(tmp_path / "m"))
     assert "promoted to master" in (tmp_path / "r" / "wlc.log").read_text()
+    from wlc.cli import main as wlc_main
+
+    assert wlc_main(["status", str(tmp_path), "m"]) == 0  # wlc status says the old master is fenced, and by whom
+    assert "FENCED at " in capsys.readouterr().out
+    assert wlc_main(["status", str(tmp_path), "r"]) == 0
+    assert "promoted  " in (out := capsys.readouterr().out) and f"from {tmp_path / 'm'} after transaction 1" in out
     assert [t["txn"] for t in wlr.transactions("r", dbfarm=str(tmp_path))] == [0, 1]  # wlr log of the new master
     # capture's first session on it keeps the promotion's epoch; once it published, sessions begin their own
     assert "continues epoch" in epochs.start_session(cfg) and cfg.epochs == f"0:aa,2:{done.epoch}"
