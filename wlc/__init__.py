@@ -306,11 +306,10 @@ def prune_copy(
         ShipError: ``to`` holds no shipped copy.
         ConfigError: a malformed ``keep`` or ``retention`` (nothing is deleted).
     """
-    from wlcore.settings import every
+    from wlcore.retention_state import keep_of
     from wlcore.ship import prune_copy as prune_it
 
-    if keep is not None:
-        keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+    keep = keep_of(keep)  # checked before anything is deleted
     return prune_it(to, keep=keep, dry_run=dry_run, now=now, retention=retention)
 
 

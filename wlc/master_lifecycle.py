@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from wlcore.levels import Span, Start
+from wlcore.retention_state import keep_of
 from wlcore.settings import Every, every, settings
 
 from .lifecycle import Lifecycle, PruneReport
@@ -115,8 +116,7 @@ class MasterLifecycle:
         Raises:
             ConfigError: a malformed retention.
         """
-        if keep is not None:
-            keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+        keep = keep_of(keep)  # checked before anything is deleted
         report = self.lifecycle.prune(dry_run=dry_run, now=now, keep=keep)
         if report.deleted and not dry_run:
             self.record.note(f"pruned {len(report.deleted)} folders")

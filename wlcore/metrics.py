@@ -48,8 +48,8 @@ def port_of(value: int | str | None) -> int | None:
     """A metrics port as given to ``metrics_port=``, ``--metrics-port`` or ``metrics.port``.
 
     Args:
-        value (int | str | None): a TCP port (0: any free port, said when serving), ``off``,
-            ``""`` or None: no metrics.
+        value (int | str | None): a TCP port (0: any free port, said when serving); ``off``,
+            ``""`` or None: no metrics (:func:`wlcore.settings_model.port_number`, the setting's rule).
 
     Returns:
         int | None: the port; None: metrics off.
@@ -57,17 +57,12 @@ def port_of(value: int | str | None) -> int | None:
     Raises:
         MetricsError: not a port number from 0 to 65535.
     """
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "off", "false", "none")):
-        return None
-    if isinstance(value, bool):
-        raise MetricsError(f"metrics port {value!r}: give a port number from 0 to 65535, or off")
+    from .settings_model import port_number
+
     try:
-        port = int(value)
-    except (TypeError, ValueError):
+        return port_number(value)
+    except ValueError:
         raise MetricsError(f"metrics port {value!r}: give a port number from 0 to 65535, or off") from None
-    if not 0 <= port <= 65535:
-        raise MetricsError(f"metrics port {port}: give a port number from 0 to 65535, or off")
-    return port
 
 
 def serve(port: int | str | None, host: str | None = None) -> int | None:

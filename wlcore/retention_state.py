@@ -41,6 +41,25 @@ FROM_MASTER = "master"  # a --retention value that drops the copy's own setting 
 Ranges = list[list[int]]
 
 
+def keep_of(keep: dict | None) -> dict[str, Every | None] | None:
+    """A prune call's ``keep=`` (retention for that call only) as :func:`wlcore.retention.retain`
+    takes it, checked before anything is deleted.
+
+    Args:
+        keep (dict | None): ``{"level0": "1d", ...}``: durations as in config (or ``Every``); a
+            level left out, or ``"off"``: forever. None: no override.
+
+    Returns:
+        dict[str, Every | None] | None: every level of :data:`KEYS`; None when ``keep`` is None.
+
+    Raises:
+        ConfigError: a malformed duration (the message names ``keep[<level>]``).
+    """
+    if keep is None:
+        return None
+    return {k: every(keep.get(k), f"keep[{k!r}]") for k in KEYS}
+
+
 def add_range(ranges: Ranges, lo: int, hi: int, hull: bool = False) -> Ranges:
     """``ranges`` (sorted, disjoint ``[first, last]`` pairs) with ``[lo, hi]`` added, overlapping
     and adjacent ranges merged.

@@ -91,9 +91,25 @@ def _s3a(value: Any) -> bool | Literal["auto"]:
     return "auto"
 
 
-def _metrics_port(value: Any) -> int | None:
-    if value is False or value is None or (isinstance(value, str) and value.strip().lower() in ("", "off")):
-        return None  # YAML reads a bare `off` as false
+OFF_WORDS = ("", "off", "false", "none")
+
+
+def port_number(value: Any) -> int | None:
+    """A TCP port as the ``metrics.port`` setting, ``--metrics-port`` and ``metrics_port=`` take it:
+    a whole number from 0 to 65535 (0: any free port), or off.
+
+    Args:
+        value (Any): the value given: an int or its digits; ``off``, ``""``, ``false``, ``none``,
+            None or False (YAML's reading of a bare ``off``): no port.
+
+    Returns:
+        int | None: the port; None: off.
+
+    Raises:
+        ValueError: anything else (True, a negative, fractional or too large number, other text).
+    """
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in OFF_WORDS):
+        return None
     if isinstance(value, bool) or not str(value).strip().isdigit() or not 0 <= int(value) <= 65535:
         raise ValueError(f"must be a port from 0 to 65535 (0: any free port) or off, not {value!r}")
     return int(value)
@@ -240,7 +256,7 @@ class StorageSettings(_Section):
 class MetricsSettings(_Section):
     """``metrics``: where capture, followers and shippers serve ``/metrics`` for Prometheus."""
 
-    port: Annotated[int | None, PlainValidator(_metrics_port)]
+    port: Annotated[int | None, PlainValidator(port_number)]
     host: Text
 
 

@@ -102,8 +102,23 @@ def clear_if_passed(state: ReplicaState, read_up_to: int) -> str | None:
         return None
     cause = state.error_cause
     clear(state)
-    where = f"transaction {txn}" if txn is not None else f"batch {batch}"
+    where = place(txn, batch)
     return f"RECOVERED at {where}: replay passed it on retry (the failure was: {cause})"
+
+
+def place(txn: int | None, batch: int | None) -> str:
+    """Where a failure is, as ``wlr.log`` lines name it.
+
+    Args:
+        txn (int | None): the transaction that failed (None: a failure of the logs).
+        batch (int | None): the level-0 batch it is in (None: not known).
+
+    Returns:
+        str: ``transaction <txn>``, else ``batch <batch>``, else ``the logs``.
+    """
+    if txn is not None:
+        return f"transaction {txn}"
+    return f"batch {batch}" if batch is not None else "the logs"
 
 
 def clear(state: ReplicaState) -> None:

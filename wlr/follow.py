@@ -224,13 +224,7 @@ class Follower:
             state.retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
             state.heartbeat = datetime.now(timezone.utc)  # alive, retrying: wlr status
             book.save()
-            where = (
-                f"transaction {state.error_txn}"
-                if state.error_txn is not None
-                else f"batch {state.error_batch}"
-                if state.error_batch is not None
-                else "the logs"
-            )
+            where = failure.place(state.error_txn, state.error_batch)
             book.log(
                 f"retry {attempt} of {where} at {utc_iso(state.retry_at)} (in {delay:g} s; replica.retry_max "
                 f"{self.retry_max:g} s); {'wlr accept skips it' if kind == 'transaction' else 'restore the batch'}",
@@ -240,7 +234,8 @@ class Follower:
         return delay
 
     def following(self) -> bool:
-        """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
+        """True while the follow thread runs (it ends at stop(), close() or a divergence; a failed
+        transaction is retried by it)."""
         return self.thread is not None and self.thread.is_alive()
 
     def stop(self) -> None:

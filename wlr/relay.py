@@ -23,9 +23,9 @@ from datetime import datetime
 from typing import Callable
 
 from wlcore import batch as batchfmt
-from wlcore.durations import every
 from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
 from wlcore.pruning import PruneReport
+from wlcore.retention_state import keep_of
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
@@ -177,6 +177,5 @@ def prune(
             cli=f"replica {replica!r} relays nothing (no {RELAY_DIR} folder with a wlc.config): nothing to prune; "
             f"make it a relay with: wlr replicate <dbfarm> {st.master} {replica} --relay",
         )
-    if keep is not None:  # durations as in config (checked before anything is deleted)
-        keep = {k: every(keep.get(k), f"keep[{k!r}]") for k in ("level0", "level1", "level2", "snapshots")}
+    keep = keep_of(keep)  # checked before anything is deleted
     return prune_copy(folder, st.master, keep=keep, dry_run=dry_run, now=now, retention=retention)

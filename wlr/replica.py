@@ -223,7 +223,7 @@ class Replica:
         return self._parts.relay.relaying
 
     def following(self) -> bool:
-        """True while the follow thread runs (it ends at stop(), close() or a failed transaction)."""
+        """True while the follow thread runs (it ends at stop(), close() or a divergence, not at a failure)."""
         return self._parts.follower.following()
 
     def stop(self) -> None:
