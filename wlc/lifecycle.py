@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Span, Start
+from wlcore.log_spans import SpanCache
 from wlcore.master_state import MasterState
 from wlcore.pruning import PruneReport, prune_folder
 from wlcore.retention_state import write_promise
@@ -52,7 +53,7 @@ class Lifecycle:
 
     def __init__(self, storage: Storage, db_path: str, dbname: str):
         self.storage, self.path, self.dbname = storage, db_path, dbname
-        self._spans: dict[str, Span] = {}
+        self._spans = SpanCache(storage)
         self._local = threading.local()
 
     # ------------------------------------------------------------------ state
@@ -116,11 +117,7 @@ class Lifecycle:
         Raises:
             BatchError: a manifest is missing or damaged.
         """
-        found = [p for _n, p in batchfmt.list_batches(self.storage, logs, self.dbname)]
-        found += [p for *_x, p in batchfmt.list_compacted(self.storage, logs, self.dbname)]
-        for gone in set(self._spans) - set(found):
-            del self._spans[gone]
-        return [self._span(p) for p in found]
+        return self._spans.spans(logs, self.dbname)
 
     @contextmanager
     def locked(self):
@@ -160,7 +157,7 @@ class Lifecycle:
         with self.locked():
             published = batchfmt.list_batches(self.storage, self.logs(cfg), self.dbname)
             existing = self.snapshots(cfg)
-            if not published or (existing and existing[-1].txn >= self._span(published[-1][1]).last_txn):
+            if not published or (existing and existing[-1].txn >= self._spans.span(published[-1][1]).last_txn):
                 if existing:
                     return existing[-1]
                 raise MasterStateError(f"master {self.dbname!r} has no snapshot and nothing published yet")
@@ -168,12 +165,6 @@ class Lifecycle:
             start = snap.take_rolling(snap.copy_session(spark), self.storage, self.path, manifest, cfg.dbid)
         log.info("%s: snapshot at transaction %d in %s", self.dbname, start.txn, start.path)
         return start
-
-    def _span(self, path: str) -> Span:
-        """The span of the batch at ``path`` (its manifest read once: it never changes)."""
-        if path not in self._spans:
-            self._spans[path] = Span.of(batchfmt.read_manifest(self.storage, path), path)
-        return self._spans[path]
 
     def snapshot_due(self, interval: Every | None, tick: int, now: datetime) -> bool:
         """True when ``master.snapshot_interval`` has passed since the newest snapshot and
@@ -233,7 +224,7 @@ class Lifecycle:
                 watermark,
                 lambda n: self._metas_before(cfg, n),
                 progress,
-                self._span,
+                self._spans.span,
             )
 
     def next_due(self, every_: dict[int, Every | None] | None = None) -> list[str]:
@@ -250,7 +241,7 @@ class Lifecycle:
             MasterStateError: not a master.
         """
         cfg, every, watermark = self._compaction_inputs(every_)
-        return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._span)
+        return compaction.next_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._spans.span)
 
     def _compaction_inputs(
         self, every_: dict[int, Every | None] | None
@@ -310,6 +301,6 @@ class Lifecycle:
             report = prune_folder(self.storage, self.snapshots(cfg), self.spans(logs), now, keep, dry_run)
             if not dry_run:
                 for item in report.decision.delete if report.decision else []:
-                    self._spans.pop(item.path, None)
+                    self._spans.forget(item.path)
                 write_promise(self.storage, self.path, report, now)
         return report

@@ -18,10 +18,11 @@ import logging
 import threading
 from datetime import datetime, timezone
 
-from .. import batch as batchfmt, snapshots as snap
+from .. import snapshots as snap
 from ..durations import Every
 from ..errors import LockHeldError
 from ..levels import Span
+from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
 from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
 from ..storage import Storage
@@ -29,25 +30,15 @@ from .destination import LOGS_DIR, ShipError, dest_root, read_config
 
 log = logging.getLogger("wlc.ship")
 
-_spans: dict[str, dict[str, Span]] = {}  # {log folder: {batch folder: its span}}: manifests never change
-_spans_lock = threading.Lock()
+_caches: dict[str, SpanCache] = {}  # {log folder: its spans}: manifests never change
+_caches_lock = threading.Lock()
 
 
 def _listed(storage: Storage, logs: str, dbname: str) -> list[Span]:
     """Every published batch of every level in ``logs``, as spans (each manifest read once a process)."""
-    found = [p for _n, p in batchfmt.list_batches(storage, logs, dbname)]
-    found += [p for *_x, p in batchfmt.list_compacted(storage, logs, dbname)]
-    with _spans_lock:
-        known = _spans.setdefault(logs, {})
-        for gone in set(known) - set(found):
-            del known[gone]
-    out = []
-    for path in found:
-        span = known.get(path) or Span.of(batchfmt.read_manifest(storage, path), path)
-        with _spans_lock:
-            known[path] = span
-        out.append(span)
-    return out
+    with _caches_lock:
+        cache = _caches.setdefault(logs, SpanCache(storage))
+    return cache.spans(logs, dbname)
 
 
 def prune_copy(
