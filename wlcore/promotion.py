@@ -150,7 +150,20 @@ def log_name(storage: Storage, db_path: str, folder: str) -> str:
     Raises:
         ConfigError: ``wlc.config`` is malformed.
     """
-    cfg = read_master_state(storage, db_path)
+    return database_of(read_master_state(storage, db_path), folder)
+
+
+def database_of(cfg: MasterState | None, folder: str) -> str:
+    """The database a master's folder holds: ``database`` of its ``wlc.config`` when it is a
+    promoted replica's folder (a promoted master keeps its database's name), else the folder's name.
+
+    Args:
+        cfg (MasterState | None): the folder's ``wlc.config`` (None: none).
+        folder (str): the folder's name.
+
+    Returns:
+        str: the database's name.
+    """
     if cfg is not None and cfg.promoted is not None and cfg.database:
         return cfg.database
     return folder

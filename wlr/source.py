@@ -26,7 +26,7 @@ from wlcore.master_state import (
     logs_of,
     read_master_state as read_master_config,
 )
-from wlcore.promotion import read_fence
+from wlcore.promotion import database_of, read_fence
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
 from wlcore.ship import read_config as read_shipped_config
@@ -260,7 +260,7 @@ def master_name(source: Source) -> str:
     """
     cfg = source.config()
     if source.is_master:  # a promoted master's folder may have another name than its database
-        return cfg.database if cfg is not None and cfg.promoted is not None and cfg.database else source.name
+        return database_of(cfg, source.name)
     if cfg is None:
         raise source.missing("<master>")
     if not cfg.database:
@@ -285,8 +285,7 @@ def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
         ConfigError: a malformed name, or the folder's ``wlc.config`` is malformed.
     """
     src = master_source(farm, check_name(name, "master database"))
-    cfg = src.config()
-    if cfg is not None and cfg.promoted is not None and cfg.database and cfg.database != name:
+    if database_of(src.config(), name) != name:
         return src, None
     return None, name
 
