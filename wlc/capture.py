@@ -319,13 +319,12 @@ class Capture:
         Returns:
             tuple[Cursor, TableMeta]: the cursor (version, metadata, commit time) and the definition there.
         """
-        version = list_versions(self.storage, path)[-1]
-        meta = metadata_at(self.storage, path, version) or self.meta_at(path, version)
-        try:
-            time = read_commit(self.storage, path, version, file_time=True).timestamp
-        except (FileNotFoundError, ValueError):
-            time = None
-        return Cursor(version, meta, time), meta
+        cursor = Cursor.newest(self.storage, path)
+        if cursor is None:
+            raise FileNotFoundError(f"{path} holds no Delta commit")
+        if cursor.meta is None:  # only a checkpoint holds it
+            cursor.meta = self.meta_at(path, cursor.version)
+        return cursor, cursor.meta
 
     def meta_at(self, path: str, version: int) -> TableMeta:
         """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when the

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .deltalog import Commit, TableMeta
+from .deltalog import Commit, TableMeta, list_versions, metadata_at, read_commit
+from .storage import Storage
 
 
 @dataclass
@@ -26,6 +27,30 @@ class Cursor:
     time: datetime | None = None
     force: str | None = None
     feed_off: bool = False
+
+    @classmethod
+    def newest(cls, storage: Storage, path: str) -> Cursor | None:
+        """A cursor at the newest version of the table at ``path``: where capture starts in a
+        table it did not see written (a snapshot's copy, a promoted replica's table).
+
+        Args:
+            storage (Storage): the storage holding the table.
+            path (str): the table's folder.
+
+        Returns:
+            Cursor | None: version, metadata (from the JSON commits, :func:`wlcore.deltalog.metadata_at`;
+            None when only a checkpoint holds it) and commit time (None when the commit file does
+            not say); None when the table has no commit.
+        """
+        versions = list_versions(storage, path)
+        if not versions:
+            return None
+        version = versions[-1]
+        try:
+            time = read_commit(storage, path, version, file_time=True).timestamp
+        except (FileNotFoundError, ValueError):
+            time = None
+        return cls(version, metadata_at(storage, path, version), time)
 
     def to_json(self) -> dict:
         """The cursor as a manifest's ``cursors`` holds it (optional keys only when set)."""

@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.capture_state import CaptureState, Cursor
 from wlcore.databases import Dbfarm
-from wlcore.deltalog import list_versions, metadata_at, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import WlcError
 from wlcore.master_state import LOG_FILE as MASTER_LOG, MasterState, read_master_state, write_master_state
@@ -332,13 +331,7 @@ def _cursors(storage: Storage, path: str) -> dict[str, Cursor]:
     are the old history's transactions, not new ones)."""
     out: dict[str, Cursor] = {}
     for table, table_path in discover_tables(storage, path, {RELAY_DIR, STAGING}).items():
-        versions = list_versions(storage, table_path)
-        if not versions:
-            continue
-        version = versions[-1]
-        try:
-            time = read_commit(storage, table_path, version, file_time=True).timestamp
-        except (FileNotFoundError, ValueError):
-            time = None
-        out[table] = Cursor(version, metadata_at(storage, table_path, version), time)
+        cursor = Cursor.newest(storage, table_path)
+        if cursor is not None:
+            out[table] = cursor
     return out
