@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -217,3 +218,20 @@ def configure_s3a(spark, bucket: str | None = None) -> None:
 def active_session():
     """The active SparkSession, or a new one from config when none is active."""
     return spark_session()
+
+
+def running_session() -> Any:
+    """The process's SparkSession when Spark runs in it, without starting one.
+
+    Returns:
+        SparkSession | None: the active session (or, in a thread that has none, the process's
+        default one); None when no Spark context runs.
+    """
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wlcore.names import catalog_name, quote_ident, split_name
+from wlcore.session import running_session
 from wlcore.settings import settings
 from wlcore.tabledef import sql_string as _string
 
@@ -121,23 +121,6 @@ def plan_names(replica: str, tables: list[str]) -> NamePlan:
         seen[key] = table
         plan.names[table] = sql
     return plan
-
-
-def running_session() -> Any:
-    """The process's SparkSession when Spark runs in it, without starting one.
-
-    Returns:
-        SparkSession | None: the active session (or, in a thread that has none, the process's
-        default one); None when no Spark context runs.
-    """
-    if "pyspark" not in sys.modules:
-        return None
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
-    if SparkContext._active_spark_context is None:
-        return None
-    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
 class ReplicaCatalog:
