@@ -52,7 +52,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             others were pruned; the message names each).
     """
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import read_retention_state, retention_args
+    from wlcore.retention_state import described_retention, retention_args
     from wlcore.ship import ShipError, dest_root, prune_copy
     from wlcore.storage import Storage
 
@@ -72,17 +72,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
         copies = [dest_root(args.copy)]
     else:
         report = cycle.prune(dry_run=args.dry_run)
-        print(f"master {args.dbname} ({cycle.path}):")
-        print("\n".join("  " + line for line in report.lines()))
+        print(report.block(f"master {args.dbname} ({cycle.path}):"))
         copies = known_copies(cycle.storage, cycle.path)
     failed = []
     for url in copies:
         try:
             copy = prune_copy(url, args.dbname, dry_run=args.dry_run, retention=changes, dbid=dbid)
-            state = read_retention_state(Storage.of(url), url)
-            state.set_keep(changes)  # a dry run's retention, as given
-            print(f"shipped copy {url} (retention: {state.described()}):")
-            print("\n".join("  " + line for line in copy.lines()))
+            print(copy.block(f"shipped copy {url} (retention: {described_retention(Storage.of(url), url, changes)}):"))
         except (ShipError, OSError) as exc:
             print(f"shipped copy {url}: not pruned: {exc}")
             failed.append(f"{url} ({exc})")

@@ -52,6 +52,17 @@ class PruneReport:
             out += promise_lines(self.promise)
         return out
 
+    def block(self, title: str) -> str:
+        """The report under a title line, as ``wlc prune`` and ``wlr prune`` print each folder's.
+
+        Args:
+            title (str): the folder's line (``master shop (<path>):``), printed first.
+
+        Returns:
+            str: the title, then :meth:`lines` indented.
+        """
+        return "\n".join([title, *("  " + line for line in self.lines())])
+
 
 def prune_folder(
     storage: Storage,

@@ -262,6 +262,23 @@ def write_promise(storage: Storage, root: str, report, now: datetime, ranges: bo
     return state
 
 
+def described_retention(storage: Storage, root: str, changes: dict[str, str | None]) -> str:
+    """The retention in force in the folder ``root`` with ``changes`` over it, as one line
+    (:meth:`RetentionState.described`): what a prune of it used, also a dry run's.
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): a shipped copy's or relay's folder.
+        changes (dict[str, str | None]): the ``--retention`` given (:func:`retention_args`; ``{}``: none).
+
+    Raises:
+        ConfigError: the folder's ``wlc.retention`` or ``changes`` is malformed.
+    """
+    state = read_retention_state(storage, root)
+    state.set_keep(changes)
+    return state.described()
+
+
 def retention_args(values: list[str] | None, option: str = "--retention") -> dict[str, str | None]:
     """Command-line ``--retention LEVEL=DURATION`` values as :meth:`RetentionState.set_keep` takes them.
 

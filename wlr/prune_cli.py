@@ -48,7 +48,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         ShipError: the relay folder holds no shipped copy of the replica's master.
     """
     from wlcore.errors import NotFoundError
-    from wlcore.retention_state import read_retention_state, retention_args
+    from wlcore.retention_state import described_retention, retention_args
     from wlcore.settings import dbfarm as resolve_dbfarm
     from wlcore.storage import Storage
 
@@ -65,8 +65,5 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise NotFoundError(str(exc), cli=exc.cli) from None
     report = prune(args.replica, farm, dry_run=args.dry_run, retention=changes)
     folder = Storage.join(farm, args.replica, RELAY_DIR)
-    state = read_retention_state(Storage.of(folder), folder)
-    state.set_keep(changes)  # a dry run's retention, as given
-    print(f"relay {folder} (retention: {state.described()}):")
-    print("\n".join("  " + line for line in report.lines()))
+    print(report.block(f"relay {folder} (retention: {described_retention(Storage.of(folder), folder, changes)}):"))
     return 0
