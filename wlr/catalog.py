@@ -203,10 +203,10 @@ class ReplicaCatalog:
         """Move the views to the last consistent tick after a round of replay, when it moved;
         nothing when ``replica.names`` is off or no Spark runs in this process (nobody could
         query them). Never raises: a failure is logged and the views stay where they were."""
-        if not settings().replica.names or self._key() == self._seen:
+        if not settings().replica.names:
             return
-        session = self._spark() or running_session()
-        if session is None:
+        session = self._spark() or running_session()  # no Spark here (a delta-rs follower): nobody to read
+        if session is None or self._key() == self._seen:  # wlr.config read only when Spark runs
             return
         try:
             with self._lock:
