@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from wlcore import features, kernel
@@ -162,27 +163,45 @@ class Capture:
         changed = self._first_sig.get(name) != first_sig
         self._seen_sig[name] = first_sig  # kept by advance(), once this scan's transactions are staged
         if cur is not None and (versions[-1] != cur.version or changed):
-            # Same folder, other table? A table dropped and made again between two scans
-            # has another Delta table id. A log that shrank with the same id is a table
-            # being deleted file by file: wait, the scan that finds it gone records the drop.
-            first_meta = metadata_at(self.storage, path, versions[0])
-            old_id = cur.meta.table_id if cur.meta else ""
-            new_id = first_meta.table_id if first_meta else ""
-            if new_id and old_id and new_id != old_id:
-                try:
-                    born = read_commit(self.storage, path, versions[0]).timestamp
-                except FileNotFoundError:
-                    self.deferred = True
-                    return None
-                drop_time = min(now, born - timedelta(microseconds=1))
-                planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
-                cur = None
-            elif versions[-1] < cur.version:
+            # Same folder, other table? A table dropped and made again between two scans has a
+            # first commit that carries none of the Delta table ids capture saw in its log (a
+            # REPLACE TABLE gives a new id in the same log: that is still the same log). A log
+            # that shrank with a known id is a table being deleted file by file: wait, the scan
+            # that finds it gone records the drop.
+            first_id = self._first_id(path, versions[0]) if changed else ""
+            if first_id and cur.meta is not None and first_id not in cur.known_ids():
+                if self._same_log(path, cur, versions):
+                    cur = replace(cur, ids=cur.with_ids(first_id))  # an id from before capture's cursor
+                else:
+                    try:
+                        born = read_commit(self.storage, path, versions[0]).timestamp
+                    except FileNotFoundError:
+                        self.deferred = True
+                        return None
+                    drop_time = min(now, born - timedelta(microseconds=1))
+                    planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
+                    return self._scan_table(name, path, None, versions, limit, planned)
+            if versions[-1] < cur.version:
                 self.deferred = True
                 return None
-            else:
-                self._first_sig[name] = first_sig  # the same table: no need to look again
+            self._first_sig[name] = first_sig  # the same table: no need to look again
         return self._scan_table(name, path, cur, versions, limit, planned)
+
+    def _first_id(self, path: str, version: int) -> str:
+        """The Delta table id in force at ``version`` (the log's first), "" when its commits
+        do not say (log clean-up left only a checkpoint)."""
+        first = metadata_at(self.storage, path, version)
+        return first.table_id if first is not None else ""
+
+    def _same_log(self, path: str, cur: Cursor, versions: list[int]) -> bool:
+        """Whether the log at ``path`` is the one capture read up to ``cur.version``, when its
+        first commit carries a table id capture did not see (a cursor written before capture
+        kept the ids, or a table capture first read after a REPLACE TABLE): the table id in force
+        at ``cur.version`` is the cursor's. A log shorter than the cursor is another table's."""
+        if versions[-1] < cur.version or cur.meta is None:
+            return False
+        here = metadata_at(self.storage, path, cur.version) or self.meta_at(path, cur.version)
+        return here.table_id == cur.meta.table_id
 
     def _signature(self, path: str, version: int) -> tuple:
         """(version, mtime, size) of a table's first commit file: changes when the table is made anew."""
@@ -217,6 +236,8 @@ class Capture:
         last_time = cur.time if cur else None
         force = cur.force if cur else None
         feed_off = cur.feed_off if cur else False
+        # the table ids of this log capture saw (REPLACE TABLE makes new ones)
+        ids = cur.with_ids() if cur else tuple(i for i in [self._first_id(path, versions[0])] if i)
         new_cursor = None
         for v in versions:
             if v < start:
@@ -232,7 +253,7 @@ class Capture:
             last_time = commit.timestamp
             first = cur is None and new_cursor is None
             if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
-                new_cursor = Cursor(v, meta, last_time, hole, feed_off)
+                new_cursor = Cursor(v, meta, last_time, hole, feed_off, ids)
                 if commit.data_change:
                     planned.append(Planned.gap_of(name, commit, meta, hole, new_cursor))
                 continue
@@ -247,7 +268,9 @@ class Capture:
                 force = None
             feed_off = self._feed_after(name, v, meta, new_meta, feed_off)
             meta = new_meta
-            new_cursor = Cursor(v, meta, last_time, force, feed_off)
+            if meta is not None and meta.table_id and meta.table_id not in ids:
+                ids = tuple(sorted({*ids, meta.table_id}))
+            new_cursor = Cursor(v, meta, last_time, force, feed_off, ids)
             if item is not None:
                 item.cursor = new_cursor
                 planned.append(item)
@@ -260,17 +283,28 @@ class Capture:
         return new_cursor
 
     def _feed_after(self, name: str, version: int, meta: TableMeta | None, new: TableMeta | None, off: bool) -> bool:
-        """Whether the change feed of ``name`` is off after ``version`` (``meta`` before it, ``new``
-        its definition when it changed one, ``off``: off before it); a switch-off is noted."""
-        if new is not None and meta is not None and meta.change_feed and not new.change_feed:
-            self.note(
-                name,
-                f"the change feed of {name} was switched off at version {version}: every write to it is "
-                "carried by the table's full image until it is on again "
-                f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))",
-            )
-            return True
-        return False if new is not None and new.change_feed else off
+        """Whether the change feed of ``name`` is off after ``version`` by a user's choice (``meta``
+        before it, ``new`` its definition when it changed one, ``off``: so before it): switched off,
+        or made with ``delta.enableChangeDataFeed = false`` set; noted either way (capture then
+        never switches it on: its writes are carried by images)."""
+        if new is None:
+            return off
+        if new.change_feed:
+            return False
+        how = None
+        if meta is not None and meta.change_feed:
+            how = "was switched off"
+        elif not off and features.feed_switched_off(new):
+            how = "is set off (delta.enableChangeDataFeed = false)"
+        if how is None:
+            return off
+        self.note(
+            name,
+            f"the change feed of {name} {how} at version {version}: every write to it is "
+            "carried by the table's full image until it is on again "
+            f"(ALTER TABLE ... SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true'))",
+        )
+        return True
 
     def _hole(
         self, name: str, path: str, cur: Cursor | None, versions: list[int]
@@ -361,7 +395,7 @@ class Capture:
             if cur is None or cur.meta is None or name in self.holds.held:
                 continue
             missing = {k: v for k, v in wanted.items() if cur.meta.configuration.get(k) != v}
-            if cur.feed_off:
+            if cur.feed_off or features.feed_switched_off(cur.meta):
                 missing.pop(features.CHANGE_FEED, None)
             if not missing:
                 continue

@@ -2,7 +2,7 @@
 alter, change rows from the Change Data Feed, or the table's full image.
 
 * a new table's first commit -> ``create`` (with its metadata); a change of what defines the
-  table (:func:`wlcore.tabledef.definition`) -> ``alter``, with the ALTER TABLE operations that
+  table (:func:`wlcore.tabledef.definition`: its metadata, or its protocol's table features) -> ``alter``, with the ALTER TABLE operations that
   make it (:mod:`wlcore.alter`), or the table's image where there are none;
 * a version with ``dataChange`` actions -> ``cdf`` when the Change Data Feed was on at that
   version, else ``image`` (correctness first);
@@ -81,7 +81,7 @@ def classify(
     """
     if first or image == "always":
         new_meta: TableMeta | None = read_meta(commit.version)
-    elif commit.metadata is None and not commit.clustering_changed:
+    elif commit.metadata is None and not commit.clustering_changed and commit.protocol is None:
         new_meta = None
     else:
         new_meta = meta_after(meta, commit)

@@ -196,7 +196,8 @@ class Publisher:
         cap = self.capture
         items, cursors = cap.plan(limit, now) if look else ([], {})
         self.notes.refused(cap.refused)
-        place_in_order(items, self.last_logged.time if self.last_logged else None)  # wlc.holds
+        # wlc.holds: after the transaction before, and after the watermark published (its promise stands)
+        place_in_order(items, self._floor())
         if self.record.beat_seconds == 0:
             if self._pending:  # left by a failed publish, or staged under an earlier beat
                 self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
@@ -300,6 +301,14 @@ class Publisher:
         cap.state.next_txn = first + len(self._pending)
         self.last_logged = self._pending[-1] if self._pending else self.last_published
 
+    def _floor(self) -> datetime | None:
+        """The time a new transaction must come after (UTC): the last one captured, and the
+        watermark recorded (every commit before it was published); None: neither yet."""
+        times = [
+            t for t in (self.last_logged.time if self.last_logged else None, self.record.config.watermark_time) if t
+        ]
+        return max(times) if times else None
+
     def _publish_at(self) -> float:
         """``time.monotonic()`` at which the open batch is published (its beat is over); never when none is open."""
         return float("inf") if self._open is None else self._open.opened + self.record.beat_seconds
@@ -328,6 +337,9 @@ class Publisher:
         began = time.monotonic()
         self._write_rows()
         watermark = cap.holds.watermark(watermark)  # never past a held table's first unread commit
+        previous = self.record.config.watermark_time
+        if previous is not None and watermark < previous:
+            watermark = previous  # never back: what an earlier watermark promised stays promised
         if not self._pending or self._open is None:  # every staged transaction was taken back: its table is held
             if self._open is not None:
                 self.storage.rm(self._open.staging)

@@ -26,9 +26,11 @@ from .tabledef import (
     COMMENT_KEY,
     CONSTRAINT_PREFIX,
     DEFAULT,
+    FEATURE_PREFIX,
     GENERATION,
     IDENTITY_START,
     IDENTITY_STEP,
+    carried_features,
     constraints,
     replicated_properties,
 )
@@ -52,12 +54,17 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
     Returns:
         list[Op] | None: ``[]`` when the definitions are equal; None when the change has no
         ALTER TABLE form (another partitioning, generation or identity, a drop or rename
-        without column mapping, a type change that is no widening).
+        without column mapping, a type change that is no widening or made where type widening
+        is off: an ``overwriteSchema`` write or a REPLACE TABLE rewrote the column).
     """
     if tuple(old.partition_columns) != tuple(new.partition_columns):
         return None
     oldp, newp = replicated_properties(old.configuration), replicated_properties(new.configuration)
     ops: list[Op] = []
+    oldf, newf = carried_features(old), carried_features(new) or []
+    added = [f for f in newf if oldf is None or f not in oldf]
+    if added:  # first: what comes after may need them (a TIMESTAMP_NTZ column, a widening)
+        ops.append({"op": "set_properties", "properties": {FEATURE_PREFIX + f: "supported" for f in added}})
     plain = lambda d: {k: v for k, v in d.items() if not k.startswith(CONSTRAINT_PREFIX)}  # noqa: E731
     setp = {k: v for k, v in plain(newp).items() if plain(oldp).get(k) != v}
     if setp:
@@ -77,6 +84,8 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
         return None
     if not mapped and any(op["op"] in ("drop", "rename") for op in column_ops):
         return None  # Delta drops and renames columns only under column mapping
+    if not widening(new) and any(op["op"] == "type" for op in column_ops):
+        return None  # Delta changes a column's type in place only with type widening on (else an overwrite did)
     ops.extend(column_ops)
     if old.clustering_columns != new.clustering_columns:
         ops.append({"op": "cluster", "columns": new.clustering_columns})
@@ -88,7 +97,19 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
     unset = [k for k in plain(oldp) if k not in plain(newp)]
     if unset:
         ops.append({"op": "unset_properties", "keys": unset})
+    if carried_features(new) is not None:
+        ops.extend({"op": "drop_feature", "name": f} for f in oldf or [] if f not in newf)  # ALTER TABLE DROP FEATURE
     return ops
+
+
+def widening(meta) -> bool:
+    """True when Delta's type widening is on in the table defined as ``meta``
+    (``delta.enableTypeWidening``): only then does ALTER COLUMN ... TYPE widen a column in place.
+
+    Args:
+        meta (TableMeta): a table's definition.
+    """
+    return str(meta.configuration.get("delta.enableTypeWidening", "false")).lower() == "true"
 
 
 def _names(schema: dict) -> list[dict]:
@@ -163,10 +184,13 @@ def done(op: Op, meta) -> bool:
     """
     kind, schema = op["op"], meta.schema
     conf = meta.configuration
-    if kind == "set_properties":  # a table feature is in the protocol, not the configuration: set it again
-        return all(conf.get(k) == v for k, v in op["properties"].items()) and not any(
-            k.startswith("delta.feature.") for k in op["properties"]
+    if kind == "set_properties":  # a table feature is in the protocol, not the configuration
+        features = [k[len(FEATURE_PREFIX) :] for k in op["properties"] if k.startswith(FEATURE_PREFIX)]
+        return all(conf.get(k) == v for k, v in op["properties"].items() if not k.startswith(FEATURE_PREFIX)) and (
+            not features or (meta.features is not None and set(features) <= set(meta.features))
         )
+    if kind == "drop_feature":
+        return meta.features is not None and op["name"] not in meta.features
     if kind == "unset_properties":
         return not any(k in conf for k in op["keys"])
     if kind == "drop_constraint":

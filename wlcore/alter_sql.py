@@ -63,10 +63,8 @@ def statements(ref: str, ops: list[Op]) -> list[str]:
             out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} {pos}")
         elif kind == "type":
             out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} TYPE {type_sql(op['type'], op.get('metadata'))}")
-        elif kind == "nullable":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} DROP NOT NULL")
-        elif kind == "not_null":
-            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET NOT NULL")
+        elif kind in ("nullable", "not_null"):
+            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} {'DROP' if kind == 'nullable' else 'SET'} NOT NULL")
         elif kind == "comment":
             out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} COMMENT {sql_string(op['text'])}")
         elif kind == "default":
@@ -80,6 +78,8 @@ def statements(ref: str, ops: list[Op]) -> list[str]:
                 f"ALTER TABLE {ref} CLUSTER BY "
                 + ("(" + ", ".join(path_sql(p) for p in cols) + ")" if cols else "NONE")
             )
+        elif kind == "drop_feature":
+            out.append(f"ALTER TABLE {ref} DROP FEATURE {quote_ident(op['name'])}")
         elif kind == "table_comment":
             out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ('comment' = {sql_string(op['text'] or '')})")
         else:

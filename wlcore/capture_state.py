@@ -20,13 +20,24 @@ class Cursor:
     that version's commit time (Delta's rule, :func:`wlcore.deltalog.monotonic`), a reason when
     the next version with data must be carried by the table's image (its change files were
     removed before capture read them), and whether a user switched the change feed off
-    (capture then leaves it off)."""
+    (capture then leaves it off), and the Delta table ids the log held as far as capture read it
+    (``REPLACE TABLE`` gives a table a new id in the same log: a folder whose first commit
+    carries none of them holds a table made anew)."""
 
     version: int
     meta: TableMeta | None
     time: datetime | None = None
     force: str | None = None
     feed_off: bool = False
+    ids: tuple[str, ...] = ()
+
+    def known_ids(self) -> set[str]:
+        """The Delta table ids of this table's log capture knows: ``ids`` and the id in force."""
+        return {i for i in (*self.ids, self.meta.table_id if self.meta else "") if i}
+
+    def with_ids(self, *more: str) -> tuple[str, ...]:
+        """``ids`` with ``more`` (and the id in force) added, sorted: for the next cursor."""
+        return tuple(sorted(self.known_ids() | {i for i in more if i}))
 
     @classmethod
     def newest(cls, storage: Storage, path: str) -> Cursor | None:
@@ -61,6 +72,9 @@ class Cursor:
             out["force"] = self.force
         if self.feed_off:
             out["feed_off"] = True
+        others = sorted(self.known_ids() - {self.meta.table_id if self.meta else ""})
+        if others:  # ids of the log before a REPLACE TABLE (the one in force is the meta's)
+            out["ids"] = others
         return out
 
     @classmethod
@@ -83,6 +97,7 @@ class Cursor:
             datetime.fromisoformat(data["time"]) if data.get("time") else None,
             data.get("force") or None,
             bool(data.get("feed_off", False)),
+            tuple(str(i) for i in data.get("ids") or ()),
         )
 
 

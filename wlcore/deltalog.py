@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from .storage import Storage
-from .tablemeta import TableMeta, clustering_of  # TableMeta: importers take it from here too
+from .tablemeta import TableMeta, clustering_of, protocol_features  # TableMeta: importers take it from here too
 
 LOG_DIR = "_delta_log"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -247,8 +247,9 @@ def monotonic(commit: Commit, previous: datetime | None) -> None:
 
 def meta_after(meta: TableMeta | None, commit: Commit) -> TableMeta | None:
     """The metadata in force after ``commit``: a ``metaData`` action replaces it (keeping the
-    clustering columns unless the commit sets them too), a ``delta.clustering`` domain alone
-    changes the clustering columns.
+    clustering columns and table features unless the commit sets them too), a
+    ``delta.clustering`` domain alone changes the clustering columns, a ``protocol`` action the
+    table features.
 
     Args:
         meta (TableMeta | None): the metadata in force before the commit (None: not known).
@@ -258,19 +259,23 @@ def meta_after(meta: TableMeta | None, commit: Commit) -> TableMeta | None:
         TableMeta | None: the metadata after it; None when neither gives one.
     """
     new = commit.metadata
+    base = new or meta
+    if base is None:
+        return None
     if commit.clustering_changed:
-        base = new or meta
-        if base is None:
-            return None
-        return base.with_clustering(clustering_of(commit.domains[CLUSTERING_DOMAIN]))
+        base = base.with_clustering(clustering_of(commit.domains[CLUSTERING_DOMAIN]))
+    elif new is not None and meta is not None:
+        base = base.with_clustering(meta.clustering)
+    if commit.protocol is not None:
+        return base.with_features(protocol_features(commit.protocol))
     if new is not None and meta is not None:
-        return new.with_clustering(meta.clustering)
-    return new or meta
+        return base.with_features(meta.features)
+    return base
 
 
 def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | None:
-    """The ``metaData`` in force at ``version`` (with its clustering columns), read back
-    through the JSON commits.
+    """The ``metaData`` in force at ``version`` (with its clustering columns and the table
+    features of its ``protocol``), read back through the JSON commits.
 
     Args:
         storage (Storage): the storage holding the table.
@@ -283,6 +288,7 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     """
     meta: TableMeta | None = None
     clustering: tuple[tuple[str, ...], ...] | None | Literal[False] = False  # False: not found yet
+    features: tuple[str, ...] | None = None
     for v in range(version, -1, -1):
         try:
             commit = read_commit(storage, table_path, v)
@@ -292,11 +298,13 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
             clustering = clustering_of(commit.domains[CLUSTERING_DOMAIN])
         if meta is None and commit.metadata is not None:
             meta = commit.metadata
-        if meta is not None and clustering is not False:
+        if features is None and commit.protocol is not None:
+            features = protocol_features(commit.protocol)
+        if meta is not None and clustering is not False and features is not None:
             break
     if meta is None:
         return None
-    return meta.with_clustering(None if clustering is False else clustering)
+    return meta.with_clustering(None if clustering is False else clustering).with_features(features)
 
 
 def checkpoint_versions(storage: Storage, table_path: str) -> list[int]:

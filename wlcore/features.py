@@ -55,6 +55,16 @@ def switch_on(value=None) -> dict[str, str]:
     return {NAMES[n]: "true" for n in chosen(value)}
 
 
+def feed_switched_off(meta) -> bool:
+    """True when a user set the table's change feed off (``delta.enableChangeDataFeed = false``
+    in its properties, at its creation or later): capture never switches it on.
+
+    Args:
+        meta (TableMeta): the table's definition.
+    """
+    return str(meta.configuration.get(CHANGE_FEED, "")).strip().lower() == "false"
+
+
 def enable(spark, ref: str, properties: dict[str, str]) -> None:
     """Set ``properties`` on the table ``ref`` in one commit marked as capture's
     (``commitInfo.userMetadata`` ``wlc: switch on ...``).

@@ -4,11 +4,11 @@ checkpoint (classic, multi-part or v2) records the table's state."""
 
 from __future__ import annotations
 
-from .deltalog import TableMeta, clustering_of
+from .deltalog import TableMeta, clustering_of, protocol_features
 
 
 def metadata_at(spark, uri: str, version: int) -> TableMeta:
-    """The metadata (schema, partitioning, configuration, id, comment, clustering columns) of
+    """The metadata (schema, partitioning, configuration, id, comment, clustering columns, table features) of
     the Delta table at ``uri`` as of ``version``, read by Delta Kernel from the newest
     checkpoint at or before it and the commits after.
 
@@ -31,6 +31,15 @@ def metadata_at(spark, uri: str, version: int) -> TableMeta:
     md = snapshot.getMetadata()
     domain = snapshot.getDomainMetadata("delta.clustering")
     description = md.getDescription()
+    protocol = snapshot.getProtocol()
+    features = protocol_features(
+        {
+            "minReaderVersion": protocol.getMinReaderVersion(),
+            "minWriterVersion": protocol.getMinWriterVersion(),
+            "readerFeatures": [str(f) for f in protocol.getReaderFeatures()],
+            "writerFeatures": [str(f) for f in protocol.getWriterFeatures()],
+        }
+    )
     return TableMeta(
         schema_json=str(md.getSchemaString()),
         partition_columns=tuple(str(c) for c in snapshot.getPartitionColumnNames()),
@@ -38,4 +47,5 @@ def metadata_at(spark, uri: str, version: int) -> TableMeta:
         table_id=str(md.getId()),
         clustering=clustering_of(str(domain.get())) if domain.isPresent() else None,
         description=str(description.get()) if description.isPresent() else None,
+        features=features,
     )

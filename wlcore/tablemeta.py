@@ -1,7 +1,8 @@
-"""A table's shape as its Delta ``metaData`` action states it (pure, no I/O): schema,
-partitioning, liquid clustering columns, table properties and comment, as capture cursors,
-batch records and snapshots carry it (:meth:`TableMeta.to_json`). Read from a table's log by
-:mod:`wlcore.deltalog`, or from a checkpoint by Delta Kernel (:mod:`wlcore.kernel`)."""
+"""A table's shape as its Delta ``metaData`` and ``protocol`` actions state it (pure, no I/O):
+schema, partitioning, liquid clustering columns, table properties and comment, and the table
+features its protocol lists, as capture cursors, batch records and snapshots carry it
+(:meth:`TableMeta.to_json`). Read from a table's log by :mod:`wlcore.deltalog`, or from a
+checkpoint by Delta Kernel (:mod:`wlcore.kernel`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+# Delta's legacy protocol versions and the table features each one implies (Delta's protocol:
+# "Table Features"; a protocol with writer version 7 or reader version 3 lists them instead)
+_LEGACY_WRITER = (
+    (2, ("appendOnly", "invariants")),
+    (3, ("checkConstraints",)),
+    (4, ("changeDataFeed", "generatedColumns")),
+    (5, ("columnMapping",)),
+    (6, ("identityColumns",)),
+)
 KEY_PROPERTY = "wlc.key"  # the table property naming a replicated table's key columns
 # Delta's primitive types (and decimal(p,s)): columns delta-rs reads and writes as Spark does
 FLAT_TYPES = frozenset(
@@ -55,6 +65,9 @@ class TableMeta:
     # (column mapping), None for a table that never had clustering columns
     clustering: tuple[tuple[str, ...], ...] | None = None
     description: str | None = None  # the table comment
+    # the table features the protocol lists (legacy versions' implied ones too), sorted; None: not
+    # known (a record of an older capture, a log whose protocol only a checkpoint holds)
+    features: tuple[str, ...] | None = None
 
     @classmethod
     def from_action(cls, action: dict[str, Any], clustering: tuple[tuple[str, ...], ...] | None = None) -> "TableMeta":
@@ -89,6 +102,17 @@ class TableMeta:
             TableMeta: a new object; this one is unchanged.
         """
         return replace(self, clustering=clustering)
+
+    def with_features(self, features: tuple[str, ...] | None) -> "TableMeta":
+        """The same metadata with other table features (:func:`protocol_features`).
+
+        Args:
+            features (tuple[str, ...] | None): the features, sorted (None: not known).
+
+        Returns:
+            TableMeta: a new object; this one is unchanged.
+        """
+        return replace(self, features=features)
 
     @property
     def clustering_columns(self) -> list[list[str]]:
@@ -153,6 +177,8 @@ class TableMeta:
             out["clustering"] = [list(p) for p in self.clustering]
         if self.description is not None:
             out["description"] = self.description
+        if self.features is not None:
+            out["features"] = list(self.features)
         return out
 
     @classmethod
@@ -161,7 +187,7 @@ class TableMeta:
 
         Args:
             data (dict): ``schema`` (the schema JSON text), ``partition_columns``,
-                ``configuration``, ``id``, and ``clustering``, ``description`` when set.
+                ``configuration``, ``id``, and ``clustering``, ``description``, ``features`` when set.
 
         Returns:
             TableMeta: the metadata.
@@ -177,7 +203,34 @@ class TableMeta:
             data.get("id", ""),
             tuple(tuple(p) for p in clustering) if clustering is not None else None,
             data.get("description"),
+            tuple(str(f) for f in data["features"]) if data.get("features") is not None else None,
         )
+
+
+def protocol_features(protocol: dict[str, Any]) -> tuple[str, ...]:
+    """The table features a Delta ``protocol`` action gives a table: ``readerFeatures`` and
+    ``writerFeatures``, and those its legacy versions imply (writer 2: ``appendOnly``,
+    ``invariants``; 3: ``checkConstraints``; 4: ``changeDataFeed``, ``generatedColumns``; 5:
+    ``columnMapping``; 6: ``identityColumns``; reader 2: ``columnMapping``), as Delta's protocol
+    defines them.
+
+    Args:
+        protocol (dict[str, Any]): the action's body (``minReaderVersion``, ``minWriterVersion``,
+            ``readerFeatures``, ``writerFeatures``).
+
+    Returns:
+        tuple[str, ...]: the feature names, sorted.
+    """
+    out = set(protocol.get("readerFeatures") or ()) | set(protocol.get("writerFeatures") or ())
+    writer = int(protocol.get("minWriterVersion") or 1)
+    reader = int(protocol.get("minReaderVersion") or 1)
+    if writer < 7:
+        for version, implied in _LEGACY_WRITER:
+            if writer >= version:
+                out.update(implied)
+    if reader == 2:
+        out.add("columnMapping")
+    return tuple(sorted(out))
 
 
 def clustering_of(configuration: str | None) -> tuple[tuple[str, ...], ...] | None:

@@ -1,6 +1,7 @@
-"""The package layout's own rules: no module over 400 lines, no function whose code (its body
-without the docstring) is over 60 lines, and a docstring on every public module, class and
-function. Checked on the source with ``ast``, no import."""
+"""The package layout's own rules: no function whose code (its body without the docstring) is
+over 60 lines, and a docstring on every public module, class and function. Checked on the
+source with ``ast``, no import. A module has no size cap: a long module that is one concept is
+fine, and one that exists only to keep another short is not."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("wlcore", "wlc", "wlr")
-MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
 
@@ -22,13 +22,6 @@ def _code_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
     return 0 if not body else body[-1].end_lineno - body[0].lineno + 1
-
-
-def test_no_module_over_400_lines():
-    long = {
-        str(p.relative_to(ROOT)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert long == {}, "one concept a module: split these"
 
 
 def test_no_function_over_60_lines_of_code():

@@ -104,12 +104,14 @@ def test_rename_and_drop_under_column_mapping_are_alters():
 
 
 def test_widening_nullability_comments_defaults_positions():
-    old = table(field("k"), field("v"), field("s", "string", nullable=False))
+    widening = {"delta.enableTypeWidening": "true"}
+    old = table(field("k"), field("v"), field("s", "string", nullable=False), conf=widening)
     new = table(
         field("z", "string"),
         field("k", "long", comment="key"),
         field("v", "decimal(12,0)"),
         field("s", "string", CURRENT_DEFAULT="'-'"),
+        conf=widening,
     )
     ops = alter.diff(old, new)
     assert {"op": "type", "path": ["k"], "type": "long"} in ops
@@ -125,6 +127,11 @@ def test_widening_nullability_comments_defaults_positions():
 
 def test_changes_without_an_alter_form():
     assert alter.diff(table(field("k")), table(field("k", "string"))) is None  # not a widening
+    # a widening where type widening is off: an overwriteSchema write or a REPLACE TABLE made it
+    assert alter.diff(table(field("k")), table(field("k", "long"))) is None
+    nested = field("s", {"type": "struct", "fields": [field("a")]})
+    wider = field("s", {"type": "struct", "fields": [field("a", "long")]})
+    assert alter.diff(table(nested), table(wider)) is None
     assert alter.diff(table(field("k")), table(field("k"), parts=("k",))) is None  # partitioning
     assert alter.diff(table(field("k"), field("v")), table(field("k"))) is None  # a drop without column mapping
     assert (
@@ -166,7 +173,7 @@ def test_nested_fields_and_table_properties():
 
 
 def test_done_tells_which_operations_a_resumed_replay_skips():
-    mapped = {"delta.columnMapping.mode": "name"}
+    mapped = {"delta.columnMapping.mode": "name", "delta.enableTypeWidening": "true"}
     before = table(field("k"), field("a", "string"), conf=mapped)
     after = table(field("k", "long"), field("b", "string"), conf={"p": "1", **mapped})
     ops = alter.diff(before, after, by_name=True)
@@ -176,3 +183,48 @@ def test_done_tells_which_operations_a_resumed_replay_skips():
     assert alter.done(renamed[0], table(field("k"), field("b"))) and not alter.done(
         renamed[0], table(field("k"), field("a"))
     )
+
+
+def test_protocol_features_with_what_legacy_versions_imply():
+    from wlcore.tablemeta import protocol_features
+
+    assert protocol_features({"minReaderVersion": 1, "minWriterVersion": 2}) == ("appendOnly", "invariants")
+    legacy = protocol_features({"minReaderVersion": 2, "minWriterVersion": 5})
+    assert {"checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping"} <= set(legacy)
+    assert "identityColumns" not in legacy
+    listed = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["timestampNtz", "typeWidening-preview"],
+        "writerFeatures": ["timestampNtz", "typeWidening-preview", "inCommitTimestamp"],
+    }
+    assert protocol_features(listed) == ("inCommitTimestamp", "timestampNtz", "typeWidening-preview")
+
+
+def test_features_the_protocol_lists_are_carried_but_a_tables_own():
+    features = ("appendOnly", "inCommitTimestamp", "invariants", "timestampNtz", "typeWidening-preview", "v2Checkpoint")
+    t = table(field("k"), field("d", "date")).with_features(features)
+    assert definition(t)["features"] == ["timestampNtz", "typeWidening-preview"]
+    assert "features" not in definition(table(field("k")))  # a record of an older capture: not known
+    create = create_sql("T", t)[0]
+    assert "'delta.feature.timestampNtz' = 'supported'" in create
+    assert "'delta.feature.typeWidening-preview' = 'supported'" in create
+    assert "inCommitTimestamp" not in create and "v2Checkpoint" not in create
+
+
+def test_features_are_switched_on_before_what_needs_them_and_dropped_last():
+    before = table(field("k"), field("d", "date")).with_features(("deletionVectors",))
+    after = table(field("k"), field("d", "timestamp_ntz"), conf={"delta.enableTypeWidening": "true"}).with_features(
+        ("timestampNtz", "typeWidening")
+    )
+    ops = alter.diff(before, after)
+    assert ops[0] == {
+        "op": "set_properties",
+        "properties": {"delta.feature.timestampNtz": "supported", "delta.feature.typeWidening": "supported"},
+    }
+    assert ops[-1] == {"op": "drop_feature", "name": "deletionVectors"}
+    assert "ALTER TABLE T DROP FEATURE `deletionVectors`" in alter.statements("T", ops)
+    assert not alter.done(ops[0], before) and alter.done(ops[0], after)
+    assert not alter.done(ops[-1], before) and alter.done(ops[-1], after)
+    # features not known on one side: nothing dropped
+    assert alter.diff(before, table(field("k"), field("d", "date"))) == []
