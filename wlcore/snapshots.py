@@ -346,7 +346,7 @@ def list_snapshots(
 ) -> list[Start]:
     """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
-    ``logs`` (when given) still holds a batch that begins at batch 0.
+    ``logs`` (when given) still holds a batch that begins at batch 0, or holds no batch yet.
 
     Args:
         storage (Storage): the storage holding the master (or its shipped copy).
@@ -367,19 +367,23 @@ def list_snapshots(
     if configured and configured not in paths and storage.exists(Storage.join(configured, SNAPSHOT_MANIFEST)):
         paths.append(configured)
     out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
-    if (not out or out[0].txn >= 0) and (
-        logs is None or _holds_batch_zero(storage, logs, dbname or db_path.rstrip("/").rsplit("/", 1)[-1])
-    ):
+    name = dbname or db_path.rstrip("/").rsplit("/", 1)[-1]
+    if (not out or out[0].txn >= 0) and (logs is None or _starts_at_batch_zero(storage, logs, name, not out)):
         out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
     return out
 
 
-def _holds_batch_zero(storage: Storage, logs: str, name: str) -> bool:
-    from .batch import batch_name, list_compacted
+def _starts_at_batch_zero(storage: Storage, logs: str, name: str, no_snapshot: bool) -> bool:
+    """True when the log folder still begins at batch 0: it holds batch 0 (level 0 or compacted),
+    or, for a master with no snapshot, no batch at all yet (capture has published nothing)."""
+    from .batch import batch_name, list_batches, list_compacted
 
     if storage.is_published(Storage.join(logs, batch_name(name, 0))):
         return True
-    return any(first == 0 for _lv, first, _l, _p in list_compacted(storage, logs, name))
+    compacted = list_compacted(storage, logs, name)
+    if any(first == 0 for _lv, first, _l, _p in compacted):
+        return True
+    return no_snapshot and not compacted and not list_batches(storage, logs, name)
 
 
 EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no table (no folder to copy)

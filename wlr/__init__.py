@@ -17,6 +17,7 @@ from wlcore.version import __version__
 
 from .errors import (
     DivergedError,
+    NoStartError,
     NoSuchTableError,
     PromotionError,
     ReplicaStateError,
@@ -60,6 +61,7 @@ __all__ = [
     "ReplicaStateError",
     "ReplicationTimeout",
     "TargetError",
+    "NoStartError",
     "DivergedError",
     "NotFoundError",
     "NoSuchTableError",

@@ -11,12 +11,13 @@ import sys
 from wlcore.commands import ExitCodes, metrics_option, run, say_metrics, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
-from wlcore.settings import add_common, use_config
+from wlcore.settings import add_common, settings, use_config
 from wlcore.terminal import setup as setup_terminal
 
 from . import promote_cli, prune_cli, restore_cli
 from .cli_replica import open_replica
-from .errors import ReplicaStateError, ReplicationError, RestoreError
+from .errors import NoStartError, ReplicaStateError, ReplicationError, RestoreError
+from .failure import retry_delay
 from .options import ReplicateCall
 from .status_text import format_replica_status, shown
 
@@ -79,11 +80,23 @@ def _follow(rep, call: ReplicateCall) -> int:
     failed: list[WlcError] = []
 
     def run() -> None:
-        try:
-            rep.run(call)
-        except WlcError as exc:  # stored in wlr.config too; the service stops
-            failed.append(exc)
-            done.set()
+        attempt, said = 0, ""
+        while not done.is_set():
+            try:
+                rep.run(call)
+                return
+            except NoStartError as exc:  # nowhere to start yet (a snapshot will come): said once, tried again
+                attempt += 1
+                if exc.cli != said:
+                    print(
+                        f"{rep.name}: cannot start: {exc.cli}; tried again with backoff (replica.retry_max)", flush=True
+                    )
+                said = exc.cli
+                done.wait(retry_delay(attempt, rep.beat(), settings().replica.retry_max))
+            except WlcError as exc:  # stored in wlr.config too; the service stops
+                failed.append(exc)
+                done.set()
+                return
 
     port = metrics.serve(call.metrics_port)  # refused before anything starts when taken
     print(f"{rep.name}: following {rep.master} (beat {rep.beat()} s); Ctrl-C or SIGTERM stops", flush=True)

@@ -14,6 +14,13 @@ class TargetWarning(UserWarning):
     the start of that day, UTC. The message says what it was taken as."""
 
 
+class NoStartError(TargetError):
+    """A new replica has nowhere to start: the master's snapshots and first batches were pruned
+    (or never taken) and no snapshot covers what came before. A service (``wlr replicate
+    --follow``) says so once and tries again with backoff: a snapshot taken on the master
+    (``wlc snapshot``) lets it start."""
+
+
 class ReplicaStateError(WlcError):
     """The replica is not in a state the call needs (not a replica, of another master, nothing to accept)."""
 

@@ -20,7 +20,7 @@ from wlcore.levels import Span, Start, choose_start, restore_path
 from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 
-from .errors import ReplicaStateError, TargetError
+from .errors import NoStartError, ReplicaStateError, TargetError
 from .logs import Batch, LogError, published_batches, reaches
 from .plan import Target
 
@@ -89,6 +89,7 @@ class Route:
             Start: the snapshot.
 
         Raises:
+            NoStartError: the master has no starting point at all (snapshots and first batches pruned).
             TargetError: no snapshot is at or before the target (it is older than the earliest
                 reachable point, which the message names), or ``snapshot`` names none, or one after
                 the target.
@@ -108,7 +109,7 @@ class Route:
         best = choose_start(starts, target)
         if best is None:
             if not starts:
-                raise TargetError(
+                raise NoStartError(
                     f"master {self.master!r} has no reachable starting point: its snapshots and first "
                     "batches were pruned; take a snapshot on the master (wlc.snapshot())",
                     cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "

@@ -75,3 +75,96 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     assert f"r: stopped at transaction {last}" in out
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
     assert rep.status()["state"] == "idle" and rows(rep.table("s.t")) == [(1,), (2,)]
+
+
+def _service(dbfarm: str, replica: str):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", replica, "--follow"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _stop(proc, lines, reader, seen: list[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    while not lines.empty():
+        seen.append(lines.get())
+    return "".join(seen)
+
+
+def test_a_service_started_before_capture_published_anything_starts_empty_and_follows(spark, master, dbfarm):
+    """Services are started together: a follower of a master that has published nothing yet
+    starts empty, and follows what capture publishes afterwards."""
+    proc = _service(dbfarm, "r")
+    seen: list[str] = []
+    lines, reader = _lines(proc)
+    try:
+        _wait_for(lines, "started empty from master m", seen)
+        t = master.table_path("s.t")
+        spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+        last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
+        _wait_for(lines, f"applied s.t transaction {last}", seen)
+    finally:
+        out = _stop(proc, lines, reader, seen)
+    assert proc.returncode == 0, out[-3000:]
+    assert rows(wlr.Replica("m", replica="r", dbfarm=dbfarm).table("s.t")) == [(1,)]
+
+
+def test_a_service_with_no_starting_point_says_why_once_and_starts_from_the_next_snapshot(spark, master, dbfarm):
+    """A follower whose master has no starting point (its first batches gone, no snapshot) keeps
+    trying as a service does, saying why once; the snapshot the message asks for lets it start."""
+    t = master.table_path("s.t")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
+    from wlcore.batch import batch_name
+
+    logs = os.path.join(dbfarm, "m", "wlc_logs")
+    import shutil
+
+    shutil.rmtree(os.path.join(logs, batch_name("m", 0)))  # what a prune past every snapshot would leave
+    proc = _service(dbfarm, "r")
+    seen: list[str] = []
+    lines, reader = _lines(proc)
+    try:
+        _wait_for(lines, "cannot start: master 'm' has no reachable starting point; take a snapshot", seen)
+        assert proc.poll() is None  # still there, trying again
+        start = master.snapshot()
+        _wait_for(lines, f"started from the snapshot of m at transaction {start.txn}", seen)
+        last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (2)")
+        _wait_for(lines, f"applied s.t transaction {last}", seen)
+    finally:
+        out = _stop(proc, lines, reader, seen)
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("cannot start:") == 1, out[-3000:]
+    assert rows(wlr.Replica("m", replica="r", dbfarm=dbfarm).table("s.t")) == [(1,), (2,)]
+
+
+def test_a_target_asked_before_capture_published_anything_waits_for_it(spark, master, dbfarm):
+    """``wlr replicate --until 1`` started with the master (nothing published yet) waits for
+    transaction 1, says so at once, and ends there."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--until", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: list[str] = []
+    lines, reader = _lines(proc)
+    _wait_for(lines, "waiting for transaction 1: the master has published no transaction yet", seen)
+    t = master.table_path("s.t")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
+    proc.wait(timeout=180)
+    reader.join(timeout=30)
+    while not lines.empty():
+        seen.append(lines.get())
+    out = "".join(seen)
+    assert proc.returncode == 0, out[-3000:]
+    assert "r: at transaction 1" in out
