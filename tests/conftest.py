@@ -44,6 +44,19 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def published_logs_keep_their_promises(request):
+    """After every test that has a ``tmp_path``, every master log it published there holds
+    consecutive transaction ids whose times and batch watermarks never go back (tests/watermarks.py)."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is not None:
+        from tests.watermarks import problems
+
+        found = problems(str(root))
+        assert not found, "published logs broke capture's promises:\n  " + "\n  ".join(found[:20])
+
+
 @pytest.fixture
 def dbfarm(tmp_path, monkeypatch):
     farm = tmp_path / "dbfarm"

@@ -18,6 +18,19 @@ _FEATURES = {
 }
 
 
+# the protocol's table features the lines above say already (by a property, a constraint, a column)
+_SAID_BY_PROPERTIES = (
+    "changeDataFeed",
+    "columnMapping",
+    "typeWidening",
+    "deletionVectors",
+    "rowTracking",
+    "checkConstraints",
+    "generatedColumns",
+    "identityColumns",
+)
+
+
 @dataclass(frozen=True)
 class RestoredTable:
     """What :meth:`wlr.Replica.restore_table` did.
@@ -106,6 +119,10 @@ def carried(meta: TableMeta, made: TableMeta | None = None) -> list[str]:
     feats = [label for key, label in _FEATURES.items() if key in shape["properties"]]
     if feats:
         out.append("table features " + ", ".join(feats))
+    named = set(_SAID_BY_PROPERTIES) | ({"allowColumnDefaults"} if any("default" in c for c in cols) else set())
+    supported = [f for f in shape.get("features", []) if f not in named]
+    if supported:
+        out.append("supported table features " + ", ".join(supported))
     if made is not None:
         extra = [
             label

@@ -25,13 +25,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from .harness import MODES, SCHEMA, Ctx, describe, differences
+from .scenarios_definitions import SCENARIOS as DEFINITIONS
 from .scenarios_features import SCENARIOS as FEATURES
+from .scenarios_foreign import SCENARIOS as FOREIGN
 from .scenarios_limits import SCENARIOS as LIMITS
 from .scenarios_types import SCENARIOS as TYPES
 from .scenarios_writers import SCENARIOS as WRITERS
 from .scenarios_writes import SCENARIOS as WRITES
 
-ALL = TYPES + WRITES + FEATURES + WRITERS + LIMITS
+ALL = TYPES + WRITES + FEATURES + WRITERS + LIMITS + DEFINITIONS + FOREIGN
 COLLAPSE = {"collapsed": True, "per_txn": False}
 THREADS = int(os.environ.get("WLC_CONFORMANCE_THREADS", "3"))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -94,6 +95,31 @@ class Ctx:
         path = os.path.join(self.farm, f"aside_{self.mode}", f"{self.table}_{name}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
+
+
+def bring_whole(ctx, source: str) -> None:
+    """The table folder ``source`` moved into the master (one rename: it appears whole)."""
+    os.rename(source, ctx.path)
+    ctx.step()
+
+
+def bring_commit_by_commit(ctx, source: str) -> None:
+    """``source``'s data files first (unreferenced, Delta does not see them), then each commit
+    file in version order, captured after each."""
+    log = os.path.join(source, "_delta_log")
+    for root, _dirs, files in os.walk(source):
+        if root.startswith(log):
+            continue
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), source)
+            os.makedirs(os.path.dirname(os.path.join(ctx.path, rel)), exist_ok=True)
+            shutil.copy2(os.path.join(root, name), os.path.join(ctx.path, rel))
+    os.makedirs(os.path.join(ctx.path, "_delta_log"), exist_ok=True)
+    for name in sorted(n for n in os.listdir(log) if n.endswith(".json") and n[:20].isdigit()):
+        aside = os.path.join(ctx.path, "_delta_log", "." + name + ".tmp")
+        shutil.copy2(os.path.join(log, name), aside)
+        os.rename(aside, os.path.join(ctx.path, "_delta_log", name))  # a commit appears whole
+        ctx.step()
 
 
 def content(spark, path: str) -> Counter:

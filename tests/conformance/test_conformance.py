@@ -47,3 +47,22 @@ def test_change_feed_limits_are_named_where_people_look(conformance, scenario):
     assert any(table in w for w in conformance.warned["late"])
     live_cfg = open(os.path.join(farm, "live", "wlc.config")).read()
     assert (f'{SCHEMA}.{scenario.name}"' in live_cfg) == (scenario.name == "limit_feed_off")
+
+
+def test_every_version_is_published_once_and_watermarks_never_go_back(conformance):
+    """Both masters published each Delta version of a scenario's table at most once, in order (a
+    drop starts its versions again), and their logs keep capture's promises (tests/watermarks.py)."""
+    from tests.fault.helpers import published
+    from tests.watermarks import problems
+
+    assert problems(conformance.farm) == []
+    for mode in MODES:
+        lives: dict[str, list[list[int]]] = {}  # each table's versions, a list per life between drops
+        for rec in published(os.path.join(conformance.farm, mode, "wlc_logs"), mode):
+            if rec.ddl == "drop":
+                lives.setdefault(rec.table, [[]]).append([])
+            elif rec.version is not None:
+                lives.setdefault(rec.table, [[]])[-1].append(rec.version)
+        for table, parts in lives.items():
+            for versions in parts:
+                assert versions == sorted(set(versions)), f"{mode}: {table} published versions {parts}"

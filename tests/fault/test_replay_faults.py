@@ -36,33 +36,44 @@ def test_create_replayed_after_a_crash_is_committed_once(spark, master, dbfarm):
     assert final_txns(os.path.join(dbfarm, "r", "s", "t"), master.config.dbid) == [0, 1, 2]
 
 
-def test_crash_inside_a_non_additive_alter_keeps_the_constraints(spark, master, dbfarm):
-    """The final commit of a reshaping image is its last; a crash before it loses nothing."""
+@pytest.mark.parametrize(
+    "kind, values, point",
+    [
+        ("string", [(1, "ten"), (3, "thirty")], "replay.image_overwritten"),
+        # the issue's shape: a type Delta would widen, but type widening is off (an overwrite did it)
+        ("bigint", [(1, 5000000000), (3, 30)], "replay.image_reshaped"),
+    ],
+)
+def test_crash_inside_a_reshape_keeps_the_constraints(spark, master, dbfarm, kind, values, point):
+    """The final commit of a reshaping image is its last; a crash before it (after the REPLACE,
+    or after the rows) loses nothing, and the constraint and property come back."""
     p = master.table_path("s.t")
-    sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta")  # 0
+    sql(spark, f"CREATE TABLE delta.`{p}` (id INT, v INT) USING delta TBLPROPERTIES ('team' = 'ops')")  # 0
     sql(spark, f"ALTER TABLE delta.`{p}` ADD CONSTRAINT pos CHECK (id > 0)")  # 1
     sql(spark, f"INSERT INTO delta.`{p}` VALUES (1, 10), (2, 20)")  # 2
     (
-        spark.createDataFrame([(1, "ten"), (3, "thirty")], "id int, v string")
+        spark.createDataFrame(values, f"id int, v {kind}")
         .write.format("delta")
         .mode("overwrite")
         .option("overwriteSchema", "true")
         .save(p)
     )
-    last = wlc.flush()  # 3: v INT -> STRING
+    last = wlc.flush()  # 3: v INT -> another type, no ALTER form
     assert last == 3
     mpath = os.path.join(dbfarm, "m", "s", "t")
     master_meta = metadata_at(Storage.of(mpath), mpath, list_versions(Storage.of(mpath), mpath)[-1])
     assert master_meta.constraints == {"pos": "id > 0"}  # the master kept its constraint
-    _replicate_until_crash(dbfarm, "replay.image_overwritten")
+    _replicate_until_crash(dbfarm, point)
     rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
-    assert rep.tick() == 3 and rows(rep.table("s.t")) == master_rows(spark, p) == [(1, "ten"), (3, "thirty")]
+    assert rep.tick() == 3 and rows(rep.table("s.t")) == master_rows(spark, p) == values
     rpath = os.path.join(dbfarm, "r", "s", "t")
     rstore = Storage.of(rpath)
-    assert metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1]).constraints == {"pos": "id > 0"}
+    meta = metadata_at(rstore, rpath, list_versions(rstore, rpath)[-1])
+    assert meta.constraints == {"pos": "id > 0"} and meta.configuration.get("team") == "ops"
+    assert meta.shape() == master_meta.shape()
     assert final_txns(rpath, master.config.dbid) == [0, 1, 2, 3]
     with pytest.raises(Exception, match="(?i)check constraint"):
-        spark.sql(f"INSERT INTO delta.`{rpath}` VALUES (-1, 'x')")  # the constraint is enforced
+        spark.sql(f"INSERT INTO delta.`{rpath}` VALUES (-1, {values[0][1]!r})")  # the constraint is enforced
 
 
 def _part_file(logs: str, txn_version: int) -> str:
