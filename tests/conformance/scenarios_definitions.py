@@ -62,19 +62,16 @@ def overwrite_with_type_widening_on(ctx):
     narrows back as a reshape."""
     from pyspark.sql import functions as F
 
+    def overwrite_k_as(kind: str) -> None:
+        df = ctx.spark.read.format("delta").load(ctx.path).select(F.col("k").cast(kind).alias("k"), "v")
+        df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(ctx.path)
+        ctx.step()
+
     ctx.sql("CREATE TABLE {t} (k INT, v STRING) USING delta TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
     ctx.sql("INSERT INTO {t} VALUES (1, 'a')")
-    df = ctx.spark.read.format("delta").load(ctx.path)
-    df.select(F.col("k").cast("bigint").alias("k"), "v").write.format("delta").mode("overwrite").option(
-        "overwriteSchema", "true"
-    ).save(ctx.path)
-    ctx.step()
+    overwrite_k_as("bigint")
     ctx.sql("INSERT INTO {t} VALUES (2, 'b')")
-    df = ctx.spark.read.format("delta").load(ctx.path)
-    df.select(F.col("k").cast("int").alias("k"), "v").write.format("delta").mode("overwrite").option(
-        "overwriteSchema", "true"
-    ).save(ctx.path)
-    ctx.step()
+    overwrite_k_as("int")
     ctx.sql("INSERT INTO {t} VALUES (3, 'c')")
 
 

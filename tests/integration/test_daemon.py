@@ -49,14 +49,7 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     t = master.table_path("s.t")
     spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")
     sql(spark, f"INSERT INTO delta.`{t}` VALUES (1)")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--follow"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _replicate(dbfarm, "--follow")
     seen: list[str] = []
     lines, reader = _lines(proc)
     try:
@@ -77,11 +70,11 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     assert rep.status()["state"] == "idle" and rows(rep.table("s.t")) == [(1,), (2,)]
 
 
-def _service(dbfarm: str, replica: str):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+def _replicate(dbfarm: str, *args: str) -> subprocess.Popen:
+    """``wlr replicate <dbfarm> m r <args>`` in a process of its own, its output on a pipe."""
     return subprocess.Popen(
-        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", replica, "--follow"],
-        env=env,
+        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", *args],
+        env=dict(os.environ, PYTHONPATH=ROOT),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -100,7 +93,7 @@ def _stop(proc, lines, reader, seen: list[str]) -> str:
 def test_a_service_started_before_capture_published_anything_starts_empty_and_follows(spark, master, dbfarm):
     """Services are started together: a follower of a master that has published nothing yet
     starts empty, and follows what capture publishes afterwards."""
-    proc = _service(dbfarm, "r")
+    proc = _replicate(dbfarm, "--follow")
     seen: list[str] = []
     lines, reader = _lines(proc)
     try:
@@ -127,7 +120,7 @@ def test_a_service_with_no_starting_point_says_why_once_and_starts_from_the_next
     import shutil
 
     shutil.rmtree(os.path.join(logs, batch_name("m", 0)))  # what a prune past every snapshot would leave
-    proc = _service(dbfarm, "r")
+    proc = _replicate(dbfarm, "--follow")
     seen: list[str] = []
     lines, reader = _lines(proc)
     try:
@@ -147,14 +140,7 @@ def test_a_service_with_no_starting_point_says_why_once_and_starts_from_the_next
 def test_a_target_asked_before_capture_published_anything_waits_for_it(spark, master, dbfarm):
     """``wlr replicate --until 1`` started with the master (nothing published yet) waits for
     transaction 1, says so at once, and ends there."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", "--until", "1"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _replicate(dbfarm, "--until", "1")
     seen: list[str] = []
     lines, reader = _lines(proc)
     _wait_for(lines, "waiting for transaction 1: the master has published no transaction yet", seen)
