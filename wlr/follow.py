@@ -223,13 +223,14 @@ class Follower:
             state.retries = attempt
             state.retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
             state.heartbeat = datetime.now(timezone.utc)  # alive, retrying: wlr status
-            book.save()
             where = failure.place(state.error_txn, state.error_batch)
+            # said in wlr.log before wlr.config shows it: a reader of the status finds the line there
             book.log(
                 f"retry {attempt} of {where} at {utc_iso(state.retry_at)} (in {delay:g} s; replica.retry_max "
                 f"{self.retry_max:g} s); {'wlr accept skips it' if kind == 'transaction' else 'restore the batch'}",
                 logging.WARNING,
             )
+            book.save()
         self.metrics.retried(kind or "transaction")
         return delay
 
