@@ -236,8 +236,7 @@ class Capture:
         last_time = cur.time if cur else None
         force = cur.force if cur else None
         feed_off = cur.feed_off if cur else False
-        # the table ids of this log capture saw (REPLACE TABLE makes new ones)
-        ids = cur.with_ids() if cur else tuple(i for i in [self._first_id(path, versions[0])] if i)
+        ids = cur.with_ids() if cur else ()  # the table ids of this log capture saw (REPLACE TABLE makes new ones)
         new_cursor = None
         for v in versions:
             if v < start:

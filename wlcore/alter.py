@@ -61,8 +61,8 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
         return None
     oldp, newp = replicated_properties(old.configuration), replicated_properties(new.configuration)
     ops: list[Op] = []
-    oldf, newf = carried_features(old), carried_features(new) or []
-    added = [f for f in newf if oldf is None or f not in oldf]
+    oldf, newf = carried_features(old), carried_features(new)
+    added = [f for f in newf or [] if oldf is None or f not in oldf]
     if added:  # first: what comes after may need them (a TIMESTAMP_NTZ column, a widening)
         ops.append({"op": "set_properties", "properties": {FEATURE_PREFIX + f: "supported" for f in added}})
     plain = lambda d: {k: v for k, v in d.items() if not k.startswith(CONSTRAINT_PREFIX)}  # noqa: E731
@@ -97,7 +97,7 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
     unset = [k for k in plain(oldp) if k not in plain(newp)]
     if unset:
         ops.append({"op": "unset_properties", "keys": unset})
-    if carried_features(new) is not None:
+    if newf is not None:
         ops.extend({"op": "drop_feature", "name": f} for f in oldf or [] if f not in newf)  # ALTER TABLE DROP FEATURE
     return ops
 

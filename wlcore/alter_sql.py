@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .names import quote_ident
-from .tabledef import COMMENT_KEY, DEFAULT, DEFAULTS_FEATURE, path_sql, sql_string, type_sql
+from .tabledef import COMMENT_KEY, DEFAULT, DEFAULTS_FEATURE, FEATURE_PREFIX, path_sql, sql_string, type_sql
 
 Op = dict[str, Any]  # an operation of wlcore.alter.diff: {"op": kind, ...}
 
@@ -126,7 +126,7 @@ def features_needed(ops: list[Op]) -> dict[str, str]:
             else set()
         )
         if "timestamp_ntz" in types:
-            out["delta.feature.timestampNtz"] = "supported"
+            out[FEATURE_PREFIX + "timestampNtz"] = "supported"
         if "variant" in types:
-            out["delta.feature.variantType"] = "supported"
+            out[FEATURE_PREFIX + "variantType"] = "supported"
     return out

@@ -61,7 +61,7 @@ IDENTITY_EXPLICIT = "delta.identity.allowExplicitInsert"
 DEFAULT = "CURRENT_DEFAULT"
 CHAR_VARCHAR = "__CHAR_VARCHAR_TYPE_STRING"
 CM_ID, CM_PHYSICAL = "delta.columnMapping.id", "delta.columnMapping.physicalName"
-DEFAULTS_FEATURE = "delta.feature.allowColumnDefaults"
+DEFAULTS_FEATURE = FEATURE_PREFIX + "allowColumnDefaults"
 
 _SQL_TYPES = {
     "integer": "INT",

@@ -36,6 +36,31 @@ def run_module(*args: str, timeout: float = 300, **env_extra: str) -> subprocess
     )
 
 
+def start_module(*args: str) -> subprocess.Popen:
+    """A process running ``python -m <args>`` (``wlc capture``, a promotion that captures), its
+    output on a pipe; :func:`stop` ends it."""
+    cmd = [sys.executable, "-m", *args]
+    return subprocess.Popen(cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop(proc: subprocess.Popen) -> str:
+    """SIGTERM ``proc`` (unless it ended) and return its output."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    return out
+
+
+def master_state(farm: str, db: str, proc: subprocess.Popen | None = None):
+    """Master ``db``'s ``wlc.config`` (None: none yet), checking first that its capture ``proc`` runs."""
+    from wlcore.master_state import read_master_state
+    from wlcore.storage import Storage
+
+    if proc is not None and proc.poll() is not None:
+        raise AssertionError(f"capture of {db} ended: {proc.stdout.read()[-3000:]}")
+    return read_master_state(Storage.of(farm), os.path.join(farm, db))
+
+
 def killed_by_sigkill(proc: subprocess.CompletedProcess) -> bool:
     return proc.returncode == -signal.SIGKILL
 

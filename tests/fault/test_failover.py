@@ -20,43 +20,26 @@ from wlcore.storage import Storage
 
 from ..integration.helpers import rows
 from ..waiting import wait_until
-from .helpers import env_with
+from .helpers import env_with, master_state, start_module, stop
 
 pytestmark = pytest.mark.spark
 
 
-def _capture(*args: str) -> subprocess.Popen:
-    """A process running ``python -m <args>`` (capture), its output on a pipe."""
-    cmd = [sys.executable, "-m", *args]
-    return subprocess.Popen(cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
 def _tick(farm: str, db: str, proc: subprocess.Popen | None = None) -> int:
     """The last transaction published by master ``db`` (its wlc.config), checking its capture runs."""
-    if proc is not None and proc.poll() is not None:
-        raise AssertionError(f"capture of {db} ended: {proc.stdout.read()[-3000:]}")
-    cfg = read_master_state(Storage.of(farm), os.path.join(farm, db))
+    cfg = master_state(farm, db, proc)
     return cfg.tick if cfg is not None else -1
 
 
 def _beating(farm: str, db: str, proc: subprocess.Popen) -> bool:
     """True once capture of ``db`` wrote its first heartbeat, checking its process runs."""
-    if proc.poll() is not None:
-        raise AssertionError(f"capture of {db} ended: {proc.stdout.read()[-3000:]}")
-    cfg = read_master_state(Storage.of(farm), os.path.join(farm, db))
+    cfg = master_state(farm, db, proc)
     return cfg is not None and cfg.heartbeat is not None
-
-
-def _stop(proc: subprocess.Popen) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    return out
 
 
 def test_failover_after_capture_is_killed(spark, dbfarm):
     Master("m", dbfarm=dbfarm, capture=False).create(beat=0)
-    old = _capture("wlc", "capture", dbfarm, "m")
+    old = start_module("wlc", "capture", dbfarm, "m")
     t = os.path.join(dbfarm, "m", "s", "t")
     try:
         spark.sql(f"CREATE TABLE delta.`{t}` (id INT, v STRING) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
@@ -70,7 +53,7 @@ def test_failover_after_capture_is_killed(spark, dbfarm):
         old.wait(timeout=60)
         assert old.returncode == -signal.SIGKILL
     finally:
-        _stop(old)
+        stop(old)
     published = _tick(dbfarm, "m")
     assert published >= 2
 
@@ -86,7 +69,7 @@ def test_failover_after_capture_is_killed(spark, dbfarm):
     with pytest.raises(wlr.PromotionError) as refused:
         wlr.promote("ra", dbfarm=dbfarm)
     assert refused.value.left_out == list(range(2, published + 1))
-    new = _capture("wlr", "promote", dbfarm, "ra", "--force", "--capture")  # becomes `wlc capture` of ra
+    new = start_module("wlr", "promote", dbfarm, "ra", "--force", "--capture")  # becomes `wlc capture` of ra
     try:
         wait_until(lambda: _beating(dbfarm, "ra", new), 180, "capture of the promoted replica to start")
         cfg = read_master_state(Storage.of(dbfarm), os.path.join(dbfarm, "ra"))
@@ -107,7 +90,7 @@ def test_failover_after_capture_is_killed(spark, dbfarm):
         )  # the update (2) left out
         rb.close()
     finally:
-        out = _stop(new)
+        out = stop(new)
     assert "ra is the master of database 'm' now" in out and "left out (forced): published transactions 2" in out
 
     # the old master's capture, started again, refuses to publish

@@ -4,9 +4,7 @@ checked against the master at every transaction, not only at the end."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 from collections import Counter
 from datetime import datetime, timezone
 
@@ -15,46 +13,23 @@ import pytest
 import wlc
 import wlr
 from wlc.master import Master
-from wlcore import batch
 from wlcore.deltalog import list_versions, read_commit
-from wlcore.master_state import read_master_state
 from wlcore.storage import Storage
 
-from ..fault.helpers import env_with, run_module
+from ..fault.helpers import master_state, published, run_module, start_module, stop
 from ..waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
 
-def _capture(farm: str, db: str) -> subprocess.Popen:
-    """``wlc capture <farm> <db>`` in a process of its own (as the operator starts it)."""
-    cmd = [sys.executable, "-m", "wlc", "capture", farm, db]
-    return subprocess.Popen(cmd, env=env_with(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _stop(proc: subprocess.Popen) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    return out
-
-
-def _state(farm: str, db: str, proc: subprocess.Popen):
-    if proc.poll() is not None:
-        raise AssertionError(f"capture of {db} ended: {proc.stdout.read()[-3000:]}")
-    return read_master_state(Storage.of(farm), os.path.join(farm, db))
-
-
 def _published_past(farm: str, db: str, proc: subprocess.Popen, instant: datetime) -> bool:
     """True once capture's watermark passed ``instant``: every commit before it is published."""
-    cfg = _state(farm, db, proc)
+    cfg = master_state(farm, db, proc)
     return cfg is not None and cfg.watermark_time is not None and cfg.watermark_time > instant
 
 
 def _records(farm: str, db: str) -> list:
-    logs = os.path.join(farm, db, "wlc_logs")
-    storage = Storage.of(logs)
-    return [t for _n, p in batch.list_batches(storage, logs, db) for t in batch.read_manifest(storage, p).txns]
+    return published(os.path.join(farm, db, "wlc_logs"), db)
 
 
 def _rows(df) -> Counter:
@@ -81,7 +56,7 @@ def test_restore_replace_under_running_capture_then_a_restart_then_every_point_i
     point-in-time replica at every published transaction equals the master's tables at that
     instant (Delta time travel)."""
     Master("shop", dbfarm=dbfarm, capture=False).create(beat=0)
-    cap = _capture(dbfarm, "shop")
+    cap = start_module("wlc", "capture", dbfarm, "shop")
     try:
         m = wlc.attach("shop", dbfarm=dbfarm)  # written by name; capture runs in the other process
         m.create_schema("sales")
@@ -104,7 +79,7 @@ def test_restore_replace_under_running_capture_then_a_restart_then_every_point_i
         now = datetime.now(timezone.utc)
         wait_until(lambda: _published_past(dbfarm, "shop", cap, now), 180, "capture to publish the restore")
     finally:
-        out = _stop(cap)
+        out = stop(cap)
     records = _records(dbfarm, "shop")
     tick = records[-1].txn
 
@@ -123,12 +98,12 @@ def test_restore_replace_under_running_capture_then_a_restart_then_every_point_i
     assert times == sorted(times)
 
     # a restart on the untouched master publishes nothing new
-    again = _capture(dbfarm, "shop")
+    again = start_module("wlc", "capture", dbfarm, "shop")
     try:
         now = datetime.now(timezone.utc)
         wait_until(lambda: _published_past(dbfarm, "shop", again, now), 180, "the restarted capture to scan")
     finally:
-        out += _stop(again)
+        out += stop(again)
     assert _records(dbfarm, "shop")[-1].txn == tick, out[-3000:]
 
     # a point-in-time replica at every published transaction equals the master at that instant
