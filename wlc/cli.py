@@ -119,7 +119,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
         raise ConfigError("--metrics-port serves metrics while following: add --follow")
     retention = retention_args(args.retention)
     farm = resolve_dbfarm(args.dbfarm)
-    Dbfarm(farm).require_master(args.dbname)
+    args.dbname = Dbfarm(farm).require_master(args.dbname)  # a promoted master by folder or database name
     port = metrics.serve(args.metrics_port) if args.follow else None  # a taken port: refused before copying
     path = Storage.join(farm, args.dbname)
     shipper = Shipper(
@@ -145,13 +145,11 @@ def cmd_ship(args: argparse.Namespace) -> int:
 def _lifecycle(args: argparse.Namespace):
     """The :class:`wlc.lifecycle.Lifecycle` of master ``args.dbname`` and its dbfarm folder; a database
     that is not a master is refused here (an error naming what it is and the fix) before Spark starts."""
-    from wlcore.storage import Storage
 
     from .lifecycle import Lifecycle
 
     farm = resolve_dbfarm(args.dbfarm)
-    path = Storage.join(farm, args.dbname)  # a promoted master's batches carry its database's name
-    cycle = Lifecycle(Storage.of(farm), path, log_name(Storage.of(farm), path, args.dbname))
+    cycle = Lifecycle.of(farm, args.dbname)  # a promoted master's batches carry its database's name
     cycle.config()
     return cycle, farm
 
@@ -302,7 +300,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
     farm = resolve_dbfarm(args.dbfarm)
     beat = number(args.beat, "--beat") if args.beat is not None else None  # before anything is made
-    Dbfarm(farm).require_master(args.dbname)  # only wlc master (or wlc.master()) makes a master
+    args.dbname = Dbfarm(farm).require_master(args.dbname)  # only wlc master (or wlc.master()) makes a master
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*already in master mode.*")  # it is: that is the point
         m = Master(args.dbname, dbfarm=farm, metrics_port=args.metrics_port).start()

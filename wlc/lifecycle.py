@@ -56,6 +56,30 @@ class Lifecycle:
         self._spans = SpanCache(storage)
         self._local = threading.local()
 
+    @classmethod
+    def of(cls, dbfarm: str, name: str) -> "Lifecycle":
+        """The life cycle of the master ``name`` of ``dbfarm``, named by its folder or (a promoted
+        master) by its database's name.
+
+        Args:
+            dbfarm (str): the dbfarm folder (or URL).
+            name (str): the master's folder name, or the database's name.
+
+        Returns:
+            Lifecycle: the master's, its batches named by its database.
+
+        Raises:
+            NotFoundError: no such dbfarm or master (the nearest masters are named).
+            MasterStateError: the database is a replica or not a master.
+        """
+        from wlcore.databases import Dbfarm
+        from wlcore.promotion import log_name
+
+        folder = Dbfarm(dbfarm).require_master(name)
+        storage = Storage.of(dbfarm)
+        path = Storage.join(dbfarm, folder)
+        return cls(storage, path, log_name(storage, path, folder))
+
     # ------------------------------------------------------------------ state
     def config(self) -> MasterState:
         """The master's ``wlc.config``, read now.
@@ -69,7 +93,7 @@ class Lifecycle:
         if cfg is None:
             from wlcore.databases import Dbfarm
 
-            Dbfarm(os.path.dirname(self.path)).require_master(self.dbname)  # names what it is instead
+            Dbfarm(os.path.dirname(self.path)).require_master(os.path.basename(self.path))  # what it is instead
             raise MasterStateError(f"{self.path} is not a master (no wlc.config)")
         return cfg
 

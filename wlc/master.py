@@ -75,8 +75,10 @@ class Master:
         self.dbname = check_name(dbname, "database")
         self.dbfarm = resolve_dbfarm(dbfarm)
         self.storage = Storage.of(self.dbfarm)
+        # a dbfarm that does not exist is refused (never made by accident); a promoted master is
+        # named by its folder or by its database's name
+        self.dbname = Dbfarm(self.dbfarm).folder_of(self.dbname)
         self.path = Storage.join(self.dbfarm, self.dbname)
-        Dbfarm(self.dbfarm)  # a dbfarm that does not exist is refused: it is never made by accident
         self._spark = spark
         self._want_capture = capture
         self.metrics_port = metrics.port_of(metrics_port) if metrics_port is not None else settings().metrics.port

@@ -10,6 +10,7 @@ captured before resumes from the cursors of its newest published batch.
 from __future__ import annotations
 
 import os
+import posixpath
 import uuid
 import warnings
 from typing import Any, Callable
@@ -17,14 +18,16 @@ from typing import Any, Callable
 from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
-from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError
+from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, WlcError
 from wlcore.master_state import LOCK_FILE, STARTED, MasterState, logs_of, read_master_state
-from wlcore.promotion import check_not_fenced, read_start, resume_point
+from wlcore.promotion import check_not_fenced, read_start, resume_point, superseded_error, supersedes
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
+from wlcore.ship import dest_root, read_config
 from wlcore.storage import HeldLock, Storage
 
 from .capture import Capture, CaptureState, discover_tables
+from .copies import known_copies
 from .holds import Holds
 from .master_record import MasterRecord, utcnow
 from .publisher import CaptureTiming, Publisher
@@ -52,7 +55,8 @@ class MasterSetup:
         self.notes = notes
         self.storage = record.storage
         self.path = record.path
-        self.dbname = record.dbname
+        self.dbname = record.dbname  # the database's name (a promoted master's folder has another)
+        self.folder = posixpath.basename(self.path.rstrip("/"))
         self.dbfarm = dbfarm
         self.logs_arg = logs
         self.spark = spark
@@ -79,7 +83,7 @@ class MasterSetup:
         Raises:
             MasterStateError: the database is not a master, or it stopped logging.
         """
-        Dbfarm(self.dbfarm).require_master(self.dbname)  # names what it is and the nearest masters
+        Dbfarm(self.dbfarm).require_master(self.folder)  # names what it is and the nearest masters
         existing = read_master_state(self.storage, self.path)
         if existing is None:  # its wlc.config went away since
             raise MasterStateError(
@@ -154,6 +158,28 @@ class MasterSetup:
         finally:
             self.release_lock()
 
+    def check_not_superseded(self, cfg: MasterState) -> None:
+        """Refuse capture of a master whose database another master holds now: one promoted while
+        this folder was out of reach (:func:`wlcore.promotion.supersedes`), in the dbfarm or in a
+        shipped copy this master ships to (``wlc.copies``; a copy that cannot be read is not seen).
+
+        Args:
+            cfg (MasterState): this master's ``wlc.config``.
+
+        Raises:
+            MasterStateError: a promoted master supersedes this one (:func:`superseded_error`).
+        """
+        newer = Dbfarm(self.dbfarm).successor(self.folder, cfg)
+        if newer is not None:
+            raise superseded_error(self.path, self.dbfarm, self.folder, Storage.join(self.dbfarm, newer[0]), newer[1])
+        for url in known_copies(self.storage, self.path):
+            try:
+                copy = read_config(Storage.of(url), dest_root(url))
+            except (OSError, WlcError):
+                continue
+            if copy is not None and supersedes(copy, cfg):
+                raise superseded_error(self.path, self.dbfarm, self.folder, url, copy)
+
     def validate(self) -> MasterState | None:
         """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
 
@@ -217,6 +243,7 @@ class MasterSetup:
         existing = read_master_state(self.storage, self.path)  # again, now that the lock is ours
         check_not_fenced(self.storage, self.path)  # a replica was promoted in its place
         if existing is not None:
+            self.check_not_superseded(existing)
             self.record.config = existing
             self.validate()
             warnings.warn(

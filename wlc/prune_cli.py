@@ -66,8 +66,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             "(the master's own folder keeps master.retention of config)"
         )
     farm = resolve_dbfarm(args.dbfarm)
-    cycle = Lifecycle(Storage.of(farm), Storage.join(farm, args.dbname), args.dbname)
-    dbid = cycle.config().dbid  # refuses a database that is not a master, naming what it is
+    cycle = Lifecycle.of(farm, args.dbname)  # refuses a database that is not a master, naming what it is
+    dbid = cycle.config().dbid
     if args.copy:
         copies = [dest_root(args.copy)]
     else:
@@ -77,7 +77,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     failed = []
     for url in copies:
         try:
-            copy = prune_copy(url, args.dbname, dry_run=args.dry_run, retention=changes, dbid=dbid)
+            copy = prune_copy(url, cycle.dbname, dry_run=args.dry_run, retention=changes, dbid=dbid)
             print(copy.block(f"shipped copy {url} (retention: {described_retention(Storage.of(url), url, changes)}):"))
         except (ShipError, OSError) as exc:
             print(f"shipped copy {url}: not pruned: {exc}")

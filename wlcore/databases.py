@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 
-from .errors import MasterStateError, NotFoundError
-from .master_state import CONFIG_FILE as MASTER_CONFIG
+from .errors import MasterStateError, NotFoundError, WlcError
+from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master_state
+from .promotion import database_of, supersedes
 from .replica_state import CONFIG_FILE as REPLICA_CONFIG, read_replica_state
 from .storage import Storage
 
@@ -123,6 +124,71 @@ class Dbfarm:
         out = [d for d in self.storage.subdirs(self.path) if not d.startswith(".")]
         return sorted(d for d in out if kind is None or self.kind(d) == kind)
 
+    def masters(self) -> dict[str, MasterState]:
+        """Each master of the dbfarm with its ``wlc.config``; shipped copies and relays kept in the
+        dbfarm's folder, and a ``wlc.config`` that cannot be read, are left out.
+
+        Returns:
+            dict[str, MasterState]: ``{folder name: its wlc.config}``.
+        """
+        out = {}
+        for name in self.names(MASTER):
+            try:
+                cfg = read_master_state(self.storage, Storage.join(self.path, name))
+            except (OSError, WlcError):
+                continue
+            if cfg is not None and cfg.shipped is None and not cfg.relay_of:
+                out[name] = cfg
+        return out
+
+    def successor(self, name: str, cfg: MasterState) -> tuple[str, MasterState] | None:
+        """The master of this dbfarm that holds the database of master ``name`` in its place: one
+        promoted after it (:func:`wlcore.promotion.supersedes`), the latest promoted when more.
+
+        Args:
+            name (str): the master's folder name.
+            cfg (MasterState): its ``wlc.config``.
+
+        Returns:
+            tuple[str, MasterState] | None: the promoted master's folder name and ``wlc.config``;
+            None when ``name`` is the database's master.
+        """
+        later = [(n, c) for n, c in self.masters().items() if n != name and supersedes(c, cfg)]
+        return max(later, key=lambda nc: nc[1].promoted or nc[1].created or 0) if later else None
+
+    def current_master(self, database: str) -> str | None:
+        """The folder of the master of database ``database`` now: the folder of that name when it
+        is a master no other supersedes, else the promoted master holding that database (a
+        promoted replica's folder keeps the replica's name, :mod:`wlcore.promotion`).
+
+        Args:
+            database (str): a database's name (or a master's folder name).
+
+        Returns:
+            str | None: the master's folder name; None when no master holds ``database``.
+        """
+        masters = self.masters()
+        held = [n for n, c in masters.items() if database_of(c, n) == database]
+        current = [n for n in held if not any(supersedes(c, masters[n]) for m, c in masters.items() if m != n)]
+        if database in current:
+            return database
+        return max(current, key=lambda n: masters[n].promoted or masters[n].created or 0) if current else None
+
+    def folder_of(self, name: str) -> str:
+        """The folder a master called ``name`` is in: ``name`` itself when it is a master's folder
+        (or when no master holds a database of that name), else the promoted master's folder
+        holding database ``name`` (:meth:`current_master`).
+
+        Args:
+            name (str): a master's folder name or a database's name.
+
+        Returns:
+            str: the folder name.
+        """
+        if self.kind(name) == MASTER:
+            return name
+        return self.current_master(name) or name
+
     def master_of(self, replica: str) -> str | None:
         """The master a replica's ``wlr.config`` names.
 
@@ -139,46 +205,71 @@ class Dbfarm:
         return (state.master or None) if state is not None else None
 
     def replicas_of(self, master: str) -> list[str]:
-        """The replicas in this dbfarm whose ``wlr.config`` names ``master``.
+        """The replicas in this dbfarm whose ``wlr.config`` names ``master`` as their master, or
+        the master's folder ``master`` as their source (a promoted master's replicas name its
+        database as their master).
 
         Args:
-            master (str): the master's name.
+            master (str): the master's folder name.
 
         Returns:
             list[str]: their names, sorted.
         """
-        return [r for r in self.names(REPLICA) if self.master_of(r) == master]
+        folder = Storage.join(self.path, master).rstrip("/")
+        out = []
+        for r in self.names(REPLICA):
+            try:
+                state = read_replica_state(self.storage, Storage.join(self.path, r))
+            except (OSError, ValueError):
+                continue
+            if state is None:
+                continue
+            source = state.source.rstrip("/") if state.source_kind == "master" else ""
+            if source == folder or (state.master == master and not source):
+                out.append(r)
+        return out
 
     def _missing(self, name: str, kind: str) -> NotFoundError:
         hint = did_you_mean(name, self.names(kind), f"{kind}s in {self.path}")
         return NotFoundError(f"no database {name!r} in {self.path}{hint}")
 
-    def require_master(self, name: str, error=None) -> None:
-        """Check that ``name`` is a master database.
+    def require_master(self, name: str, error=None) -> str:
+        """Check that ``name`` names a master: a master's folder, or a database a promoted master
+        holds in a folder of another name (:meth:`current_master`).
 
         Args:
-            name: the database name.
+            name: the database name, or a promoted master's folder name.
             error: the exception class for a database that is not a master (default
                 :class:`wlcore.errors.MasterStateError`); wlr passes its ReplicaStateError.
 
+        Returns:
+            str: the master's folder name (``name``, or the promoted master's folder holding
+            database ``name`` when no folder ``name`` is a master).
+
         Raises:
             NotFoundError: there is no such database (the nearest masters are named).
-            MasterStateError: it is a replica (its master is named, with ``wlr`` commands for
-                it) or a plain database (``wlc master`` / :func:`wlc.master` puts it in master mode).
+            MasterStateError: it is a replica (the folder of its master is named, with ``wlr`` commands
+                for it) or a plain database (``wlc master`` / :func:`wlc.master` puts it in master mode).
         """
+        folder = self.folder_of(name)
+        if folder != name:
+            return folder
         kind = self.kind(name)
         if kind == MASTER:
-            return
+            return name
         if kind == MISSING:
             raise self._missing(name, MASTER)
         error = error or MasterStateError
         if kind == REPLICA:
-            master = self.master_of(name)
+            database = self.master_of(name)
+            master = (self.current_master(database) or database) if database else None
             of = f" of master {master!r}" if master else ""
+            if master and database and master != database:
+                of = f" of database {database!r}, whose master is {master!r}"
             instead = f"name its master {master!r} instead" if master else "name its master instead"
             raise error(
                 f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica with "
-                f"wlr.Replica({master!r}, replica={name!r}, dbfarm={self.path!r}).status())",
+                f"wlr.Replica({database!r}, replica={name!r}, dbfarm={self.path!r}).status())",
                 cli=f"{name!r} in {self.path} is a replica{of}, not a master: {instead} (see the replica "
                 f"with: wlr status {self.path} {name})",
             )

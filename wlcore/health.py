@@ -11,6 +11,7 @@ code per condition, documented with the commands:
 3    not found: no such dbfarm, database or table
 4    the replica diverged from its source (a restored master wrote other transactions)
 5    stale: capture, or a replica's follower, stopped sending heartbeats without a clean stop
+6    the replica's source cannot be read or refuses it (gone, moved, fenced by a promotion)
 ==== ===============================================================================
 """
 
@@ -22,6 +23,7 @@ from .batch import utc_iso
 from .master_state import MasterState, capture_liveness
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
+EXIT_UNREACHABLE = 6
 STATES = {1: "started", 2: "stopped"}  # wlc.config state, as MonetDB's
 
 
@@ -84,9 +86,16 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
         ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started``), ``capture_text``
         (the line status prints) and ``exit`` (the command's exit code, see the module).
     """
+    from .promotion import database_of
+    from .settings import settings
+
     out: dict = {"master": dbname}
     for key in cfg.keys():
         out[key] = _status_value(cfg, key)
+    out["database"] = database_of(cfg, dbname)
+    if cfg.beat is None:  # none recorded: capture runs at master.beat of config
+        out["beat"] = MasterState.CODECS["beat"].render(settings().master.beat)
+        out["beat_from"] = "master.beat of config"
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
     state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
     out["capture"], out["capture_text"] = state, liveness_line(state, when, f"wlc capture {dbfarm} {dbname}")
@@ -124,7 +133,7 @@ def format_status(s: dict) -> str:
         ("tick", f"{s.get('tick', '-')} (last published transaction)"),
         ("last write", s.get("write") or "-"),
         ("batches", s.get("batches", "-")),
-        ("beat", f"{s['beat']} s" if s.get("beat") else "-"),
+        ("beat", _beat_text(s)),
         ("logs", s.get("logs") or "-"),
         ("snapshot", s.get("snapshot") or "-"),
         ("watermark", s.get("watermark") or "-"),
@@ -133,6 +142,8 @@ def format_status(s: dict) -> str:
         ("epochs", s.get("epochs") or "-"),
         ("created", s.get("created") or "-"),
     ]
+    if s.get("database", s["master"]) != s["master"]:  # a promoted master's folder keeps the replica's name
+        rows.insert(1, ("database", s["database"]))
     if s.get("promoted"):  # a replica made the master of its database (wlr promote)
         rows.append(("promoted", f"{s['promoted']} from {s.get('promoted_from', '-')} after transaction "
                      f"{s.get('promoted_tick', '-')}"))  # fmt: skip
@@ -143,6 +154,13 @@ def format_status(s: dict) -> str:
     lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
     lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
     return "\n".join(lines)
+
+
+def _beat_text(s: dict) -> str:
+    """The beat row of :func:`format_status`: seconds, and where it comes from when not wlc.config."""
+    if not s.get("beat"):
+        return "-"
+    return f"{s['beat']} s" + (f" ({s['beat_from']})" if s.get("beat_from") else "")
 
 
 def status(dbname: str, dbfarm: str | None = None) -> dict:
@@ -168,7 +186,8 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)
-    Dbfarm(farm).require_master(dbname)
+    dbs = Dbfarm(farm)
+    dbname = dbs.require_master(dbname)  # a promoted master by its folder or by its database's name
     path = Storage.join(farm, dbname)
     cfg = read_master_state(Storage.of(farm), path) or MasterState()
     out = master_status(dbname, cfg, dbfarm=farm)
@@ -178,4 +197,13 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
             f"at {utc_iso(fence.fenced) if fence.fenced else '-'}: {fence.promoted} was promoted to master of "
             f"{fence.database!r} after transaction {fence.tick}; this folder's capture may not start or publish"
         )
+    else:
+        newer = dbs.successor(dbname, cfg)
+        if newer is not None:  # promoted while this folder was out of reach: the same refusal as a fence
+            folder, new = newer
+            out["fenced"] = (
+                f"superseded: {folder} was promoted to master of {out['database']!r} at "
+                f"{utc_iso(new.promoted) if new.promoted else '-'} (after transaction {new.promoted_tick}) while "
+                f"this folder was out of reach; this folder's capture may not start"
+            )
     return out

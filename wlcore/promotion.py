@@ -15,6 +15,10 @@ transaction ids and GTIDs) and begins a new epoch at its tick + 1 (:mod:`wlcore.
 - The old master's folder, where promotion reaches it, gets ``wlc.fenced`` (:class:`Fence`):
   capture refuses to start or to publish there again (:func:`check_not_fenced`), as a fenced
   node in a cluster may not write, and replicas refuse it as a source.
+- A master's folder that promotion could not reach (moved away, its disk gone) and that comes
+  back later is **superseded** (:func:`supersedes`): a master of the same database id that was
+  promoted after it holds the database now, as PostgreSQL's newer timeline wins over the old
+  primary's. Capture refuses to start there (:func:`superseded_error`), naming the promoted master.
 """
 
 from __future__ import annotations
@@ -133,6 +137,57 @@ def check_not_fenced(storage: Storage, db_path: str) -> None:
     fence = read_fence(storage, db_path)
     if fence is not None:
         raise fenced_error(db_path, fence)
+
+
+def supersedes(new: MasterState, old: MasterState) -> bool:
+    """True when master ``new`` holds the database of master ``old`` in its place: the same
+    database id, ``new`` made by a promotion, ``old`` not promoted after it (PostgreSQL's newer
+    timeline wins). Shipped copies and relays are copies, never a master in anyone's place.
+
+    Args:
+        new (MasterState): another master's ``wlc.config`` (or a shipped copy's: the copy of one).
+        old (MasterState): this master's ``wlc.config``.
+
+    Returns:
+        bool: True when ``old`` is superseded by ``new``.
+    """
+    if not old.dbid or new.dbid != old.dbid or new.promoted is None or new.relay_of:
+        return False
+    return old.promoted is None or old.promoted < new.promoted
+
+
+def superseded_error(db_path: str, farm: str, name: str, by: str, new: MasterState) -> MasterStateError:
+    """The refusal of capture on a master another master holds the database in place of
+    (:func:`supersedes`): two masters would hand out the same transaction ids (GTIDs).
+
+    Args:
+        db_path (str): the superseded master's folder.
+        farm (str): its dbfarm (in the commands).
+        name (str): its folder's name (in the commands).
+        by (str): where the promoted master was seen: its folder, or a shipped copy of it.
+        new (MasterState): the promoted master's ``wlc.config`` (or its copy's).
+
+    Returns:
+        MasterStateError: the error, naming the promoted master and the fixes.
+    """
+    where = new.shipped_from or by
+    folder = where.rstrip("/").rsplit("/", 1)[-1]
+    seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
+    cause = (
+        f"{db_path} is no longer the master of database {database_of(new, name)!r}: {where}{seen} was promoted to "
+        f"master of it at {new.promoted.isoformat() if new.promoted else 'an unknown instant'} (kept transactions "
+        f"up to {new.promoted_tick}, then epoch {new.epoch}) while this folder was out of reach; capturing here "
+        "would publish other changes under the same transaction ids (GTIDs)"
+    )
+    fix_py = (
+        f"write to the promoted master instead: wlc.attach({folder!r}); to start this folder again as a new "
+        f"database, move wlc.config and wlc_logs aside, then wlc.master({name!r}, dbfarm={farm!r})"
+    )
+    fix_cli = (
+        f"write to the promoted master instead (capture: wlc capture {farm} {folder}); to start this folder "
+        f"again as a new database, move wlc.config and wlc_logs aside, then: wlc master {farm} {name}"
+    )
+    return MasterStateError(f"{cause}; {fix_py}", cli=f"{cause}; {fix_cli}")
 
 
 def log_name(storage: Storage, db_path: str, folder: str) -> str:
@@ -255,6 +310,7 @@ def resume_point(start: PromotionStart | None, newest_batch: int | None) -> Capt
 def promoted_config(
     old: MasterState | None,
     *,
+    beat: float | None,
     database: str,
     dbid: str,
     logs: str,
@@ -272,7 +328,8 @@ def promoted_config(
 
     Args:
         old (MasterState | None): the old master's (or the replica's source's) ``wlc.config``,
-            for its beat and creation time (None: unreachable).
+            for its creation time (None: unreachable).
+        beat (float | None): the old master's beat, seconds (None: not known; ``master.beat`` of config).
         database (str): the database's name (its batches' prefix).
         dbid (str): its database id (GTIDs stay ``<dbid>:<txn>``).
         logs (str): the promoted folder's log folder.
@@ -294,7 +351,7 @@ def promoted_config(
         logs=logs,
         state=STARTED,
         batches=first_batch,
-        beat=old.beat if old is not None else None,
+        beat=beat,
         write=write,
         dbid=dbid,
         format=FORMAT_VERSION,

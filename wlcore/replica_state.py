@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from .errors import ConfigError
 from .names import name_of_key, state_key
-from .state_file import FLAG, INT, JSON_DICT, JSON_LIST, TEXT, UTC, Codec, StateFile
+from .state_file import FLAG, INT, JSON_DICT, JSON_LIST, SECONDS, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
 CONFIG_FILE = "wlr.config"
@@ -48,6 +48,11 @@ class ReplicaState(StateFile):
         select_tables: the table names and patterns a selective replica carries (``[]``: all;
             :mod:`wlr.select`); select_where: ``{table: Spark SQL predicate}`` of the rows it carries.
         until: the target of the last call, as given.
+        source_error, source_error_since: why a follower's rounds cannot read its source, or the
+            source refuses it (gone, moved, fenced), and since when (UTC); cleared by a round
+            that reads it.
+        master_beat: the master's beat (seconds) as its source last said (kept by a promotion
+            when the old master's folder cannot be read; None: not known).
     """
 
     master: str = ""
@@ -75,6 +80,9 @@ class ReplicaState(StateFile):
     until: str = ""
     relay: bool = False
     heartbeat: datetime | None = None
+    master_beat: float | None = None
+    source_error: str = ""
+    source_error_since: datetime | None = None
     versions: dict[str, int] = field(default_factory=dict)
     views: dict[str, int] = field(default_factory=dict)
 
@@ -104,6 +112,9 @@ class ReplicaState(StateFile):
         "until": TEXT,
         "relay": FLAG,
         "heartbeat": UTC,
+        "master_beat": SECONDS,
+        "source_error": TEXT,
+        "source_error_since": UTC,
     }
 
     def _family(self, key: str) -> dict[str, int] | None:

@@ -342,7 +342,12 @@ def start_of(storage: Storage, snap_path: str) -> Start:
 
 
 def list_snapshots(
-    storage: Storage, db_path: str, configured: str = "", logs: str | None = None, dbname: str | None = None
+    storage: Storage,
+    db_path: str,
+    configured: str = "",
+    logs: str | None = None,
+    dbname: str | None = None,
+    tick: int = -1,
 ) -> list[Start]:
     """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
@@ -355,6 +360,9 @@ def list_snapshots(
             keeps its one snapshot directly in ``wlc_snapshot``); "": none.
         logs (str | None): the log folder (None: :data:`EMPTY` whenever no snapshot is at -1).
         dbname (str | None): the master's name when ``db_path`` is not its folder (a shipped copy).
+        tick (int): the last transaction the master published (its ``wlc.config``'s; -1: none): a
+            log folder with no batch starts empty only while nothing was published (a promoted
+            master whose old history could not be copied holds none, and starts from a snapshot).
     """
     parent = Storage.join(db_path, SNAPSHOT_DIR)
     paths = [parent] if storage.exists(Storage.join(parent, SNAPSHOT_MANIFEST)) else []  # the old layout
@@ -368,14 +376,14 @@ def list_snapshots(
         paths.append(configured)
     out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
     name = dbname or db_path.rstrip("/").rsplit("/", 1)[-1]
-    if (not out or out[0].txn >= 0) and (logs is None or _starts_at_batch_zero(storage, logs, name, not out)):
+    if (not out or out[0].txn >= 0) and (logs is None or _starts_at_batch_zero(storage, logs, name, not out, tick)):
         out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
     return out
 
 
-def _starts_at_batch_zero(storage: Storage, logs: str, name: str, no_snapshot: bool) -> bool:
+def _starts_at_batch_zero(storage: Storage, logs: str, name: str, no_snapshot: bool, tick: int) -> bool:
     """True when the log folder still begins at batch 0: it holds batch 0 (level 0 or compacted),
-    or, for a master with no snapshot, no batch at all yet (capture has published nothing)."""
+    or, for a master with no snapshot that published nothing (``tick`` -1), no batch at all yet."""
     from .batch import batch_name, list_batches, list_compacted
 
     if storage.is_published(Storage.join(logs, batch_name(name, 0))):
@@ -383,7 +391,7 @@ def _starts_at_batch_zero(storage: Storage, logs: str, name: str, no_snapshot: b
     compacted = list_compacted(storage, logs, name)
     if any(first == 0 for _lv, first, _l, _p in compacted):
         return True
-    return no_snapshot and not compacted and not list_batches(storage, logs, name)
+    return no_snapshot and tick < 0 and not compacted and not list_batches(storage, logs, name)
 
 
 EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no table (no folder to copy)

@@ -143,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Workload replay into Delta Lake replicas.",
         epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction; 2 bad input or a refused call; "
         "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
-        "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop)",
+        "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop), 6 the "
+        "source cannot be read or refuses the replica (gone, moved, fenced)",
     )
     add_common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -280,8 +281,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """``wlr status``: print replica ``args.replica``'s status (text, or ``--json``).
 
     Returns:
-        the status's ``exit``: 0 healthy, 1 stopped at a failed transaction, 4 diverged, 5 stale
-        (:mod:`wlcore.health`).
+        the status's ``exit``: 0 healthy, 1 stopped at a failed transaction, 4 diverged, 5 stale,
+        6 the source unreachable (:mod:`wlcore.health`).
 
     Raises:
         NotFoundError: no such dbfarm or replica.

@@ -186,6 +186,9 @@ class Follower:
                     book.state.heartbeat = datetime.now(timezone.utc)  # alive: wlr status
                     if not book.state.error_cause:
                         book.state.state = "following"  # again, after a failure it got past
+                    if book.state.source_error:
+                        book.log(f"the source is read again ({book.state.source_error!r} is over)")
+                    book.state.source_error, book.state.source_error_since = "", None
                     book.save()
                 attempt, trouble, said = 0, 0, ""
             except ReplicationError:  # kept in wlr.config; tried again after a backoff, never skipped
@@ -207,10 +210,26 @@ class Follower:
                     said = str(exc)
                 else:
                     log.exception("follow mode of %s failed; retrying in %g s", book.name, wait)
+                self._source_trouble(exc)
             if attempt or trouble:
                 self.stop_event.wait(wait)  # the backoff holds whatever the log folder does
             else:
                 self._wait(wait)
+
+    def _source_trouble(self, exc: Exception) -> None:
+        """Keep in wlr.config why this round could not read the source (``source_error``) and since
+        when, for status and metrics (the state ``unreachable``); counted once per episode."""
+        book = self.book
+        with self.mutex:
+            state = book.state
+            now = datetime.now(timezone.utc)
+            first = not state.source_error
+            state.source_error = str(exc) if isinstance(exc, WlcError) else f"{type(exc).__name__}: {exc}"
+            state.source_error_since = state.source_error_since or now
+            state.heartbeat = now  # alive, trying: wlr status
+            book.save()
+        if first:
+            self.metrics.failed("source")
 
     def _retry_later(self, attempt: int) -> float:
         """Record that the stored failure is tried again (``retries``, ``retry_at``), say when in

@@ -15,10 +15,14 @@ Counted as they happen:
 
 Read when Prometheus scrapes (the figures ``wlr status`` prints, :meth:`wlr.Replica.status`):
 
-* ``wlr_tick`` (MonetDB's ``wlr.tick()``), ``wlr_master_tick`` (last published);
-* ``wlr_lag_transactions``, ``wlr_lag_seconds`` (left out while unknown);
+* ``wlr_tick`` (MonetDB's ``wlr.tick()``), ``wlr_master_tick`` (last published; left out
+  while the source cannot be read);
+* ``wlr_lag_transactions`` (left out while unknown), ``wlr_lag_seconds`` (while the source
+  cannot be read: the seconds since it was last read, growing by the clock);
 * ``wlr_state{state}``: 1 for the replica's state, 0 for the others: ``following``,
-  ``stopped``, ``failed`` (also while a follower retries), ``diverged``;
+  ``stopped``, ``failed`` (also while a follower retries), ``diverged``, ``unreachable`` (the
+  source cannot be read or refuses the replica: ``wlr_failures_total{kind="source"}`` counts
+  each time it became so);
 * ``wlr_retry_attempts`` and ``wlr_next_retry_timestamp_seconds``: a follower's failed tries of
   the stored failure and when it tries again (Unix seconds; left out when none waits).
 """
@@ -36,7 +40,7 @@ from wlcore.metrics import Family, Live, Sample, once
 
 LABELS = ["database", "replica"]
 SEGMENT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-STATES = ("following", "stopped", "failed", "diverged")
+STATES = ("following", "stopped", "failed", "diverged", "unreachable")
 
 EVENTS = once(
     lambda: SimpleNamespace(
@@ -62,7 +66,11 @@ LIVE = Live(
         Family("wlr_master_tick", "Id of the last transaction the source published", _L),
         Family("wlr_lag_transactions", "Master commits not applied yet (as wlr status)", _L),
         Family("wlr_lag_seconds", "Age of the oldest master commit not applied yet (as wlr status)", _L),
-        Family("wlr_state", "1 for the replica's state (following, stopped, failed, diverged), else 0", (*_L, "state")),
+        Family(
+            "wlr_state",
+            "1 for the replica's state (following, stopped, failed, diverged, unreachable), else 0",
+            (*_L, "state"),
+        ),
         Family("wlr_retry_attempts", "A follower's failed tries of the stored failure", _L),
         Family("wlr_next_retry_timestamp_seconds", "When a follower tries the stored failure again", _L),
     ]
@@ -137,8 +145,10 @@ class ReplicaMetrics:
         s = self.status()
         db = dict(self.labels)
         yield "wlr_tick", db, s["tick"]
-        yield "wlr_master_tick", db, s["master_tick"]
-        yield "wlr_lag_transactions", db, s["lag_transactions"]
+        if s["master_tick"] is not None:
+            yield "wlr_master_tick", db, s["master_tick"]
+        if s["lag_transactions"] is not None:
+            yield "wlr_lag_transactions", db, s["lag_transactions"]
         if s["lag_seconds"] is not None:
             yield "wlr_lag_seconds", db, s["lag_seconds"]
         state = state_of(s, self._following())
@@ -160,10 +170,13 @@ def state_of(status: dict[str, Any], following: bool) -> str:
         following (bool): the follow thread of this process runs.
 
     Returns:
-        str: ``diverged``, ``failed``, ``following`` or ``stopped``.
+        str: ``diverged``, ``failed``, ``unreachable`` (the source cannot be read or refuses the
+        replica), ``following`` or ``stopped``.
     """
     if status.get("diverged"):
         return "diverged"
     if status.get("error"):
         return "failed"
+    if status.get("unreachable"):
+        return "unreachable"
     return "following" if following else "stopped"

@@ -28,8 +28,9 @@ from wlcore.batch import parse_utc
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError
-from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, liveness_line
+from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, EXIT_UNREACHABLE, liveness_line
 from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
+from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
 from wlcore.storage import Storage
@@ -76,9 +77,13 @@ def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     return state
 
 
-def _cursors(storage: Storage, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:
-    """Capture's position per table: ``{"schema.table": last version examined}``."""
+def _cursors(storage: Storage, master_path: str, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:
+    """Capture's position per table: ``{"schema.table": last version examined}`` (a promoted
+    master that published nothing of its own yet: its tables at promotion, ``wlc.promotion``)."""
     published = batchfmt.list_batches(storage, logs, master)
+    promoted = resume_point(read_start(storage, master_path), published[-1][0] if published else None)
+    if promoted is not None:
+        return {k: c.version for k, c in promoted.tables.items()}
     if published:
         try:
             state = batchfmt.read_manifest(storage, published[-1][1]).cursors
@@ -108,7 +113,7 @@ def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: st
         time (UTC; None when none is known).
     """
     logs = logs_of(mcfg, master_path)
-    cursors = _cursors(storage, mcfg, master, logs)
+    cursors = _cursors(storage, master_path, mcfg, master, logs)
     skip = {os.path.basename(logs.rstrip("/"))}
     tables = discover_tables(storage, master_path, skip)
     count, oldest = 0, None
@@ -160,7 +165,10 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
 
     Returns:
         dict: ``replica``, ``master``, ``source``, ``state`` (``new``, ``idle``, ``following``,
-        ``failed``, or ``stale`` for a follower whose heartbeat stopped: killed or hung),
+        ``failed``, ``stale`` for a follower whose heartbeat stopped: killed or hung, or
+        ``unreachable`` when the source cannot be read or refuses the replica: ``unreachable``
+        says why, ``master_tick`` and ``lag_transactions`` are None, ``lag_seconds`` counts from
+        when the source was last read),
         ``tick``/``clock`` (last transaction handled, its UTC commit time), ``master_tick``
         (last published), ``master_write``, ``unpublished`` (master commits capture has not
         published yet), ``lag_transactions`` (master commits not applied: ``master_tick - tick
@@ -174,32 +182,25 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         and ``relay_promise`` (what the folder the replica reads, and its relay folder, promised at
         their last prune: :func:`promise_at`; None: the replica relays nothing) and ``exit`` (the
         code ``wlr status`` exits with: 0 healthy, 1 failed, 4 diverged, 5 the follower or
-        capture stale; :mod:`wlcore.health`).
+        capture stale, 6 the source unreachable; :mod:`wlcore.health`).
     """
     src = rep.source
     mcfg = src.config()
     now = datetime.now(timezone.utc)
     tick = st.tick
-    mtick = mcfg.tick if mcfg is not None else -1
-    clock = st.clock
     mwrite = mcfg.write if mcfg is not None else None
-    behind = max(0, mtick - tick)
-    # commits not captured yet are seen only in the master's own folder
-    pending, oldest = (
-        uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
-    )
-    logs = st.logs or src.logs(mcfg)
-    first = next_published_time(src.storage, logs, rep.master, st.batches, tick) if behind else None
-    times = [t for t in (first, oldest) if t is not None]
-    lag_s: float | None
-    if behind + pending == 0:
-        lag_s = 0.0
-    else:
-        lag_s = max(0.0, (now - min(times)).total_seconds()) if times else None
+    master_tick, pending, lag_txns, lag_s = _lag(rep, src, st, mcfg, now)
     state = st.state if st.has("state") else "new"
     follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, settings().replica.stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
+    unreachable = _unreachable(rep, src, st, mcfg)
+    if unreachable is not None and state not in ("failed", "stale"):
+        # nothing tells what the source published: the lag is unknown, at least the time since the
+        # source was last read, and growing by the clock
+        state, master_tick, lag_txns = "unreachable", None, None
+        since = st.source_error_since or st.heartbeat or st.clock
+        lag_s = max(0.0, (now - since).total_seconds()) if since is not None else None
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
     capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {src.capture_name(rep.master)}")
     diverged = None
@@ -209,20 +210,18 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         except DivergedError as exc:
             diverged = str(exc)
     error = failure.described(st)
-    code = (
-        EXIT_DIVERGED if diverged else EXIT_FAILED if error else EXIT_STALE if "stale" in (state, capture) else EXIT_OK
-    )
+    code = _exit_code(diverged, error, state, capture)
     return {
         "replica": rep.name,
         "master": rep.master,
         "source": src.label,
         "state": state,
         "tick": tick,
-        "clock": clock,
-        "master_tick": mtick,
+        "clock": st.clock,
+        "master_tick": master_tick,
         "master_write": mwrite,
         "unpublished": pending,
-        "lag_transactions": behind + pending,
+        "lag_transactions": lag_txns,
         "lag_seconds": lag_s,
         "capture": capture,
         "capture_heartbeat": capture_at,
@@ -233,9 +232,49 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         "retries": st.retries if error else 0,
         "retry_at": st.retry_at if error else None,
         "diverged": diverged,
+        "unreachable": unreachable,
         **promises(rep, src, st),
         "exit": code,
     }
+
+
+def _exit_code(diverged: str | None, error, state: str, capture: str) -> int:
+    """The code ``wlr status`` exits with (:mod:`wlcore.health`), the gravest first."""
+    if diverged:
+        return EXIT_DIVERGED
+    if error:
+        return EXIT_FAILED
+    if state == "unreachable":
+        return EXIT_UNREACHABLE
+    return EXIT_STALE if "stale" in (state, capture) else EXIT_OK
+
+
+def _lag(
+    rep, src, st: ReplicaState, mcfg: MasterState | None, now: datetime
+) -> tuple[int | None, int, int | None, float | None]:
+    """``(master tick, unpublished, lag in transactions, lag in seconds)`` of :func:`replica_status`
+    (the seconds None when unknown)."""
+    mtick = mcfg.tick if mcfg is not None else -1
+    behind = max(0, mtick - st.tick)
+    # commits not captured yet are seen only in the master's own folder
+    pending, oldest = (
+        uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
+    )
+    logs = st.logs or src.logs(mcfg)
+    first = next_published_time(src.storage, logs, rep.master, st.batches, st.tick) if behind else None
+    times = [t for t in (first, oldest) if t is not None]
+    if behind + pending == 0:
+        return mtick, pending, 0, 0.0
+    return mtick, pending, behind + pending, max(0.0, (now - min(times)).total_seconds()) if times else None
+
+
+def _unreachable(rep, src, st: ReplicaState, mcfg: MasterState | None) -> str | None:
+    """Why the replica's source cannot be read or refuses it (None: it is read): its
+    ``wlc.config`` missing (what :meth:`wlr.source.Source.missing` says), or what the follower's
+    last round found (``source_error``)."""
+    if mcfg is None:
+        return st.source_error or str(src.missing(rep.master))
+    return st.source_error or None
 
 
 def promises(rep, src, st: ReplicaState) -> dict:

@@ -43,7 +43,7 @@ from wlcore.promotion import (
     write_start,
 )
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState, read_replica_state
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, settings
 from wlcore.ship import ShipError, ship
 from wlcore.storage import Storage
 
@@ -72,6 +72,7 @@ class Promotion:
         fenced: the old master's folder, fenced; None when it could not be reached.
         copied: the batches copied into the promoted folder's log folder.
         notes: what a person should know (places not reached, history not copied).
+        kept: the old master's settings the promoted one keeps, and from where, for people.
     """
 
     database: str
@@ -85,6 +86,7 @@ class Promotion:
     fenced: str | None = None
     copied: int = 0
     notes: list[str] = field(default_factory=list)
+    kept: str = ""
 
     def lines(self, dbfarm: str, name: str) -> list[str]:
         """The report as lines for a person, ending with the commands that follow.
@@ -105,6 +107,7 @@ class Promotion:
                 f"left out (forced): published transactions {ranges(self.left_out)} "
                 f"({', '.join(self.left_out_gtids)}) are not in the new history"
             )
+        out.append(f"kept: {self.kept}")
         out += [f"note: {n}" for n in self.notes]
         out.append(f"start capture: wlc capture {dbfarm} {name}")
         out.append(f"switch the other replicas: wlr replicate {dbfarm} {self.database} <replica> --source {name}")
@@ -170,8 +173,10 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
     start = PromotionStart(state.batches, tick + 1, CaptureState(_cursors(storage, path), tick + 1, state.batches))
     write_start(storage, path, start)
     history = epochs.format(epochs.begin(epochs.upto(epochs.parse(state.epochs), tick), tick + 1, epoch))
+    beat, result.kept = _kept_settings(old_cfg, state)
     cfg = promoted_config(
         old_cfg,
+        beat=beat,
         database=database,
         dbid=state.dbid,
         logs=Storage.join(path, "wlc_logs"),
@@ -198,6 +203,28 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
     for log in (REPLICA_LOG, MASTER_LOG):
         storage.append_text(Storage.join(path, log), f"{batchfmt.utc_iso(now)} {line}\n")
     return result
+
+
+def _kept_settings(old: MasterState | None, state: ReplicaState) -> tuple[float | None, str]:
+    """The beat the promoted master keeps (seconds; None: ``master.beat`` of config) and the line
+    saying what it keeps: the old master's beat from its ``wlc.config`` where it could be read,
+    else as the replica last read it from its source; snapshots, compaction and retention are
+    config's ``master.*`` settings, the same for every master of the dbfarm."""
+    if old is not None and old.beat is not None:
+        beat, where = old.beat, "from its wlc.config"
+    elif state.master_beat is not None:
+        beat, where = state.master_beat, "as this replica last read it"
+    else:
+        beat, where = None, ""
+    said = (
+        f"the old master's beat {beat:g} s ({where})"
+        if beat is not None
+        else f"no beat known of the old master: master.beat of config ({settings().master.beat:g} s) applies"
+    )
+    return beat, (
+        f"{said}; snapshots, compaction and retention follow config's master.snapshot_interval, master.compact "
+        "and master.retention, as for every master"
+    )
 
 
 def _interrupted(storage: Storage, path: str) -> None:

@@ -161,9 +161,10 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     source, version, tick = _source(replica, state, table)
     master, farm = (into.dbname, into.dbfarm) if hasattr(into, "dbname") else (into, dbfarm or replica.master_dbfarm)
     master = check_name(master, "master database")
-    storage = Storage.of(resolve_dbfarm(farm))
-    master_path = Storage.join(resolve_dbfarm(farm), master)
-    _check_master(storage, master_path, master, resolve_dbfarm(farm))
+    farm = resolve_dbfarm(farm)
+    storage = Storage.of(farm)
+    master = _check_master(storage, master, farm)  # a promoted master by its folder or its database's name
+    master_path = Storage.join(farm, master)
     schema, name = split_name(as_ if as_ is not None else source)
     from wlcore.master_state import logs_of, read_master_state
 
@@ -216,17 +217,20 @@ def _source(replica, state: ReplicaState, table: str) -> tuple[str, int, int]:
     )
 
 
-def _check_master(storage: Storage, master_path: str, master: str, farm: str) -> None:
+def _check_master(storage: Storage, master: str, farm: str) -> str:
+    """The folder of master ``master`` (its own, or the promoted master's holding that database),
+    checked to be a master that captures."""
     from wlcore.databases import Dbfarm
     from wlcore.master_state import STOPPED, read_master_state
 
-    Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
-    cfg = read_master_state(storage, master_path)
+    master = Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
+    cfg = read_master_state(storage, Storage.join(farm, master))
     if cfg is not None and cfg.state == STOPPED:
         raise MasterStateError(
             f"master {master!r} stopped logging (state=2): a table restored there would not be "
             "captured; restore into a master that captures"
         )
+    return master
 
 
 def _target(storage: Storage, path: str, table: str, master: str, replace: bool) -> int | None:

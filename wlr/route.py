@@ -47,10 +47,14 @@ class Route:
         master_path (str): the master's folder (or the shipped copy's).
         master (str): the master database's name.
         dbid (str): the master's database id; a batch of another id is refused.
+        snapshot_command (str): the command that takes a snapshot on the master, in messages
+            (``wlc snapshot <dbfarm> <folder>``: a promoted master's folder has another name than
+            its database).
     """
 
-    def __init__(self, storage: Storage, master_path: str, master: str, dbid: str):
+    def __init__(self, storage: Storage, master_path: str, master: str, dbid: str, snapshot_command: str):
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
+        self.snapshot_command = snapshot_command
         self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
         self._walked: dict[str, batchfmt.Manifest] = {}  # level-0 manifests check_path read, for the next round
         self._checked: tuple | None = None  # what the last check_path walked, and the compacted batches then
@@ -73,7 +77,7 @@ class Route:
         Returns:
             list[Start]: oldest first (:func:`wlcore.snapshots.list_snapshots`).
         """
-        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master)
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master, mcfg.tick)
 
     def start_for(self, mcfg: MasterState, logs: str, target: Target, snapshot: int | None = None) -> Start:
         """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
@@ -113,7 +117,7 @@ class Route:
                     f"master {self.master!r} has no reachable starting point: its snapshots and first "
                     "batches were pruned; take a snapshot on the master (wlc.snapshot())",
                     cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
-                    f"wlc snapshot <dbfarm> {self.master}",
+                    f"{self.snapshot_command}",
                 )
             raise TargetError(
                 f"the target {target} is older than the earliest reachable point of master "

@@ -210,7 +210,13 @@ class ReplicaSetup:
             Route: the replica's route (:class:`wlr.route.Route`).
         """
         if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.dbid, self.source.root):
-            self._route = Route(self.source.storage, self.source.root, self.master, mcfg.dbid)
+            self._route = Route(
+                self.source.storage,
+                self.source.root,
+                self.master,
+                mcfg.dbid,
+                f"wlc snapshot {self.master_dbfarm} {self.source.capture_name(self.master)}",
+            )
         return self._route
 
     def _check_follows(self, state: ReplicaState, mcfg: MasterState) -> None:
@@ -379,6 +385,9 @@ class ReplicaSetup:
         """
         logs = self.source.logs(mcfg)
         state = self.state
+        if mcfg.beat is not None and state.master_beat != mcfg.beat:  # a promotion keeps it (wlr.promote)
+            state.master_beat = mcfg.beat
+            self.book.save()
         if (state.source, state.source_kind, state.logs) != (self.source.root, self.source.kind, logs):
             if state.source and state.source != self.source.root:
                 self.book.log(

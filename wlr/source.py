@@ -143,9 +143,14 @@ class Source:
 
             farm, name = posixpath.split(self.root.rstrip("/"))
             try:
-                Dbfarm(farm).require_master(name, ReplicaStateError)  # what it is, the nearest masters
+                held = Dbfarm(farm).require_master(name, ReplicaStateError)  # what it is, the nearest masters
             except WlcError as exc:
                 return exc
+            if held != name:  # the folder went away; a replica promoted in its place holds the database
+                cause = f"master {name!r} is not in {farm} any more; database {master!r} is held by the promoted master {held!r}"
+                return ReplicaStateError(
+                    f"{cause}; read from it: source={held!r}", cli=f"{cause}; read from it: --source {held}"
+                )
             return ReplicaStateError(f"{self.root} is not a master (no {MASTER_CONFIG})")
         if self.kind == "shipped":
             return ReplicaStateError(
@@ -270,7 +275,8 @@ def master_name(source: Source) -> str:
 
 def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
     """A master named by the folder of a promoted replica (:mod:`wlr.promote`): the folder is the
-    source, and the master is the database it holds.
+    source, and the master is the database it holds. A database named whose own folder is no
+    master (gone, or never one) while a promoted master holds it: that master's folder is the source.
 
     Args:
         farm (str): the master's dbfarm.
@@ -279,13 +285,22 @@ def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
     Returns:
         tuple[Source | None, str | None]: ``(the folder as a source, None)`` when ``name`` is a
         promoted master's folder holding a database of another name (:func:`master_name` reads
-        it); ``(None, name)`` otherwise.
+        it); ``(the promoted master's folder, name)`` when a promoted master holds database
+        ``name``; ``(None, name)`` otherwise.
 
     Raises:
         ConfigError: a malformed name, or the folder's ``wlc.config`` is malformed.
     """
+    from wlcore.databases import Dbfarm
+
     src = master_source(farm, check_name(name, "master database"))
-    if database_of(src.config(), name) != name:
+    cfg = src.config()
+    if cfg is None:  # no master's folder of that name: a promoted master may hold the database
+        folder = Dbfarm(farm).current_master(name)
+        if folder is not None and folder != name:
+            return master_source(farm, folder), name
+        return None, name
+    if database_of(cfg, name) != name:
         return src, None
     return None, name
 

@@ -38,13 +38,10 @@ def format_replica_status(s: dict, dbfarm: str) -> str:
         ("state", s["state"]),
         ("tick", f"{s['tick']} (last applied transaction)"),
         ("clock", shown(s["clock"])),
-        ("master tick", f"{s['master_tick']} (last published transaction)"),
+        ("master tick", f"{shown(s['master_tick'])} (last published transaction)"),
         ("unpublished", f"{s['unpublished']} (master commits capture has not published yet)"),
-        (
-            "lag (transactions)",
-            f"{s['lag_transactions']} (= master tick - tick + unpublished)" if s["lag_transactions"] else "0",
-        ),
-        ("lag (seconds)", "-" if s["lag_seconds"] is None else f"{s['lag_seconds']:.3f}"),
+        ("lag (transactions)", _lag_transactions(s)),
+        ("lag (seconds)", _lag_seconds(s)),
         ("capture", s["capture_text"]),
         ("follower heartbeat", shown(s["heartbeat"])),
         ("skipped", ",".join(map(str, s["skipped"])) or "-"),
@@ -63,10 +60,26 @@ def format_replica_status(s: dict, dbfarm: str) -> str:
         rows.append(("retry", f"attempt {s['retries']} failed; next at {shown(s['retry_at'])} (replica.retry_max)"))
     if s.get("diverged"):
         rows.append(("diverged", s["diverged"]))
+    if s.get("unreachable"):
+        rows.append(("source error", s["unreachable"]))
     rows.append(("source promises", promised(s.get("source_promise"))))
     if s.get("relay_promise") is not None:
         rows.append(("relay promises", promised(s["relay_promise"])))
     return aligned(rows)
+
+
+def _lag_transactions(s: dict) -> str:
+    if s["lag_transactions"] is None:
+        return "unknown (the source cannot be read)"
+    return f"{s['lag_transactions']} (= master tick - tick + unpublished)" if s["lag_transactions"] else "0"
+
+
+def _lag_seconds(s: dict) -> str:
+    if s["lag_seconds"] is None:
+        return "-"
+    if s["lag_transactions"] is None:
+        return f"at least {s['lag_seconds']:.3f} (since the source was last read)"
+    return f"{s['lag_seconds']:.3f}"
 
 
 def promised(promise: dict | None) -> str:

@@ -74,14 +74,14 @@ def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[S
                 f"{cfg.database if cfg is not None else None!r}); check the URL, or ship there first"
             )
         return storage, path, cfg
+    from wlcore.databases import Dbfarm
+
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
-    path = Storage.join(farm, master)
+    # a promoted master by its folder or its database's name; what it is instead, the nearest masters
+    path = Storage.join(farm, Dbfarm(farm).require_master(master, ReplicaStateError))
     cfg = read_master_config(storage, path)
     if cfg is None:
-        from wlcore.databases import Dbfarm
-
-        Dbfarm(farm).require_master(master, ReplicaStateError)  # what it is instead, the nearest masters
         raise ReplicaStateError(f"{path} is not a master (no wlc.config); check the dbfarm and the master's name")
     return storage, path, cfg
 

@@ -141,7 +141,10 @@ def test_a_new_replicas_path_is_read_once(logs, monkeypatch):
     read_paths = []
     real = batchfmt.read_manifest
     monkeypatch.setattr(batchfmt, "read_manifest", lambda s, p: read_paths.append(p) or real(s, p))
-    route, start = Route(Storage.of(logs), os.path.dirname(logs), "m", "id1"), Start(-1, None, -1)
+    route, start = (
+        Route(Storage.of(logs), os.path.dirname(logs), "m", "id1", "wlc snapshot farm m"),
+        Start(-1, None, -1),
+    )
     route.check_path(logs, None, start, ALL)
     route.check_path(logs, None, start, ALL)
     assert len(read_paths) == 4
@@ -188,7 +191,7 @@ def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
     from wlr.route import Route
 
     storage, listed = counting(logs)
-    route = Route(storage, os.path.dirname(logs), "m", "id1")
+    route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")
     assert route.units(logs, 5, 4, ALL, published=4) == [] and listed == []  # nothing left
     assert route.units(logs, 4, 3, ALL, published=4) == [] and listed == []  # batch 3 there: level 0 it is
     shutil.rmtree(batch(logs, 3))
@@ -205,7 +208,7 @@ def test_a_replica_one_batch_before_its_target_lists_no_compacted_batches(logs):
     from wlr.route import Route
 
     storage, listed = counting(logs)
-    route = Route(storage, os.path.dirname(logs), "m", "id1")
+    route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")
     assert route.units(logs, 1, 1, Target("txn", txn=2), published=4) == [] and listed == []
     walked = route.take_walked()  # batch 1's manifest, read once for the round
     assert [b.number for b in read_batches(storage, logs, "m", "id1", 1, 1, Target("txn", txn=2), walked, 4)] == [1]

@@ -183,3 +183,130 @@ def test_a_lost_master_needs_force(tmp_path):
     assert any("not all in" in n for n in done.notes)  # replicas behind it need a new copy
     cfg = read_master_state(Storage.of(str(tmp_path)), str(tmp_path / "r"))
     assert cfg.promoted_tick == 1 and cfg.batches == 2
+
+
+def _lost_and_promoted(tmp_path, beat_seen=3.0):
+    """Master m lost (its folder moved away) after replica r applied all it published; r promoted
+    with force, as an operator does when the master's machine is gone; returns the promotion."""
+    _master(tmp_path)
+    _replica(tmp_path, "r", 2)
+    text = (tmp_path / "r" / "wlr.config").read_text()
+    (tmp_path / "r" / "wlr.config").write_text(text + f"master_beat={beat_seen:g}\n")  # as the follower read it
+    os.rename(tmp_path / "m", tmp_path / "m.moved")
+    return wlr.promote("r", dbfarm=str(tmp_path), force=True)
+
+
+def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses(tmp_path, capsys):
+    from wlc.cli import main as wlc_main
+    from wlcore.databases import Dbfarm
+
+    done = _lost_and_promoted(tmp_path)
+    assert done.fenced is None  # the folder could not be reached: no fence written
+    os.rename(tmp_path / "m.moved", tmp_path / "m")  # the old folder is back
+    farm = str(tmp_path)
+    dbs = Dbfarm(farm)
+    assert (dbs.current_master("m"), dbs.folder_of("m"), dbs.folder_of("r")) == ("r", "m", "r")
+    assert dbs.successor("m", read_master_state(Storage.of(farm), str(tmp_path / "m")))[0] == "r"
+    before = (tmp_path / "m" / "wlc.config").read_text()
+    assert wlc_main(["capture", farm, "m"]) == 2  # refused before Spark starts or anything is written
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'm'} is no longer the master of database 'm': {tmp_path / 'r'} was promoted" in err
+    assert f"wlc capture {farm} r" in err and "Traceback" not in err
+    assert (tmp_path / "m" / "wlc.config").read_text() == before
+    assert wlc_main(["status", farm, "m"]) == 0
+    assert "FENCED superseded: r was promoted to master of 'm'" in capsys.readouterr().out
+
+
+def test_a_shipped_copy_of_the_promoted_master_supersedes_the_old_one(tmp_path):
+    from wlcore.promotion import supersedes
+
+    _lost_and_promoted(tmp_path)
+    st = Storage.of(str(tmp_path))
+    new = read_master_state(st, str(tmp_path / "r"))
+    old = read_master_state(st, str(tmp_path / "m.moved"))
+    assert supersedes(new, old) and not supersedes(old, new) and not supersedes(new, new)
+    copy = read_master_state(st, str(tmp_path / "r"))
+    copy.shipped, copy.shipped_from = T0, str(tmp_path / "r")  # what wlc ship writes into a copy's wlc.config
+    assert supersedes(copy, old)
+    other = read_master_state(st, str(tmp_path / "m.moved"))
+    other.dbid = "another"
+    assert not supersedes(new, other)  # a new database in the old folder (wlc master again) is not
+
+
+def test_tools_find_the_promoted_master_by_its_folder_and_its_database_name(tmp_path, capsys):
+    from wlc.cli import main as wlc_main
+    from wlc.lifecycle import Lifecycle
+    from wlcore.databases import Dbfarm
+
+    _lost_and_promoted(tmp_path)
+    farm = str(tmp_path)
+    assert Dbfarm(farm).require_master("m") == "r" and Dbfarm(farm).require_master("r") == "r"
+    assert Lifecycle.of(farm, "m").path == str(tmp_path / "r") and Lifecycle.of(farm, "m").dbname == "m"
+    assert wlc_main(["status", farm, "m"]) == 0  # the database's name finds its master's folder
+    out = capsys.readouterr().out
+    assert out.startswith("master      r\ndatabase    m\n")
+    assert wlr.transactions("m", dbfarm=farm) == []  # wlr log by the database's name: r's (the old history not copied)
+    # a replica of the promoted master: the messages name the folder that works
+    _replica(tmp_path, "r2", 1, source=str(tmp_path / "r"))
+    assert wlc_main(["status", farm, "r2"]) == 2
+    assert (
+        "a replica of database 'm', whose master is 'r', not a master: name its master 'r'" in capsys.readouterr().err
+    )
+    assert wlr_main(["status", farm, "r"]) == 3
+    assert "its replicas here: r2" in capsys.readouterr().err
+    # a replica named by the database reads the promoted master; one reading the old folder is told where to
+    _replica(tmp_path, "r3", 1)
+    named = wlr.Replica("m", replica="r3", dbfarm=farm)
+    assert (named.master, named.source.root) == ("m", str(tmp_path / "r"))
+    named.validate()
+    gone = wlr.source.master_source(farm, "m").missing("m")
+    assert isinstance(gone, wlr.ReplicaStateError) and "held by the promoted master 'r'" in str(gone)
+    assert "--source r" in gone.cli
+
+
+def test_a_promoted_master_keeps_the_old_masters_beat_and_says_so(tmp_path, capsys):
+    from wlc.cli import main as wlc_main
+
+    done = _lost_and_promoted(tmp_path, beat_seen=3)
+    cfg = read_master_state(Storage.of(str(tmp_path)), str(tmp_path / "r"))
+    assert cfg.beat == 3.0  # the old master's folder was out of reach: the beat the replica last read
+    assert done.kept.startswith("the old master's beat 3 s (as this replica last read it)")
+    assert any(line.startswith("kept: the old master's beat 3 s") for line in done.lines(str(tmp_path), "r"))
+    assert wlc_main(["status", str(tmp_path), "r"]) == 0
+    assert "beat        3 s\n" in capsys.readouterr().out
+
+
+def test_status_shows_the_configured_beat_where_the_master_recorded_none(tmp_path, capsys):
+    from wlc.cli import main as wlc_main
+    from wlcore.settings import settings
+
+    _master(tmp_path)
+    text = (tmp_path / "m" / "wlc.config").read_text().replace("beat=0\n", "")
+    (tmp_path / "m" / "wlc.config").write_text(text)
+    assert wlc_main(["status", str(tmp_path), "m"]) == 0
+    assert f"beat        {settings().master.beat:g} s (master.beat of config)" in capsys.readouterr().out
+
+
+def test_a_source_out_of_reach_is_a_state_of_its_own_in_status_and_metrics(tmp_path, capsys):
+    from wlr.metrics import ReplicaMetrics
+
+    _master(tmp_path)
+    _replica(tmp_path, "r", 1)
+    farm = str(tmp_path)
+    rep = wlr.Replica("m", replica="r", dbfarm=farm)
+    assert rep.status()["state"] == "idle" and rep.status()["lag_transactions"] == 1
+    rep.close()
+    os.rename(tmp_path / "m", tmp_path / "m.moved")  # the master's folder is gone
+    s = wlr.Replica("m", replica="r", dbfarm=farm).status()
+    assert (s["state"], s["master_tick"], s["lag_transactions"], s["exit"]) == ("unreachable", None, None, 6)
+    assert s["lag_seconds"] > 0 and "no database 'm'" in s["unreachable"]  # counted from the last commit applied
+    assert wlr_main(["status", farm, "r"]) == 6
+    out = capsys.readouterr().out
+    assert "state               unreachable" in out and "lag (transactions)  unknown" in out
+    assert "source error        no database 'm'" in out
+    metrics = ReplicaMetrics("m", "r", lambda: True)
+    metrics.status = lambda: s
+    samples = {(n, labels.get("state")): v for n, labels, v in metrics.samples()}
+    assert samples[("wlr_state", "unreachable")] == 1 and samples[("wlr_state", "following")] == 0
+    assert ("wlr_master_tick", None) not in samples and ("wlr_lag_transactions", None) not in samples
+    assert samples[("wlr_lag_seconds", None)] == s["lag_seconds"]
