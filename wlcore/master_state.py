@@ -167,7 +167,7 @@ def _is_absolute(path: str) -> bool:
 
 
 def resolve_path(storage: Storage, db_path: str, path: str) -> str:
-    """A path as ``wlc.config`` holds it, resolved against where the database folder is now.
+    """A path as a state file holds it, resolved against where the database folder is now.
 
     Args:
         storage (Storage): the storage holding the database.
@@ -179,26 +179,32 @@ def resolve_path(storage: Storage, db_path: str, path: str) -> str:
     """
     if not path or _is_absolute(path):
         return path
-    return Storage.join(storage.absolute(db_path), path)
+    full = Storage.join(storage.absolute(db_path), path)
+    return full if "://" in full else posixpath.normpath(full)
 
 
-def relative_path(storage: Storage, db_path: str, path: str) -> str:
-    """``path`` as ``wlc.config`` stores it: relative to the database folder when inside it, else as it is.
+def relative_path(storage: Storage, db_path: str, path: str, within: str | None = None) -> str:
+    """``path`` as a state file stores it: relative to the database folder when inside ``within``,
+    else absolute (a URL as it is).
 
     Args:
         storage (Storage): the storage holding the database.
         db_path (str): the database folder (path or URL).
         path (str): a path (relative: to the working folder) or URL ("" stays "").
+        within (str | None): the folder whose paths are stored relative (None: the database
+            folder; a replica's dbfarm holds the master it follows there: ``../master``).
     """
     if not path:
         return path
     folder = storage.absolute(db_path).rstrip("/")
     full = storage.absolute(path).rstrip("/")
-    if "://" not in full:
-        folder, full = posixpath.normpath(folder), posixpath.normpath(full)
-    if not full.startswith(folder + "/"):
+    if "://" in full or "://" in folder:
+        return full[len(folder) + 1 :] if within is None and full.startswith(folder + "/") else full
+    folder, full = posixpath.normpath(folder), posixpath.normpath(full)
+    outer = posixpath.normpath(storage.absolute(within)) if within is not None else folder
+    if not (full + "/").startswith(outer.rstrip("/") + "/") or full == folder:
         return full
-    return full[len(folder) + 1 :]
+    return posixpath.relpath(full, folder)
 
 
 def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
