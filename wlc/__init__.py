@@ -12,7 +12,16 @@ import warnings
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wlcore.errors import BatchError, ConfigError, MasterStateError, NotFoundError, NotReplicatedWarning, WlcError
+from wlcore.errors import (
+    BatchError,
+    ConfigError,
+    MasterStateError,
+    NotFoundError,
+    NotReplicatedWarning,
+    NotWritableError,
+    StalePathError,
+    WlcError,
+)
 from wlcore.health import status
 from wlcore.session import spark_session
 from wlcore.ship import ShipError
@@ -49,6 +58,8 @@ __all__ = [
     "MasterStateError",
     "NotFoundError",
     "BatchError",
+    "NotWritableError",
+    "StalePathError",
     "NotReplicatedWarning",
     "ChangeFeedWarning",
     "ShipError",

@@ -263,6 +263,7 @@ def cmd_master(args: argparse.Namespace) -> int:
     m = Master(args.dbname, dbfarm=farm, logs=args.logs, capture=False)
     tables = m.create(beat)
     made = "made the empty database folder; " if kind != PLAIN else ""
+    made += f"made the log folder {m.setup.made_logs}; " if m.setup.made_logs else ""
     held = (
         f"{tables} table{'s' if tables != 1 else ''} in its first snapshot"
         if tables

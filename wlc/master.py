@@ -17,7 +17,7 @@ from wlcore.databases import Dbfarm
 from wlcore.errors import MasterStateError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
-from wlcore.master_state import STOPPED, WATERMARK_STOPPED, MasterState, read_master_state
+from wlcore.master_state import STOPPED, WATERMARK_STOPPED, MasterState
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
@@ -189,8 +189,7 @@ class Master:
                 )
         except BaseException:
             self.setup.release_lock()
-            if created and read_master_state(self.storage, self.path) is None:
-                self.storage.rm(self.path)  # nothing of a refused new master stays behind
+            self.setup.undo(created)  # nothing of a refused new master stays behind
             raise
         return self
 

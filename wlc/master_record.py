@@ -45,7 +45,7 @@ class MasterRecord:
         self.dbname = log_name(storage, path, dbname)
         self.default_beat = default_beat
         self.config = MasterState()
-        self._saved = ""  # the text of wlc.config as this object last wrote it
+        self._saved = ""  # the text of wlc.config (its paths absolute) as this object last wrote it
 
     @property
     def logs(self) -> str:
@@ -65,8 +65,10 @@ class MasterRecord:
         newest = snap.newest_folder(self.storage, self.path)
         if newest and newest != self.config.snapshot:
             self.adopt_snapshot(newest, snap.txn_of(newest))
-        if self.config.to_text() != self._saved:
-            self._saved = write_master_state(self.storage, self.path, self.config)
+        text = self.config.to_text()
+        if text != self._saved:
+            write_master_state(self.storage, self.path, self.config)
+            self._saved = text
 
     def adopt_snapshot(self, path: str, txn: int) -> None:
         """Make ``path`` the newest snapshot in ``wlc.config`` and name it in ``wlc.log``

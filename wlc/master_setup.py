@@ -18,8 +18,8 @@ from typing import Any, Callable
 from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
-from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, WlcError
-from wlcore.master_state import LOCK_FILE, STARTED, MasterState, logs_of, read_master_state
+from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError, WlcError
+from wlcore.master_state import LOCK_FILE, STARTED, MasterState, check_paths, logs_of, read_master_state
 from wlcore.promotion import check_not_fenced, read_start, resume_point, superseded_error, supersedes
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
@@ -61,6 +61,8 @@ class MasterSetup:
         self.logs_arg = logs
         self.spark = spark
         self.lockfile: HeldLock | None = None  # <db>/wlc.lock while this object holds it
+        self.made_logs: str | None = None  # the log folder initialise() made outside the database folder
+        self._made_top: str | None = None  # the outermost folder initialise() made for the logs
 
     def check_started(self) -> None:
         """Check that this object holds the capture lock of a master still logging.
@@ -152,8 +154,7 @@ class MasterSetup:
                 self.record.save()
             return len(state.tables)
         except BaseException:
-            if created and read_master_state(self.storage, self.path) is None:
-                self.storage.rm(self.path)  # nothing of a refused new master stays behind
+            self.undo(created)
             raise
         finally:
             self.release_lock()
@@ -179,6 +180,18 @@ class MasterSetup:
                 continue
             if copy is not None and supersedes(copy, cfg):
                 raise superseded_error(self.path, self.dbfarm, self.folder, url, copy)
+
+    def undo(self, created: bool) -> None:
+        """Remove what a new master's set-up made when it failed before writing ``wlc.config``:
+        the database folder when ``created`` (bool: it did not exist before), and the log folder
+        made for it (with the folders made above it)."""
+        if read_master_state(self.storage, self.path) is not None:
+            return
+        if created:
+            self.storage.rm(self.path)  # nothing of a refused new master stays behind
+        if self._made_top is not None and self.storage.exists(self._made_top):
+            self.storage.rm(self._made_top)
+        self._made_top = self.made_logs = None
 
     def validate(self) -> MasterState | None:
         """Check, without changing anything, that ``start()`` may proceed; returns the existing wlc.config.
@@ -211,7 +224,9 @@ class MasterSetup:
                 raise MasterStateError(
                     msg + "call master() again", cli=msg + f"run wlc master {self.dbfarm} {self.dbname} again"
                 )
+            check_paths(self.storage, self.path, existing)  # a folder moved with absolute paths in it
             logs = logs_of(existing, self.path)
+            self.check_writable(logs, "the log folder")
             if self.logs_arg is not None and os.path.abspath(str(self.logs_arg)) != os.path.abspath(logs):
                 raise MasterStateError(
                     f"database {self.dbname!r} already logs to {logs}, not {self.logs_arg}; "
@@ -228,7 +243,56 @@ class MasterSetup:
                 f"logs={self.logs_arg!r} is a file, not a folder; pass a folder for the logs",
                 cli=f"--logs {self.logs_arg!r} is a file, not a folder; give a folder for the logs",
             )
+        else:
+            self.check_writable(self.path, "the database folder")
+            if self.logs_arg is not None:
+                self.check_writable(str(self.logs_arg), "the log folder")
         return existing
+
+    def check_writable(self, folder: str, what: str) -> None:
+        """Check that ``folder`` can be written, or made where it is missing (local folders; an
+        object store says so at the first write).
+
+        Args:
+            folder (str): the folder.
+            what (str): what it is, in the message (``the log folder``).
+
+        Raises:
+            NotWritableError: the folder, or the nearest folder above it that exists, is read-only
+                for this process, or is a file; nothing was changed.
+        """
+        local = self.storage.os_path(folder)
+        if local is None:
+            return
+        probe = local
+        while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+            probe = os.path.dirname(probe)
+        if os.path.isdir(probe):
+            effective = os.access in os.supports_effective_ids
+            if os.access(probe, os.W_OK | os.X_OK, effective_ids=effective):
+                return
+            fix = f"make {probe} writable (chmod u+w {probe})"
+            problem = (
+                f"{what} {local} is read-only for this user"
+                if probe == local
+                else f"{what} {local} cannot be made: {probe}, the nearest folder above it, is read-only for this user"
+            )
+        else:
+            fix = f"move the file {probe} aside"
+            problem = (
+                f"{what} {local} is a file, not a folder"
+                if probe == local
+                else f"{what} {local} cannot be made: {probe} is a file, not a folder"
+            )
+        if what == "the log folder" and self.logs_arg is not None:
+            raise NotWritableError(
+                f"{problem}; {fix}, or pass logs= a folder you can write",
+                cli=f"{problem}; {fix}, or give --logs a folder you can write",
+            )
+        raise NotWritableError(
+            f"{problem}; {fix}, or pass dbfarm= a folder you can write",
+            cli=f"{problem}; {fix}, or name a dbfarm you can write",
+        )
 
     def begin(self) -> tuple[CaptureState, TxnRecord | None]:
         """Under the capture lock: resume the master (warning that nothing changed) or make it,
@@ -302,7 +366,12 @@ class MasterSetup:
         """
         logs = str(self.logs_arg) if self.logs_arg is not None else Storage.join(self.path, "wlc_logs")
         logs = self.storage.absolute(logs)
+        probe = self.storage.os_path(logs)  # local folders: the outermost one made is removed on failure
+        while probe is not None and not os.path.lexists(probe):
+            self._made_top, probe = probe, os.path.dirname(probe)
         self.storage.makedirs(logs)
+        if self._made_top is not None and self.logs_arg is not None:
+            self.made_logs = logs
         dbid = uuid.uuid4().hex
         refused: dict[str, str] = {}
         tables = discover_tables(self.storage, self.path, {os.path.basename(logs)}, refused)
@@ -337,6 +406,8 @@ class MasterSetup:
             not_replicated={},
         )
         self.record.save()
+        if self.made_logs is not None:
+            self.record.note(f"made the log folder {self.made_logs}")
         self.notes.refused(refused)
         return state
 

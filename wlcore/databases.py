@@ -12,6 +12,7 @@ deliberate act, done once).
 from __future__ import annotations
 
 import difflib
+import posixpath
 
 from .errors import MasterStateError, NotFoundError, WlcError
 from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master_state
@@ -65,6 +66,11 @@ def did_you_mean(name: str, candidates, what: str) -> str:
         return f"; there are no {what}"
     more = f" and {len(names) - 10} more" if len(names) > 10 else ""
     return f"; the {what} are: " + ", ".join(names[:10]) + more
+
+
+def _same_form(path: str) -> str:
+    """``path`` in one form for comparing: a local path normalised, a URL without a trailing slash."""
+    return path.rstrip("/") if "://" in path else posixpath.normpath(path)
 
 
 class Dbfarm:
@@ -215,7 +221,7 @@ class Dbfarm:
         Returns:
             list[str]: their names, sorted.
         """
-        folder = Storage.join(self.path, master).rstrip("/")
+        folder = _same_form(self.storage.absolute(Storage.join(self.path, master)))
         out = []
         for r in self.names(REPLICA):
             try:
@@ -224,7 +230,7 @@ class Dbfarm:
                 continue
             if state is None:
                 continue
-            source = state.source.rstrip("/") if state.source_kind == "master" else ""
+            source = _same_form(state.source) if state.source_kind == "master" and state.source else ""
             if source == folder or (state.master == master and not source):
                 out.append(r)
         return out

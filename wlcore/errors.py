@@ -40,6 +40,17 @@ class MasterStateError(WlcError):
     """The database is not in the state the call needs (not a master, stopped, already a master elsewhere)."""
 
 
+class NotWritableError(ConfigError):
+    """A folder wlc must write into cannot be written (read-only, not a folder, or under a file);
+    the message names the folder and the fix."""
+
+
+class StalePathError(MasterStateError):
+    """``wlc.config`` names a log folder or snapshot that is not there (the database folder was
+    moved or copied while the file held absolute paths, or the folder was deleted); the message
+    names the path and the line to write instead."""
+
+
 class NotFoundError(WlcError, LookupError):
     """A dbfarm, database or table that was named does not exist; the message names the nearest
     existing ones (never a command that would create something under the name given)."""

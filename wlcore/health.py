@@ -150,6 +150,8 @@ def format_status(s: dict) -> str:
     lines = [aligned(rows)]
     if s.get("fenced"):
         lines.append(f"FENCED {s['fenced']}")
+    if s.get("stale_paths"):
+        lines.append(f"STALE PATHS {s['stale_paths']}")
     lines += [f"NOT REPLICATED {path}: {reason}" for path, reason in sorted(s.get("not_replicated", {}).items())]
     lines += [f"HELD {table}: {cause}" for table, cause in sorted(s.get("held", {}).items())]
     lines += [f"CHANGE FEED {table}: {text}" for table, text in sorted(s.get("feed_notes", {}).items())]
@@ -172,7 +174,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
 
     Returns:
         the dict of :func:`master_status`, plus ``fenced`` (the line saying which replica was
-        promoted in this master's place) when a promotion fenced it; ``exit`` is the code ``wlc
+        promoted in this master's place) when a promotion fenced it, ``stale_paths`` (what
+        :func:`wlcore.master_state.check_paths` refuses) when wlc.config names another folder's
+        paths; ``exit`` is the code ``wlc
         status`` would exit with.
 
     Raises:
@@ -180,7 +184,7 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         MasterStateError: the database is a replica or not a master.
     """
     from .databases import Dbfarm
-    from .master_state import read_master_state
+    from .master_state import read_master_state, stale_message
     from .promotion import read_fence
     from .settings import dbfarm as resolve_dbfarm
     from .storage import Storage
@@ -191,6 +195,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     path = Storage.join(farm, dbname)
     cfg = read_master_state(Storage.of(farm), path) or MasterState()
     out = master_status(dbname, cfg, dbfarm=farm)
+    stale = stale_message(Storage.of(farm), path, cfg)
+    if stale:  # the folder was moved or copied while wlc.config held absolute paths
+        out["stale_paths"] = stale
     fence = read_fence(Storage.of(farm), path)
     if fence is not None:  # a replica was promoted in this master's place: its capture may not publish
         out["fenced"] = (

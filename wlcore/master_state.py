@@ -8,15 +8,23 @@ is in a published batch), ``epoch`` (this capture session's random id), ``epochs
 history, :mod:`wlcore.epochs`), ``heartbeat`` and ``capture_stopped``. Capture writes it; the
 replay side, status and shipping read it. :class:`MasterState` is the file as a typed object;
 :func:`read_master_state` and :func:`write_master_state` are the one reader and writer.
+
+The paths it names inside the database folder (``logs``, ``snapshot``: :data:`PATH_KEYS`) are
+written relative to that folder and read back resolved against where the folder is now, so a
+master folder moved, copied or restored from a backup still finds its logs and snapshots. A file
+written before keeps absolute paths and is still read; :func:`check_paths` names such a path
+when it is stale (the folder was moved) and how to fix it.
 """
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Final, Literal
 
 from .batch import parse_utc
+from .errors import StalePathError
 from .settings import settings
 from .state_file import INT, JSON_DICT, SECONDS, TEXT, UTC, Codec, StateFile, utc_or
 from .storage import Storage
@@ -151,8 +159,58 @@ def logs_of(cfg: MasterState | None, db_path: str) -> str:
     return (cfg.logs if cfg is not None else "") or Storage.join(db_path, "wlc_logs")
 
 
+PATH_KEYS: Final = ("logs", "snapshot")  # kept relative to the database folder when inside it
+
+
+def _is_absolute(path: str) -> bool:
+    return "://" in path or posixpath.isabs(path)
+
+
+def resolve_path(storage: Storage, db_path: str, path: str) -> str:
+    """A path as a state file holds it, resolved against where the database folder is now.
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database folder (path or URL).
+        path (str): the value read ("" stays ""; an absolute path or a URL is returned as it is).
+
+    Returns:
+        str: the absolute path (or URL) the value names.
+    """
+    if not path or _is_absolute(path):
+        return path
+    full = Storage.join(storage.absolute(db_path), path)
+    return full if "://" in full else posixpath.normpath(full)
+
+
+def relative_path(storage: Storage, db_path: str, path: str, within: str | None = None) -> str:
+    """``path`` as a state file stores it: relative to the database folder when inside ``within``,
+    else absolute (a URL as it is).
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database folder (path or URL).
+        path (str): a path (relative: to the working folder) or URL ("" stays "").
+        within (str | None): the folder whose paths are stored relative (None: the database
+            folder; a replica's dbfarm holds the master it follows there: ``../master``).
+    """
+    if not path:
+        return path
+    folder = storage.absolute(db_path).rstrip("/")
+    full = storage.absolute(path).rstrip("/")
+    if "://" in full or "://" in folder:
+        return full[len(folder) + 1 :] if within is None and full.startswith(folder + "/") else full
+    folder, full = posixpath.normpath(folder), posixpath.normpath(full)
+    outer = posixpath.normpath(storage.absolute(within)) if within is not None else folder
+    if not (full + "/").startswith(outer.rstrip("/") + "/") or full == folder:
+        return full
+    return posixpath.relpath(full, folder)
+
+
 def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
     """A database's ``wlc.config``, or None when it is not (and never was) a master.
+
+    Paths relative to the database folder (:data:`PATH_KEYS`) are resolved against ``db_path``.
 
     Args:
         storage: the storage holding the database.
@@ -165,7 +223,100 @@ def read_master_state(storage: Storage, db_path: str) -> MasterState | None:
     path = Storage.join(db_path, CONFIG_FILE)
     if not storage.exists(path):
         return None
-    return MasterState.from_text(storage.read_text(path), path)
+    cfg = MasterState.from_text(storage.read_text(path), path)
+    for key in PATH_KEYS:
+        if cfg.has(key):
+            setattr(cfg, key, resolve_path(storage, db_path, getattr(cfg, key)))
+    return cfg
+
+
+def stale_paths(storage: Storage, db_path: str, cfg: MasterState) -> list[tuple[str, str, str | None]]:
+    """The paths of ``cfg`` (:data:`PATH_KEYS`) that are not this database folder's own although
+    they should be: ``[(key, path, tail)]``.
+
+    ``tail`` is the path relative to the database folder it names when this folder holds it too
+    (``/old/farm/db/wlc_logs`` of ``/new/farm/db``: ``wlc_logs``): the folder was moved or copied
+    with a file of absolute paths. ``tail`` is None for a log folder that is not there at all.
+    A snapshot missing for another reason is not named (readers list ``wlc_snapshot`` anyway).
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database folder.
+        cfg (MasterState): its ``wlc.config`` as read (:func:`read_master_state`).
+    """
+    found: list[tuple[str, str, str | None]] = []
+    for key in PATH_KEYS:
+        value = getattr(cfg, key)
+        if not value or "://" in value or relative_path(storage, db_path, value) != storage.absolute(value):
+            continue  # none, a URL, or inside the database folder
+        tail = _moved_here(storage, db_path, value)
+        if tail is not None or (key == "logs" and not storage.exists(value)):
+            found.append((key, value, tail))
+    return found
+
+
+def stale_message(storage: Storage, db_path: str, cfg: MasterState) -> str:
+    """What :func:`check_paths` says of ``cfg`` ("": every path it names is there and its own).
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database folder.
+        cfg (MasterState): its ``wlc.config`` as read (:func:`read_master_state`).
+    """
+    stale = stale_paths(storage, db_path, cfg)
+    if not stale:
+        return ""
+    config = Storage.join(db_path, CONFIG_FILE)
+    named = " and ".join(f"{key}={path}" for key, path, _t in stale)
+    if all(tail is not None for _k, _p, tail in stale):
+        old = sorted({path[: -len(tail) - 1] for _k, path, tail in stale if tail is not None})
+        fix = ", ".join(f"{key}={tail}" for key, _p, tail in stale)
+        gone = all(not storage.exists(path) for _k, path, _t in stale)
+        how = (
+            "which no longer exists: the database folder was moved here"
+            if gone
+            else "the folder of another copy of this database: this folder was copied here"
+        )
+        return (
+            f"{config} names {named}, {how} from {' or '.join(old)} while its wlc.config held absolute paths. "
+            f"Edit {config} to say {fix} (paths relative to the database folder, which hold wherever it is), "
+            "then run the command again"
+        )
+    return (
+        f"{config} names {named}, which does not exist (moved, deleted, or on a folder not mounted "
+        f"here); put the folder back, or edit the line in {config} to name where it is now"
+    )
+
+
+def check_paths(storage: Storage, db_path: str, cfg: MasterState) -> None:
+    """Refuse a ``wlc.config`` that names a log folder or snapshot that is not there (a database
+    folder moved or copied with a file that holds absolute paths, or a folder deleted).
+
+    Args:
+        storage (Storage): the storage holding the database.
+        db_path (str): the database folder.
+        cfg (MasterState): its ``wlc.config`` as read (:func:`read_master_state`).
+
+    Raises:
+        StalePathError: the message names each missing path and the fix: the line to write in
+            ``wlc.config`` (a path relative to the database folder, when the folder holds it).
+    """
+    message = stale_message(storage, db_path, cfg)
+    if message:
+        raise StalePathError(message)
+
+
+def _moved_here(storage: Storage, db_path: str, path: str) -> str | None:
+    """The part of ``path`` after a folder of the database folder's name when the database folder
+    holds it (``/old/farm/db/wlc_logs`` of ``/new/farm/db``: ``wlc_logs``), else None."""
+    name = posixpath.basename(storage.absolute(db_path).rstrip("/"))
+    parts = path.rstrip("/").split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] == name:
+            tail = "/".join(parts[i:])
+            if storage.exists(Storage.join(db_path, tail)):
+                return tail
+    return None
 
 
 def write_master_state(storage: Storage, db_path: str, state: MasterState) -> str:
@@ -176,10 +327,16 @@ def write_master_state(storage: Storage, db_path: str, state: MasterState) -> st
         db_path (str): the master's folder (path or URL).
         state (MasterState): the state to write.
 
+    Paths inside the database folder (:data:`PATH_KEYS`) are written relative to it.
+
     Returns:
         str: the text written.
     """
-    text = state.to_text()
+    written = state.copy()
+    for key in PATH_KEYS:
+        if written.has(key):
+            setattr(written, key, relative_path(storage, db_path, getattr(written, key)))
+    text = written.to_text()
     storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
     return text
 

@@ -10,20 +10,26 @@ retries of it (``retries``, ``retry_at``), the epoch
 history (``epochs``, ``epoch``), the consistent view (``view`` and ``at.<table>``), each
 table's Delta version (``version.<table>``), ``until``, ``relay`` and ``heartbeat``.
 :func:`read_replica_state` and :func:`write_replica_state` are its one reader and writer.
+The master's paths it names (:data:`PATH_KEYS`) are written relative to the replica's folder when
+they are in the replica's dbfarm (``masterfarm=..``, ``logs=../m/wlc_logs``) and read back against
+where the folder is now, so a dbfarm moved or restored elsewhere keeps its replicas' masters.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
 from .errors import ConfigError
+from .master_state import relative_path, resolve_path
 from .names import name_of_key, state_key
 from .state_file import FLAG, INT, JSON_DICT, JSON_LIST, SECONDS, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 
 CONFIG_FILE = "wlr.config"
+PATH_KEYS = ("masterfarm", "source", "logs")  # relative to the replica's folder when in its dbfarm (``..``)
 VERSION, AT = "version.", "at."  # key prefixes: a table's Delta version, and its version in the view
 
 _INT_LIST = Codec(lambda t: [int(x) for x in t.split(",") if x.strip()], lambda v: ",".join(str(x) for x in v or []))
@@ -217,7 +223,12 @@ def read_replica_state(storage: Storage, db_path: str) -> ReplicaState | None:
     path = Storage.join(db_path, CONFIG_FILE)
     if not storage.exists(path):
         return None
-    return ReplicaState.from_text(storage.read_text(path), path)
+    state = ReplicaState.from_text(storage.read_text(path), path)
+    if storage.os_path(db_path) is not None:  # local folders: paths relative to the replica's folder
+        for key in PATH_KEYS:
+            if state.has(key):
+                setattr(state, key, resolve_path(storage, db_path, getattr(state, key)))
+    return state
 
 
 def write_replica_state(storage: Storage, db_path: str, state: ReplicaState) -> str:
@@ -228,9 +239,20 @@ def write_replica_state(storage: Storage, db_path: str, state: ReplicaState) -> 
         db_path (str): the replica's folder (path or URL).
         state (ReplicaState): the state to write.
 
+    The master's paths in the replica's dbfarm (:data:`PATH_KEYS`) are written relative to the
+    replica's folder (local folders).
+
     Returns:
         str: the text written.
     """
-    text = state.to_text()
+    written = state
+    local = storage.os_path(db_path)
+    if local is not None:
+        written = state.copy()
+        farm = os.path.dirname(local.rstrip("/"))
+        for key in PATH_KEYS:
+            if written.has(key):
+                setattr(written, key, relative_path(storage, db_path, getattr(written, key), within=farm))
+    text = written.to_text()
     storage.write_atomic(Storage.join(db_path, CONFIG_FILE), text)
     return text

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from wlcore import epochs, snapshots as snap
 from wlcore.discovery import delta_ref
 from wlcore.errors import ConfigError
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
@@ -354,6 +354,8 @@ class ReplicaSetup:
             WlcError: the source has no ``wlc.config`` (:meth:`wlr.source.Source.missing`: a
                 ReplicaStateError, or NotFoundError naming the nearest master).
             ReplicaStateError: the source holds another master's logs.
+            StalePathError: the master's wlc.config names a log folder or snapshot of another
+                place (its folder was moved or copied while the file held absolute paths).
         """
         mcfg = self.source.config()
         if mcfg is None:
@@ -361,6 +363,8 @@ class ReplicaSetup:
         fenced = self.source.fenced()  # a replica was promoted in the master's place
         if fenced is not None:
             raise fenced
+        if self.source.is_master:  # a master folder moved or copied while wlc.config held absolute paths
+            check_paths(self.source.storage, self.source.root, mcfg)
         if self.source.is_master and mcfg.promoted is None and self.source.name != self.master:
             raise ReplicaStateError(
                 f"{self.source.label} is not master {self.master!r}; name the master's own "

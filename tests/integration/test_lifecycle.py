@@ -221,3 +221,43 @@ def test_automatic_snapshots_and_compaction_and_the_command_line(spark, dbfarm, 
         assert rows(rep.table("s.k")) == master_rows(spark, k)
     finally:
         m.close()
+
+
+def test_a_dbfarm_moved_elsewhere_is_captured_and_replicated_there(spark, dbfarm, tmp_path):
+    """The whole dbfarm (a master with a snapshot and published batches, and its replica) moved to
+    another path: capture resumes there into the moved logs, the replica follows there, status
+    reads there, and nothing is written to (or read from) where the dbfarm was."""
+    import shutil
+
+    from wlcore.health import status
+
+    from ..fault.helpers import tree
+
+    spark.range(2).write.format("delta").save(os.path.join(dbfarm, "mv", "s", "t"))  # the snapshot's
+    m = wlc.master("mv", dbfarm=dbfarm)
+    wlc.beat(0)
+    spark.range(2, 4).write.format("delta").mode("append").save(m.table_path("s.t"))
+    first = wlc.flush()
+    assert wlr.replicate("mv", replica="r", dbfarm=dbfarm, follow=False).tick() == first
+    m.close()
+    wlc._current = None
+    moved = str(tmp_path / "moved")
+    shutil.copytree(dbfarm, moved)
+    aside = str(tmp_path / "aside")
+    os.rename(dbfarm, aside)  # where the dbfarm was is gone: a path kept to it would fail
+    before = tree(aside)
+    try:
+        with pytest.warns(UserWarning, match="already in master mode"):
+            m = wlc.master("mv", dbfarm=moved)
+        assert m.logs == os.path.join(moved, "mv", "wlc_logs")
+        spark.range(4, 6).write.format("delta").mode("append").save(m.table_path("s.t"))
+        last = wlc.flush()
+        assert last > first and status("mv", moved)["tick"] == last
+        rep = wlr.replicate("mv", replica="r", dbfarm=moved, follow=False)
+        assert rep.tick() == last and rows(rep.table("s.t")) == [(i,) for i in range(6)]
+        fresh = wlr.replicate("mv", replica="r2", dbfarm=moved, follow=False)  # from the moved snapshot
+        assert rows(fresh.table("s.t")) == [(i,) for i in range(6)]
+        m.close()
+        assert tree(aside) == before
+    finally:
+        os.rename(aside, dbfarm)
