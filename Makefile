@@ -4,6 +4,8 @@
 #   make test   - create .venv if needed, the checks of make check, the documentation build, then the whole
 #                 test suite with the random-kill loops
 #   make docs   - build the documentation site strictly into site/ (make test runs it first)
+#   make reference - regenerate the reference pages' generated text (configuration, command line, API)
+#                 from the defaults, the parsers and the docstrings; a unit test fails when it is stale
 #   make faults - only the random-kill loops (WLC_FAULT_ROUNDS, WLC_FAULT_SECONDS, WLC_FAULT_SEED)
 #   make bench  - catch-up replay side by side (serial, grouped, change-feed recipe, floor, re-copy),
 #                 then what live capture costs the master (writing at beat 1 s and 300 s, idle)
@@ -21,7 +23,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo check lint test docs unit faults bench bench-lifecycle bench-ship bench-scale clean venv jars jars-s3a
+.PHONY: demo check lint test docs reference unit faults bench bench-lifecycle bench-ship bench-scale clean venv jars jars-s3a
 
 venv: $(STAMP)
 
@@ -53,6 +55,11 @@ test: $(STAMP) jars-s3a lint docs
 # the API reference cannot read fails the build
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+# the reference pages' generated blocks (docs/_hooks/generate.py): committed, so the docs folder
+# reads whole on a forge; tests/unit/test_reference_docs.py fails when they are stale
+reference: $(STAMP)
+	$(PY) -m docs._hooks.generate
 
 faults: $(STAMP) jars
 	$(PY) -m pytest -q tests/fault/test_random_kills.py -m random_kills

@@ -1,9 +1,9 @@
-"""A mkdocs hook: the command-line reference, made at build time from the parsers themselves.
+"""The command-line reference, made from the parsers themselves.
 
-``docs/reference/command-line.md`` holds the marker ``<!-- commands -->``; this hook replaces it
-with every subcommand of ``wlc`` and ``wlr`` and its ``--help`` as argparse prints it (from
-``wlc.cli.build_parser`` and ``wlr.cli.build_parser``), so the reference can never drift from
-what the commands take.
+``docs/reference/command-line.md`` holds the generated block ``commands``; ``make reference``
+fills it with every subcommand of ``wlc`` and ``wlr`` and its ``--help`` as argparse prints it
+(from ``wlc.cli.build_parser`` and ``wlr.cli.build_parser``), and a unit test fails when the page
+drifts from what the commands take.
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
-
-PAGE = "reference/command-line.md"
-MARKER = "<!-- commands -->"
 WIDTH = 100  # columns of the help text
 
 
@@ -25,7 +21,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
             return [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()]
-    raise PluginError(f"{parser.prog}: no subcommands")
+    raise ValueError(f"{parser.prog}: no subcommands")
 
 
 def _help(parser: argparse.ArgumentParser) -> str:
@@ -60,12 +56,3 @@ def reference(root: Path) -> str:
                 "",
             ]
     return "\n".join(out)
-
-
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Fill the command-line page's marker with the reference (mkdocs' page hook)."""
-    if page.file.src_uri != PAGE:
-        return markdown
-    if MARKER not in markdown:
-        raise PluginError(f"{PAGE} lost its marker {MARKER}: the command-line reference has nowhere to go")
-    return markdown.replace(MARKER, reference(Path(config.config_file_path).parent))

@@ -1,10 +1,10 @@
-"""A mkdocs hook: the configuration reference, made at build time from the packaged defaults.
+"""The configuration reference, made from the packaged defaults.
 
-``docs/reference/configuration.md`` holds the marker ``<!-- defaults -->``; this hook replaces it
-with a table per section of ``wlcore/defaults/wlc.yaml``: every key, its default as the file writes
-it, and the file's comment on it. The values come from PyYAML; the comments from the file's lines.
-The two readings must name the same keys, else the build fails, so the page never drifts from
-the defaults the package ships.
+``docs/reference/configuration.md`` holds the generated block ``defaults``; ``make reference``
+fills it with a table per section of ``wlcore/defaults/wlc.yaml``: every key, its default as the
+file writes it, and the file's comment on it. The values come from PyYAML; the comments from the
+file's lines. The two readings must name the same keys, else generating fails; a unit test fails
+when the page drifts from the defaults the package ships.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import re
 from pathlib import Path
 
 import yaml
-from mkdocs.exceptions import PluginError
 
-PAGE = "reference/configuration.md"
-MARKER = "<!-- defaults -->"
 DEFAULTS = Path("wlcore", "defaults", "wlc.yaml")
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[^\s:#][^:]*?):(?=\s|$)(?P<rest>.*)$")
 
@@ -49,7 +46,7 @@ def _scan(lines: list[str]) -> tuple[list[str], list[dict]]:
         match = KEY_LINE.match(line)
         if match is None:
             if not line.lstrip().startswith("#"):
-                raise PluginError(f"{DEFAULTS}: neither a key nor a comment: {line.strip()!r}")
+                raise ValueError(f"{DEFAULTS}: neither a key nor a comment: {line.strip()!r}")
             column, note = line.index("#"), line.strip()[1:].strip()
             if not entries:
                 header.append(note)
@@ -99,7 +96,7 @@ def reference(root: Path) -> str:
     header, entries = _scan(text.splitlines())
     scanned, parsed = {e["path"] for e in entries}, _keys(yaml.safe_load(text))
     if scanned != parsed:
-        raise PluginError(
+        raise ValueError(
             f"{DEFAULTS}: the comment reader and YAML disagree on the keys "
             f"(only YAML: {sorted(parsed - scanned)}; only here: {sorted(scanned - parsed)})"
         )
@@ -117,18 +114,3 @@ def reference(root: Path) -> str:
         for note in entry["notes"]:
             out.append(f"| | | {_text(note)} |")
     return "\n".join(out) + "\n"
-
-
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Fill the configuration page's marker with the reference (mkdocs' page hook)."""
-    if page.file.src_uri != PAGE:
-        return markdown
-    if MARKER not in markdown:
-        raise PluginError(f"{PAGE} lost its marker {MARKER}: the configuration reference has nowhere to go")
-    return markdown.replace(MARKER, reference(Path(config.config_file_path).parent))
-
-
-def on_serve(server, config, builder):
-    """``mkdocs serve`` rebuilds when the defaults change."""
-    server.watch(str(Path(config.config_file_path).parent / DEFAULTS))
-    return server
