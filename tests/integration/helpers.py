@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+from ..waiting import wait_until
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def rows(df) -> list[tuple]:
     """The rows of ``df`` sorted (NULLs last in each column)."""
@@ -61,3 +73,49 @@ def replay_log(rep, table: str) -> list[dict]:
             txn = next((a["txn"] for a in actions if "txn" in a), None)
             out.append({"info": info, "txn": txn, "cdc": sum(1 for a in actions if "cdc" in a)})
     return out
+
+
+class Service:
+    """A command run as a service: its output lines read by a thread, stopped by SIGTERM to its pid."""
+
+    def __init__(self, *args: str) -> None:
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def port(self) -> int:
+        """The port the service says it serves metrics on."""
+        found: list[int] = []
+
+        def said() -> bool:
+            assert self.proc.poll() is None, "".join(self.seen)[-3000:]
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                return False
+            self.seen.append(line)
+            hit = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
+            if hit:
+                found.append(int(hit.group(1)))
+            return bool(hit)
+
+        wait_until(said, 180, lambda: "the metrics line; output:\n" + "".join(self.seen)[-3000:], interval=0)
+        return found[0]
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=120)
+        self.reader.join(timeout=30)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)

@@ -6,12 +6,7 @@ master's and the replica's state files."""
 from __future__ import annotations
 
 import os
-import queue
 import re
-import signal
-import subprocess
-import sys
-import threading
 
 import pytest
 
@@ -23,10 +18,9 @@ from wlcore.storage import Storage
 
 from ..scrape import scrape, value
 from ..waiting import wait_until
-from .helpers import rows, sql  # sql: a statement the in-process master captures at once
+from .helpers import Service, rows, sql  # sql: a statement the in-process master captures at once
 
 pytestmark = pytest.mark.spark
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tick(dbfarm: str, name: str) -> int:
@@ -96,63 +90,17 @@ def test_an_in_process_master_follower_and_shipper_serve_their_metrics(spark, db
     assert sorted(rows(rep.table("s.t"))) == want
 
 
-class _Service:
-    """A command run as a service: its output lines read by a thread, stopped by SIGTERM to its pid."""
-
-    def __init__(self, *args: str) -> None:
-        env = dict(os.environ, PYTHONPATH=ROOT)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self.reader = threading.Thread(target=self._pump, daemon=True)
-        self.reader.start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def port(self) -> int:
-        """The port the service says it serves metrics on."""
-        found: list[int] = []
-
-        def said() -> bool:
-            assert self.proc.poll() is None, "".join(self.seen)[-3000:]
-            try:
-                line = self.lines.get(timeout=0.5)
-            except queue.Empty:
-                return False
-            self.seen.append(line)
-            hit = re.search(r"metrics at http://127\.0\.0\.1:(\d+)/metrics", line)
-            if hit:
-                found.append(int(hit.group(1)))
-            return bool(hit)
-
-        wait_until(said, 180, lambda: "the metrics line; output:\n" + "".join(self.seen)[-3000:], interval=0)
-        return found[0]
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=120)
-        self.reader.join(timeout=30)
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return "".join(self.seen)
-
-
 def test_the_capture_and_follow_services_are_scraped_while_the_master_writes(spark, dbfarm):
     t = os.path.join(dbfarm, "m", "s", "t")
     wlc.Master("m", dbfarm=dbfarm, capture=False).create(beat=0)  # capture runs in its own process below
-    capture = _Service("wlc", "capture", dbfarm, "m", "--metrics-port", "0")
+    capture = Service("wlc", "capture", dbfarm, "m", "--metrics-port", "0")
     follower = None
     try:
         cport = capture.port()
         spark.sql(f"CREATE TABLE delta.`{t}` (id INT) USING delta")  # transaction 0
         spark.sql(f"INSERT INTO delta.`{t}` VALUES (1)")  # 1
         wait_until(lambda: _tick(dbfarm, "m") >= 1, 120, "capture to publish the first insert")
-        follower = _Service("wlr", "replicate", dbfarm, "m", "r", "--follow", "--metrics-port", "0")
+        follower = Service("wlr", "replicate", dbfarm, "m", "r", "--follow", "--metrics-port", "0")
         fport = follower.port()
         db, r = {"database": "m"}, {"database": "m", "replica": "r"}
         last = 4
