@@ -8,7 +8,7 @@ import argparse
 import logging
 import sys
 
-from wlcore.commands import ExitCodes, metrics_option, run, say_metrics, subcommand
+from wlcore.commands import ExitCodes, guarded, metrics_option, run, say_metrics, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, settings, use_config
@@ -407,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
         :func:`wlcore.commands.run` gives the error that stopped it (:data:`EXIT_CODES`). A
         malformed command line or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
     """
+    return guarded(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     use_config(args)
     setup_terminal(args)
