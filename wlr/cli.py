@@ -347,9 +347,70 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         )
     _say_target(call)
     rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
-    rep.run(call)
+    stopped_by = _catch_up(rep, call)
+    if stopped_by is not None:
+        again = " ".join(
+            [f"wlr replicate {args.dbfarm} {args.master} {rep.name}"]
+            + ([f"--until {args.until}"] if args.until is not None else [])
+            + ([f"--logs {args.logs}"] if args.logs else [])
+        )
+        print(
+            f"{rep.name}: stopped by {stopped_by} at transaction {rep.tick()} ({shown(rep.clock())}); "
+            f"go on with: {again}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 128 + _SIGNALS[stopped_by]
     print(f"{rep.name}: at transaction {rep.tick()} ({shown(rep.clock())})")
     return 0
+
+
+_SIGNALS = {"Ctrl-C": 2, "SIGTERM": 15}  # what stopped a catch-up -> its signal number (exit status 128 + it)
+
+
+def _catch_up(rep, call: ReplicateCall) -> str | None:
+    """``rep.run(call)`` in a thread, so that Ctrl-C or SIGTERM stops it at the next safe point:
+    each table ends the segment (with ``replica.collapse: false``, the transaction) it is applying,
+    what landed is recorded, and nothing is left half-applied. A second Ctrl-C quits at once.
+
+    Returns:
+        None when the call ended by itself; else what stopped it (``"Ctrl-C"`` or ``"SIGTERM"``).
+
+    Raises:
+        WlcError: what the call raised.
+    """
+    import signal
+    import threading
+
+    stopped_by: list[str] = []
+    failed: list[BaseException] = []
+
+    def stop(signum, _frame) -> None:
+        if stopped_by and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: at once (guarded says "interrupted")
+        stopped_by.append("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
+        rep.interrupt()
+
+    def work() -> None:
+        try:
+            rep.run(call)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
+            failed.append(exc)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker = threading.Thread(target=work, name="wlr-catch-up", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+            if stopped_by:
+                rep.interrupt()  # again: a stop asked while the call was still starting is not lost
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if failed:
+        raise failed[0]
+    return stopped_by[0] if stopped_by else None
 
 
 def cmd_log(args: argparse.Namespace) -> int:
