@@ -442,6 +442,8 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=1))
     elif columns:
         print(format_table(found, columns))
+    elif not found:
+        print(_none_found(args))
     else:
         print(format_table(found))
         starts = snapshots(args.master, args.dbfarm, args.logs)
@@ -451,6 +453,25 @@ def cmd_log(args: argparse.Namespace) -> int:
             + " (wlr log --snapshots lists them)"
         )
     return 0
+
+
+def _none_found(args: argparse.Namespace) -> str:
+    """The line ``wlr log`` prints when no published transaction matches: where the log ends."""
+    from .txlog import last_published
+
+    asked = " ".join(
+        f"{flag} {value}"
+        for flag, value in (
+            ("--table", args.table),
+            ("--operation", args.operation),
+            ("--since", args.since),
+            ("--until", args.until),
+        )
+        if value is not None
+    )
+    tick = last_published(args.master, args.dbfarm, args.logs)
+    end = f"the log ends at transaction {tick}" if tick >= 0 else f"{args.master} has published no transaction yet"
+    return f"no published transaction matches{' ' + asked if asked else ''}: {end}"
 
 
 EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED), (RestoreError, EXIT_FAILED))

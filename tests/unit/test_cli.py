@@ -171,3 +171,13 @@ def test_status_and_log_commands_start_without_spark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_wlr_log_past_its_end_says_where_the_log_ends(tmp_path, capsys):
+    now = datetime.now(timezone.utc)
+    logs = _published(tmp_path, [now - timedelta(seconds=10 - k) for k in range(5)])
+    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=4\nlogs={logs}\n")
+    assert wlr_main(["log", str(tmp_path), "db", "--since", "99999"]) == 0
+    assert capsys.readouterr().out == "no published transaction matches --since 99999: the log ends at transaction 4\n"
+    assert wlr_main(["log", str(tmp_path), "db", "--since", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4  # a header, transactions 3 and 4, the snapshots line
