@@ -7,8 +7,9 @@ file does. Logs are read again at every event and at least every :data:`FULL_SCA
 
 Each scan stages what capture finds and publishes the open batch when its beat is over
 (:class:`wlc.publisher.Publisher`), writes the heartbeat, and warns about schemas made
-outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged
-and retried from the same cursors, as PostgreSQL's apply worker retries. :class:`Background`
+outside the master (:class:`wlc.master_catalog.MasterCatalog`). A failed scan is logged (a line,
+its traceback in the log file) and retried from the same cursors with backoff (:func:`retry_wait`),
+as PostgreSQL's apply worker retries; ``wlc.config`` names the failure while it lasts. :class:`Background`
 holds it, and the background life cycle beside it, while a master captures.
 """
 
@@ -25,7 +26,7 @@ from wlcore.watch import FolderWatch
 
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle
-from .master_record import MasterRecord
+from .master_record import MasterRecord, utcnow
 from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
 
@@ -33,6 +34,20 @@ log = logging.getLogger("wlc.master")
 # seconds between two scans that read every table's log although the database folder's watcher
 # saw no change (the operating system may drop events when its queue overflows)
 FULL_SCAN = 30.0
+
+
+def retry_wait(attempt: int, interval: float, most: float) -> float:
+    """Seconds capture waits after its ``attempt``-th failed scan in a row: the poll interval
+    doubled at every attempt, at most ``most`` (``capture.retry_max``; by default 1, 2, 4 ... 60 s),
+    as a held table's reads and a follower's retries back off.
+
+    Args:
+        attempt (int): failed scans in a row (1: the first).
+        interval (float): ``capture.poll_interval``.
+        most (float): ``capture.retry_max``.
+    """
+    first = max(0.01, float(interval))
+    return min(max(first, float(most)), first * 2.0 ** max(0, attempt - 1))
 
 
 class CaptureThread:
@@ -84,6 +99,8 @@ class CaptureThread:
         )
         # local folders watched by events: a log folder's modification time tells whether it changed
         self.publisher.capture.quiet.on = self._watch is not None and not self.timing.polling
+        for key in ("capture_error", "capture_error_since"):  # an earlier session's: this one says its own
+            self.record.config.drop(key)
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
         self.metrics.start()
         self._thread.start()
@@ -122,8 +139,34 @@ class CaptureThread:
             and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}."))
         )
 
+    def _failed(self, exc: BaseException) -> None:
+        """Say in ``wlc.config`` why capture fails (``capture_error``, ``capture_error_since``),
+        with a heartbeat: capture is alive, and ``wlc status`` shows the failure. A
+        ``wlc.config`` that cannot be written either is left as it is (the log has the line)."""
+        cfg = self.record.config
+        try:
+            with self.lock:
+                cfg.capture_error = " ".join(f"{type(exc).__name__}: {exc}".split())
+                if cfg.capture_error_since is None:
+                    cfg.capture_error_since = utcnow()
+                cfg.heartbeat = utcnow()
+                cfg.drop("capture_stopped")
+                self.record.save()
+        except Exception:
+            log.debug("wlc.config of %s could not say why capture fails", self.record.dbname, exc_info=True)
+
+    def _recovered(self, failures: int) -> None:
+        """A scan went well after ``failures`` failed ones: ``wlc.log`` says so and
+        ``wlc.config`` no longer names the failure."""
+        with self.lock:
+            self.record.note(f"capture works again after {failures} failed attempts")
+            self.record.config.drop("capture_error")
+            self.record.config.drop("capture_error_since")
+            self.record.save()
+
     def _run(self) -> None:
         look, looked = True, time.monotonic()
+        failures = 0  # scans failed in a row
         while not self._stop.is_set():
             timeout = self.timing.poll_interval
             deferred = False
@@ -141,12 +184,26 @@ class CaptureThread:
                 if due is not None:
                     timeout = min(timeout, max(due, 0.0))
                 self.error = None
+                if failures:
+                    self._recovered(failures)
+                    failures = 0
             except Exception as exc:  # keep capturing; the next scan retries from the same cursors
                 self.error = exc
                 self.metrics.error(type(exc).__name__)
-                log.exception("capture of %s failed; retrying", self.record.dbname)
-                timeout = max(timeout, 1.0)
-            changed = self._watch.wait(timeout) if self._watch is not None else self._stop.wait(timeout)
+                failures += 1
+                timeout = retry_wait(failures, self.timing.poll_interval, self.timing.retry_max)
+                log.error(
+                    "capture of %s failed (attempt %d; tried again in %g s)",
+                    self.record.dbname,
+                    failures,
+                    timeout,
+                    exc_info=True,
+                )
+                self._failed(exc)
+            if self.error is not None or self._watch is None:
+                changed = self._stop.wait(timeout)  # a failure's backoff holds whatever the folder does
+            else:
+                changed = self._watch.wait(timeout)
             # the logs are read again after an event, a scan that left commits for later, a failed
             # or held read, and at least every FULL_SCAN seconds (an event the OS dropped)
             look = (

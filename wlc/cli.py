@@ -5,11 +5,10 @@ subcommand; the errors they raise become messages and exit codes in :func:`wlcor
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import threading
 
-from wlcore.commands import metrics_option, retention_option, run, say_metrics, subcommand
+from wlcore.commands import guarded, metrics_option, retention_option, run, say_metrics, subcommand
 from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
@@ -364,7 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         :func:`wlcore.commands.run` gives the error that stopped it. A malformed command line
         or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
     """
+    return guarded(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     use_config(args)
-    setup_terminal(args, logging.INFO, "%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_terminal(args)
     return run(args)

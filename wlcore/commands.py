@@ -17,6 +17,7 @@ a bad ``--config`` exits 2 from :func:`wlcore.settings.use_config`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -103,6 +104,43 @@ def run(
     except WlcError as exc:
         print(f"error: {wording(exc, args)}", file=sys.stderr)
         return exit_code(exc, (*getattr(args, "exit_codes", ()), *codes))
+
+
+EXIT_PIPE = 128 + 13  # 128 + SIGPIPE: what a shell reports for a command whose reader went away
+EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+
+
+def guarded(body: Callable[[], int]) -> int:
+    """Run a command line's ``body`` (parse, run, print) so that two ways the terminal ends it
+    show no traceback.
+
+    - Its output goes into a closed pipe (``wlr status ... | head -1``): Python's recipe
+      (its ``signal`` module's notes on SIGPIPE): stdout is pointed at ``os.devnull`` (so the
+      interpreter's last flush is quiet) and the exit status is :data:`EXIT_PIPE` (141).
+    - Ctrl-C where the command has no stop of its own (a subcommand that stops at a safe point
+      catches SIGINT itself and says where it stopped): ``interrupted`` on stderr, exit status
+      :data:`EXIT_INTERRUPTED` (130).
+
+    Args:
+        body: the command line's work; returns its exit status.
+
+    Returns:
+        int: ``body``'s exit status, or 141, or 130.
+    """
+    try:
+        code = body()
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints a warning
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE
+    except KeyboardInterrupt:
+        try:
+            print("interrupted", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        return EXIT_INTERRUPTED
 
 
 def metrics_option(parser: argparse.ArgumentParser) -> None:

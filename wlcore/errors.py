@@ -56,6 +56,11 @@ class NotFoundError(WlcError, LookupError):
     existing ones (never a command that would create something under the name given)."""
 
 
+class BucketNotFoundError(NotFoundError):
+    """An S3 URL names a bucket that does not exist (or that the credentials cannot see); wlc
+    never creates a bucket (its region, access and costs are the owner's choice)."""
+
+
 class BatchError(WlcError):
     """A published batch is unreadable: missing or truncated file, checksum mismatch, unknown format version."""
 

@@ -84,7 +84,8 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
         wlc.config's keys (numbers as ints; ``not_replicated``, ``feed_notes`` and ``held`` as
         dicts of table -> text, see :mod:`wlc.table_notes`) plus ``master``, ``state_name``,
         ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started``), ``capture_text``
-        (the line status prints) and ``exit`` (the command's exit code, see the module).
+        (the line status prints; ``failing`` when capture runs but its scans fail, the
+        ``capture_error`` of wlc.config) and ``exit`` (the command's exit code, see the module).
     """
     from .promotion import database_of
     from .settings import settings
@@ -99,6 +100,13 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
     state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
     out["capture"], out["capture_text"] = state, liveness_line(state, when, f"wlc capture {dbfarm} {dbname}")
+    if cfg.capture_error and state in ("alive", "not started"):  # running, but every scan fails
+        since = utc_iso(cfg.capture_error_since) if cfg.capture_error_since else "-"
+        out["capture"] = "failing"
+        out["capture_text"] = (
+            f"failing since {since}: {cfg.capture_error} (tried again with backoff up to capture.retry_max "
+            "seconds; the capturing command's terminal and its log file have each failure)"
+        )
     out["exit"] = EXIT_STALE if out["capture"] == "stale" else EXIT_OK
     return out
 

@@ -6,7 +6,8 @@ Ivy's resolution of the Maven packages (Delta's jars: about 90 lines at every st
 when every jar is cached), the JDK's ``WARNING: Using incubator modules`` and whatever
 log4j writes before its configuration applies. :func:`quiet_start` starts the JVM itself
 with its output on a pipe: until the session is made, the lines go to :func:`startup_log`;
-afterwards they reach stderr as before (Spark's warnings and errors stay visible). When Ivy
+afterwards they reach stderr as before (Spark's warnings and errors stay visible), except
+SLF4J's notes (printed when s3a's classes first load), which go to the log too. When Ivy
 downloads (the first start on a machine) one line says so on stderr and names the log.
 When the start fails, everything captured is written to stderr, then the error is raised.
 
@@ -27,6 +28,9 @@ from pathlib import Path
 
 VERBOSE_ENV = "WLC_VERBOSE"
 LOG_BYTES = 2_000_000  # the log is rolled over to <name>.1 beyond this
+# lines the JVM prints after the start that are no news to the user (SLF4J's "no binding found" notes when
+# Hadoop's S3 classes first load); they go to the start-up log too
+NOISE = (b"SLF4J:",)
 _shown = threading.Event()  # set by show_everything(): this process shows Spark's start-up output
 
 
@@ -140,6 +144,9 @@ class _Pump(threading.Thread):
                 with self._lock:
                     if self._starting:
                         self._capture(raw)
+                        continue
+                    if raw.startswith(NOISE):  # SLF4J's notes when s3a's classes load: the log, not stderr
+                        self._note(raw.decode("utf-8", "replace").rstrip("\r\n"))
                         continue
                 _to_stderr(raw)
 

@@ -70,6 +70,8 @@ class MasterState(StateFile):
         promoted, promoted_from, promoted_tick: a master made by promoting a replica: the UTC
             instant, the folder of the master it followed, and the last transaction of the old
             history it kept (its new epoch starts at ``promoted_tick + 1``).
+        capture_error, capture_error_since: why capture's scans fail (the error's one line) and
+            since when (UTC), while they do (absent once a scan went well again).
     """
 
     snapshot: str = ""
@@ -97,6 +99,8 @@ class MasterState(StateFile):
     promoted: datetime | None = None
     promoted_from: str = ""
     promoted_tick: int | None = None
+    capture_error: str = ""
+    capture_error_since: datetime | None = None
 
     CODECS: ClassVar[dict[str, Codec]] = {
         "snapshot": TEXT,
@@ -124,6 +128,8 @@ class MasterState(StateFile):
         "promoted": UTC,
         "promoted_from": TEXT,
         "promoted_tick": INT,
+        "capture_error": TEXT,
+        "capture_error_since": UTC,
     }
 
     @property

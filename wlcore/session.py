@@ -220,6 +220,25 @@ def active_session():
     return spark_session()
 
 
+def starting(purpose: str) -> None:
+    """Say on stderr, before a call starts Spark in a process that has none, that it does and
+    why (a start takes seconds, a first one with jars to fetch minutes): a Python program or a
+    notebook otherwise waits without a word. Nothing when Spark runs already.
+
+    Args:
+        purpose (str): what Spark is started for, e.g. ``"to register r's tables"``.
+    """
+    if running_session() is not None:
+        return
+    from .jvm_output import startup_log
+
+    print(
+        f"starting Spark {purpose} (this takes a while; its start-up output goes to {startup_log()})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def running_session() -> Any:
     """The process's SparkSession when Spark runs in it, without starting one.
 

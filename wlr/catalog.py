@@ -192,9 +192,12 @@ class ReplicaCatalog:
         Returns:
             dict[str, str]: ``{"schema.table": "<replica>__<schema>.<table>"}`` of the tables registered.
         """
-        from wlcore.session import active_session
+        from wlcore.session import active_session, starting
 
-        session = spark or self._spark() or running_session() or active_session()
+        session = spark or self._spark() or running_session()
+        if session is None:
+            starting(f"to register the tables of replica {self.book.name}")
+            session = active_session()
         with self._lock:
             self._sync(session, remake=True)
             return {t: sql_text(s, v) for t, (s, v, _n) in sorted(self._made.items())}

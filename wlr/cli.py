@@ -8,7 +8,7 @@ import argparse
 import logging
 import sys
 
-from wlcore.commands import ExitCodes, metrics_option, run, say_metrics, subcommand
+from wlcore.commands import ExitCodes, guarded, metrics_option, run, say_metrics, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, settings, use_config
@@ -348,9 +348,70 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         )
     _say_target(call)
     rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
-    rep.run(call)
+    stopped_by = _catch_up(rep, call)
+    if stopped_by is not None:
+        again = " ".join(
+            [f"wlr replicate {args.dbfarm} {args.master} {rep.name}"]
+            + ([f"--until {args.until}"] if args.until is not None else [])
+            + ([f"--logs {args.logs}"] if args.logs else [])
+        )
+        print(
+            f"{rep.name}: stopped by {stopped_by} at transaction {rep.tick()} ({shown(rep.clock())}); "
+            f"go on with: {again}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 128 + _SIGNALS[stopped_by]
     print(f"{rep.name}: at transaction {rep.tick()} ({shown(rep.clock())})")
     return 0
+
+
+_SIGNALS = {"Ctrl-C": 2, "SIGTERM": 15}  # what stopped a catch-up -> its signal number (exit status 128 + it)
+
+
+def _catch_up(rep, call: ReplicateCall) -> str | None:
+    """``rep.run(call)`` in a thread, so that Ctrl-C or SIGTERM stops it at the next safe point:
+    each table ends the segment (with ``replica.collapse: false``, the transaction) it is applying,
+    what landed is recorded, and nothing is left half-applied. A second Ctrl-C quits at once.
+
+    Returns:
+        None when the call ended by itself; else what stopped it (``"Ctrl-C"`` or ``"SIGTERM"``).
+
+    Raises:
+        WlcError: what the call raised.
+    """
+    import signal
+    import threading
+
+    stopped_by: list[str] = []
+    failed: list[BaseException] = []
+
+    def stop(signum, _frame) -> None:
+        if stopped_by and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: at once (guarded says "interrupted")
+        stopped_by.append("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
+        rep.interrupt()
+
+    def work() -> None:
+        try:
+            rep.run(call)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
+            failed.append(exc)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        worker = threading.Thread(target=work, name="wlr-catch-up", daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.2)
+            if stopped_by:
+                rep.interrupt()  # again: a stop asked while the call was still starting is not lost
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    if failed:
+        raise failed[0]
+    return stopped_by[0] if stopped_by else None
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -382,6 +443,8 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=1))
     elif columns:
         print(format_table(found, columns))
+    elif not found:
+        print(_none_found(args))
     else:
         print(format_table(found))
         starts = snapshots(args.master, args.dbfarm, args.logs)
@@ -391,6 +454,25 @@ def cmd_log(args: argparse.Namespace) -> int:
             + " (wlr log --snapshots lists them)"
         )
     return 0
+
+
+def _none_found(args: argparse.Namespace) -> str:
+    """The line ``wlr log`` prints when no published transaction matches: where the log ends."""
+    from .txlog import last_published
+
+    asked = " ".join(
+        f"{flag} {value}"
+        for flag, value in (
+            ("--table", args.table),
+            ("--operation", args.operation),
+            ("--since", args.since),
+            ("--until", args.until),
+        )
+        if value is not None
+    )
+    tick = last_published(args.master, args.dbfarm, args.logs)
+    end = f"the log ends at transaction {tick}" if tick >= 0 else f"{args.master} has published no transaction yet"
+    return f"no published transaction matches{' ' + asked if asked else ''}: {end}"
 
 
 EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED), (RestoreError, EXIT_FAILED))
@@ -408,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         :func:`wlcore.commands.run` gives the error that stopped it (:data:`EXIT_CODES`). A
         malformed command line or ``--config`` exits 2 (``SystemExit``) before any subcommand runs.
     """
+    return guarded(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     use_config(args)
     setup_terminal(args)

@@ -230,6 +230,12 @@ class Replica:
         """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
         self._parts.follower.stop()
 
+    def interrupt(self) -> None:
+        """Have the replay under way (:meth:`run`, in another thread) stop at its next safe point:
+        each table ends the segment it is applying, what landed is recorded. Takes no lock (a
+        signal handler may call it); the call then returns as a :meth:`stop` makes it."""
+        self._parts.follower.stop_event.set()
+
     def close(self) -> None:
         """Stop following and release the replica's lock and watcher."""
         self._parts.follower.close()

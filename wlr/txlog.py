@@ -224,6 +224,16 @@ def _row(rec: TxnRecord, batch: str) -> dict:
     return row
 
 
+def last_published(master: str, dbfarm: str | None = None, logs: str | None = None) -> int:
+    """The last transaction master ``master`` published (its ``tick``; -1: none yet), as its
+    ``wlc.config`` (or that of its shipped copy at ``logs``) says.
+
+    Raises:
+        ReplicaStateError: the database is not a master; ``logs`` holds no shipped copy of it.
+    """
+    return _master(master, dbfarm, logs)[2].tick
+
+
 def transactions(
     master: str,
     dbfarm: str | None = None,

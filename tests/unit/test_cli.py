@@ -171,3 +171,37 @@ def test_status_and_log_commands_start_without_spark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_wlr_log_past_its_end_says_where_the_log_ends(tmp_path, capsys):
+    now = datetime.now(timezone.utc)
+    logs = _published(tmp_path, [now - timedelta(seconds=10 - k) for k in range(5)])
+    write(tmp_path / "db" / "wlc.config", f"state=1\ndbid=abc\ntick=4\nlogs={logs}\n")
+    assert wlr_main(["log", str(tmp_path), "db", "--since", "99999"]) == 0
+    assert capsys.readouterr().out == "no published transaction matches --since 99999: the log ends at transaction 4\n"
+    assert wlr_main(["log", str(tmp_path), "db", "--since", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4  # a header, transactions 3 and 4, the snapshots line
+
+
+def test_register_says_it_starts_spark(tmp_path, capsys, monkeypatch):
+    import pytest
+
+    import wlr
+    from wlcore import session
+
+    write(tmp_path / "db" / "wlc.config", "state=1\ndbid=abc\ntick=-1\n")
+    write(tmp_path / "rep" / "wlr.config", "master=db\ndbid=abc\ntick=-1\nstate=idle\n")
+
+    class Started(Exception):
+        pass
+
+    def start():
+        raise Started  # where Spark would start: the line must come before
+
+    monkeypatch.setattr(session, "running_session", lambda: None)  # no Spark runs in this process
+    monkeypatch.setattr("wlr.catalog.running_session", lambda: None)
+    monkeypatch.setattr(session, "active_session", start)
+    with pytest.raises(Started):
+        wlr.register("rep", dbfarm=str(tmp_path))
+    err = capsys.readouterr().err
+    assert err.startswith("starting Spark to register the tables of replica rep (this takes a while;"), err

@@ -41,9 +41,11 @@ def test_changelog_names_this_release_and_its_formats():
     assert "wlc.config" in newest and "wlr.config" in newest  # the state files' formats too
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
+def _run(code: str, cache: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("WLC_VERBOSE", None)
+    if cache is not None:
+        env["XDG_CACHE_HOME"] = str(cache)
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
     )
@@ -52,33 +54,45 @@ def _run(code: str) -> subprocess.CompletedProcess:
 LINES = """
     import argparse, logging, warnings
     from wlcore.terminal import setup
-    setup(argparse.Namespace(verbose={verbose}), logging.INFO, "%(name)s %(levelname)s %(message)s")
+    setup(argparse.Namespace(verbose={verbose}))
     warnings.warn("database 'm' is already in master mode;\\n nothing changed", stacklevel=1)
     logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
-    logging.getLogger("wlc.master").info("capture session begins")
+    logging.getLogger("wlc.master").info("m: capture session 1a2b begins at transaction 0")
+    logging.getLogger("wlc.ship").info("shipped batch 3")
     logging.getLogger("wlr.replica").info("r: at transaction 3")
     logging.getLogger("somelib").warning("a library's warning")
+    try:
+        raise PermissionError(13, "Permission denied", "/db/wlc_logs")
+    except OSError:
+        logging.getLogger("wlc.master").exception("capture of m cannot publish")
     from wlcore.jvm_output import verbose; print("1" if verbose() else "-")
 """
 
 
-def test_command_lines_show_warnings_as_one_line_and_only_their_own_info():
-    out = _run(LINES.format(verbose=False))
+def test_command_lines_show_warnings_and_errors_as_one_line_and_log_the_rest(tmp_path):
+    out = _run(LINES.format(verbose=False), tmp_path)
     assert out.returncode == 0, out.stderr
+    log = tmp_path / "wlc" / "commands.log"
     assert out.stderr.splitlines() == [
         "warning: database 'm' is already in master mode; nothing changed",
-        "wlc.master INFO capture session begins",
-        "wlr.replica INFO r: at transaction 3",
-        "somelib WARNING a library's warning",
+        "warning: a library's warning",
+        "error: capture of m cannot publish: [Errno 13] Permission denied: '/db/wlc_logs' "
+        f"(traceback in {log}; --verbose shows it)",
     ]
     assert out.stdout == "-\n"
+    text = log.read_text()  # the product's INFO lines and the traceback; no other library's INFO
+    assert "wlc.master INFO m: capture session 1a2b begins" in text and "wlc.ship INFO shipped batch 3" in text
+    assert "Traceback (most recent call last)" in text and "PermissionError" in text
+    assert "Closing down" not in text
 
 
-def test_verbose_shows_everything():
-    out = _run(LINES.format(verbose=True))
+def test_verbose_shows_everything(tmp_path):
+    out = _run(LINES.format(verbose=True), tmp_path)
     assert out.returncode == 0, out.stderr
     assert "UserWarning: database 'm' is already in master mode" in out.stderr  # Python's own form
     assert "py4j.clientserver INFO Closing down clientserver connection" in out.stderr
+    assert "wlc.master INFO m: capture session" in out.stderr
+    assert "Traceback (most recent call last)" in out.stderr
     assert out.stdout == "1\n"  # WLC_VERBOSE=1: Spark's start-up output on the terminal
 
 
@@ -103,6 +117,7 @@ def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
         interval=0.02,
     )
     pump.started(ok)
+    os.write(pump._write, b'SLF4J: Failed to load class "org.slf4j.impl.StaticLoggerBinder".\n')
     os.write(pump._write, b"12:00:01 ERROR SparkContext: after the start\n")
     os.close(pump._write)
     pump.join(timeout=10)
@@ -113,6 +128,7 @@ def test_spark_startup_output_goes_to_the_log_and_later_lines_to_stderr(tmp_path
     log, err = _pump_lines(tmp_path, True, capfd)
     assert "Using incubator modules" in log and ":: resolving dependencies" in log and "b.jar" in log
     assert "after the start" not in log
+    assert "SLF4J: Failed to load class" in log  # s3a's first use: its notes are no news on the terminal
     log_path = tmp_path / "spark-start.log"
     note = f"downloading Spark's jars from Maven Central (once; they are cached); progress in {log_path}"
     assert err.splitlines() == [note, "12:00:01 ERROR SparkContext: after the start"]
@@ -121,3 +137,34 @@ def test_spark_startup_output_goes_to_the_log_and_later_lines_to_stderr(tmp_path
 def test_a_failed_start_prints_what_spark_said(tmp_path, capfd):
     _log, err = _pump_lines(tmp_path, False, capfd)
     assert ":: resolving dependencies" in err and "Using incubator modules" in err and "after the start" in err
+
+
+def _into_closed_pipe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``python -m <args>`` with its stdout a pipe nobody reads any more (``... | head -1``
+    after head exited): every write to it fails."""
+    read, write = os.pipe()
+    os.close(read)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", *args],
+            cwd=cwd,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "wlc.config").write_text("state=1\ndbid=abc\ntick=4\n")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "wlr.config").write_text("master=m\ndbid=abc\ntick=4\nstate=idle\n")
+    for args in (["wlr", "status", str(tmp_path), "r"], ["wlc", "status", str(tmp_path), "m"]):
+        out = _into_closed_pipe(args, tmp_path)
+        assert out.stderr == "", (args, out.stderr)  # no BrokenPipeError traceback, no "Exception ignored"
+        assert out.returncode == 141, args  # 128 + SIGPIPE, as a shell reports a command whose reader left

@@ -8,7 +8,7 @@ import posixpath
 import threading
 import uuid
 
-from ..errors import LockUnsupportedError
+from ..errors import BucketNotFoundError, LockUnsupportedError
 from .lease import Lease
 from .lock import HeldLock
 from .remote import ObjectStorage
@@ -21,6 +21,46 @@ class S3Storage(ObjectStorage):
     """An S3 or S3-compatible bucket through s3fs."""
 
     s3 = True
+
+    def __init__(self, fs) -> None:
+        super().__init__(fs)
+        self._buckets: set[str] = set()  # buckets seen to exist
+
+    def makedirs(self, path: str) -> None:
+        """Nothing to make on S3 (a folder is a prefix of keys), once its bucket exists: s3fs
+        would create a missing bucket (or fail with the store's raw error); it is refused.
+
+        Args:
+            path (str): the folder (``s3://bucket/key``).
+
+        Raises:
+            BucketNotFoundError: the bucket does not exist, or the credentials cannot see it.
+        """
+        self.require_bucket(path)
+        super().makedirs(path)
+
+    def require_bucket(self, path: str) -> None:
+        """Check that the bucket of ``path`` exists (asked once a process per bucket).
+
+        Args:
+            path (str): a URL or ``bucket/key`` in the bucket.
+
+        Raises:
+            BucketNotFoundError: it does not exist, or the credentials cannot see it.
+        """
+        bucket = self.fs.split_path(path)[0]
+        if bucket in self._buckets:
+            return
+        try:
+            found = self.fs.exists(bucket)
+        except PermissionError:
+            found = False
+        if not found:
+            raise BucketNotFoundError(
+                f"the bucket {bucket} does not exist (or the credentials of storage.s3 cannot see it): "
+                f"create the bucket first (e.g. aws s3 mb s3://{bucket}), or name an existing one"
+            )
+        self._buckets.add(bucket)
 
     def uri(self, path: str) -> str:
         """``s3a://bucket/key``: the URL Spark's S3A filesystem reads.
