@@ -103,6 +103,14 @@ class OneLine(logging.Formatter):
         super().__init__(fmt or "%(levelname)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one line (see the class).
+
+        Args:
+            record (logging.LogRecord): the record.
+
+        Returns:
+            str: the line, without a line break.
+        """
         plain = logging.makeLogRecord(record.__dict__)
         plain.levelname = record.levelname.lower()
         plain.exc_info, plain.exc_text, plain.stack_info = None, None, None
