@@ -98,7 +98,31 @@ def _start(conf: dict[str, Any]) -> SparkSession:
         spark = builder.getOrCreate()
     jars.remember(spark)
     spark.sparkContext.setLogLevel(cfg.log_level)
+    quiet_query_errors()
     return spark
+
+
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def quiet_query_errors() -> None:
+    """Keep PySpark's record of a failed statement off the terminal: PySpark 4 logs every
+    ``AnalysisException`` it raises as a JSON line with the JVM's whole stack trace on stderr
+    (its ``SQLQueryContextLogger`` and ``DataFrameQueryContextLogger``), on top of the exception,
+    whose message says the same in one line (a write to a replica's read-only view: ``'INSERT'
+    expects a table but ... is a view``). With ``WLC_VERBOSE=1`` the records stay.
+    """
+    import logging
+    import os
+
+    if os.environ.get("WLC_VERBOSE"):
+        return
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # an older PySpark logs nothing of the kind
+        return
+    for name in QUERY_CONTEXT_LOGGERS:  # made as PySpark makes them: it calls them with its own arguments
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _add_java_option(conf: dict[str, str], name: str, value: str) -> None:

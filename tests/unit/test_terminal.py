@@ -168,3 +168,22 @@ def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
         out = _into_closed_pipe(args, tmp_path)
         assert out.stderr == "", (args, out.stderr)  # no BrokenPipeError traceback, no "Exception ignored"
         assert out.returncode == 141, args  # 128 + SIGPIPE, as a shell reports a command whose reader left
+
+
+def test_a_failed_statement_is_not_logged_as_json_on_the_terminal(monkeypatch):
+    """PySpark 4 logs an AnalysisException it raises (a write to a replica's view) as a JSON line
+    with the JVM's stack trace on stderr; sessions started here keep it off the terminal."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from wlcore.session import QUERY_CONTEXT_LOGGERS, quiet_query_errors
+
+    monkeypatch.delenv("WLC_VERBOSE", raising=False)
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_CONTEXT_LOGGERS]
+    for logger in loggers:
+        monkeypatch.setattr(logger, "level", logging.NOTSET)
+    assert all(logger.isEnabledFor(logging.ERROR) for logger in loggers)  # PySpark's: on stderr
+    quiet_query_errors()
+    assert not any(logger.isEnabledFor(logging.ERROR) for logger in loggers)
+    assert all(PySparkLogger.getLogger(name) is logger for name, logger in zip(QUERY_CONTEXT_LOGGERS, loggers))
