@@ -9,6 +9,7 @@ captured before resumes from the cursors of its newest published batch.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import uuid
@@ -18,7 +19,7 @@ from typing import Any, Callable
 from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
-from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError, WlcError
+from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
 from wlcore.master_state import LOCK_FILE, STARTED, MasterState, check_paths, logs_of, read_master_state
 from wlcore.promotion import check_not_fenced, read_start, resume_point, superseded_error, supersedes
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
@@ -32,6 +33,8 @@ from .holds import Holds
 from .master_record import MasterRecord, utcnow
 from .publisher import CaptureTiming, Publisher
 from .table_notes import TableNotes
+
+log = logging.getLogger("wlc.master")
 
 
 class MasterSetup:
@@ -92,6 +95,7 @@ class MasterSetup:
                 f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being attached; check the folder"
             )
         self.record.config = existing
+        Dbfarm(self.dbfarm).check_current(self.folder, existing)  # writes to a fenced or superseded folder are lost
         if existing.state != STARTED:
             raise MasterStateError(
                 f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
@@ -170,13 +174,12 @@ class MasterSetup:
         Raises:
             MasterStateError: a promoted master supersedes this one (:func:`superseded_error`).
         """
-        newer = Dbfarm(self.dbfarm).successor(self.folder, cfg)
-        if newer is not None:
-            raise superseded_error(self.path, self.dbfarm, self.folder, Storage.join(self.dbfarm, newer[0]), newer[1])
+        Dbfarm(self.dbfarm).check_current(self.folder, cfg)
         for url in known_copies(self.storage, self.path):
             try:
                 copy = read_config(Storage.of(url), dest_root(url))
-            except (OSError, WlcError):
+            except Exception as exc:  # a copy out of reach (a store down, credentials): not seen
+                log.warning("shipped copy %s not read for a newer master of this database: %s", url, exc)
                 continue
             if copy is not None and supersedes(copy, cfg):
                 raise superseded_error(self.path, self.dbfarm, self.folder, url, copy)

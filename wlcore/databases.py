@@ -16,7 +16,7 @@ import posixpath
 
 from .errors import MasterStateError, NotFoundError, WlcError
 from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master_state
-from .promotion import database_of, supersedes
+from .promotion import check_not_fenced, database_of, superseded_error, supersedes
 from .replica_state import CONFIG_FILE as REPLICA_CONFIG, read_replica_state
 from .storage import Storage
 
@@ -162,6 +162,25 @@ class Dbfarm:
         later = [(n, c) for n, c in self.masters().items() if n != name and supersedes(c, cfg)]
         return max(later, key=lambda nc: nc[1].promoted or nc[1].created or 0) if later else None
 
+    def check_current(self, name: str, cfg: MasterState) -> None:
+        """Refuse a master's folder whose database another master holds now: fenced by a promotion
+        (``wlc.fenced``), or superseded by one it missed (:meth:`successor`). Writes there would
+        never be captured, and its capture would hand out the promoted master's transaction ids.
+
+        Args:
+            name (str): the master's folder name.
+            cfg (MasterState): its ``wlc.config``.
+
+        Raises:
+            MasterStateError: the folder is fenced or superseded (the message names the promoted master).
+            ConfigError: ``wlc.fenced`` is malformed.
+        """
+        path = Storage.join(self.path, name)
+        check_not_fenced(self.storage, path)
+        newer = self.successor(name, cfg)
+        if newer is not None:
+            raise superseded_error(path, self.path, name, Storage.join(self.path, newer[0]), newer[1])
+
     def current_master(self, database: str) -> str | None:
         """The folder of the master of database ``database`` now: the folder of that name when it
         is a master no other supersedes, else the promoted master holding that database (a
@@ -181,9 +200,9 @@ class Dbfarm:
         return max(current, key=lambda n: masters[n].promoted or masters[n].created or 0) if current else None
 
     def folder_of(self, name: str) -> str:
-        """The folder a master called ``name`` is in: ``name`` itself when it is a master's folder
-        (or when no master holds a database of that name), else the promoted master's folder
-        holding database ``name`` (:meth:`current_master`).
+        """The folder a master called ``name`` is in: ``name`` itself when a folder of that name
+        exists (a master's, or a plain one about to become a master) or no master holds a database
+        of that name, else the promoted master's folder holding database ``name`` (:meth:`current_master`).
 
         Args:
             name (str): a master's folder name or a database's name.
@@ -191,7 +210,7 @@ class Dbfarm:
         Returns:
             str: the folder name.
         """
-        if self.kind(name) == MASTER:
+        if self.kind(name) != MISSING:
             return name
         return self.current_master(name) or name
 

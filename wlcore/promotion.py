@@ -170,8 +170,8 @@ def superseded_error(db_path: str, farm: str, name: str, by: str, new: MasterSta
     Returns:
         MasterStateError: the error, naming the promoted master and the fixes.
     """
-    where = new.shipped_from or by
-    folder = where.rstrip("/").rsplit("/", 1)[-1]
+    where = (new.shipped_from or by).rstrip("/")
+    new_farm, _sep, folder = where.rpartition("/")  # a copy's master may be in another dbfarm
     seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
     cause = (
         f"{db_path} is no longer the master of database {database_of(new, name)!r}: {where}{seen} was promoted to "
@@ -180,11 +180,12 @@ def superseded_error(db_path: str, farm: str, name: str, by: str, new: MasterSta
         "would publish other changes under the same transaction ids (GTIDs)"
     )
     fix_py = (
-        f"write to the promoted master instead: wlc.attach({folder!r}); to start this folder again as a new "
+        f"write to the promoted master instead: wlc.attach({folder!r}, dbfarm={new_farm!r}); to start this "
+        "folder again as a new "
         f"database, move wlc.config and wlc_logs aside, then wlc.master({name!r}, dbfarm={farm!r})"
     )
     fix_cli = (
-        f"write to the promoted master instead (capture: wlc capture {farm} {folder}); to start this folder "
+        f"write to the promoted master instead (capture: wlc capture {new_farm} {folder}); to start this folder "
         f"again as a new database, move wlc.config and wlc_logs aside, then: wlc master {farm} {name}"
     )
     return MasterStateError(f"{cause}; {fix_py}", cli=f"{cause}; {fix_cli}")

@@ -186,9 +186,6 @@ class Follower:
                     book.state.heartbeat = datetime.now(timezone.utc)  # alive: wlr status
                     if not book.state.error_cause:
                         book.state.state = "following"  # again, after a failure it got past
-                    if book.state.source_error:
-                        book.log(f"the source is read again ({book.state.source_error!r} is over)")
-                    book.state.source_error, book.state.source_error_since = "", None
                     book.save()
                 attempt, trouble, said = 0, 0, ""
             except ReplicationError:  # kept in wlr.config; tried again after a backoff, never skipped
@@ -210,7 +207,8 @@ class Follower:
                     said = str(exc)
                 else:
                     log.exception("follow mode of %s failed; retrying in %g s", book.name, wait)
-                self._source_trouble(exc)
+                if isinstance(exc, (WlcError, OSError)):  # the source refused or out of reach; not a bug of ours
+                    self._source_trouble(exc)
             if attempt or trouble:
                 self.stop_event.wait(wait)  # the backoff holds whatever the log folder does
             else:
@@ -227,7 +225,10 @@ class Follower:
             state.source_error = str(exc) if isinstance(exc, WlcError) else f"{type(exc).__name__}: {exc}"
             state.source_error_since = state.source_error_since or now
             state.heartbeat = now  # alive, trying: wlr status
-            book.save()
+            try:
+                book.save()
+            except Exception:  # the replica's own folder out of reach too: tried again at the next round
+                log.exception("replica %s: wlr.config not written", book.name)
         if first:
             self.metrics.failed("source")
 

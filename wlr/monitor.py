@@ -27,7 +27,7 @@ from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.batch import parse_utc
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
-from wlcore.errors import BatchError
+from wlcore.errors import BatchError, WlcError
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, EXIT_UNREACHABLE, liveness_line
 from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
 from wlcore.promotion import read_start, resume_point
@@ -185,22 +185,22 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         capture stale, 6 the source unreachable; :mod:`wlcore.health`).
     """
     src = rep.source
-    mcfg = src.config()
     now = datetime.now(timezone.utc)
     tick = st.tick
+    mcfg, unreachable = _source_config(rep, src, st)
     mwrite = mcfg.write if mcfg is not None else None
-    master_tick, pending, lag_txns, lag_s = _lag(rep, src, st, mcfg, now)
     state = st.state if st.has("state") else "new"
     follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, settings().replica.stale_after)
     if state == "following" and follower == "stale":
         state = "stale"
-    unreachable = _unreachable(rep, src, st, mcfg)
-    if unreachable is not None and state not in ("failed", "stale"):
-        # nothing tells what the source published: the lag is unknown, at least the time since the
+    if unreachable is None:
+        master_tick, pending, lag_txns, lag_s = _lag(rep, src, st, mcfg, now)
+    else:  # nothing tells what the source published: the lag is unknown, at least the time since the
         # source was last read, and growing by the clock
-        state, master_tick, lag_txns = "unreachable", None, None
         since = st.source_error_since or st.heartbeat or st.clock
+        master_tick, pending, lag_txns = None, 0, None
         lag_s = max(0.0, (now - since).total_seconds()) if since is not None else None
+        state = state if state in ("failed", "stale") else "unreachable"
     capture, capture_at = capture_liveness(mcfg, now) if mcfg is not None else ("unknown", None)
     capture_line = liveness_line(capture, capture_at, f"wlc capture {rep.master_dbfarm} {src.capture_name(rep.master)}")
     diverged = None
@@ -268,13 +268,17 @@ def _lag(
     return mtick, pending, behind + pending, max(0.0, (now - min(times)).total_seconds()) if times else None
 
 
-def _unreachable(rep, src, st: ReplicaState, mcfg: MasterState | None) -> str | None:
-    """Why the replica's source cannot be read or refuses it (None: it is read): its
-    ``wlc.config`` missing (what :meth:`wlr.source.Source.missing` says), or what the follower's
-    last round found (``source_error``)."""
+def _source_config(rep, src, st: ReplicaState) -> tuple[MasterState | None, str | None]:
+    """The source's ``wlc.config`` and why the source cannot be read or refuses the replica (None:
+    it is read): its store out of reach, its ``wlc.config`` missing (what
+    :meth:`wlr.source.Source.missing` says), or what the follower's last round found (``source_error``)."""
+    try:
+        mcfg = src.config()
+    except (OSError, WlcError) as exc:
+        return None, st.source_error or f"{src.label} cannot be read: {exc}"
     if mcfg is None:
-        return st.source_error or str(src.missing(rep.master))
-    return st.source_error or None
+        return None, st.source_error or str(src.missing(rep.master))
+    return mcfg, st.source_error or None
 
 
 def promises(rep, src, st: ReplicaState) -> dict:

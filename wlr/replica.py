@@ -24,7 +24,7 @@ from .options import ReplayOptions, ReplicateCall
 from .parts import ReplicaParts
 from .route import Route
 from .select import Selection
-from .source import MasterLike, Source, master_source, recorded_source, resolve, shipped_source
+from .source import MasterLike, Source, held_by, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
 
 
@@ -79,9 +79,12 @@ class Replica:
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = cfg.logs
+        recorded = recorded_source(self.state)
+        gone = recorded is None or (recorded.is_master and recorded.root.rstrip("/") == self.master_path.rstrip("/"))
         self.source: Source = (
             chosen
-            or recorded_source(self.state)
+            or (held_by(self.master_dbfarm, self.master) if chosen is None and gone else None)  # promoted elsewhere
+            or recorded
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)
         )

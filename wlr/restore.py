@@ -223,8 +223,11 @@ def _check_master(storage: Storage, master: str, farm: str) -> str:
     from wlcore.databases import Dbfarm
     from wlcore.master_state import STOPPED, read_master_state
 
-    master = Dbfarm(farm).require_master(master)  # no such database, a replica, a plain folder: each named with its fix
+    dbs = Dbfarm(farm)
+    master = dbs.require_master(master)  # no such database, a replica, a plain folder: each named with its fix
     cfg = read_master_state(storage, Storage.join(farm, master))
+    if cfg is not None:
+        dbs.check_current(master, cfg)  # a fenced or superseded folder: its tables are not captured
     if cfg is not None and cfg.state == STOPPED:
         raise MasterStateError(
             f"master {master!r} stopped logging (state=2): a table restored there would not be "

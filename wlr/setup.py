@@ -389,6 +389,10 @@ class ReplicaSetup:
         """
         logs = self.source.logs(mcfg)
         state = self.state
+        if state.source_error:  # read again: status shows the replica's own state again
+            self.book.log(f"reading {self.source.label} again (it was out of reach: {state.source_error})")
+            state.source_error, state.source_error_since = "", None
+            self.book.save()
         if mcfg.beat is not None and state.master_beat != mcfg.beat:  # a promotion keeps it (wlr.promote)
             state.master_beat = mcfg.beat
             self.book.save()

@@ -275,8 +275,7 @@ def master_name(source: Source) -> str:
 
 def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
     """A master named by the folder of a promoted replica (:mod:`wlr.promote`): the folder is the
-    source, and the master is the database it holds. A database named whose own folder is no
-    master (gone, or never one) while a promoted master holds it: that master's folder is the source.
+    source, and the master is the database it holds.
 
     Args:
         farm (str): the master's dbfarm.
@@ -285,24 +284,36 @@ def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
     Returns:
         tuple[Source | None, str | None]: ``(the folder as a source, None)`` when ``name`` is a
         promoted master's folder holding a database of another name (:func:`master_name` reads
-        it); ``(the promoted master's folder, name)`` when a promoted master holds database
-        ``name``; ``(None, name)`` otherwise.
+        it); ``(None, name)`` otherwise.
 
     Raises:
         ConfigError: a malformed name, or the folder's ``wlc.config`` is malformed.
     """
-    from wlcore.databases import Dbfarm
-
     src = master_source(farm, check_name(name, "master database"))
-    cfg = src.config()
-    if cfg is None:  # no master's folder of that name: a promoted master may hold the database
-        folder = Dbfarm(farm).current_master(name)
-        if folder is not None and folder != name:
-            return master_source(farm, folder), name
-        return None, name
-    if database_of(cfg, name) != name:
+    if database_of(src.config(), name) != name:
         return src, None
     return None, name
+
+
+def held_by(farm: str, database: str) -> Source | None:
+    """The promoted master's folder holding ``database`` when no master's folder of that name is
+    in ``farm`` (gone, moved away): a replica named by the database reads it.
+
+    Args:
+        farm (str): the master's dbfarm.
+        database (str): the database's name.
+
+    Returns:
+        Source | None: the promoted master's folder as a source; None when a folder ``database``
+        is a master, or no promoted master holds the database.
+    """
+    from wlcore.databases import Dbfarm
+
+    storage = Storage.of(farm)
+    if storage.exists(Storage.join(farm, database, MASTER_CONFIG)) or not storage.isdir(farm):
+        return None
+    folder = Dbfarm(farm).current_master(database)
+    return master_source(farm, folder) if folder is not None and folder != database else None
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,10 @@ def test_a_replica_behind_is_refused_then_forced(tmp_path, capsys):
     assert (fence.promoted, fence.database, fence.tick, fence.epoch) == (str(tmp_path / "r"), "m", 1, done.epoch)
     with pytest.raises(MasterStateError, match="is fenced"):
         check_not_fenced(st, str(tmp_path / "m"))
+    import wlc
+
+    with pytest.raises(MasterStateError, match="is fenced"):
+        wlc.attach("m", dbfarm=str(tmp_path))  # a writer pointed at the old master is told where to go
     assert "promoted to master" in (tmp_path / "r" / "wlc.log").read_text()
     from wlc.cli import main as wlc_main
 
@@ -197,6 +201,7 @@ def _lost_and_promoted(tmp_path, beat_seen=3.0):
 
 
 def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses(tmp_path, capsys):
+    import wlc
     from wlc.cli import main as wlc_main
     from wlcore.databases import Dbfarm
 
@@ -215,6 +220,15 @@ def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses
     assert (tmp_path / "m" / "wlc.config").read_text() == before
     assert wlc_main(["status", farm, "m"]) == 0
     assert "FENCED superseded: r was promoted to master of 'm'" in capsys.readouterr().out
+    with pytest.raises(MasterStateError, match="is no longer the master of database 'm'"):
+        wlc.attach("m", dbfarm=farm)  # a writer's commits there would never be captured
+    # the fix the refusal gives: the folder made a new database (a new database id), captured again
+    os.rename(tmp_path / "m" / "wlc.config", tmp_path / "m.config.aside")
+    os.rename(tmp_path / "m" / "wlc_logs", tmp_path / "m.logs.aside")
+    assert wlc_main(["master", farm, "m"]) == 0 and "m is a master now" in capsys.readouterr().out
+    again = read_master_state(Storage.of(farm), str(tmp_path / "m"))
+    assert again.dbid != "abc" and Dbfarm(farm).successor("m", again) is None
+    assert (Dbfarm(farm).current_master("m"), Dbfarm(farm).require_master("m")) == ("m", "m")
 
 
 def test_a_shipped_copy_of_the_promoted_master_supersedes_the_old_one(tmp_path):
