@@ -122,21 +122,20 @@ class Run:
             warnings.simplefilter("always")
             self.masters["live"].flush()
         self.warned["live"] += feed_warnings(seen)
+        # late's capture catches up (it was away while the statements ran) before any replay runs:
+        # warnings.catch_warnings is process-wide, and a replay thread's library code entering its
+        # own catch_warnings meanwhile would lose late's warnings (seen in a run)
+        self._copy_to_late()  # everything written while late's capture was away
+        start("late")
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            self.masters["late"].flush()
+        self.warned["late"] += feed_warnings(seen)
+        self.seconds["late capture"] = time.monotonic() - t0
         with ThreadPoolExecutor(4, thread_name_prefix="conformance-replay") as pool:
-            # live is replayed while late's capture catches up (it was away while the statements ran)
             jobs = [
-                pool.submit(self._replicate, "live", replay, collapse, scenarios)
-                for replay, collapse in COLLAPSE.items()
-            ]
-            self._copy_to_late()  # everything written while late's capture was away
-            start("late")
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                self.masters["late"].flush()
-            self.warned["late"] += feed_warnings(seen)
-            self.seconds["late capture"] = time.monotonic() - t0
-            jobs += [
-                pool.submit(self._replicate, "late", replay, collapse, scenarios)
+                pool.submit(self._replicate, mode, replay, collapse, scenarios)
+                for mode in ("live", "late")
                 for replay, collapse in COLLAPSE.items()
             ]
             for job in jobs:
