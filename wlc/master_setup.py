@@ -21,7 +21,7 @@ from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
 from wlcore.master_state import LOCK_FILE, STARTED, MasterState, check_paths, logs_of, read_master_state
-from wlcore.promotion import check_not_fenced, read_start, resume_point, superseded_error, supersedes
+from wlcore.promotion import read_start, resume_point, superseded_error, supersedes
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
 from wlcore.ship import dest_root, read_config
@@ -88,14 +88,15 @@ class MasterSetup:
         Raises:
             MasterStateError: the database is not a master, or it stopped logging.
         """
-        Dbfarm(self.dbfarm).require_master(self.folder)  # names what it is and the nearest masters
+        dbs = Dbfarm(self.dbfarm)
+        dbs.require_master(self.folder)  # names what it is and the nearest masters
         existing = read_master_state(self.storage, self.path)
         if existing is None:  # its wlc.config went away since
             raise MasterStateError(
                 f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being attached; check the folder"
             )
         self.record.config = existing
-        Dbfarm(self.dbfarm).check_current(self.folder, existing)  # writes to a fenced or superseded folder are lost
+        dbs.check_current(self.folder, existing)  # writes to a fenced or superseded folder are lost
         if existing.state != STARTED:
             raise MasterStateError(
                 f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
@@ -164,9 +165,10 @@ class MasterSetup:
             self.release_lock()
 
     def check_not_superseded(self, cfg: MasterState) -> None:
-        """Refuse capture of a master whose database another master holds now: one promoted while
-        this folder was out of reach (:func:`wlcore.promotion.supersedes`), in the dbfarm or in a
-        shipped copy this master ships to (``wlc.copies``; a copy that cannot be read is not seen).
+        """Refuse capture of a master whose database another master holds now, seen in a shipped copy
+        this master ships to (``wlc.copies``; a copy that cannot be read is not seen): one promoted
+        while this folder was out of reach (:func:`wlcore.promotion.supersedes`) that ships there too.
+        The dbfarm's masters are :meth:`wlcore.databases.Dbfarm.check_current`'s.
 
         Args:
             cfg (MasterState): this master's ``wlc.config``.
@@ -174,7 +176,6 @@ class MasterSetup:
         Raises:
             MasterStateError: a promoted master supersedes this one (:func:`superseded_error`).
         """
-        Dbfarm(self.dbfarm).check_current(self.folder, cfg)
         for url in known_copies(self.storage, self.path):
             try:
                 copy = read_config(Storage.of(url), dest_root(url))
@@ -308,7 +309,7 @@ class MasterSetup:
             MasterStateError, ConfigError: as :meth:`validate`, :meth:`restore`.
         """
         existing = read_master_state(self.storage, self.path)  # again, now that the lock is ours
-        check_not_fenced(self.storage, self.path)  # a replica was promoted in its place
+        Dbfarm(self.dbfarm).check_current(self.folder, existing)  # fenced, or a promotion it missed
         if existing is not None:
             self.check_not_superseded(existing)
             self.record.config = existing

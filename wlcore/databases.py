@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+from datetime import datetime, timezone
 
 from .errors import MasterStateError, NotFoundError, WlcError
 from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master_state
@@ -71,6 +72,11 @@ def did_you_mean(name: str, candidates, what: str) -> str:
 def _same_form(path: str) -> str:
     """``path`` in one form for comparing: a local path normalised, a URL without a trailing slash."""
     return path.rstrip("/") if "://" in path else posixpath.normpath(path)
+
+
+def _promoted(cfg: MasterState) -> datetime:
+    """When ``cfg``'s master was promoted (a master not promoted: before every promotion)."""
+    return cfg.promoted or datetime.min.replace(tzinfo=timezone.utc)
 
 
 class Dbfarm:
@@ -160,16 +166,16 @@ class Dbfarm:
             None when ``name`` is the database's master.
         """
         later = [(n, c) for n, c in self.masters().items() if n != name and supersedes(c, cfg)]
-        return max(later, key=lambda nc: nc[1].promoted or nc[1].created or 0) if later else None
+        return max(later, key=lambda nc: _promoted(nc[1])) if later else None
 
-    def check_current(self, name: str, cfg: MasterState) -> None:
+    def check_current(self, name: str, cfg: MasterState | None) -> None:
         """Refuse a master's folder whose database another master holds now: fenced by a promotion
         (``wlc.fenced``), or superseded by one it missed (:meth:`successor`). Writes there would
         never be captured, and its capture would hand out the promoted master's transaction ids.
 
         Args:
             name (str): the master's folder name.
-            cfg (MasterState): its ``wlc.config``.
+            cfg (MasterState | None): its ``wlc.config`` (None: none yet; only the fence is checked).
 
         Raises:
             MasterStateError: the folder is fenced or superseded (the message names the promoted master).
@@ -177,7 +183,7 @@ class Dbfarm:
         """
         path = Storage.join(self.path, name)
         check_not_fenced(self.storage, path)
-        newer = self.successor(name, cfg)
+        newer = self.successor(name, cfg) if cfg is not None else None
         if newer is not None:
             raise superseded_error(path, self.path, name, Storage.join(self.path, newer[0]), newer[1])
 
@@ -197,7 +203,8 @@ class Dbfarm:
         current = [n for n in held if not any(supersedes(c, masters[n]) for m, c in masters.items() if m != n)]
         if database in current:
             return database
-        return max(current, key=lambda n: masters[n].promoted or masters[n].created or 0) if current else None
+        # the others hold it in a folder of another name: promoted masters, the latest promoted first
+        return max(current, key=lambda n: _promoted(masters[n])) if current else None
 
     def folder_of(self, name: str) -> str:
         """The folder a master called ``name`` is in: ``name`` itself when a folder of that name

@@ -83,7 +83,7 @@ class Replica:
         gone = recorded is None or (recorded.is_master and recorded.root.rstrip("/") == self.master_path.rstrip("/"))
         self.source: Source = (
             chosen
-            or (held_by(self.master_dbfarm, self.master) if chosen is None and gone else None)  # promoted elsewhere
+            or (held_by(self.master_dbfarm, self.master) if gone else None)  # promoted elsewhere
             or recorded
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)

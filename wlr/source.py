@@ -296,8 +296,8 @@ def promoted_folder(farm: str, name: str) -> tuple[Source | None, str | None]:
 
 
 def held_by(farm: str, database: str) -> Source | None:
-    """The promoted master's folder holding ``database`` when no master's folder of that name is
-    in ``farm`` (gone, moved away): a replica named by the database reads it.
+    """The promoted master's folder holding ``database`` when no folder of that name is in ``farm``
+    (gone, moved away; :meth:`wlcore.databases.Dbfarm.folder_of`): a replica named by the database reads it.
 
     Args:
         farm (str): the master's dbfarm.
@@ -305,15 +305,14 @@ def held_by(farm: str, database: str) -> Source | None:
 
     Returns:
         Source | None: the promoted master's folder as a source; None when a folder ``database``
-        is a master, or no promoted master holds the database.
+        exists, or no promoted master holds the database.
     """
     from wlcore.databases import Dbfarm
 
-    storage = Storage.of(farm)
-    if storage.exists(Storage.join(farm, database, MASTER_CONFIG)) or not storage.isdir(farm):
+    if not Storage.of(farm).isdir(farm):  # a master's dbfarm not made yet: nothing holds it
         return None
-    folder = Dbfarm(farm).current_master(database)
-    return master_source(farm, folder) if folder is not None and folder != database else None
+    folder = Dbfarm(farm).folder_of(database)
+    return master_source(farm, folder) if folder != database else None
 
 
 @dataclass(frozen=True)

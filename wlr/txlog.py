@@ -21,6 +21,7 @@ from typing import Iterable
 from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord, utc_iso
 from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
+from wlcore.promotion import database_of
 from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.storage import Storage
 
@@ -48,12 +49,6 @@ def _within(rec: TxnRecord, since: Target | None, until: Target | None) -> bool:
     if until is not None and not until.admits(rec.txn, rec.time):
         return False
     return True
-
-
-def _prefix(cfg: MasterState, master: str) -> str:
-    """The name ``master``'s batches carry: the database's for a promoted master whose folder
-    keeps the replica's name (:func:`wlcore.promotion.log_name`), else ``master``."""
-    return cfg.database if cfg.promoted is not None and cfg.database else master
 
 
 def _master(master: str, dbfarm: str | None, logs: str | None = None) -> tuple[Storage, str, MasterState]:
@@ -270,7 +265,7 @@ def transactions(
     """
     lo, hi = _bound(since), _bound(until)
     storage, path, cfg = _master(master, dbfarm, logs)
-    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), _prefix(cfg, master)))
+    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), database_of(cfg, master)))
     out, seen = [], set()
     for index in range(sources.first_not_before(lo), len(sources.listed)):
         name = sources.listed[index][2]
@@ -312,7 +307,7 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
     storage, path, cfg = _master(master, dbfarm, logs)
     return [
         {"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), _prefix(cfg, master))
+        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), database_of(cfg, master))
     ]
 
 
