@@ -49,3 +49,29 @@ def test_copies_between_local_folders_and_s3(s3, tmp_path):
     assert (back / "a" / "b" / "f.parquet").read_bytes() == b"x" * 5000
     assert copy_file(st, f"{s3}/copy/top.json", st, f"{s3}/other.json") == 2
     assert st.size(f"{s3}/missing") is None
+
+
+def test_a_file_replaced_by_another_process_is_read_whole(s3, s3_server, monkeypatch):
+    # A shipper in another process rewrites wlc.config between the two requests an fsspec open
+    # makes (its HEAD, then a GET conditional on the ETag it saw): the read gives one version
+    # whole, not FileExpired.
+    import boto3
+
+    st = Storage.of(s3)
+    st.write_atomic(f"{s3}/db/wlc.config", "beat=1\n")
+    other = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    info = st.fs.info
+
+    def info_then_a_writer(path, **kw):
+        seen = info(path, **kw)
+        other.put_object(Bucket=s3[len("s3://") :], Key="db/wlc.config", Body=b"beat=22\n")
+        return seen
+
+    monkeypatch.setattr(st.fs, "info", info_then_a_writer)
+    assert st.read_text(f"{s3}/db/wlc.config") in ("beat=1\n", "beat=22\n")  # one whole version

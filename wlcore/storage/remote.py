@@ -150,6 +150,13 @@ class RemoteStorage(Storage):
         info = self.fs.info(path)
         return FileStat(int(info["size"]), _mtime_ms(info))
 
+    def read_bytes(self, path: str) -> bytes:
+        """The whole object in one fsspec ``cat_file`` (one GET). An object replaced while it is
+        read (``wlc.config`` rewritten by a shipper) gives the old or the new contents whole;
+        opening it and reading would ask for a range of the ETag seen at the open and fail
+        with ``FileExpired``. Raises FileNotFoundError when it is not there."""
+        return self.fs.cat_file(path)
+
     # writes -------------------------------------------------------------------------
     def write_atomic(self, path: str, data: bytes | str) -> None:
         """Write a hidden file aside, then move it over ``path``.
