@@ -109,8 +109,7 @@ def quiet_query_errors() -> None:
     """Keep PySpark's record of a failed statement off the terminal: PySpark 4 logs every
     ``AnalysisException`` it raises as a JSON line with the JVM's whole stack trace on stderr
     (its ``SQLQueryContextLogger`` and ``DataFrameQueryContextLogger``), on top of the exception,
-    whose message says the same in one line (a write to a replica's read-only view: ``'INSERT'
-    expects a table but ... is a view``). With ``WLC_VERBOSE=1`` the records stay.
+    whose message says the same in one line. With ``WLC_VERBOSE=1`` the records stay.
     """
     import logging
     import os

@@ -10,7 +10,10 @@ delta.`<folder>` VERSION AS OF <version>``. Spark refuses writes through a view 
 ``TRUNCATE``, ``ALTER``: "expects a table but ... is a view"), and Delta refuses ``UPDATE``,
 ``DELETE`` and ``MERGE`` into a time-travelled read, so the replica's tables stay read-only
 through their names; ``DROP VIEW`` removes a name only, never a table, and the next
-registration puts it back.
+registration puts it back. A session that has the names says so in one line of its own:
+its ``spark.sql`` raises :class:`wlr.ReadOnlyError` for a write Spark refused through a
+replica's name (:func:`guard_writes`), as a PostgreSQL hot standby says "cannot execute
+INSERT in a read-only transaction", where Spark and Delta name a view or a historical scan.
 
 Why views in the session catalog: Spark's session catalog is the one catalog every
 SparkSession with Delta has (a catalog of our own would need a JVM catalog plugin on the
@@ -25,6 +28,7 @@ with :func:`wlr.register` (they then stand at the tick read, until it registers 
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -39,13 +43,101 @@ from wlcore.settings import settings
 from wlcore.tabledef import sql_string as _string
 
 from .book import StateBook
-from .errors import ReplicaStateError
+from .errors import ReadOnlyError, ReplicaStateError
 from .view import ConsistentView
 
 log = logging.getLogger("wlr.replica")
 
 SEPARATOR = "__"
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# the statements that write into a table, and the name they write (Spark SQL's grammar: a name
+# of up to three parts, each bare or in backticks)
+_PART = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_WRITE = re.compile(
+    r"\b(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE\s+TABLE|ALTER\s+TABLE)"
+    rf"\s+({_PART}(?:\s*\.\s*{_PART}){{0,2}})",
+    re.IGNORECASE,
+)
+_VIEW_COMMENT = re.compile(
+    r"^replica (?P<replica>\S+)'s table (?P<table>\S+) at Delta version \d+ \(read-only(?:; master (?P<master>\S+))?\)$"
+)
+
+
+def _parts(name: str) -> list[str]:
+    """The parts of a Spark SQL name as :data:`_WRITE` found it (backticks taken off)."""
+    parts = re.findall(_PART, name)
+    return [p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts]
+
+
+def read_only_error(spark: Any, statement: str, error: BaseException) -> ReadOnlyError | None:
+    """The error to raise for ``statement`` when it wrote through a replica table's name.
+
+    Args:
+        spark (SparkSession): the session that ran it.
+        statement (str): the Spark SQL statement.
+        error (BaseException): what Spark raised for it.
+
+    Returns:
+        ReadOnlyError | None: the refusal in one line naming the replica, its table and its
+        master; None when ``error`` is no analysis error (a statement that does not parse is
+        its author's to fix) or the statement writes no view of a replica's (its comment,
+        written by :class:`ReplicaCatalog`, says which).
+    """
+    from pyspark.errors import AnalysisException, ParseException
+
+    if not isinstance(error, AnalysisException) or isinstance(error, ParseException):
+        return None
+    for found in _WRITE.finditer(statement):
+        parts = _parts(found.group(1))
+        if len(parts) == 3 and parts[0].lower() == "spark_catalog":
+            parts = parts[1:]
+        if len(parts) != 2:
+            continue
+        try:
+            described = spark.catalog.getTable(".".join(quote_ident(p) for p in parts))
+        except Exception:  # noqa: BLE001 (no such name: not a replica's)
+            continue
+        comment = _VIEW_COMMENT.match(described.description or "")
+        if described.tableType != "VIEW" or comment is None:
+            continue
+        replica, table, master = comment.group("replica", "table", "master")
+        on = f"its master {master}" if master else "its master"
+        return ReadOnlyError(
+            f"replica {replica} is read-only: {sql_text(*parts)} reads its table {table}; "
+            f"write {table} on {on}, and replay brings the change here",
+            replica,
+            table,
+            error,
+        )
+    return None
+
+
+def guard_writes(spark: Any) -> None:
+    """Make ``spark.sql`` raise :class:`ReadOnlyError` (instead of Spark's or Delta's message)
+    for a write Spark refused through a replica table's name; every other statement, and
+    every other error, is Spark's as before. Done once per session object.
+
+    Args:
+        spark (SparkSession): the session whose catalog has replica names.
+    """
+    if getattr(spark, "_wlr_guards_writes", False):
+        return
+    run = spark.sql
+
+    @functools.wraps(run)
+    def sql(sqlQuery: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(sqlQuery, *args, **kwargs)
+        except Exception as exc:
+            refusal = read_only_error(spark, sqlQuery, exc) if isinstance(sqlQuery, str) else None
+            if refusal is None:
+                raise
+            raise refusal from None  # Spark's own is refusal.spark_error
+
+    spark.sql = sql
+    spark._wlr_guards_writes = True
 
 
 def sql_schema(replica: str, schema: str) -> str:
@@ -225,8 +317,10 @@ class ReplicaCatalog:
     def _sync(self, spark: Any, remake: bool = False) -> None:
         """Create, move and drop views so that they match the last consistent tick (``remake``:
         every view made again, also one a user changed with ``ALTER VIEW``)."""
+        guard_writes(spark)
         seen = self._key()
         versions = dict(seen[1])
+        master = self.book.current().master
         plan = plan_names(self.book.name, list(versions))
         left_out = dict(plan.left_out)
         for schema in sorted({s for s, _v in plan.names.values()}):
@@ -241,7 +335,7 @@ class ReplicaCatalog:
             if not remake and made == (schema, name, versions[table]) and name.lower() in present[schema]:
                 continue
             try:
-                self._create_view(spark, table, schema, name, versions[table])
+                self._create_view(spark, table, schema, name, versions[table], master)
             except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException: said, the others go on)
                 left_out[table] = f"its view could not be made: {str(exc).splitlines()[0]}"
                 self._made[table] = (schema, name, -1)  # its older view goes below: never a mix of ticks
@@ -284,9 +378,9 @@ class ReplicaCatalog:
         rows = spark.sql(f"SHOW TABLES IN {quote_ident(schema)}").collect()
         return {r.tableName.lower() for r in rows if not r.isTemporary}
 
-    def _create_view(self, spark: Any, table: str, schema: str, name: str, version: int) -> None:
+    def _create_view(self, spark: Any, table: str, schema: str, name: str, version: int, master: str) -> None:
         path = self.view.path_of(table)
-        comment = f"replica {self.book.name}'s table {table} at Delta version {version} (read-only)"
+        comment = f"replica {self.book.name}'s table {table} at Delta version {version} (read-only; master {master})"
         spark.sql(
             f"CREATE OR REPLACE VIEW {quote_ident(schema)}.{quote_ident(name)} COMMENT {_string(comment)} "
             f"AS SELECT * FROM delta.{quote_ident(path)} VERSION AS OF {int(version)}"

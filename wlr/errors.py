@@ -25,6 +25,25 @@ class ReplicaStateError(WlcError):
     """The replica is not in a state the call needs (not a replica, of another master, nothing to accept)."""
 
 
+class ReadOnlyError(ReplicaStateError):
+    """A Spark SQL statement wrote through a replica table's name (``INSERT``, ``UPDATE``,
+    ``DELETE``, ``MERGE``, ``TRUNCATE``, ``ALTER``), which Spark or Delta refused: the replica's
+    tables are read-only, as a PostgreSQL hot standby's are ("cannot execute INSERT in a
+    read-only transaction"). Nothing reached the replica.
+
+    Args:
+        message: the message, naming the replica, its table and its master.
+        replica: the replica's database name (kept as ``replica``).
+        table: the replica table ``schema.table`` the name reads (kept as ``table``).
+        spark_error: the exception Spark raised (kept as ``spark_error``; its message names
+            Spark's or Delta's condition, e.g. ``EXPECT_TABLE_NOT_VIEW``).
+    """
+
+    def __init__(self, message: str, replica: str, table: str, spark_error: BaseException):
+        super().__init__(message)
+        self.replica, self.table, self.spark_error = replica, table, spark_error
+
+
 class DivergedError(ReplicaStateError):
     """The source's history is not the one this replica followed: the master was restored
     from a copy (or its logs were reset) and wrote other transactions under ids the replica

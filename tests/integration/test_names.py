@@ -49,9 +49,20 @@ def test_a_following_replica_is_read_by_name_at_its_tick(spark, master, dbfarm):
         f"DELETE FROM {name} WHERE id = 1",
         f"MERGE INTO {name} t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE",
         f"TRUNCATE TABLE {name}",
+        "ALTER TABLE `spark_catalog`.m_replica__s.`t` ADD COLUMNS (z INT)",
     ):
-        with pytest.raises(AnalysisException):
+        # one line of ours, not Spark's "is a view" or Delta's "historical scan"
+        with pytest.raises(wlr.ReadOnlyError) as refused:
             spark.sql(write)
+        assert str(refused.value) == (
+            f"replica m_replica is read-only: {name} reads its table s.t; "
+            "write s.t on its master m, and replay brings the change here"
+        )
+        assert isinstance(refused.value.spark_error, AnalysisException) and refused.value.table == "s.t"
+    with pytest.raises(AnalysisException, match="UNRESOLVED_COLUMN"):  # a read's error stays Spark's
+        spark.sql(f"SELECT nope FROM {name}")
+    with pytest.raises(AnalysisException, match="PARSE_SYNTAX_ERROR"):  # as does a statement that does not parse
+        spark.sql(f"INSERT INTO {name} VALUES (")
     assert rep.versions() == versions  # nothing reached the replica's tables
     view_sql = spark.sql(f"SHOW CREATE TABLE {name}").first()[0]
     assert f"VERSION AS OF {versions['s.t']}" in view_sql  # the version of the last consistent tick

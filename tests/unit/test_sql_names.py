@@ -1,6 +1,6 @@
 """The Spark SQL names of a replica's tables (pure: no Spark)."""
 
-from wlr.catalog import plan_names, sql_schema, sql_text
+from wlr.catalog import _WRITE, _parts, plan_names, sql_schema, sql_text
 
 
 def test_each_schema_of_a_replica_is_a_schema_of_its_own():
@@ -32,3 +32,21 @@ def test_a_part_that_does_not_start_with_a_letter_is_written_in_backticks():
     assert sql_text("r__s", "orders") == "r__s.orders"
     assert sql_text("r__s", "2024") == "r__s.`2024`"
     assert sql_text("r__s", "1abc") == "r__s.`1abc`"
+
+
+def test_the_names_a_statement_writes_are_found_in_each_way_spark_sql_writes_them():
+    def written(statement):
+        return [_parts(m.group(1)) for m in _WRITE.finditer(statement)]
+
+    assert written("insert into r__s.t values (1)") == [["r__s", "t"]]
+    assert written("INSERT OVERWRITE TABLE `r__s`.`a``b` SELECT 1") == [["r__s", "a`b"]]
+    assert written("WITH x AS (SELECT 1) INSERT INTO spark_catalog.r__s.t SELECT * FROM x") == [
+        ["spark_catalog", "r__s", "t"]
+    ]
+    assert written("DELETE FROM r__s . t WHERE id = 1") == [["r__s", "t"]]
+    assert written("MERGE INTO r__s.t t USING src s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 1")[0] == [
+        "r__s",
+        "t",
+    ]
+    assert written("TRUNCATE TABLE r__s.t") == written("ALTER TABLE r__s.t ADD COLUMNS (z INT)") == [["r__s", "t"]]
+    assert written("SELECT * FROM r__s.t") == [] and written("UPDATED_AT") == []
