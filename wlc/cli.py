@@ -110,9 +110,8 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore.errors import ConfigError
     from wlcore.retention_state import retention_args
     from wlcore.ship import Shipper
+    from wlcore.ship.copies import add_copy
     from wlcore.storage import Storage
-
-    from .copies import add_copy
 
     if args.metrics_port is not None and not args.follow:
         raise ConfigError("--metrics-port serves metrics while following: add --follow")

@@ -12,12 +12,15 @@ notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and c
 from __future__ import annotations
 
 import logging
+import posixpath
+import time
 from datetime import datetime, timezone
 
 from wlcore import snapshots as snap
 from wlcore.batch import utc_iso
+from wlcore.databases import Dbfarm
 from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
-from wlcore.promotion import log_name
+from wlcore.promotion import check_not_fenced, log_name
 from wlcore.storage import Storage
 
 log = logging.getLogger("wlc.master")
@@ -46,6 +49,11 @@ class MasterRecord:
         self.default_beat = default_beat
         self.config = MasterState()
         self._saved = ""  # the text of wlc.config (its paths absolute) as this object last wrote it
+        self._current_checked = float("-inf")  # time.monotonic() of the last check_current
+
+    # seconds between two looks for a master promoted in this one's place while capture publishes
+    # (a look: one listing of the dbfarm and each master's wlc.config, each shipped copy's)
+    CURRENT_EVERY = 60.0
 
     @property
     def logs(self) -> str:
@@ -80,6 +88,36 @@ class MasterRecord:
         """
         self.config.snapshot = path
         self.note(f"snapshot at transaction {txn}: {path}")
+
+    def check_current(self, cfg: MasterState | None) -> None:
+        """Refuse capture of a master whose database another master holds now: fenced by a promotion
+        (``wlc.fenced``), or superseded by a master promoted while this folder was out of reach
+        (:meth:`wlcore.databases.Dbfarm.check_current`: in the dbfarm or a shipped copy it ships to).
+
+        Args:
+            cfg (MasterState | None): this master's ``wlc.config`` (None: none yet; only the fence is checked).
+
+        Raises:
+            MasterStateError: the folder is fenced or superseded (the message names the promoted master).
+            ConfigError: ``wlc.fenced`` is malformed.
+        """
+        folder = posixpath.basename(self.path.rstrip("/"))
+        Dbfarm(self.path.rstrip("/")[: -len(folder)].rstrip("/")).check_current(folder, cfg)
+        self._current_checked = time.monotonic()
+
+    def check_publishing(self) -> None:
+        """Before a batch is published: refuse a fenced master every time (one small read), and one
+        superseded by a master promoted elsewhere once per :attr:`CURRENT_EVERY` seconds
+        (:meth:`check_current`): a capture that kept running while its folder was out of reach
+        stops publishing under ids the promoted master hands out.
+
+        Raises:
+            MasterStateError: the master is fenced or superseded.
+        """
+        if time.monotonic() - self._current_checked >= self.CURRENT_EVERY:
+            self.check_current(self.config)
+        else:
+            check_not_fenced(self.storage, self.path)
 
     def note(self, message: str) -> None:
         """A line in ``<db>/wlc.log`` (UTC instant first; local folders only) and in the ``wlc.master`` log.

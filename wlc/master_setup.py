@@ -21,14 +21,12 @@ from wlcore.batch import TxnRecord
 from wlcore.databases import Dbfarm
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
 from wlcore.master_state import LOCK_FILE, STARTED, MasterState, check_paths, logs_of, read_master_state
-from wlcore.promotion import read_start, resume_point, superseded_error, supersedes
+from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
-from wlcore.ship import dest_root, read_config
 from wlcore.storage import HeldLock, Storage
 
 from .capture import Capture, CaptureState, discover_tables
-from .copies import known_copies
 from .holds import Holds
 from .master_record import MasterRecord, utcnow
 from .publisher import CaptureTiming, Publisher
@@ -96,7 +94,7 @@ class MasterSetup:
                 f"database {self.dbname!r} in {self.dbfarm} lost its wlc.config while being attached; check the folder"
             )
         self.record.config = existing
-        dbs.check_current(self.folder, existing)  # writes to a fenced or superseded folder are lost
+        self.record.check_current(existing)  # writes to a fenced or superseded folder are lost
         if existing.state != STARTED:
             raise MasterStateError(
                 f"database {self.dbname!r} has stopped logging (state=2): writes to it are "
@@ -163,27 +161,6 @@ class MasterSetup:
             raise
         finally:
             self.release_lock()
-
-    def check_not_superseded(self, cfg: MasterState) -> None:
-        """Refuse capture of a master whose database another master holds now, seen in a shipped copy
-        this master ships to (``wlc.copies``; a copy that cannot be read is not seen): one promoted
-        while this folder was out of reach (:func:`wlcore.promotion.supersedes`) that ships there too.
-        The dbfarm's masters are :meth:`wlcore.databases.Dbfarm.check_current`'s.
-
-        Args:
-            cfg (MasterState): this master's ``wlc.config``.
-
-        Raises:
-            MasterStateError: a promoted master supersedes this one (:func:`superseded_error`).
-        """
-        for url in known_copies(self.storage, self.path):
-            try:
-                copy = read_config(Storage.of(url), dest_root(url))
-            except Exception as exc:  # a copy out of reach (a store down, credentials): not seen
-                log.warning("shipped copy %s not read for a newer master of this database: %s", url, exc)
-                continue
-            if copy is not None and supersedes(copy, cfg):
-                raise superseded_error(self.path, self.dbfarm, self.folder, url, copy)
 
     def undo(self, created: bool) -> None:
         """Remove what a new master's set-up made when it failed before writing ``wlc.config``:
@@ -309,9 +286,8 @@ class MasterSetup:
             MasterStateError, ConfigError: as :meth:`validate`, :meth:`restore`.
         """
         existing = read_master_state(self.storage, self.path)  # again, now that the lock is ours
-        Dbfarm(self.dbfarm).check_current(self.folder, existing)  # fenced, or a promotion it missed
+        self.record.check_current(existing)  # fenced, or a promotion it missed
         if existing is not None:
-            self.check_not_superseded(existing)
             self.record.config = existing
             self.validate()
             warnings.warn(

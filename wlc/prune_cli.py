@@ -54,9 +54,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from wlcore.errors import ConfigError
     from wlcore.retention_state import described_retention, retention_args
     from wlcore.ship import ShipError, dest_root, prune_copy
+    from wlcore.ship.copies import known_copies
     from wlcore.storage import Storage
 
-    from .copies import known_copies
     from .lifecycle import Lifecycle
 
     changes = retention_args(args.retention)

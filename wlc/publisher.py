@@ -23,7 +23,6 @@ from wlcore.capture_state import CaptureState, Planned
 from wlcore.errors import BatchError
 from wlcore.faults import crash_point
 from wlcore.names import batch_folder
-from wlcore.promotion import check_not_fenced
 from wlcore.settings import settings
 from wlcore.storage import Storage
 
@@ -358,7 +357,7 @@ class Publisher:
         state = cap.state.copy()
         state.next_batch += 1
         manifest.cursors = state
-        check_not_fenced(self.storage, self.record.path)  # a replica was promoted: this master may not publish
+        self.record.check_publishing()  # a replica was promoted: this master may not publish
         try:
             batchfmt.publish(self.storage, self.record.logs, self._open.staging, manifest)
         except FileExistsError:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from wlcore.ship import Shipper, ShipReport, dest_root
+from wlcore.ship.copies import add_copy
 from wlcore.storage import Storage
-
-from .copies import add_copy
 
 
 class MasterShipping:

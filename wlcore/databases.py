@@ -12,6 +12,7 @@ deliberate act, done once).
 from __future__ import annotations
 
 import difflib
+import logging
 import posixpath
 from datetime import datetime, timezone
 
@@ -20,6 +21,8 @@ from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master
 from .promotion import check_not_fenced, database_of, superseded_error, supersedes
 from .replica_state import CONFIG_FILE as REPLICA_CONFIG, read_replica_state
 from .storage import Storage
+
+log = logging.getLogger("wlcore.databases")
 
 MASTER, REPLICA, PLAIN, MISSING = "master", "replica", "database", "missing"
 
@@ -154,19 +157,36 @@ class Dbfarm:
         return out
 
     def successor(self, name: str, cfg: MasterState) -> tuple[str, MasterState] | None:
-        """The master of this dbfarm that holds the database of master ``name`` in its place: one
-        promoted after it (:func:`wlcore.promotion.supersedes`), the latest promoted when more.
+        """The master that holds the database of master ``name`` in its place: one promoted after
+        it (:func:`wlcore.promotion.supersedes`), the latest promoted when more, seen among this
+        dbfarm's masters or else in a shipped copy ``name`` ships to (``wlc.copies``,
+        :mod:`wlcore.ship.copies`: a promoted master that ships there too; a copy that cannot be
+        read is not seen, with a warning in the log).
 
         Args:
             name (str): the master's folder name.
             cfg (MasterState): its ``wlc.config``.
 
         Returns:
-            tuple[str, MasterState] | None: the promoted master's folder name and ``wlc.config``;
-            None when ``name`` is the database's master.
+            tuple[str, MasterState] | None: where the promoted master was seen (its folder, or
+            the shipped copy's URL) and that ``wlc.config``; None when ``name`` is the database's master.
         """
+        from .ship.copies import known_copies
+        from .ship.destination import dest_root, read_config
+
         later = [(n, c) for n, c in self.masters().items() if n != name and supersedes(c, cfg)]
-        return max(later, key=lambda nc: _promoted(nc[1])) if later else None
+        if later:
+            folder, newer = max(later, key=lambda nc: _promoted(nc[1]))
+            return Storage.join(self.path, folder), newer
+        for url in known_copies(self.storage, Storage.join(self.path, name)):
+            try:
+                copy = read_config(Storage.of(url), dest_root(url))
+            except Exception as exc:  # noqa: BLE001 (a store down, credentials: not seen, said in the log)
+                log.warning("shipped copy %s not read for a newer master of database %s: %s", url, name, exc)
+                continue
+            if copy is not None and supersedes(copy, cfg):
+                return url, copy
+        return None
 
     def check_current(self, name: str, cfg: MasterState | None) -> None:
         """Refuse a master's folder whose database another master holds now: fenced by a promotion
@@ -185,7 +205,7 @@ class Dbfarm:
         check_not_fenced(self.storage, path)
         newer = self.successor(name, cfg) if cfg is not None else None
         if newer is not None:
-            raise superseded_error(path, self.path, name, Storage.join(self.path, newer[0]), newer[1])
+            raise superseded_error(path, self.path, name, newer[0], newer[1])
 
     def current_master(self, database: str) -> str | None:
         """The folder of the master of database ``database`` now: the folder of that name when it

@@ -215,9 +215,10 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     else:
         newer = dbs.successor(dbname, cfg)
         if newer is not None:  # promoted while this folder was out of reach: the same refusal as a fence
-            folder, new = newer
+            by, new = newer
+            seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
             out["fenced"] = (
-                f"superseded: {folder} was promoted to master of {out['database']!r} at "
+                f"superseded: {(new.shipped_from or by).rstrip('/')}{seen} was promoted to master of {out['database']!r} at "
                 f"{utc_iso(new.promoted) if new.promoted else '-'} (after transaction {new.promoted_tick}) while "
                 f"this folder was out of reach; this folder's capture may not start"
             )

@@ -211,7 +211,7 @@ def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses
     farm = str(tmp_path)
     dbs = Dbfarm(farm)
     assert (dbs.current_master("m"), dbs.folder_of("m"), dbs.folder_of("r")) == ("r", "m", "r")
-    assert dbs.successor("m", read_master_state(Storage.of(farm), str(tmp_path / "m")))[0] == "r"
+    assert dbs.successor("m", read_master_state(Storage.of(farm), str(tmp_path / "m")))[0] == str(tmp_path / "r")
     before = (tmp_path / "m" / "wlc.config").read_text()
     assert wlc_main(["capture", farm, "m"]) == 2  # refused before Spark starts or anything is written
     err = capsys.readouterr().err
@@ -219,7 +219,7 @@ def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses
     assert f"wlc capture {farm} r" in err and "Traceback" not in err
     assert (tmp_path / "m" / "wlc.config").read_text() == before
     assert wlc_main(["status", farm, "m"]) == 0
-    assert "FENCED superseded: r was promoted to master of 'm'" in capsys.readouterr().out
+    assert f"FENCED superseded: {tmp_path / 'r'} was promoted to master of 'm'" in capsys.readouterr().out
     with pytest.raises(MasterStateError, match="is no longer the master of database 'm'"):
         wlc.attach("m", dbfarm=farm)  # a writer's commits there would never be captured
     # the fix the refusal gives: the folder made a new database (a new database id), captured again
@@ -229,6 +229,28 @@ def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses
     again = read_master_state(Storage.of(farm), str(tmp_path / "m"))
     assert again.dbid != "abc" and Dbfarm(farm).successor("m", again) is None
     assert (Dbfarm(farm).current_master("m"), Dbfarm(farm).require_master("m")) == ("m", "m")
+
+
+def test_a_capture_that_kept_running_stops_publishing_once_it_sees_the_promoted_master(tmp_path, monkeypatch):
+    # capture of m runs on a machine cut off from the dbfarm's other folders; r is promoted in
+    # its place meanwhile (no fence reaches m); once m's capture looks again, it may not publish
+    import wlc.master_record as mr
+
+    _master(tmp_path)
+    st = Storage.of(str(tmp_path))
+    record = mr.MasterRecord(st, str(tmp_path / "m"), "m", 1.0)
+    record.config = read_master_state(st, str(tmp_path / "m"))
+    record.check_current(record.config)  # capture's start: nobody holds m's database but m
+    record.check_publishing()
+    os.rename(tmp_path / "m", tmp_path / "m.away")
+    _replica(tmp_path, "r", 2)
+    assert wlr.promote("r", dbfarm=str(tmp_path), force=True).fenced is None
+    os.rename(tmp_path / "m.away", tmp_path / "m")
+    record.check_publishing()  # within a minute of the last look: the fence only (none here)
+    now = mr.time.monotonic()
+    monkeypatch.setattr(mr.time, "monotonic", lambda: now + record.CURRENT_EVERY)
+    with pytest.raises(MasterStateError, match=f"{tmp_path / 'm'} is no longer the master of database 'm'"):
+        record.check_publishing()
 
 
 def test_a_shipped_copy_of_the_promoted_master_supersedes_the_old_one(tmp_path):
@@ -245,6 +267,32 @@ def test_a_shipped_copy_of_the_promoted_master_supersedes_the_old_one(tmp_path):
     other = read_master_state(st, str(tmp_path / "m.moved"))
     other.dbid = "another"
     assert not supersedes(new, other)  # a new database in the old folder (wlc master again) is not
+
+
+def test_a_promoted_master_seen_only_in_a_shipped_copy_is_named_by_status_and_capture(tmp_path, capsys):
+    # m ships to a copy; r, promoted while m was out of reach, lives in another dbfarm now and ships
+    # to the same copy: m's own dbfarm has no newer master, the copy says there is one
+    from wlc.cli import main as wlc_main
+    from wlcore.master_state import write_master_state
+    from wlcore.ship.copies import add_copy
+
+    farm, other = tmp_path / "farm", tmp_path / "dr"
+    farm.mkdir()
+    other.mkdir()
+    _lost_and_promoted(farm)
+    os.rename(farm / "m.moved", farm / "m")
+    os.rename(farm / "r", other / "r")
+    st = Storage.of(str(tmp_path))
+    copy = read_master_state(st, str(other / "r"))
+    copy.shipped, copy.shipped_from = T0, str(other / "r")  # as wlc ship writes a copy's wlc.config
+    write_master_state(st, str(tmp_path / "copy"), copy)
+    add_copy(st, str(farm / "m"), str(tmp_path / "copy"))
+    assert wlc_main(["status", str(farm), "m"]) == 0
+    assert f"FENCED superseded: {other / 'r'} (seen in its shipped copy {tmp_path / 'copy'}) was promoted" in (
+        capsys.readouterr().out
+    )
+    assert wlc_main(["capture", str(farm), "m"]) == 2
+    assert f"(capture: wlc capture {other} r)" in capsys.readouterr().err
 
 
 def test_tools_find_the_promoted_master_by_its_folder_and_its_database_name(tmp_path, capsys):

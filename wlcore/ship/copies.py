@@ -8,8 +8,8 @@ master's own folder and then every copy listed, each by its own retention
 
 from __future__ import annotations
 
-from wlcore.ship import dest_root
-from wlcore.storage import Storage
+from ..storage import Storage
+from .destination import dest_root
 
 COPIES_FILE = "wlc.copies"
 LOCK_FILE = "wlc.copies.lock"
