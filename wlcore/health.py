@@ -17,6 +17,7 @@ code per condition, documented with the commands:
 
 from __future__ import annotations
 
+import posixpath
 from datetime import datetime, timezone
 
 from .batch import utc_iso
@@ -217,9 +218,12 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         if newer is not None:  # promoted while this folder was out of reach: the same refusal as a fence
             by, new = newer
             seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
+            where = (new.shipped_from or by).rstrip("/")
+            if not new.shipped_from:  # a master of this dbfarm: its folder's name
+                where = posixpath.basename(where)
             out["fenced"] = (
-                f"superseded: {(new.shipped_from or by).rstrip('/')}{seen} was promoted to master of {out['database']!r} at "
+                f"superseded: {where}{seen} was promoted to master of {out['database']!r} at "
                 f"{utc_iso(new.promoted) if new.promoted else '-'} (after transaction {new.promoted_tick}) while "
-                f"this folder was out of reach; this folder's capture may not start"
+                f"this folder was out of reach; this folder's capture may not start or publish"
             )
     return out

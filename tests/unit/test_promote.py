@@ -219,7 +219,7 @@ def test_a_lost_masters_folder_that_comes_back_is_superseded_and_capture_refuses
     assert f"wlc capture {farm} r" in err and "Traceback" not in err
     assert (tmp_path / "m" / "wlc.config").read_text() == before
     assert wlc_main(["status", farm, "m"]) == 0
-    assert f"FENCED superseded: {tmp_path / 'r'} was promoted to master of 'm'" in capsys.readouterr().out
+    assert "FENCED superseded: r was promoted to master of 'm'" in capsys.readouterr().out
     with pytest.raises(MasterStateError, match="is no longer the master of database 'm'"):
         wlc.attach("m", dbfarm=farm)  # a writer's commits there would never be captured
     # the fix the refusal gives: the folder made a new database (a new database id), captured again
