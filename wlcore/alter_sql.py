@@ -12,7 +12,7 @@ from .tabledef import COMMENT_KEY, DEFAULT, DEFAULTS_FEATURE, FEATURE_PREFIX, pa
 Op = dict[str, Any]  # an operation of wlcore.alter.diff: {"op": kind, ...}
 
 
-def statements(ref: str, ops: list[Op]) -> list[str]:
+def statements(ref: str, ops: list[Op]) -> list[str]:  # noqa: C901, PLR0912 (one case per kind of ALTER op)
     """ALTER TABLE statements for ``ops``, in order (Delta's ALTER TABLE syntax).
 
     Args:
