@@ -148,7 +148,7 @@ def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> st
         BatchError: the staging folder is gone.
         FileExistsError: the batch's name is taken (another capturer is running on the same master).
     """
-    if not storage.isdir(staging):
+    if storage.empty_folders and not storage.isdir(staging):  # an object store has no empty folder to check
         raise BatchError(
             f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
             "process?); its change rows are lost: restart capture, which captures them again"

@@ -193,7 +193,20 @@ class RemoteStorage(Storage):
         """
         if self.fs.exists(dst):
             raise FileExistsError(dst)
-        self.fs.mv(src, dst, recursive=True)
+        self._move(src, dst)
+
+    def _move(self, src: str, dst: str) -> None:
+        """Copy the file or every file below the folder ``src`` to the same place below ``dst``,
+        then delete ``src``: fsspec's recursive ``mv`` copies the folder's own key too, which an
+        object store does not have (S3: ``NoSuchKey``)."""
+        if not self.fs.isdir(src):
+            self.fs.mv(src, dst)
+            return
+        base = self.fs._strip_protocol(src).rstrip("/")
+        files = self.fs.find(src)
+        if files:
+            self.fs.copy(files, [dst.rstrip("/") + f[len(base) :] for f in files])
+        self.fs.rm(src, recursive=True)
 
     def publish_dir(self, staging: str, final: str) -> None:
         """A move (skipped when ``staging`` is ``final``), then the commit marker written last.
@@ -209,7 +222,7 @@ class RemoteStorage(Storage):
             raise FileExistsError(final)
         if staging.rstrip("/") != final.rstrip("/"):
             self.rm(final)  # what a move cut short left there: never published, never read
-            self.fs.mv(staging, final, recursive=True)
+            self._move(staging, final)
         self.fs.pipe_file(final.rstrip("/") + MARKER, b"")
 
     def mark_published(self, path: str) -> None:

@@ -1,0 +1,197 @@
+"""The log store: one database's log folder as a master, a shipped copy or a relay holds it.
+
+A log folder holds the published batches of one database (or of several masters sharing a
+folder, each batch named by its database): level-0 batches ``<db>_<number>``, one beat of a
+master each, and compacted batches ``<db>_L<level>_<first>_<last>`` (levels 1 and 2,
+:mod:`wlcore.levels`). A batch is staged in a hidden folder and published whole, by one rename
+on local and mounted folders or by a commit marker written last on object stores
+(:meth:`wlcore.storage.Storage.publish_dir`); readers see only published batches. The state
+file (``wlc.config``) sits in the folder above the logs, the database's folder or the copy's
+root, and the capture lock beside it.
+
+:class:`LogStore` is what capture, shipping, compaction, pruning and replay use to reach it:
+about eight methods, as Litestream's ``ReplicaClient`` is for its replicas. The difference
+between a local folder and an object store lives in :class:`wlcore.storage.Storage`'s two
+implementations (a file lock or a lease, a rename or a marker); the log store is the same on
+both and passes one contract test on each. Batches are :class:`BatchRef` values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from . import batch as batchfmt
+from .manifest import Manifest
+from .master_state import LOCK_FILE, MasterState, read_master_state, write_master_state
+from .storage import HeldLock, Storage
+
+
+@dataclass(frozen=True, order=True)
+class BatchRef:
+    """A published batch: level 0 (``first == last``: one beat's transactions) or a compacted
+    batch of level 1 or 2 covering level-0 batches ``first..last``.
+
+    Ordered by first batch, then level, then last batch: the order replay reads them in.
+
+    Attributes:
+        first (int): the first level-0 batch number it covers.
+        level (int): 0, 1 or 2.
+        last (int): the last level-0 batch number it covers.
+        path (str): its folder (not compared).
+    """
+
+    first: int
+    level: int
+    last: int
+    path: str = field(compare=False)
+
+    @property
+    def number(self) -> int:
+        """A level-0 batch's number (its ``first``)."""
+        return self.first
+
+    @property
+    def name(self) -> str:
+        """The folder's base name (``<db>_<number>`` or ``<db>_L<level>_<first>_<last>``)."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class LogStore:
+    """The log folder ``logs`` of database ``database`` on ``storage``, with the state file and
+    lock in ``root`` (the database's folder, or a shipped copy's root).
+
+    Args:
+        storage (Storage): the storage holding it.
+        root (str): the folder of ``wlc.config`` and ``wlc.lock``.
+        logs (str): the log folder.
+        database (str): the database's name its batches carry.
+    """
+
+    def __init__(self, storage: Storage, root: str, logs: str, database: str):
+        self.storage = storage
+        self.root = root
+        self.logs = logs
+        self.database = database
+        self._level0 = re.compile(rf"^{re.escape(database)}_(\d{{12}})$")
+        self._compacted = re.compile(rf"^{re.escape(database)}_L(\d)_(\d{{12}})_(\d{{12}})$")
+
+    def batches(self, start: int = 0) -> list[BatchRef]:
+        """The published level-0 batches numbered ``start`` or more, ascending (one listing).
+
+        Args:
+            start (int): the lowest batch number.
+
+        Returns:
+            list[BatchRef]: empty when the log folder is missing.
+        """
+        out = []
+        for name in self.storage.published(self.logs):
+            m = self._level0.match(name)
+            if m and int(m.group(1)) >= start:
+                n = int(m.group(1))
+                out.append(BatchRef(n, 0, n, Storage.join(self.logs, name)))
+        return sorted(out)
+
+    def compacted(self) -> list[BatchRef]:
+        """The published compacted batches (levels 1 and 2), by first batch, then level (one listing).
+
+        Returns:
+            list[BatchRef]: empty when there are none.
+        """
+        out = []
+        for name in self.storage.published(self.logs):
+            m = self._compacted.match(name)
+            if m:
+                level, first, last = (int(g) for g in m.groups())
+                out.append(BatchRef(first, level, last, Storage.join(self.logs, name)))
+        return sorted(out)
+
+    def manifest(self, batch: BatchRef) -> Manifest:
+        """The batch's manifest, checked (format, version, checksum).
+
+        Args:
+            batch (BatchRef): a published batch.
+
+        Returns:
+            Manifest: its manifest.
+
+        Raises:
+            BatchError: the manifest is missing or damaged.
+        """
+        return batchfmt.read_manifest(self.storage, batch.path)
+
+    def stage(self, number: int) -> str:
+        """A new hidden staging folder for level-0 batch ``number`` (:func:`wlcore.batch.open_staging`).
+
+        Args:
+            number (int): the batch number it will be published as.
+
+        Returns:
+            str: the staging folder, made.
+        """
+        return batchfmt.open_staging(self.storage, self.logs, self.database, number)
+
+    def clear_staging(self) -> None:
+        """Remove this database's staging folders left by a capture that stopped before
+        publishing (other databases' in a shared folder stay); the caller holds the lock."""
+        batchfmt.clear_staging(self.storage, self.logs, self.database)
+
+    def publish(self, staging: str, manifest: Manifest) -> BatchRef:
+        """Publish a staged batch whole (:func:`wlcore.batch.publish`: checksums, manifest last).
+
+        Args:
+            staging (str): the staging folder (:meth:`stage`).
+            manifest (Manifest): the batch's manifest; its ``files`` are filled in.
+
+        Returns:
+            BatchRef: the published batch.
+
+        Raises:
+            BatchError: the staging folder is gone.
+            FileExistsError: the batch's name is taken (another capturer on the same master).
+        """
+        path = batchfmt.publish(self.storage, self.logs, staging, manifest)
+        return BatchRef(manifest.batch, manifest.level, manifest.end_batch, path)
+
+    def delete(self, batches: Iterable[BatchRef]) -> None:
+        """Delete published batches: each disappears whole for readers, then its files go
+        (:meth:`wlcore.storage.Storage.unpublish`).
+
+        Args:
+            batches (Iterable[BatchRef]): the batches.
+
+        Raises:
+            OSError: the store cannot be reached, or a file cannot be deleted.
+        """
+        for b in batches:
+            self.storage.unpublish(b.path)
+
+    def state(self) -> MasterState | None:
+        """``wlc.config`` in the root (None: there is none)."""
+        return read_master_state(self.storage, self.root)
+
+    def write_state(self, cfg: MasterState) -> None:
+        """Replace ``wlc.config`` in the root whole.
+
+        Args:
+            cfg (MasterState): the state to write.
+        """
+        write_master_state(self.storage, self.root, cfg)
+
+    def lock(self, what: str, *, blocking: bool = False, timeout: float | None = None) -> HeldLock:
+        """Take the capture lock ``<root>/wlc.lock`` (a file lock, or a lease on object stores).
+
+        Args:
+            what (str): what it guards, for messages (e.g. ``"capture of dw"``).
+            blocking (bool): wait for another holder (False: one try).
+            timeout (float | None): seconds to wait when ``blocking``; None waits for ever.
+
+        Returns:
+            HeldLock: the lock, held.
+
+        Raises:
+            LockHeldError: another process holds it (one try), or ``timeout`` passed.
+        """
+        return self.storage.lock(Storage.join(self.root, LOCK_FILE), blocking=blocking, timeout=timeout, what=what)
