@@ -112,7 +112,7 @@ def replicate(farm: str, db: str, replica: str, until: int) -> tuple[float, floa
 
 def replica_status(farm: str, replica: str) -> dict:
     """What ``wlr status`` computes (the same call as its command line)."""
-    from wlr.cli_replica import open_replica
+    from wlr.cli import open_replica
 
     return open_replica(argparse.Namespace(dbfarm=farm, replica=replica)).status()
 
