@@ -27,7 +27,7 @@ from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcErro
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .plan import Target, check_not_passed
-from .rounds import RoundResult
+from .replay import RoundResult
 from .source import Source
 from .target import Published, ahead, check_capture, meaning
 from .wait import TargetWait
