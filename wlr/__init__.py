@@ -380,7 +380,7 @@ def register(replica: str | Replica | None = None, dbfarm: str | None = None, sp
     else:
         import argparse
 
-        from .cli_replica import open_replica
+        from .cli import open_replica
 
         rep = open_replica(argparse.Namespace(dbfarm=dbfarm, replica=replica))
     return rep.catalog.register(spark)

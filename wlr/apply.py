@@ -13,6 +13,11 @@ transaction counts as applied only when a final commit covering it exists, and t
 commit is always its last (a crash before it repeats the idempotent steps, one after it
 repeats nothing). Rows are found by the key columns of the ``wlc.key`` table property
 when declared, else by the full row image with exact duplicate counts.
+
+What a transaction record (:class:`wlcore.batch.TxnRecord`) must carry for its kind (the table
+definition of a create, alter or image: :func:`definition`; the folder of its change rows or
+image: :func:`rows_of`) is read here; a record that lacks it comes from a damaged batch and is
+refused by name.
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from wlcore.tabledef import IDENTITY_START, exact_session
 
 from .ddl import TableDDL
 from .merge import ApplyError, Merger, key_range
-from .records import definition, rows_of
 from .rewrite import Rewriter
 from .select import Selection
 from .tables import ReplicaTables
@@ -70,6 +74,46 @@ def replay_session(base):
     # rebuilds its state with the least scheduling (Delta's default is 50)
     session.conf.set("spark.databricks.delta.snapshotPartitions", "1")
     return session
+
+
+def definition(rec: TxnRecord) -> TableMeta:
+    """The table definition a create, alter or image record carries.
+
+    Args:
+        rec (TxnRecord): the transaction record.
+
+    Returns:
+        TableMeta: the definition after the transaction.
+
+    Raises:
+        ApplyError: the record carries none (its batch was written wrong or damaged).
+    """
+    if not rec.meta:
+        raise ApplyError(
+            f"transaction {rec.txn} ({rec.ddl or rec.change} of {rec.table}) carries no table "
+            "definition: its batch is damaged; restore the batch, or skip the transaction with wlr.accept()"
+        )
+    return TableMeta.from_json(rec.meta)
+
+
+def rows_of(rec: TxnRecord) -> str:
+    """The folder, inside its batch, of the change rows or image a record carries.
+
+    Args:
+        rec (TxnRecord): the transaction record.
+
+    Returns:
+        str: the folder relative to the batch (``rows/<schema.table>/...``).
+
+    Raises:
+        ApplyError: the record has none (its batch was written wrong or damaged).
+    """
+    if not rec.rows:
+        raise ApplyError(
+            f"transaction {rec.txn} ({rec.change} of {rec.table}) carries no rows: its batch is "
+            "damaged; restore the batch, or skip the transaction with wlr.accept()"
+        )
+    return rec.rows
 
 
 # a keyed MERGE on a table of more bytes than this (and more than one file) skips the files that

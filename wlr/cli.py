@@ -1,25 +1,25 @@
 """Command line of wlr (``wlr``, or ``python -m wlr``): ``status``, ``replicate``, ``log``, ``accept``, ``restore``
-(:mod:`wlr.restore_cli`), ``promote`` (:mod:`wlr.promote_cli`), ``prune`` (:mod:`wlr.prune_cli`). One function
-``cmd_<name>`` per subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
+(:mod:`wlr.restore`), ``promote`` (:mod:`wlr.promote`), ``prune`` (a relay folder: :func:`wlr.relay.prune`). One
+function ``cmd_<name>`` per subcommand; the errors they raise become messages and exit codes in
+:func:`wlcore.commands.run`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
-from wlcore.commands import ExitCodes, guarded, metrics_option, run, say_metrics, subcommand
+from wlcore.commands import ExitCodes, guarded, metrics_option, retention_option, run, say_metrics, subcommand
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, settings, use_config
 from wlcore.terminal import setup as setup_terminal
 
-from . import promote_cli, prune_cli, restore_cli
-from .cli_replica import open_replica
 from .errors import NoStartError, ReplicaStateError, ReplicationError, RestoreError
 from .failure import retry_delay
+from .monitor import format_replica_status, shown
 from .options import ReplicateCall
-from .status_text import format_replica_status, shown
 
 
 def _say(exc: WlcError, args: argparse.Namespace) -> str:
@@ -50,6 +50,34 @@ def selection_args(args: argparse.Namespace) -> tuple[list[str] | None, dict[str
             raise ConfigError(f"--where {arg!r}: write TABLE=PREDICATE, e.g. \"sales.orders=o_region = 'EU'\"")
         where[table.strip()] = pred.strip()
     return tables, where or None
+
+
+def open_replica(args: argparse.Namespace):
+    """The replica ``args.replica`` of dbfarm ``args.dbfarm`` as its ``wlr.config`` names its master
+    (``wlr status``, ``wlr accept``, ``wlr restore``).
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``.
+
+    Returns:
+        wlr.Replica: the replica, reading from the master (and master dbfarm) it follows.
+
+    Raises:
+        NotFoundError: no such dbfarm, or the database is not a replica (the replicas there are named).
+        ConfigError: a malformed dbfarm or name.
+    """
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.storage import Storage
+
+    from .monitor import read_replica_state
+    from .replica import Replica
+
+    farm = resolve_dbfarm(args.dbfarm)
+    try:
+        cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
+    except ReplicaStateError as exc:  # no replica of that name: "not found", as the command lines say it
+        raise NotFoundError(str(exc), cli=exc.cli) from None
+    return Replica(cfg.master, replica=args.replica, dbfarm=farm, master_dbfarm=cfg.masterfarm or None)
 
 
 def _follow(rep, call: ReplicateCall) -> int:
@@ -152,9 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replicate(sub)
     _add_log(sub)
     _add_accept(sub)
-    restore_cli.add_parser(sub)
-    promote_cli.add_parser(sub)
-    prune_cli.add_parser(sub)
+    _add_restore(sub)
+    _add_promote(sub)
+    _add_prune(sub)
     return parser
 
 
@@ -275,6 +303,75 @@ def _add_accept(sub) -> None:
     ac = subcommand(sub, "accept", cmd_accept, help="skip exactly the failed transaction")
     ac.add_argument("dbfarm", help="folder holding the databases")
     ac.add_argument("replica", help="the replica database's name")
+
+
+def _add_restore(sub) -> None:
+    """The ``wlr restore`` subcommand (``sub``: the command line's subparsers)."""
+    rs = subcommand(
+        sub,
+        "restore",
+        cmd_restore,
+        help="make a replica table again in a master (schema, properties, constraints, data)",
+        description="Make replica table TABLE again in master INTO, as the replica holds it at its last consistent "
+        "tick: columns, partitioning, clustering, comment, properties (wlc.key), constraints, table "
+        "features and rows. Capture records it like any other table.",
+        epilog="exit status: 0 restored; 1 the restore failed while writing (the message says what was undone); "
+        "2 refused (the table exists, the target is not a master, a bad name); 3 no such replica, master "
+        "or replica table",
+    )
+    rs.add_argument("dbfarm", help="folder holding the databases")
+    rs.add_argument("replica", help="the replica holding the table (e.g. a point-in-time replica)")
+    rs.add_argument("table", help="the replica table (schema.table)")
+    rs.add_argument("--into", required=True, metavar="MASTER", help="the master database to restore into")
+    rs.add_argument("--as", dest="as_", metavar="SCHEMA.TABLE", help="the master table's name (default: TABLE)")
+    rs.add_argument("--replace", action="store_true", help="replace the master table when it exists")
+
+
+def _add_promote(sub) -> None:
+    """The ``wlr promote`` subcommand (``sub``: the command line's subparsers)."""
+    pp = subcommand(
+        sub,
+        "promote",
+        cmd_promote,
+        help="make a replica the master of its database (failover)",
+        description="Make replica REPLICA the master of the database it replicates, as PostgreSQL's pg_promote: "
+        "the database keeps its name, id, transaction ids and GTIDs; a new epoch begins at the replica's tick + 1; "
+        "the old master's folder is fenced so that its capture may not publish again. Other replicas switch to "
+        "it with: wlr replicate DBFARM DATABASE OTHER --source REPLICA.",
+        epilog="exit status: 0 promoted; 2 refused (not caught up with everything published, replay failed, "
+        "a selective replica, a follower running: nothing changed); 3 no such dbfarm or replica",
+    )
+    pp.add_argument("dbfarm", help="folder holding the databases")
+    pp.add_argument("replica", help="the replica to promote")
+    pp.add_argument(
+        "--force",
+        action="store_true",
+        help="promote a replica that is not caught up or whose replay failed; the published transactions "
+        "the new history leaves out are listed",
+    )
+    pp.add_argument(
+        "--capture",
+        action="store_true",
+        help="then capture the promoted master in this process (runs: wlc capture DBFARM REPLICA)",
+    )
+
+
+def _add_prune(sub) -> None:
+    """The ``wlr prune`` subcommand (``sub``: the command line's subparsers)."""
+    pr = subcommand(
+        sub,
+        "prune",
+        cmd_prune,
+        help="delete what a relay's retention no longer promises in <replica>/wlr_relay",
+        description="Delete the batches and snapshots of a relaying replica's relay folder that its retention "
+        "no longer promises (its own, stored with it; levels not set there: master.retention's), by the "
+        "rules of wlc prune: nothing a replica reading the relay needs to reach a promised point. Says what "
+        "the relay still promises.",
+    )
+    pr.add_argument("dbfarm", help="folder holding the databases")
+    pr.add_argument("replica", help="the relaying replica's name")
+    pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
+    retention_option(pr, "store the relay's own retention first")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -473,6 +570,98 @@ def _none_found(args: argparse.Namespace) -> str:
     tick = last_published(args.master, args.dbfarm, args.logs)
     end = f"the log ends at transaction {tick}" if tick >= 0 else f"{args.master} has published no transaction yet"
     return f"no published transaction matches{' ' + asked if asked else ''}: {end}"
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """``wlr restore``: make replica table ``args.table`` again in master ``args.into`` and print what
+    was restored (the other exit statuses, of the subparser's epilog, come from the error raised,
+    :data:`EXIT_CODES`).
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``, ``table``,
+            ``into``, ``as_`` (the master table's name; None: ``table``), ``replace``.
+
+    Returns:
+        int: 0.
+
+    Raises:
+        NotFoundError: no such dbfarm, replica or master.
+        NoSuchTableError: the table is not on the replica (the nearest are named).
+        MasterStateError: ``into`` is not a master, or stopped logging.
+        TableExistsError: the master table exists and ``--replace`` was not given.
+        ConfigError: a malformed name.
+        RestoreError: a write failed (the message says what was undone).
+    """
+    rep = open_replica(args)
+    done = rep.restore_table(args.table, args.into, as_=args.as_, replace=args.replace, dbfarm=rep.dbfarm)
+    print("\n".join(done.lines()))
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    """``wlr promote``: promote replica ``args.replica`` and print what was done; with ``--capture``,
+    run ``wlc capture`` on it in place of this process (replay never imports capture).
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``, ``force``,
+            ``capture``, ``config``.
+
+    Returns:
+        int: 0 (``--capture``: the process becomes ``wlc capture`` and never returns).
+
+    Raises:
+        PromotionError: the replica is not caught up, failed, or selective (without ``--force``).
+        ReplicaStateError: not a replica, or a follower replays into it.
+        NotFoundError: no such dbfarm or replica.
+        ConfigError: a malformed name.
+    """
+    from .promote import promote
+
+    done = promote(args.replica, args.dbfarm, force=args.force)
+    print("\n".join(done.lines(args.dbfarm, args.replica)), flush=True)
+    if args.capture:
+        cmd = [sys.executable, "-m", "wlc", "capture", args.dbfarm, args.replica]
+        if args.config:
+            cmd[3:3] = ["--config", args.config]
+        os.execv(sys.executable, cmd)
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """``wlr prune``: prune replica ``args.replica``'s relay folder and print what was deleted and
+    what it still promises.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``replica``, ``dry_run``,
+            ``retention``.
+
+    Returns:
+        int: 0.
+
+    Raises:
+        ConfigError: a malformed ``--retention`` (nothing is deleted).
+        NotFoundError: no such dbfarm or replica.
+        ReplicaStateError: the replica relays nothing.
+        ShipError: the relay folder holds no shipped copy of the replica's master.
+    """
+    from wlcore.retention_state import described_retention, retention_args
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.storage import Storage
+
+    from .monitor import read_replica_state
+    from .relay import prune
+    from .source import RELAY_DIR
+
+    changes = retention_args(args.retention)
+    farm = resolve_dbfarm(args.dbfarm)
+    try:
+        read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
+    except ReplicaStateError as exc:  # not a replica: "not found", as the other commands say it
+        raise NotFoundError(str(exc), cli=exc.cli) from None
+    report = prune(args.replica, farm, dry_run=args.dry_run, retention=changes)
+    folder = Storage.join(farm, args.replica, RELAY_DIR)
+    print(report.block(f"relay {folder} (retention: {described_retention(Storage.of(folder), folder, changes)}):"))
+    return 0
 
 
 EXIT_CODES: ExitCodes = ((NotFoundError, EXIT_NOT_FOUND), (ReplicationError, EXIT_FAILED), (RestoreError, EXIT_FAILED))

@@ -43,8 +43,8 @@ from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
 from wlcore.tablemeta import TableMeta, delta_rs_refusal
 
-from .deltars_open import OpenTables, open_table
 from .errors import ApplyError
+from .tables import OpenTables, open_table
 
 log = logging.getLogger("wlr.deltars")
 

@@ -1,5 +1,6 @@
 """Follow mode of a replica (MonetDB's ``wlr.replicate()`` without a target): a background
-thread applies what capture publishes, woken by the log folder's watcher or once a beat,
+thread applies what capture publishes, woken by the log folder's watcher
+(:class:`wlcore.watch.FolderWatch`: watchdog events, or polling with ``capture.polling``) or once a beat,
 until :meth:`Follower.stop`; and the wait of ``replicate(until=...)`` for a target not yet
 published (:mod:`wlr.wait`).
 
@@ -26,11 +27,10 @@ from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcErro
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .plan import Target, check_not_passed
-from .rounds import RoundResult
+from .replay import RoundResult
 from .source import Source
 from .target import Published, ahead, check_capture, meaning
 from .wait import TargetWait
-from .watch import batch_watch
 
 log = logging.getLogger("wlr.replica")
 
@@ -87,7 +87,11 @@ class Follower:
             self.watch.close()
             self.watch = None
         if self.watch is None and logs:
-            self.watch = batch_watch(self._source().storage, logs, settings().capture.polling, self.beat_seconds)
+            # not recursive: a batch appears by one rename; None when the folder is missing or on a
+            # storage that cannot be watched (an object store): then the wait is by timeout only
+            self.watch = self._source().storage.watcher(
+                logs, recursive=False, polling=settings().capture.polling, interval=self.beat_seconds, create=False
+            )
         if self.watch is not None:
             self.watch.wait(seconds)
         else:

@@ -5,7 +5,7 @@
 * the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
 * the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
   names (:mod:`wlr.catalog`), moved after every round;
-* the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.rounds`) and the follower
+* the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
   (:mod:`wlr.follow`), which retries a failure by itself;
 * the metrics (:mod:`wlr.metrics`), served for Prometheus when asked;
 * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
@@ -31,7 +31,7 @@ from .metrics import ReplicaMetrics
 from .options import ReplayOptions
 from .plan import Target
 from .relay import Relay
-from .rounds import Replay, RoundResult
+from .replay import Replay, RoundResult
 from .setup import ReplicaSetup
 from .source import Names, Source
 from .view import ConsistentView
@@ -106,7 +106,7 @@ class ReplicaParts:
         )
 
     def steps(self, target: Target, progress: bool) -> RoundResult:
-        """Rounds of replay toward ``target`` (:meth:`wlr.rounds.Replay.steps`), then the SQL
+        """Rounds of replay toward ``target`` (:meth:`wlr.replay.Replay.steps`), then the SQL
         names moved to the last consistent tick (also after a failed round: what it applied stays)."""
         try:
             return self.replay.steps(target, progress)

@@ -394,7 +394,7 @@ class Replica:
         replace an existing master table (REPLACE TABLE); ``dbfarm``: the master's (default
         this replica's master's). Checks everything before writing anything.
 
-        Returns: :class:`wlr.restore_report.RestoredTable` (table, path, version, commits, rows, carried).
+        Returns: :class:`wlr.restore.RestoredTable` (table, path, version, commits, rows, carried).
 
         Raises: NoSuchTableError (names the nearest tables), NotFoundError (no such replica or
         master), MasterStateError (``into`` is not a started master), TableExistsError

@@ -19,7 +19,7 @@ from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
-from . import history, select_check
+from . import history, select
 from .book import LOG_FILE, StateBook
 from .errors import ReplicaStateError, ReplicationError
 from .lock import LOCK_FILE, ReplicaLock
@@ -170,7 +170,7 @@ class ReplicaSetup:
             self.default_timeout if timeout is None else number(timeout, "timeout"),
             settings().capture.settle,
         )
-        self.selection = select_check.choose(state, self._asked, self.name, self._spark)
+        self.selection = select.choose(state, self._asked, self.name, self._spark)
         if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
@@ -182,8 +182,8 @@ class ReplicaSetup:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
                 raise ReplicationError(exc.batch, None, None, exc.cause) from None
-            select_check.check_selected(self.selection, self.source.storage, logs, self.master, start.path or "")
-            select_check.check_predicates(self.selection, self._spark, self.source.storage, start.path or "")
+            select.check_selected(self.selection, self.source.storage, logs, self.master, start.path or "")
+            select.check_predicates(self.selection, self._spark, self.source.storage, start.path or "")
         return mcfg
 
     def published(self, mcfg: MasterState) -> Published:

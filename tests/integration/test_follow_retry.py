@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import wlr
-from wlr.status_text import format_replica_status
+from wlr.monitor import format_replica_status
 
 from ..scrape import scrape, value
 from ..waiting import wait_until

@@ -96,7 +96,7 @@ def test_the_promise_says_the_earliest_point_what_each_level_keeps_and_the_snaps
 
 
 def test_status_says_the_promise_on_one_line():
-    from wlr.status_text import promised
+    from wlr.monitor import promised
 
     d = retain([Start(5, T0, 2, "/c/wlc_snapshot/5")], level0(12), T0 + timedelta(days=1), {})
     line = promised(promise_of(d))

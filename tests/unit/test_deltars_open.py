@@ -5,7 +5,7 @@ import shutil
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from wlr.deltars_open import OpenTables
+from wlr.tables import OpenTables
 
 
 def rows(*ids):

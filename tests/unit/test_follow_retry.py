@@ -15,7 +15,7 @@ from wlr.errors import DivergedError
 from wlr.follow import Follower
 from wlr.lock import ReplicaLock
 from wlr.metrics import EVENTS, ReplicaMetrics
-from wlr.status_text import format_replica_status
+from wlr.monitor import format_replica_status
 
 from ..waiting import wait_until
 

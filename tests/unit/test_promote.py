@@ -22,7 +22,7 @@ from wlcore.promotion import (
 from wlcore.replica_state import ReplicaState, write_replica_state
 from wlcore.storage import Storage
 from wlr.cli import main as wlr_main
-from wlr.promote_check import missing, ranges
+from wlr.promote import missing, ranges
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
 
