@@ -22,11 +22,12 @@ import time
 
 from wlcore.discovery import RESERVED
 from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
+from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch
 
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle
-from .master_record import MasterRecord, utcnow
+from .master_record import MasterRecord
 from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
 

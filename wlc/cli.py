@@ -13,6 +13,7 @@ from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
 from wlcore.terminal import setup as setup_terminal
+from wlcore.utc import utcnow
 
 
 def _names(parser: argparse.ArgumentParser, dbname: str = "the master database's name") -> None:
@@ -236,11 +237,11 @@ def cmd_master(args: argparse.Namespace) -> int:
         NotFoundError: no such dbfarm.
         MasterStateError: the database is a replica.
     """
-    from wlcore.batch import utc_iso
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from wlcore.master_state import MasterState, read_master_state
     from wlcore.settings import number
     from wlcore.storage import Storage
+    from wlcore.utc import utc_iso
 
     from .master import Master
 
@@ -290,7 +291,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         MasterStateError: not a master (only ``wlc master`` makes one), or captured elsewhere.
     """
     import warnings
-    from datetime import datetime, timedelta, timezone
+    from datetime import timedelta
 
     from wlcore.databases import Dbfarm
     from wlcore.settings import number
@@ -309,7 +310,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     b = m.beat_seconds
-    soon = (datetime.now(timezone.utc) + timedelta(seconds=b)).strftime("%H:%M:%SZ")
+    soon = (utcnow() + timedelta(seconds=b)).strftime("%H:%M:%SZ")
     first = (
         "each transaction is published as its own batch at once"
         if b == 0

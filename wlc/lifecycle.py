@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 
 from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.errors import BatchError, MasterStateError
@@ -33,6 +33,7 @@ from wlcore.pruning import PruneReport, prune_folder
 from wlcore.retention_state import write_promise
 from wlcore.settings import Every, settings
 from wlcore.storage import Storage
+from wlcore.utc import utcnow
 
 from . import compaction
 
@@ -274,7 +275,7 @@ class Lifecycle:
         the watermark windows are closed before: the master's, or now when it has none)``."""
         cfg = self.config()
         every = {**settings().master.compact.by_level(), **(every_ or {})}
-        watermark = cfg.watermark_time or datetime.now(timezone.utc)
+        watermark = cfg.watermark_time or utcnow()
         return cfg, {k: v for k, v in every.items() if v is not None}, watermark
 
     def _metas_before(self, cfg: MasterState, batch: int) -> dict:
@@ -319,7 +320,7 @@ class Lifecycle:
         """
         cfg = self.config()
         keep = keep if keep is not None else settings().master.retention.by_name()
-        now = now or datetime.now(timezone.utc)
+        now = now or utcnow()
         logs = self.logs(cfg)
         with self.locked():
             report = prune_folder(self.storage, self.snapshots(cfg), self.spans(logs), now, keep, dry_run)

@@ -23,13 +23,14 @@ from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.ship import Shipper, ShipReport
 from wlcore.storage import Storage
+from wlcore.utc import utcnow
 
 from .capture import Capture
 from .capture_thread import Background, CaptureThread
 from .lifecycle import Lifecycle, PruneReport
 from .master_catalog import MasterCatalog
 from .master_lifecycle import AutoLifecycle, MasterLifecycle
-from .master_record import MasterRecord, utcnow
+from .master_record import MasterRecord
 from .master_setup import MasterSetup
 from .publisher import CaptureTiming, Publisher
 from .shipping import MasterShipping

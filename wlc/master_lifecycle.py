@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
 from wlcore.levels import Span, Start
 from wlcore.retention_state import keep_of
 from wlcore.settings import Every, every, settings
+from wlcore.utc import utcnow
 
 from .lifecycle import Lifecycle, PruneReport
 from .master_record import MasterRecord
@@ -176,7 +177,7 @@ class AutoLifecycle:
             WlcError: whatever the run met (the background logs it and tries again later).
         """
         m = self.master
-        now = datetime.now(timezone.utc)
+        now = utcnow()
         tick = m.record.config.tick
         if self.cycle.snapshot_due(self.cfg.snapshot_interval, tick, now):
             start = self.cycle.snapshot(m.spark())

@@ -25,7 +25,7 @@ import uuid
 from typing import Iterable
 
 from .errors import BatchError
-from .manifest import FORMAT, FileEntry, Manifest, TxnRecord, batch_name, compacted_name, parse_utc, utc_iso
+from .manifest import FORMAT, FileEntry, Manifest, TxnRecord, batch_name, compacted_name
 from .storage import Storage
 from .version import FORMAT_VERSION
 
@@ -47,10 +47,8 @@ __all__ = [
     "list_batches",
     "list_compacted",
     "open_staging",
-    "parse_utc",
     "publish",
     "read_manifest",
-    "utc_iso",
     "verify_files",
 ]
 

@@ -23,8 +23,9 @@ import os
 import sys
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
+
+from .utc import utcnow
 
 VERBOSE_ENV = "WLC_VERBOSE"
 LOG_BYTES = 2_000_000  # the log is rolled over to <name>.1 beyond this
@@ -128,8 +129,7 @@ class _Pump(threading.Thread):
         from pyspark.java_gateway import launch_gateway
 
         self._note(
-            f"=== {datetime.now(timezone.utc).isoformat(timespec='seconds')} pid {os.getpid()}: "
-            f"Spark starts ({sys.argv[0] or 'python'})"
+            f"=== {utcnow().isoformat(timespec='seconds')} pid {os.getpid()}: Spark starts ({sys.argv[0] or 'python'})"
         )
         self.start()
         try:

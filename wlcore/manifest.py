@@ -3,8 +3,8 @@
 :class:`Manifest` is the manifest: the batch's transaction records (:class:`TxnRecord`), its
 files with their size and SHA-256, and capture's state after it
 (:class:`wlcore.capture_state.CaptureState`); :meth:`Manifest.to_bytes` writes it and
-:meth:`Manifest.from_bytes` reads and checks it. Instants are ISO-8601 UTC (:func:`utc_iso`,
-:func:`parse_utc`). :mod:`wlcore.batch` publishes, lists and verifies batches.
+:meth:`Manifest.from_bytes` reads and checks it. Instants are ISO-8601 UTC (:func:`wlcore.utc.utc_iso`,
+:func:`wlcore.utc.parse_utc`). :mod:`wlcore.batch` publishes, lists and verifies batches.
 """
 
 from __future__ import annotations
@@ -12,40 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .capture_state import CaptureState
 from .errors import BatchError
+from .utc import parse_utc, utc_iso, utcnow
 from .version import FORMAT_VERSION
 
 FORMAT = "wlc-batch"
-
-
-def utc_iso(ts: datetime) -> str:
-    """An instant as ISO-8601 UTC with microseconds and ``Z`` (``2026-11-25T05:12:16.394000Z``).
-
-    Args:
-        ts (datetime): an aware instant (any offset; converted to UTC).
-
-    Returns:
-        str: the text manifests and state files hold.
-    """
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_utc(text: str) -> datetime:
-    """The ISO-8601 instant ``text`` as an aware UTC datetime (the inverse of :func:`utc_iso`).
-
-    Args:
-        text (str): an ISO-8601 instant with ``Z`` or an offset.
-
-    Returns:
-        datetime: the instant in UTC.
-
-    Raises:
-        ValueError: ``text`` is not an ISO-8601 instant.
-    """
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
 def batch_name(dbname: str, number: int) -> str:
@@ -195,7 +169,7 @@ class Manifest:
     txns: list[TxnRecord]
     cursors: CaptureState = field(default_factory=CaptureState)
     files: dict[str, FileEntry] = field(default_factory=dict)
-    created: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created: datetime = field(default_factory=utcnow)
     level: int = 0
     last_batch: int | None = None
     span: tuple[int, int] | None = None

@@ -160,7 +160,7 @@ def promise_of(decision: Retention) -> dict:
     """
     from os.path import basename
 
-    from .batch import utc_iso
+    from .utc import utc_iso
 
     first = decision.earliest
     if first is None:

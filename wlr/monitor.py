@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from wlcore import batch as batchfmt, snapshots as snap
-from wlcore.batch import parse_utc
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError, WlcError
@@ -34,6 +33,7 @@ from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
 from wlcore.storage import Storage
+from wlcore.utc import parse_utc
 
 from . import failure
 from .book import LOG_FILE

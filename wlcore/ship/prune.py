@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .. import snapshots as snap
 from ..durations import Every
@@ -26,6 +26,7 @@ from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
 from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
 from ..storage import Storage
+from ..utc import utcnow
 from .destination import LOGS_DIR, ShipError, dest_root, read_config
 
 log = logging.getLogger("wlc.ship")
@@ -94,7 +95,7 @@ def prune_copy(
             f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), not of "
             f"{dbname or cfg.database!r} (id {dbid or cfg.dbid}); check the URL"
         )
-    now = now or datetime.now(timezone.utc)
+    now = now or utcnow()
     with dst.lock(Storage.join(to, PRUNE_LOCK), blocking=wait, what=f"pruning {to}"):
         state = read_retention_state(dst, to)
         if retention:
@@ -133,7 +134,7 @@ def prune_if_due(to: str, dbname: str, now: datetime | None = None) -> PruneRepo
     every = settings().storage.ship_prune
     if every is None:
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or utcnow()
     try:
         last = read_retention_state(Storage.of(to), to).pruned
         if last is not None and (now - last).total_seconds() < every.amount:
