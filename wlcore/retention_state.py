@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
-from .durations import Every, every
 from .errors import ConfigError
 from .levels import Span, Start
+from .settings import Every, every
 from .state_file import JSON_DICT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 

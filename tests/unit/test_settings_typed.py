@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from wlcore import settings as config
-from wlcore.durations import Every
 from wlcore.errors import ConfigError
+from wlcore.settings import Every
 
 
 def test_typed_values_with_their_units():

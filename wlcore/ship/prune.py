@@ -19,12 +19,12 @@ import threading
 from datetime import datetime
 
 from .. import snapshots as snap
-from ..durations import Every
 from ..errors import LockHeldError
 from ..levels import Span
 from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
 from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
+from ..settings import Every
 from ..storage import Storage
 from ..utc import utcnow
 from .destination import LOGS_DIR, ShipError, dest_root, read_config
