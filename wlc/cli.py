@@ -109,7 +109,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore import metrics
     from wlcore.databases import Dbfarm
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import retention_args
+    from wlcore.retention import retention_args
     from wlcore.ship import Shipper
     from wlcore.ship.copies import add_copy
     from wlcore.storage import Storage

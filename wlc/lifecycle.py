@@ -30,7 +30,7 @@ from wlcore.levels import Span, Start
 from wlcore.log_spans import SpanCache
 from wlcore.master_state import MasterState
 from wlcore.pruning import PruneReport, prune_folder
-from wlcore.retention_state import write_promise
+from wlcore.retention import write_promise
 from wlcore.settings import Every, settings
 from wlcore.storage import Storage
 from wlcore.utc import utcnow

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from wlcore.levels import Span, Start
-from wlcore.retention_state import keep_of
+from wlcore.retention import keep_of
 from wlcore.settings import Every, every, settings
 from wlcore.utc import utcnow
 

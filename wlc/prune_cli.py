@@ -52,7 +52,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
             others were pruned; the message names each).
     """
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import described_retention, retention_args
+    from wlcore.retention import described_retention, retention_args
     from wlcore.ship import ShipError, dest_root, prune_copy
     from wlcore.ship.copies import known_copies
     from wlcore.storage import Storage

@@ -310,7 +310,7 @@ def promise_at(storage: Storage, root: str) -> dict | None:
         received); None when its ``wlc.retention`` is malformed or cannot be read.
     """
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import read_retention_state
+    from wlcore.retention import read_retention_state
 
     try:
         return read_retention_state(storage, root).promise

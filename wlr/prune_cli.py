@@ -48,7 +48,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         ShipError: the relay folder holds no shipped copy of the replica's master.
     """
     from wlcore.errors import NotFoundError
-    from wlcore.retention_state import described_retention, retention_args
+    from wlcore.retention import described_retention, retention_args
     from wlcore.settings import dbfarm as resolve_dbfarm
     from wlcore.storage import Storage
 

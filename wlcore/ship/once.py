@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .. import batch as batchfmt, snapshots as snap
 from ..master_state import CONFIG_FILE, MasterState, logs_of, write_master_state
-from ..retention_state import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
+from ..retention import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
 from ..storage import Storage
 from ..utc import utcnow
 from .destination import LOGS_DIR, ShipError, ShipReport, check_dest, dest_root, lock_dest, read_config

@@ -2,7 +2,7 @@
 own folder (:func:`wlcore.pruning.prune_folder`), with a retention of their own.
 
 A copy's retention is stored with it, in ``<copy>/wlc.retention``
-(:mod:`wlcore.retention_state`): set by ``wlc ship --retention``, ``wlc prune --copy URL
+(:mod:`wlcore.retention`): set by ``wlc ship --retention``, ``wlc prune --copy URL
 --retention`` or ``wlr prune --retention`` (a relay), each level not set there taking
 ``master.retention``'s. What a prune deletes is noted there before it is deleted, and a
 shipping pass reads that note after listing what the copy holds, so no pass copies it again,
@@ -23,7 +23,7 @@ from ..errors import LockHeldError
 from ..levels import Span
 from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
-from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
+from ..retention import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
 from ..settings import Every
 from ..storage import Storage
 from ..utc import utcnow
