@@ -525,7 +525,7 @@ def cache_folder() -> Path:
     """The user's cache folder of wlc (``$XDG_CACHE_HOME/wlc``, by default ``~/.cache/wlc`` on
     Linux; the platform's user cache folder elsewhere, as :mod:`platformdirs` names it), where
     sessions put Spark's own files (warehouse, Derby) unless configured, and Spark's start-up
-    output (:mod:`wlcore.jvm_output`). Not made here."""
+    output (:func:`wlcore.session.quiet_start`). Not made here."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("wlc", appauthor=False))
