@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from wlcore import batch as batchfmt, snapshots as snap
+from wlcore.batch import SpanCache
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Span, Start
-from wlcore.log_spans import SpanCache
 from wlcore.master_state import MasterState
 from wlcore.pruning import PruneReport, prune_folder
 from wlcore.retention import write_promise

@@ -19,9 +19,9 @@ import threading
 from datetime import datetime
 
 from .. import snapshots as snap
+from ..batch import SpanCache
 from ..errors import LockHeldError
 from ..levels import Span
-from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
 from ..retention import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
 from ..settings import Every
