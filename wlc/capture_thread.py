@@ -25,8 +25,8 @@ from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED
 from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch
 
+from .lifecycle import AutoLifecycle
 from .master_catalog import MasterCatalog
-from .master_lifecycle import AutoLifecycle
 from .master_record import MasterRecord
 from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
@@ -221,7 +221,7 @@ class CaptureThread:
 class Background:
     """The threads of a capturing master, from :meth:`start` (:meth:`wlc.Master.start`) until
     :meth:`stop` (:meth:`wlc.Master.close`): the capture thread and, when the settings ask for
-    one, the background life cycle (:class:`wlc.master_lifecycle.AutoLifecycle`)."""
+    one, the background life cycle (:class:`wlc.lifecycle.AutoLifecycle`)."""
 
     def __init__(self) -> None:
         self.capture: CaptureThread | None = None  # from start() on

@@ -2,7 +2,7 @@
 
 A :class:`Master` owns its parts, each built with what it needs: :mod:`wlc.master_record` (``wlc.config``,
 ``wlc.log``), :mod:`wlc.master_setup` (set-up, capture lock), :mod:`wlc.capture` (reading the Delta logs),
-:mod:`wlc.publisher` (the open batch), :mod:`wlc.capture_thread` (background threads), :mod:`wlc.master_lifecycle`
+:mod:`wlc.publisher` (the open batch), :mod:`wlc.capture_thread` (background threads), :mod:`wlc.lifecycle`
 (snapshots, compaction, retention), :mod:`wlc.master_catalog` and :mod:`wlc.shipping`.
 """
 
@@ -27,9 +27,8 @@ from wlcore.utc import utcnow
 
 from .capture import Capture
 from .capture_thread import Background, CaptureThread
-from .lifecycle import Lifecycle, PruneReport
+from .lifecycle import AutoLifecycle, Lifecycle, MasterLifecycle, PruneReport
 from .master_catalog import MasterCatalog
-from .master_lifecycle import AutoLifecycle, MasterLifecycle
 from .master_record import MasterRecord
 from .master_setup import MasterSetup
 from .publisher import CaptureTiming, Publisher
