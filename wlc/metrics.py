@@ -76,7 +76,7 @@ LIVE = Live(
 
 class CaptureMetrics:
     """The metrics of one capturing master, owned by its capture thread
-    (:class:`wlc.capture_thread.CaptureThread`).
+    (:class:`wlc.master.CaptureThread`).
 
     Args:
         publisher: the master's open batch (staged transactions, held tables, notes).
