@@ -20,10 +20,11 @@ import re
 from datetime import datetime, timezone
 
 from bench.scale_common import Report
-from wlcore.batch import list_batches, parse_utc, read_manifest
+from wlcore.batch import list_batches, read_manifest
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.master_state import logs_of, read_master_state
 from wlcore.storage import Storage
+from wlcore.utc import parse_utc
 from wlr.tags import parse_span
 
 _APPLIED = re.compile(r"^(\S+) applied (\S+) transaction (\d+)(?:-(\d+))? \((.*)\) in ([\d.]+) s$")

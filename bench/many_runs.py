@@ -163,11 +163,11 @@ def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
 
 def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:
     """What an idle capture does at each wake-up, profiled: ``scans`` times the body of the capture
-    thread's loop (:meth:`wlc.capture_thread.CaptureThread._run`: the publisher's scan, its due time,
+    thread's loop (:meth:`wlc.master.CaptureThread._run`: the publisher's scan, its due time,
     the heartbeat, the schema check) in this process's main thread under cProfile, a poll interval
     apart, as the thread runs them on an idle local master: the first reads every table's log,
     the others see no event in the database folder and read none (a scan that reads the logs
-    again comes every ``wlc.capture_thread.FULL_SCAN`` seconds). Returns the CPU milliseconds a
+    again comes every ``wlc.master.FULL_SCAN`` seconds). Returns the CPU milliseconds a
     scan and the functions taking the most of it."""
     import cProfile
     import pstats

@@ -24,12 +24,13 @@ import pyarrow.parquet as pq
 
 import wlc
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, TxnRecord, utc_iso
+from wlcore.batch import Manifest, TxnRecord
 from wlcore.capture_state import CaptureState, Cursor
 from wlcore.deltalog import list_versions, monotonic, read_commit
 from wlcore.master_state import LOG_FILE, read_master_state, write_master_state
 from wlcore.names import batch_folder
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso
 
 DB, TABLE = "long", "s.t"
 COLS = ["id", "v"]

@@ -317,7 +317,7 @@ def prune_copy(
         ShipError: ``to`` holds no shipped copy.
         ConfigError: a malformed ``keep`` or ``retention`` (nothing is deleted).
     """
-    from wlcore.retention_state import keep_of
+    from wlcore.retention import keep_of
     from wlcore.ship import prune_copy as prune_it
 
     keep = keep_of(keep)  # checked before anything is deleted

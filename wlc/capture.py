@@ -14,11 +14,28 @@ notes. A table whose log cannot be read is held (:mod:`wlc.holds`); the others g
 Change rows are read by Spark (:mod:`wlc.changes`: one change-feed read per table and run
 of versions sharing a schema, written as Parquet partitioned by version) straight into the
 open batch's staging folder: no row passes through Python.
+
+A hole (:func:`start_after`) is a run of versions whose commit files Delta's log clean-up
+(``delta.logRetentionDuration``) removed before capture read them: the change feed cannot describe
+them, so the first version Delta can still rebuild (from a checkpoint) is carried by the table's
+image and the versions before it by gap notes.
+
+An idle master's capture scans every table at every wake-up; listing each ``_delta_log`` costs
+more the more tables and commit files there are. :class:`QuietLogs` tells the tables whose log has
+not changed since capture last read it by one look at the log folder: on local folders a folder's
+modification time changes whenever a file is made, renamed or removed in it, so a table whose log
+folder has the stat it had when it was listed, and whose cursor is at the last version that listing
+found, has nothing new. A folder modified less than two seconds before it was listed is listed
+again, as git treats "racily clean" index entries (a file made within the same clock tick leaves
+the time as it was). Used only where capture is woken by the operating system's events (local
+folders, not ``capture.polling``): on network filesystems and object stores every scan lists
+every log.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -30,19 +47,123 @@ from wlcore.deltalog import (
     TableMeta,
     commit_file,
     list_versions,
+    log_path,
     metadata_at,
     monotonic,
     read_commit,
+    readable_from,
 )
 from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.errors import first_line
-from wlcore.storage import Storage
+from wlcore.storage import FileStat, Storage
 
 from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401
 from .classify import classify
 from .holds import Holds
-from .holes import NoCheckpointYet, start_after
-from .quiet_logs import QuietLogs
+
+RACY_MS = 2000  # a log folder modified less than this before its listing is listed again
+
+
+class QuietLogs:
+    """Which tables' logs are unchanged since capture read them up to their cursor.
+
+    Args:
+        storage (Storage): the storage holding the master.
+    """
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self.on = False  # set by the owner: the log folders' modification times can be trusted
+        self._seen: dict[str, tuple[FileStat, int]] = {}  # {table: (its log folder's stat, the last version then)}
+        self._looked: dict[str, tuple[FileStat, float]] = {}  # {table: (the stat just taken, when, ms)}
+
+    def unchanged(self, name: str, path: str, version: int) -> bool:
+        """True when table ``name``'s log is as it was when a listing found ``version`` its last.
+
+        Args:
+            name (str): the table (``schema.table``).
+            path (str): its folder.
+            version (int): its cursor (the last version capture has read).
+
+        Returns:
+            bool: True: nothing to list; False: list its log (then call :meth:`listed`).
+        """
+        if not self.on:
+            return False
+        try:
+            stamp = self.storage.stat(log_path(path))
+        except OSError:
+            self._seen.pop(name, None)
+            return False
+        if self._seen.get(name) == (stamp, version):
+            return True
+        self._looked[name] = (stamp, time.time() * 1000)
+        return False
+
+    def listed(self, name: str, versions: list[int]) -> None:
+        """Record what a listing of table ``name``'s log found, after :meth:`unchanged` said False.
+
+        Args:
+            name (str): the table.
+            versions (list[int]): the versions the listing found, ascending.
+        """
+        stamp, when = self._looked.pop(name, (None, 0.0))
+        if stamp is not None and stamp.mtime_ms is not None and versions and stamp.mtime_ms < when - RACY_MS:
+            self._seen[name] = (stamp, versions[-1])
+        else:
+            self._seen.pop(name, None)
+
+
+class NoCheckpointYet(Exception):
+    """No version after a hole can be read yet: a checkpoint must come first. The message is
+    the note capture keeps for the table."""
+
+
+def start_after(
+    storage: Storage, name: str, path: str, cur: Cursor | None, versions: list[int]
+) -> tuple[int, str | None, int | None]:
+    """Where planning of table ``name`` starts after its cursor, across a hole if there is one.
+
+    Args:
+        storage (Storage): the storage holding the master.
+        name (str): the table's qualified name, for the texts.
+        path (str): the table's folder.
+        cur (Cursor | None): capture's cursor of the table (None: a table new to capture).
+        versions (list[int]): the versions with a commit file, ascending (not empty).
+
+    Returns:
+        tuple[int, str | None, int | None]: the first version to plan, the hole's text and the
+        first version Delta can rebuild after it (both None: no hole).
+
+    Raises:
+        NoCheckpointYet: no version after the hole can be read yet (no checkpoint covers it).
+    """
+    start = cur.version + 1 if cur else versions[0]
+    have = set(versions)
+    hole = None
+    rebuild = None  # the first version after a hole that Delta can rebuild
+    if (cur is None and versions[0] > 0) or (cur is not None and start <= versions[-1] and start not in have):
+        rebuild = readable_from(storage, path, versions)
+        if rebuild is None:
+            raise NoCheckpointYet(
+                f"no version of {name} after {start - 1} can be read: its commits were removed "
+                "(log clean-up) and no checkpoint covers them yet; capture waits for one"
+            )
+        first_listed = min(v for v in versions if v >= start)
+        if cur is not None:
+            hole = (
+                f"versions {start}..{first_listed - 1} of {name} were removed by log clean-up "
+                f"(delta.logRetentionDuration) before capture read them"
+            )
+        else:
+            hole = (
+                f"capture first saw {name} at version {versions[0]}: its earlier commits were removed by "
+                "log clean-up, and its state comes from a checkpoint"
+            )
+        rebuild = min(v for v in versions if v >= rebuild)  # its commit file may be gone too: the next one
+        start = max(start, rebuild) if cur is None else start
+    return start, hole, rebuild
+
 
 log = logging.getLogger("wlc.capture")
 
@@ -308,7 +429,7 @@ class Capture:
     def _hole(
         self, name: str, path: str, cur: Cursor | None, versions: list[int]
     ) -> tuple[int, str | None, int | None] | None:
-        """:func:`wlc.holes.start_after`; None (noted, the scan deferred) while no checkpoint
+        """:func:`wlc.capture.start_after`; None (noted, the scan deferred) while no checkpoint
         lets a version after the hole be read."""
         try:
             return start_after(self.storage, name, path, cur, versions)

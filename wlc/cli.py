@@ -1,5 +1,5 @@
 """Command line of wlc (the ``wlc`` command, or ``python -m wlc``): ``master``, ``capture``, ``status``,
-the log's life cycle: ``snapshot``, ``compact``, ``prune`` (:mod:`wlc.prune_cli`), and ``ship``. One function ``cmd_<name>`` per
+the log's life cycle: ``snapshot``, ``compact``, ``prune``, and ``ship``. One function ``cmd_<name>`` per
 subcommand; the errors they raise become messages and exit codes in :func:`wlcore.commands.run`."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
 from wlcore.terminal import setup as setup_terminal
+from wlcore.utc import utcnow
 
 
 def _names(parser: argparse.ArgumentParser, dbname: str = "the master database's name") -> None:
@@ -70,9 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _names(co)
     co.add_argument("--level1", help="override master.compact.level1: a duration ('1h') or '<n> batches'")
     co.add_argument("--level2", help="override master.compact.level2: a duration ('1d') or '<n> batches'")
-    from .prune_cli import add_parser as add_prune
-
-    add_prune(sub)
+    _add_prune(sub)
     _add_ship(sub)
     return parser
 
@@ -108,7 +107,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore import metrics
     from wlcore.databases import Dbfarm
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import retention_args
+    from wlcore.retention import retention_args
     from wlcore.ship import Shipper
     from wlcore.ship.copies import add_copy
     from wlcore.storage import Storage
@@ -236,11 +235,11 @@ def cmd_master(args: argparse.Namespace) -> int:
         NotFoundError: no such dbfarm.
         MasterStateError: the database is a replica.
     """
-    from wlcore.batch import utc_iso
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
     from wlcore.master_state import MasterState, read_master_state
     from wlcore.settings import number
     from wlcore.storage import Storage
+    from wlcore.utc import utc_iso
 
     from .master import Master
 
@@ -290,7 +289,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         MasterStateError: not a master (only ``wlc master`` makes one), or captured elsewhere.
     """
     import warnings
-    from datetime import datetime, timedelta, timezone
+    from datetime import timedelta
 
     from wlcore.databases import Dbfarm
     from wlcore.settings import number
@@ -309,7 +308,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     b = m.beat_seconds
-    soon = (datetime.now(timezone.utc) + timedelta(seconds=b)).strftime("%H:%M:%SZ")
+    soon = (utcnow() + timedelta(seconds=b)).strftime("%H:%M:%SZ")
     first = (
         "each transaction is published as its own batch at once"
         if b == 0
@@ -370,3 +369,85 @@ def _main(argv: list[str] | None) -> int:
     use_config(args)
     setup_terminal(args)
     return run(args)
+
+
+def _add_prune(sub) -> None:
+    """Add the ``wlc prune`` subcommand: the master's own folder and its shipped copies pruned by
+    retention (:mod:`wlc.lifecycle` and :func:`wlcore.ship.prune_copy` do it).
+
+    Args:
+        sub (argparse._SubParsersAction): the command line's subparsers.
+    """
+    pr = subcommand(
+        sub,
+        "prune",
+        cmd_prune,
+        help="delete the batches and snapshots retention no longer promises, in the master's folder and its copies",
+        description="Delete what retention no longer promises: in the master's own folder (master.retention), "
+        "then in every shipped copy it ships to (each by its own retention, stored with the copy; levels not "
+        "set there: master.retention's). Nothing a replica needs to reach a promised point is deleted. Says "
+        "what each folder still promises.",
+    )
+    pr.add_argument("dbfarm", help="folder holding the databases")
+    pr.add_argument("dbname", help="the master database's name")
+    pr.add_argument("--dry-run", action="store_true", help="only say what would be deleted and what stays reachable")
+    pr.add_argument("--copy", metavar="URL", help="prune only this shipped copy of the master (a folder or s3:// URL)")
+    retention_option(pr, "with --copy: store the copy's own retention first")
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """``wlc prune``: prune master ``args.dbname``'s folder by ``master.retention`` and each of its
+    shipped copies by its own retention (or only the copy ``--copy``), printing what was deleted
+    and what each folder still promises.
+
+    Args:
+        args (argparse.Namespace): the parsed command line: ``dbfarm``, ``dbname``, ``dry_run``,
+            ``copy`` (None: the master and every copy) and ``retention`` (with ``--copy``).
+
+    Returns:
+        int: 0.
+
+    Raises:
+        ConfigError: ``--retention`` without ``--copy``, or a malformed one (nothing pruned).
+        NotFoundError: no such dbfarm or database.
+        MasterStateError: not a master.
+        ShipError: a copy holds no shipped copy of this master, or could not be pruned (the
+            others were pruned; the message names each).
+    """
+    from wlcore.errors import ConfigError
+    from wlcore.retention import described_retention, retention_args
+    from wlcore.ship import ShipError, dest_root, prune_copy
+    from wlcore.ship.copies import known_copies
+    from wlcore.storage import Storage
+
+    from .lifecycle import Lifecycle
+
+    changes = retention_args(args.retention)
+    if changes and not args.copy:
+        raise ConfigError(
+            "--retention sets a shipped copy's own retention: name the copy with --copy URL "
+            "(the master's own folder keeps master.retention of config)"
+        )
+    farm = resolve_dbfarm(args.dbfarm)
+    cycle = Lifecycle.of(farm, args.dbname)  # refuses a database that is not a master, naming what it is
+    dbid = cycle.config().dbid
+    if args.copy:
+        copies = [dest_root(args.copy)]
+    else:
+        report = cycle.prune(dry_run=args.dry_run)
+        print(report.block(f"master {args.dbname} ({cycle.path}):"))
+        copies = known_copies(cycle.storage, cycle.path)
+    failed = []
+    for url in copies:
+        try:
+            copy = prune_copy(url, cycle.dbname, dry_run=args.dry_run, retention=changes, dbid=dbid)
+            print(copy.block(f"shipped copy {url} (retention: {described_retention(Storage.of(url), url, changes)}):"))
+        except (ShipError, OSError) as exc:
+            print(f"shipped copy {url}: not pruned: {exc}")
+            failed.append(f"{url} ({exc})")
+    if failed:
+        raise ShipError(
+            "could not prune " + "; ".join(failed) + ". Fix the copy, or remove its line from "
+            f"{Storage.join(cycle.path, 'wlc.copies')} when it is gone for good"
+        )
+    return 0

@@ -2,37 +2,57 @@
 
 A :class:`Master` owns its parts, each built with what it needs: :mod:`wlc.master_record` (``wlc.config``,
 ``wlc.log``), :mod:`wlc.master_setup` (set-up, capture lock), :mod:`wlc.capture` (reading the Delta logs),
-:mod:`wlc.publisher` (the open batch), :mod:`wlc.capture_thread` (background threads), :mod:`wlc.master_lifecycle`
-(snapshots, compaction, retention), :mod:`wlc.master_catalog` and :mod:`wlc.shipping`.
+:mod:`wlc.publisher` (the open batch), :class:`CaptureThread` and :class:`Background` (the threads),
+:mod:`wlc.lifecycle` (snapshots, compaction, retention), :class:`MasterCatalog` (its schemas and tables
+in the Spark session catalog, :mod:`wlcore.catalog`) and :class:`MasterShipping` (``Master.ship()`` and
+``ship_stop()`` over :mod:`wlcore.ship`).
+
+The thread that captures a master scans at each wake-up, woken by filesystem events (or polling). A
+wake-up without any event in the database folder since the last scan (a beat's timeout on an idle
+master) reads no table's log: the folder's watcher vouches that nothing changed, so the scan only
+publishes what is due and moves the watermark, as Litestream's watcher of a database file does. Logs
+are read again at every event and at least every :data:`FULL_SCAN` seconds. Each scan stages what
+capture finds and publishes the open batch when its beat is over (:class:`wlc.publisher.Publisher`),
+writes the heartbeat, and warns about schemas made outside the master (:class:`MasterCatalog`). A
+failed scan is logged (a line, its traceback in the log file) and retried from the same cursors with
+backoff (:func:`retry_wait`), as PostgreSQL's apply worker retries; ``wlc.config`` names the failure
+while it lasts. :class:`Background` holds it, and the background life cycle beside it, while a master
+captures.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+import time
+import warnings
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from wlcore import metrics
+from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_schemas
 from wlcore.databases import Dbfarm
+from wlcore.discovery import RESERVED
 from wlcore.errors import MasterStateError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
-from wlcore.master_state import STOPPED, WATERMARK_STOPPED, MasterState
+from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED, STOPPED, WATERMARK_STOPPED, MasterState
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import Shipper, ShipReport
+from wlcore.ship import Shipper, ShipReport, dest_root
+from wlcore.ship.copies import add_copy
 from wlcore.storage import Storage
+from wlcore.utc import utcnow
+from wlcore.watch import FolderWatch
 
 from .capture import Capture
-from .capture_thread import Background, CaptureThread
-from .lifecycle import Lifecycle, PruneReport
-from .master_catalog import MasterCatalog
-from .master_lifecycle import AutoLifecycle, MasterLifecycle
-from .master_record import MasterRecord, utcnow
+from .lifecycle import AutoLifecycle, Lifecycle, MasterLifecycle, PruneReport
+from .master_record import MasterRecord
 from .master_setup import MasterSetup
+from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
-from .shipping import MasterShipping
 from .table_notes import TableNotes
 
 
@@ -398,3 +418,376 @@ class Master:
 
     def __repr__(self) -> str:
         return f"<wlc.Master {self.dbname!r} at {self.path} state={self.state} tick={self.tick()}>"
+
+
+catalog_log = logging.getLogger("wlc.catalog")
+
+
+class MasterCatalog:
+    """The catalog calls of one :class:`wlc.Master`: its schema folders in the Spark session catalog.
+
+    Args:
+        spark: returns the Spark session (called when a catalog call needs it: Spark starts late).
+        storage: the storage of the dbfarm.
+        path: the database folder.
+        dbname: the database name (in warnings).
+        skip_schemas: returns the folders of the database that are not schemas (the log folder
+            when it sits inside the database).
+        check_every: returns the seconds between two looks at Spark's warehouse folder (at least 1).
+    """
+
+    def __init__(
+        self,
+        spark: Callable[[], Any],
+        storage: Storage,
+        path: str,
+        dbname: str,
+        skip_schemas: Callable[[], set[str]],
+        check_every: Callable[[], float],
+    ):
+        self._spark = spark
+        self.storage = storage
+        self.path = path
+        self.dbname = dbname
+        self._skip_schemas = skip_schemas
+        self._check_every = check_every
+        self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
+        self._warehouse: str | None = None
+        self._schemas_checked = float("-inf")  # time.monotonic() of that look
+
+    def create_schema(self, schema: str) -> str:
+        """Register SQL schema ``schema`` located at ``<db>/<schema>`` in the session catalog.
+
+        Tables made with ``CREATE TABLE <schema>.<t>`` then live in the master's layout
+        and ``DROP TABLE`` removes their folder (which capture records as a drop).
+
+        Args:
+            schema (str): the schema's name, a plain identifier.
+
+        Returns:
+            str: ``schema``.
+
+        Raises:
+            ConfigError: ``schema`` is not a plain identifier, or this session's catalog
+                has a schema of that name elsewhere.
+        """
+        return create_schema(self._spark(), self.storage, self.path, schema)
+
+    def register(self) -> dict[str, str]:
+        """Register every schema folder of the database, and the Delta tables in them, in
+        this process's session catalog (:mod:`wlcore.catalog`); :func:`wlc.master` and
+        :func:`wlc.attach` call it. Call it again to see schemas and tables other
+        processes made since. Returns ``{schema folder: reason}`` for folders left out, and
+        ``{"schema.table": reason}`` for tables whose names the session catalog does not take.
+        """
+        spark = self._spark()
+        left_out = register(spark, self.storage, self.path, self._skip_schemas())
+        self._warehouse = warehouse_folder(spark)
+        self._known_schemas = warehouse_schemas(self._warehouse)
+        return left_out
+
+    def check_schemas(self) -> None:
+        """Warn, once each, about schemas made in Spark's own warehouse while capturing (a
+        ``CREATE SCHEMA`` without a location: its tables would not be captured)."""
+        if (
+            self._known_schemas is None
+            or self._warehouse is None
+            or time.monotonic() - self._schemas_checked < max(self._check_every(), 1.0)
+        ):
+            return
+        self._schemas_checked = time.monotonic()
+        found = warehouse_schemas(self._warehouse)
+        for name in sorted(found - self._known_schemas):
+            text = (
+                f"schema {name!r} was made at {os.path.join(self._warehouse, name + '.db')}, outside master "
+                f"{self.dbname!r}: its tables are not captured; make master schemas with "
+                f"Master.create_schema({name!r}) (e.g. wlc.current().create_schema({name!r})) or "
+                f"CREATE SCHEMA ... LOCATION '<db>/{name}'"
+            )
+            catalog_log.warning(text)
+            warnings.warn(text, stacklevel=2)
+        self._known_schemas |= found
+
+
+class MasterShipping:
+    """The shippers of one :class:`wlc.Master` (MonetDB's log-shipping agent): one pass, or
+    following shippers kept by destination until :meth:`stop`.
+
+    Args:
+        storage: the storage of the dbfarm.
+        path: the database folder.
+        dbname: the database name.
+    """
+
+    def __init__(self, storage: Storage, path: str, dbname: str):
+        self.storage = storage
+        self.path = path
+        self.dbname = dbname
+        self._shippers: dict[str, Shipper] = {}  # {destination root: its following shipper}
+
+    def ship(self, to: str, follow: bool = False, flush: Callable[[], object] | None = None) -> ShipReport | Shipper:
+        """Copy the master's published batches and snapshots to ``to`` (see :meth:`wlc.Master.ship`).
+
+        Args:
+            to: destination folder or URL (another folder or mount, or ``s3://bucket/path``).
+            follow: False: one pass; True: one pass now, then keep shipping in a background
+                thread whenever a batch is published, until :meth:`stop`.
+            flush: called first (the capturing master's flush), or None.
+
+        The destination is noted in ``<db>/wlc.copies``: ``wlc prune`` prunes it by its own retention.
+
+        Returns:
+            ShipReport (one pass), or, following, the :class:`Shipper`.
+
+        Raises:
+            ShipError: the destination holds another database's copy, or a batch did not
+                verify there (nothing unverified is published; ship again).
+        """
+        if flush is not None:
+            flush()
+        shipper = Shipper(self.storage, self.path, self.dbname, to)
+        report = shipper.once()
+        add_copy(self.storage, self.path, to)  # wlc prune prunes it too
+        if not follow:
+            return report
+        if shipper.to in self._shippers:
+            self._shippers.pop(shipper.to).stop()
+        self._shippers[shipper.to] = shipper.follow()
+        return shipper
+
+    def stop(self, to: str | None = None) -> None:
+        """Stop following shippers (each after the pass under way).
+
+        Args:
+            to (str | None): the destination of the one to stop (None: all).
+        """
+        for url in [u for u in self._shippers if to is None or u == dest_root(to)]:
+            self._shippers.pop(url).stop()
+
+
+log = logging.getLogger("wlc.master")
+# seconds between two scans that read every table's log although the database folder's watcher
+# saw no change (the operating system may drop events when its queue overflows)
+FULL_SCAN = 30.0
+
+
+def retry_wait(attempt: int, interval: float, most: float) -> float:
+    """Seconds capture waits after its ``attempt``-th failed scan in a row: the poll interval
+    doubled at every attempt, at most ``most`` (``capture.retry_max``; by default 1, 2, 4 ... 60 s),
+    as a held table's reads and a follower's retries back off.
+
+    Args:
+        attempt (int): failed scans in a row (1: the first).
+        interval (float): ``capture.poll_interval``.
+        most (float): ``capture.retry_max``.
+    """
+    first = max(0.01, float(interval))
+    return min(max(first, float(most)), first * 2.0 ** max(0, attempt - 1))
+
+
+class CaptureThread:
+    """The capture thread of one master (a daemon), from :meth:`start` until :meth:`stop`.
+
+    Args:
+        publisher: the master's open batch (stages and publishes).
+        catalog: the master's catalog calls (warns about schemas made outside the master).
+        record: the master's ``wlc.config`` (the thread ends once its ``state`` is not started).
+        timing: capture's timing (settle, polling, poll interval; seconds).
+        lock: the master's lock, held during each scan.
+    """
+
+    def __init__(
+        self,
+        publisher: Publisher,
+        catalog: MasterCatalog,
+        record: MasterRecord,
+        timing: CaptureTiming,
+        lock: threading.RLock,
+    ):
+        self.publisher = publisher
+        self.catalog = catalog
+        self.record = record
+        self.timing = timing
+        self.lock = lock
+        self.path = record.path
+        self._stop = threading.Event()
+        self._watch: FolderWatch | None = None
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None  # what the last scan raised (None: it went well)
+        self.metrics = CaptureMetrics(publisher, record, lambda: self.alive)  # Prometheus, while capturing
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Watch the database folder where the storage can (:meth:`Storage.watcher`; else
+        scans are polled) and start the thread."""
+        self._watch = self.record.storage.watcher(
+            self.path,
+            recursive=True,
+            polling=self.timing.polling,
+            interval=self.timing.poll_interval,
+            accept=self.relevant_event,
+            skip=tuple(RESERVED),  # batches and snapshots: capture's own, thousands of folders
+        )
+        # local folders watched by events: a log folder's modification time tells whether it changed
+        self.publisher.capture.quiet.on = self._watch is not None and not self.timing.polling
+        for key in ("capture_error", "capture_error_since"):  # an earlier session's: this one says its own
+            self.record.config.drop(key)
+        self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
+        self.metrics.start()
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Scan now rather than at the end of the current wait."""
+        if self._watch is not None:
+            self._watch.wake()
+
+    def stop(self) -> None:
+        """End the thread (its current scan ends first) and stop watching."""
+        self._stop.set()
+        self.wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()  # its current scan ends first: the capture lock must outlive it
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        self.metrics.stop()
+
+    def relevant_event(self, path: str) -> bool:
+        """True for a commit, or a schema or table folder made or removed; never capture's own files.
+
+        Args:
+            path (str): the path a folder event names.
+        """
+        if "_delta_log" in path:
+            return True
+        if path.rstrip(os.sep) == self.path.rstrip(os.sep):
+            return False  # the folder itself "modified": a file in it was, and that file's own event decides
+        if path.count(os.sep) > self.path.count(os.sep) + 2:
+            return False  # data files: their commit wakes us
+        name = os.path.basename(path)
+        return not (
+            os.path.dirname(path) == self.path.rstrip(os.sep)
+            and (name in (CONFIG_FILE, LOCK_FILE, LOG_FILE) or name.startswith(f".{CONFIG_FILE}."))
+        )
+
+    def _failed(self, exc: BaseException) -> None:
+        """Say in ``wlc.config`` why capture fails (``capture_error``, ``capture_error_since``),
+        with a heartbeat: capture is alive, and ``wlc status`` shows the failure. A
+        ``wlc.config`` that cannot be written either is left as it is (the log has the line)."""
+        cfg = self.record.config
+        try:
+            with self.lock:
+                cfg.capture_error = " ".join(f"{type(exc).__name__}: {exc}".split())
+                if cfg.capture_error_since is None:
+                    cfg.capture_error_since = utcnow()
+                cfg.heartbeat = utcnow()
+                cfg.drop("capture_stopped")
+                self.record.save()
+        except Exception:
+            log.debug("wlc.config of %s could not say why capture fails", self.record.dbname, exc_info=True)
+
+    def _recovered(self, failures: int) -> None:
+        """A scan went well after ``failures`` failed ones: ``wlc.log`` says so and
+        ``wlc.config`` no longer names the failure."""
+        with self.lock:
+            self.record.note(f"capture works again after {failures} failed attempts")
+            self.record.config.drop("capture_error")
+            self.record.config.drop("capture_error_since")
+            self.record.save()
+
+    def _run(self) -> None:
+        look, looked = True, time.monotonic()
+        failures = 0  # scans failed in a row
+        while not self._stop.is_set():
+            timeout = self.timing.poll_interval
+            deferred = False
+            try:
+                with self.lock:
+                    if self.record.config.state != STARTED:
+                        return
+                    deferred = self.publisher.step(take_all=False, look=look)
+                    looked = time.monotonic() if look else looked
+                    due = self.publisher.due_in()
+                    self.publisher.heartbeat()
+                self.catalog.check_schemas()
+                if deferred:
+                    timeout = min(timeout, self.timing.settle)
+                if due is not None:
+                    timeout = min(timeout, max(due, 0.0))
+                self.error = None
+                if failures:
+                    self._recovered(failures)
+                    failures = 0
+            except Exception as exc:  # keep capturing; the next scan retries from the same cursors
+                self.error = exc
+                self.metrics.error(type(exc).__name__)
+                failures += 1
+                timeout = retry_wait(failures, self.timing.poll_interval, self.timing.retry_max)
+                log.error(
+                    "capture of %s failed (attempt %d; tried again in %g s)",
+                    self.record.dbname,
+                    failures,
+                    timeout,
+                    exc_info=True,
+                )
+                self._failed(exc)
+            if self.error is not None or self._watch is None:
+                changed = self._stop.wait(timeout)  # a failure's backoff holds whatever the folder does
+            else:
+                changed = self._watch.wait(timeout)
+            # the logs are read again after an event, a scan that left commits for later, a failed
+            # or held read, and at least every FULL_SCAN seconds (an event the OS dropped)
+            look = (
+                changed
+                or deferred
+                or self.error is not None
+                or bool(self.publisher.capture.holds.held)
+                or self._watch is None
+                or not self._watch.live
+                or time.monotonic() - looked >= FULL_SCAN
+            )
+
+
+class Background:
+    """The threads of a capturing master, from :meth:`start` (:meth:`wlc.Master.start`) until
+    :meth:`stop` (:meth:`wlc.Master.close`): the capture thread and, when the settings ask for
+    one, the background life cycle (:class:`wlc.lifecycle.AutoLifecycle`)."""
+
+    def __init__(self) -> None:
+        self.capture: CaptureThread | None = None  # from start() on
+        self.auto: AutoLifecycle | None = None  # while running, when the settings ask for one
+
+    @property
+    def alive(self) -> bool:
+        """True while the capture thread runs."""
+        return self.capture is not None and self.capture.alive
+
+    def start(self, capture: CaptureThread, auto: AutoLifecycle) -> None:
+        """Start ``capture``, then ``auto`` when the settings ask for it (:attr:`AutoLifecycle.wanted`)."""
+        self.capture = capture
+        capture.start()
+        if auto.wanted:
+            self.auto = auto
+            auto.start()
+
+    def wake(self) -> None:
+        """Have the capture thread scan now (nothing when none was started)."""
+        if self.capture is not None:
+            self.capture.wake()
+
+    def stop(self) -> bool:
+        """Stop the background life cycle, then the capture thread (its current scan ends first).
+
+        Returns:
+            bool: True when a capture thread was started (its stop is a clean stop to record).
+        """
+        if self.auto is not None:
+            self.auto.stop()
+            self.auto = None
+        if self.capture is not None:
+            self.capture.stop()
+        return self.capture is not None

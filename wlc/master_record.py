@@ -14,21 +14,15 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from datetime import datetime, timezone
 
 from wlcore import snapshots as snap
-from wlcore.batch import utc_iso
 from wlcore.databases import Dbfarm
 from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
 from wlcore.promotion import check_not_fenced, log_name
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso, utcnow
 
 log = logging.getLogger("wlc.master")
-
-
-def utcnow() -> datetime:
-    """The current instant in UTC (every instant the master records is one)."""
-    return datetime.now(timezone.utc)
 
 
 class MasterRecord:

@@ -25,10 +25,11 @@ from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
+from wlcore.utc import utcnow
 
 from .capture import Capture, CaptureState, discover_tables
 from .holds import Holds
-from .master_record import MasterRecord, utcnow
+from .master_record import MasterRecord
 from .publisher import CaptureTiming, Publisher
 from .table_notes import TableNotes
 

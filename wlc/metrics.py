@@ -26,7 +26,6 @@ Read when Prometheus scrapes, from the master's ``wlc.config`` and log folder (w
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from prometheus_client import Counter, Histogram
 
 from wlcore.metrics import Family, Live, LogUsage, Sample, once
 from wlcore.snapshots import list_snapshots
+from wlcore.utc import utcnow
 
 if TYPE_CHECKING:
     from .master_record import MasterRecord
@@ -76,7 +76,7 @@ LIVE = Live(
 
 class CaptureMetrics:
     """The metrics of one capturing master, owned by its capture thread
-    (:class:`wlc.capture_thread.CaptureThread`).
+    (:class:`wlc.master.CaptureThread`).
 
     Args:
         publisher: the master's open batch (staged transactions, held tables, notes).
@@ -118,7 +118,7 @@ class CaptureMetrics:
         """The master's state now (see the module)."""
         cfg = self.record.config
         db = {"database": self.database}
-        now = datetime.now(timezone.utc)
+        now = utcnow()
         yield "wlc_tick", db, cfg.tick
         yield "wlc_staged_transactions", db, self.publisher.staged
         if cfg.heartbeat is not None:

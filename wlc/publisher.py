@@ -18,17 +18,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, TxnRecord, utc_iso
+from wlcore.batch import Manifest, TxnRecord
 from wlcore.capture_state import CaptureState, Planned
 from wlcore.errors import BatchError
 from wlcore.faults import crash_point
 from wlcore.names import batch_folder
 from wlcore.settings import settings
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso, utcnow
 
 from .capture import Capture, Cursor
 from .holds import place_in_order
-from .master_record import MasterRecord, utcnow
+from .master_record import MasterRecord
 from .table_notes import TableNotes
 
 log = logging.getLogger("wlc.master")

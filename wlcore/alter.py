@@ -13,28 +13,37 @@ An operation is a JSON-able dict ``{"op": kind, ...}``; paths are lists of field
 into arrays and maps, as Delta's ALTER TABLE names them). :func:`diff` returns None when
 the change has no ALTER TABLE form (another partitioning, another generation expression
 or identity, a column turned into a struct); capture then carries the table's image.
+
+A change of a column's primitive type is an operation only where Delta's type widening
+(``delta.enableTypeWidening``) makes it in place, without rewriting data or losing a value
+(:func:`widens`). :func:`statements` writes the operations as Delta's ALTER TABLE syntax on a
+path-based table, and :func:`features_needed` names the table features a replica table must have
+switched on before them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .alter_sql import Op, features_needed, statements  # noqa: F401 (the operations' SQL: importers take it from here)
+from .names import quote_ident
 from .tabledef import (
     CHAR_VARCHAR,
     CM_ID,
     COMMENT_KEY,
     CONSTRAINT_PREFIX,
     DEFAULT,
+    DEFAULTS_FEATURE,
     FEATURE_PREFIX,
     GENERATION,
     IDENTITY_START,
     IDENTITY_STEP,
     carried_features,
     constraints,
+    path_sql,
     replicated_properties,
+    sql_string,
+    type_sql,
 )
-from .widening import widens
 
 
 class NoAlter(Exception):
@@ -304,3 +313,169 @@ def _type_ops(path: list[str], a: Any, b: Any, am: dict | None = None, bm: dict 
             raise NoAlter(f"type of {path}: {a} to {b}")
         return [{"op": "type", "path": path, "type": b}]
     return []
+
+
+_INTEGERS = ("byte", "short", "integer", "long")
+_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+
+
+def _decimal(t: str) -> tuple[int, int] | None:
+    if not t.startswith("decimal"):
+        return None
+    p, _, s = t[t.index("(") + 1 : t.index(")")].partition(",")
+    return int(p), int(s or 0)
+
+
+def widens(a: str, b: str) -> bool:
+    """Whether Delta's type widening changes a column of type ``a`` to type ``b`` in place.
+
+    The changes Delta's type widening supports (Delta Lake's documentation, "Type widening"):
+    a wider integer, float to double, byte/short/integer to double or to a decimal with room
+    for its digits, a decimal with no fewer integer and no fewer fraction digits, date to
+    timestamp_ntz.
+
+    Args:
+        a: the type before, a primitive type as Delta's schema JSON names it (``"integer"``,
+            ``"decimal(10,2)"``, ``"date"``).
+        b: the type after, in the same form.
+
+    Returns:
+        True when ``b`` widens ``a`` without loss; False for the same type and for any
+        other change (a narrowing, a change of kind).
+    """
+    if a in _INTEGERS and b in _INTEGERS:
+        return _INTEGERS.index(b) > _INTEGERS.index(a)
+    if b == "double" and (a == "float" or a in ("byte", "short", "integer")):
+        return True
+    if a == "date" and b == "timestamp_ntz":
+        return True
+    db = _decimal(b)
+    if db is None:
+        return False
+    if a in _INTEGERS:
+        return db[0] - db[1] >= _DIGITS[a]
+    da = _decimal(a)
+    return da is not None and db[1] >= da[1] and db[0] - db[1] >= da[0] - da[1] and db != da
+
+
+Op = dict[str, Any]  # an operation of wlcore.alter.diff: {"op": kind, ...}
+
+
+def statements(ref: str, ops: list[Op]) -> list[str]:  # noqa: C901, PLR0912 (one case per kind of ALTER op)
+    """ALTER TABLE statements for ``ops``, in order (Delta's ALTER TABLE syntax).
+
+    Args:
+        ref (str): the table as SQL names it (``delta.`<uri>```).
+        ops (list[Op]): operations of :func:`diff`.
+
+    Returns:
+        list[str]: the statements (an added column may take several: its default, NOT NULL).
+
+    Raises:
+        ValueError: an unknown operation.
+    """
+    out = []
+    for op in ops:
+        kind = op["op"]
+        where = path_sql(op["path"]) if "path" in op else ""
+        if kind == "set_properties":
+            body = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in op["properties"].items())
+            out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ({body})")
+        elif kind == "unset_properties":
+            out.append(
+                f"ALTER TABLE {ref} UNSET TBLPROPERTIES IF EXISTS ("
+                + ", ".join(sql_string(k) for k in op["keys"])
+                + ")"
+            )
+        elif kind == "drop_constraint":
+            out.append(f"ALTER TABLE {ref} DROP CONSTRAINT IF EXISTS {quote_ident(op['name'])}")
+        elif kind == "add_constraint":
+            out.append(f"ALTER TABLE {ref} ADD CONSTRAINT {quote_ident(op['name'])} CHECK ({op['expr']})")
+        elif kind == "drop":
+            out.append(f"ALTER TABLE {ref} DROP COLUMN {where}")
+        elif kind == "rename":
+            out.append(f"ALTER TABLE {ref} RENAME COLUMN {where} TO {quote_ident(op['to'])}")
+        elif kind == "add":
+            field = op["field"]
+            md = field.get("metadata") or {}
+            text = f"{where} {type_sql(field['type'], md)}"
+            if md.get(COMMENT_KEY) is not None:
+                text += f" COMMENT {sql_string(md[COMMENT_KEY])}"
+            text += " FIRST" if op.get("first") else (f" AFTER {quote_ident(op['after'])}" if op.get("after") else "")
+            out.append(f"ALTER TABLE {ref} ADD COLUMNS ({text})")
+            if md.get(DEFAULT) is not None:
+                out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET DEFAULT {md[DEFAULT]}")
+            if not field.get("nullable", True):
+                out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} SET NOT NULL")
+        elif kind == "move":
+            pos = f"AFTER {quote_ident(op['after'])}" if op.get("after") else "FIRST"
+            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} {pos}")
+        elif kind == "type":
+            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} TYPE {type_sql(op['type'], op.get('metadata'))}")
+        elif kind in ("nullable", "not_null"):
+            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} {'DROP' if kind == 'nullable' else 'SET'} NOT NULL")
+        elif kind == "comment":
+            out.append(f"ALTER TABLE {ref} ALTER COLUMN {where} COMMENT {sql_string(op['text'])}")
+        elif kind == "default":
+            out.append(
+                f"ALTER TABLE {ref} ALTER COLUMN {where} "
+                + (f"SET DEFAULT {op['expr']}" if op.get("expr") is not None else "DROP DEFAULT")
+            )
+        elif kind == "cluster":
+            cols = op["columns"]
+            out.append(
+                f"ALTER TABLE {ref} CLUSTER BY "
+                + ("(" + ", ".join(path_sql(p) for p in cols) + ")" if cols else "NONE")
+            )
+        elif kind == "drop_feature":
+            out.append(f"ALTER TABLE {ref} DROP FEATURE {quote_ident(op['name'])}")
+        elif kind == "table_comment":
+            out.append(f"ALTER TABLE {ref} SET TBLPROPERTIES ('comment' = {sql_string(op['text'] or '')})")
+        else:
+            raise ValueError(f"unknown ALTER operation {kind!r}")
+    return out
+
+
+def _types_in(t: Any) -> set[str]:
+    if isinstance(t, str):
+        return {t}
+    if t.get("type") == "struct":
+        return set().union(*[_types_in(f["type"]) for f in t.get("fields", [])] or [set()])
+    if t.get("type") == "array":
+        return _types_in(t["elementType"])
+    if t.get("type") == "map":
+        return _types_in(t["keyType"]) | _types_in(t["valueType"])
+    return set()
+
+
+def features_needed(ops: list[Op]) -> dict[str, str]:
+    """Table features the replica table must support before ``ops`` (Delta wants them
+    switched on by hand for an existing table): column defaults, TIMESTAMP_NTZ, VARIANT.
+
+    Args:
+        ops (list[Op]): operations of :func:`diff`.
+
+    Returns:
+        dict[str, str]: ``{table property: "supported"}`` to set first (empty: none).
+    """
+    out: dict[str, str] = {}
+    for op in ops:
+        if (
+            op["op"] == "default"
+            and op.get("expr") is not None
+            or op["op"] == "add"
+            and (op["field"].get("metadata") or {}).get(DEFAULT) is not None
+        ):
+            out[DEFAULTS_FEATURE] = "supported"
+        types = (
+            _types_in(op["type"])
+            if op["op"] == "type"
+            else _types_in(op["field"]["type"])
+            if op["op"] == "add"
+            else set()
+        )
+        if "timestamp_ntz" in types:
+            out[FEATURE_PREFIX + "timestampNtz"] = "supported"
+        if "variant" in types:
+            out[FEATURE_PREFIX + "variantType"] = "supported"
+    return out

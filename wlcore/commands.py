@@ -172,7 +172,7 @@ def say_metrics(port: int | None) -> None:
 
 def retention_option(parser: argparse.ArgumentParser, what: str) -> None:
     """Add ``--retention LEVEL=DURATION`` (a shipped copy's or relay's own retention, stored with
-    it; read by :func:`wlcore.retention_state.retention_args`) to a subcommand.
+    it; read by :func:`wlcore.retention.retention_args`) to a subcommand.
 
     Args:
         parser (argparse.ArgumentParser): the subcommand's parser.

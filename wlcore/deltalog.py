@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from .storage import Storage
 from .tablemeta import TableMeta, clustering_of, protocol_features  # TableMeta: importers take it from here too
+from .utc import utcnow
 
 LOG_DIR = "_delta_log"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -188,7 +189,7 @@ def parse_commit(version: int, text: str, fallback_time: datetime | None = None)
     if millis is not None:
         ts = datetime.fromtimestamp(int(millis) / 1000.0, tz=timezone.utc)
     else:
-        ts = fallback_time or datetime.now(timezone.utc)
+        ts = fallback_time or utcnow()
     return Commit(
         version=version,
         timestamp=ts,

@@ -14,8 +14,7 @@ is for masters written by Spark alone.
 
 from __future__ import annotations
 
-from .settings import settings
-from .settings_model import FEATURE_NAMES, feature_names
+from .settings import FEATURE_NAMES, feature_names, settings
 
 CHANGE_FEED = "delta.enableChangeDataFeed"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"

@@ -18,10 +18,10 @@ code per condition, documented with the commands:
 from __future__ import annotations
 
 import posixpath
-from datetime import datetime, timezone
+from datetime import datetime
 
-from .batch import utc_iso
 from .master_state import MasterState, capture_liveness
+from .utc import utc_iso, utcnow
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
 EXIT_UNREACHABLE = 6
@@ -99,7 +99,7 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
         out["beat"] = MasterState.CODECS["beat"].render(settings().master.beat)
         out["beat_from"] = "master.beat of config"
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
-    state, when = capture_liveness(cfg, now or datetime.now(timezone.utc))
+    state, when = capture_liveness(cfg, now or utcnow())
     out["capture"], out["capture_text"] = state, liveness_line(state, when, f"wlc capture {dbfarm} {dbname}")
     if cfg.capture_error and state in ("alive", "not started"):  # running, but every scan fails
         since = utc_iso(cfg.capture_error_since) if cfg.capture_error_since else "-"

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import batch as batchfmt
-from .manifest import Manifest
+from .batch import Manifest
 from .master_state import LOCK_FILE, MasterState, read_master_state, write_master_state
 from .storage import HeldLock, Storage
 

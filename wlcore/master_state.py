@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Final, Literal
 
-from .batch import parse_utc
 from .errors import StalePathError
 from .settings import settings
 from .state_file import INT, JSON_DICT, SECONDS, TEXT, UTC, Codec, StateFile, utc_or
 from .storage import Storage
+from .utc import parse_utc
 
 CONFIG_FILE = "wlc.config"
 LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the database

@@ -49,7 +49,7 @@ def port_of(value: int | str | None) -> int | None:
 
     Args:
         value (int | str | None): a TCP port (0: any free port, said when serving); ``off``,
-            ``""`` or None: no metrics (:func:`wlcore.settings_model.port_number`, the setting's rule).
+            ``""`` or None: no metrics (:func:`wlcore.settings.port_number`, the setting's rule).
 
     Returns:
         int | None: the port; None: metrics off.
@@ -57,7 +57,7 @@ def port_of(value: int | str | None) -> int | None:
     Raises:
         MetricsError: not a port number from 0 to 65535.
     """
-    from .settings_model import port_number
+    from .settings import port_number
 
     try:
         return port_number(value)

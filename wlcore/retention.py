@@ -1,9 +1,29 @@
-"""Retention over the log's levels: which batches and snapshots to delete, which to keep.
+"""Retention over the log's levels: which batches and snapshots to delete, which to keep, and
+what a pruned folder records of it (``<folder>/wlc.retention``).
 
-Pure logic (no Spark, no I/O), used by capture's life cycle (:mod:`wlc.lifecycle`, ``wlc
-prune``): as Litestream's retention, nothing is deleted that a kept snapshot's path to a
+The rules are pure logic (no Spark, no I/O), used by capture's life cycle (:mod:`wlc.lifecycle`,
+``wlc prune``): as Litestream's retention, nothing is deleted that a kept snapshot's path to a
 still-promised recovery point uses (the path replay takes, :func:`wlcore.levels.restore_path`
 plus level 0).
+
+Every folder that is pruned gets a retention state file: a master's (``<db>/wlc.retention``: the
+promise only; its retention is ``master.retention`` in config), a shipped copy's and a relay's
+(``<copy>/wlc.retention``). Keys, as ``key=value`` lines (:mod:`wlcore.state_file`):
+
+``level0``, ``level1``, ``level2``, ``snapshots``
+    the copy's own retention of that level, a duration as in config (``1d``, ``30d``) or
+    ``off`` (forever); a key not set takes ``master.retention``'s (the master's default).
+``pruned``
+    the UTC instant of the last prune (a dry run writes nothing).
+``deleted``
+    what prunes deleted, as ranges (JSON): ``{"level0": [[first, last], ...], "level1": ...,
+    "level2": ..., "snapshots": [[first txn, last txn]]}``, level-0 batch numbers for the
+    levels. A shipping pass never copies a folder these ranges cover again, so a copy pruned
+    shorter than its source stays pruned. Ranges next to each other are merged, and every
+    snapshot older than a deleted one is older than the kept base too (retention keeps the
+    newest snapshots), so the file stays a few lines long.
+``promise``
+    what the folder still promises after the last prune (:func:`promise_of`).
 """
 
 from __future__ import annotations
@@ -12,10 +32,13 @@ import bisect
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import ClassVar, Sequence
 
+from .errors import ConfigError
 from .levels import LEVELS, Span, Start
-from .settings import Every
+from .settings import Every, every
+from .state_file import JSON_DICT, TEXT, UTC, Codec, StateFile
+from .storage import Storage
 
 
 @dataclass
@@ -160,7 +183,7 @@ def promise_of(decision: Retention) -> dict:
     """
     from os.path import basename
 
-    from .batch import utc_iso
+    from .utc import utc_iso
 
     first = decision.earliest
     if first is None:
@@ -196,4 +219,279 @@ def promise_lines(promise: dict) -> list[str]:
         detail = "every transaction" if what == "level 0" else f"every {what} boundary"
         out.append(f"  {detail} from transaction {txn} ({at or '-'}) on")
     out.append("  snapshots at transactions " + ", ".join(str(t) for t in promise.get("snapshots", [])))
+    return out
+
+
+RETENTION_FILE = "wlc.retention"
+PRUNE_LOCK = ".wlc-prune.lock"  # held while a copy's wlc.retention is changed and while it is pruned
+KEYS = ("level0", "level1", "level2", "snapshots")
+FROM_MASTER = "master"  # a --retention value that drops the copy's own setting (the master's applies)
+
+Ranges = list[list[int]]
+
+
+def keep_of(keep: dict | None) -> dict[str, Every | None] | None:
+    """A prune call's ``keep=`` (retention for that call only) as :func:`wlcore.retention.retain`
+    takes it, checked before anything is deleted.
+
+    Args:
+        keep (dict | None): ``{"level0": "1d", ...}``: durations as in config (or ``Every``); a
+            level left out, or ``"off"``: forever. None: no override.
+
+    Returns:
+        dict[str, Every | None] | None: every level of :data:`KEYS`; None when ``keep`` is None.
+
+    Raises:
+        ConfigError: a malformed duration (the message names ``keep[<level>]``).
+    """
+    if keep is None:
+        return None
+    return {k: every(keep.get(k), f"keep[{k!r}]") for k in KEYS}
+
+
+def add_range(ranges: Ranges, lo: int, hi: int, hull: bool = False) -> Ranges:
+    """``ranges`` (sorted, disjoint ``[first, last]`` pairs) with ``[lo, hi]`` added, overlapping
+    and adjacent ranges merged.
+
+    Args:
+        ranges (list[list[int]]): the ranges so far (not changed).
+        lo (int): the first number of the range added.
+        hi (int): the last number of it (inclusive, >= ``lo``).
+        hull (bool): keep one range from the lowest number to the highest (snapshots: every one
+            older than a deleted snapshot is deletable too).
+
+    Returns:
+        list[list[int]]: the new ranges, sorted.
+    """
+    out: Ranges = []
+    for a, b in sorted([[int(a), int(b)] for a, b in ranges] + [[lo, hi]]):
+        if out and (hull or a <= out[-1][1] + 1):
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def covered(ranges: Ranges, lo: int, hi: int) -> bool:
+    """True when one range of ``ranges`` holds all of ``[lo, hi]``.
+
+    Args:
+        ranges (list[list[int]]): sorted, disjoint ``[first, last]`` pairs.
+        lo (int): the first number asked for.
+        hi (int): the last number asked for (inclusive).
+    """
+    return any(a <= lo and hi <= b for a, b in ranges)
+
+
+@dataclass(eq=False)
+class RetentionState(StateFile):
+    """``<folder>/wlc.retention``, typed (see the module).
+
+    Attributes:
+        level0, level1, level2, snapshots: the folder's own retention of each level as written
+            (``""``: not set, ``master.retention``'s applies).
+        pruned: UTC instant of the last prune (None: never pruned).
+        deleted: ``{kind: [[first, last], ...]}`` of what prunes deleted.
+        promise: what the folder promises since the last prune (``{}``: never pruned).
+    """
+
+    level0: str = ""
+    level1: str = ""
+    level2: str = ""
+    snapshots: str = ""
+    pruned: datetime | None = None
+    deleted: dict[str, Ranges] = field(default_factory=dict)
+    promise: dict = field(default_factory=dict)
+
+    CODECS: ClassVar[dict[str, Codec]] = {
+        "level0": TEXT,
+        "level1": TEXT,
+        "level2": TEXT,
+        "snapshots": TEXT,
+        "pruned": UTC,
+        "deleted": JSON_DICT,
+        "promise": JSON_DICT,
+    }
+
+    def keep(self, default: dict[str, Every | None]) -> dict[str, Every | None]:
+        """The retention in force: each key set here, else ``default``'s.
+
+        Args:
+            default (dict[str, Every | None]): ``master.retention`` (:meth:`Retention.by_name`).
+
+        Returns:
+            dict[str, Every | None]: per ``level0``, ``level1``, ``level2``, ``snapshots`` (None: forever).
+
+        Raises:
+            ConfigError: a stored value is malformed (the message names the file's key).
+        """
+        return {
+            k: every(getattr(self, k), f"{RETENTION_FILE} {k}") if getattr(self, k) else default.get(k) for k in KEYS
+        }
+
+    def set_keep(self, changes: dict[str, str | None]) -> None:
+        """Set the folder's own retention of some levels.
+
+        Args:
+            changes (dict[str, str | None]): ``{level: duration}`` (``"1d"``, ``"off"``: forever);
+                None or ``"master"``: drop it (``master.retention``'s applies again).
+
+        Raises:
+            ConfigError: an unknown level or a malformed duration; nothing is changed.
+        """
+        checked: dict[str, str | None] = {}
+        for key, value in changes.items():
+            if key not in KEYS:
+                raise ConfigError(f"retention {key!r} is not a level: use one of {', '.join(KEYS)} (e.g. level0=1d)")
+            if value is None or str(value).strip() == FROM_MASTER:
+                checked[key] = None
+                continue
+            every(value, f"retention {key}")  # raises on a malformed one
+            checked[key] = str(value).strip()
+        for key, value in checked.items():
+            if value is None:
+                self.drop(key)
+            else:
+                setattr(self, key, value)
+
+    def described(self) -> str:
+        """The retention in force as one line: ``level0 1d, level1 master's, ...``."""
+        return ", ".join(f"{k} {getattr(self, k) or 'as master.retention'}" for k in KEYS)
+
+    def record(self, deleted: list[Span], deleted_snapshots: list[Start], promise: dict, now: datetime) -> None:
+        """Note a prune: when, what it deleted (added to ``deleted``) and the promise since.
+
+        Args:
+            deleted (list[Span]): the batches deleted.
+            deleted_snapshots (list[Start]): the snapshots deleted.
+            promise (dict): what the folder promises now (:func:`wlcore.retention.promise_of`).
+            now (datetime): the prune's instant (UTC).
+        """
+        ranges = {k: list(v) for k, v in self.deleted.items()}
+        for span in deleted:
+            kind = f"level{span.level}"
+            ranges[kind] = add_range(ranges.get(kind, []), span.first_batch, span.last_batch)
+        for start in deleted_snapshots:
+            if start.path:
+                ranges["snapshots"] = add_range(ranges.get("snapshots", []), start.txn, start.txn, hull=True)
+        self.pruned, self.promise = now, promise
+        if ranges:
+            self.deleted = ranges
+
+    def skips_batch(self, level: int, first: int, last: int) -> bool:
+        """True when a prune here deleted the batch of ``level`` holding level-0 batches
+        ``first``..``last`` (a shipping pass does not copy it again).
+
+        Args:
+            level (int): the batch's level.
+            first (int): its first level-0 batch.
+            last (int): its last level-0 batch.
+        """
+        return covered(self.deleted.get(f"level{level}", []), first, last)
+
+    def skips_snapshot(self, txn: int) -> bool:
+        """True when a prune here deleted the snapshot at transaction ``txn``, or a newer one.
+
+        Args:
+            txn (int): the snapshot's transaction.
+        """
+        return any(txn <= b for _a, b in self.deleted.get("snapshots", []))
+
+
+def read_retention_state(storage: Storage, root: str) -> RetentionState:
+    """The ``wlc.retention`` of the folder ``root`` (an empty state when there is none).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): a master's folder, a shipped copy's or a relay's.
+
+    Returns:
+        RetentionState: the state.
+
+    Raises:
+        ConfigError: the file is malformed (the message names it and the key).
+    """
+    path = Storage.join(root, RETENTION_FILE)
+    if not storage.exists(path):
+        return RetentionState()
+    return RetentionState.from_text(storage.read_text(path), path)
+
+
+def write_retention_state(storage: Storage, root: str, state: RetentionState) -> None:
+    """Write ``state`` as ``<root>/wlc.retention`` (atomically: readers see the old or the new file).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): the folder.
+        state (RetentionState): the state to write.
+    """
+    storage.write_atomic(Storage.join(root, RETENTION_FILE), state.to_text())
+
+
+def write_promise(storage: Storage, root: str, report, now: datetime, ranges: bool = False) -> RetentionState:
+    """Note a prune of the folder ``root`` in its ``wlc.retention`` (the caller holds its lock).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): the folder pruned.
+        report (PruneReport): what the prune did (:func:`wlcore.pruning.prune_folder`; not a dry run).
+        now (datetime): the prune's instant (UTC).
+        ranges (bool): also add what it deleted to ``deleted`` (shipped copies and relays, which a
+            shipping pass fills again).
+
+    Returns:
+        RetentionState: the state written.
+    """
+    state = read_retention_state(storage, root)
+    decision = report.decision
+    deleted = list(decision.delete) if decision and ranges else []
+    snapshots = list(decision.delete_snapshots) if decision and ranges else []
+    state.record(deleted, snapshots, report.promise, now)
+    write_retention_state(storage, root, state)
+    return state
+
+
+def described_retention(storage: Storage, root: str, changes: dict[str, str | None]) -> str:
+    """The retention in force in the folder ``root`` with ``changes`` over it, as one line
+    (:meth:`RetentionState.described`): what a prune of it used, also a dry run's.
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        root (str): a shipped copy's or relay's folder.
+        changes (dict[str, str | None]): the ``--retention`` given (:func:`retention_args`; ``{}``: none).
+
+    Raises:
+        ConfigError: the folder's ``wlc.retention`` or ``changes`` is malformed.
+    """
+    state = read_retention_state(storage, root)
+    state.set_keep(changes)
+    return state.described()
+
+
+def retention_args(values: list[str] | None, option: str = "--retention") -> dict[str, str | None]:
+    """Command-line ``--retention LEVEL=DURATION`` values as :meth:`RetentionState.set_keep` takes them.
+
+    Args:
+        values (list[str] | None): the option's values (each ``level0=1d``, or several
+            comma-separated: ``level0=1d,snapshots=30d``; ``level1=master`` drops the copy's own).
+        option (str): the option's name, for the message.
+
+    Returns:
+        dict[str, str | None]: ``{level: duration}`` (None: ``master.retention``'s again).
+
+    Raises:
+        ConfigError: a value without ``=``, an unknown level or a malformed duration.
+    """
+    out: dict[str, str | None] = {}
+    for part in (p.strip() for v in values or [] for p in v.split(",")):
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ConfigError(
+                f"{option} {part!r}: write LEVEL=DURATION with LEVEL one of {', '.join(KEYS)}, "
+                f"e.g. {option} level0=1d (off: forever; {FROM_MASTER}: as master.retention)"
+            )
+        out[key.strip()] = None if value.strip() == FROM_MASTER else value.strip()
+    RetentionState().set_keep(out)  # checked here, before anything is done
     return out

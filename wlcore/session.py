@@ -1,15 +1,45 @@
-"""The SparkSession with Delta Lake, built from the settings' ``spark`` section (:mod:`wlc.config`)."""
+"""The SparkSession with Delta Lake, built from the settings' ``spark`` section (:mod:`wlc.config`).
+
+Delta's jars (and hadoop-aws) are resolved by Ivy once and then named directly
+(:class:`DeltaJars`): ``delta.configure_spark_with_delta_pip`` asks Spark for Maven packages, and
+Spark's Ivy resolves them at every JVM start, even when every jar is already in its cache (about
+1.2-1.5 s on 2 cores, seen in the start-up log). The first start resolves them as before and
+records the jars it got (Spark's own ``spark.jars`` after the resolution); later starts with the
+same packages, versions and Ivy settings pass that list as ``spark.jars``, as ``spark-submit
+--jars`` would, while every listed file is still there. A missing file or any change of what was
+asked resolves again.
+
+Spark's start-up output goes into a log file, not onto the terminal. PySpark starts Spark's JVM
+with ``spark-submit`` (``pyspark.java_gateway.launch_gateway``), which inherits the Python
+process's stdout and stderr. Before a session exists it prints Ivy's resolution of the Maven
+packages (Delta's jars: about 90 lines at every start, even when every jar is cached), the JDK's
+``WARNING: Using incubator modules`` and whatever log4j writes before its configuration applies.
+:func:`quiet_start` starts the JVM itself with its output on a pipe: until the session is made,
+the lines go to :func:`startup_log`; afterwards they reach stderr as before (Spark's warnings and
+errors stay visible), except SLF4J's notes (printed when s3a's classes first load), which go to
+the log too. When Ivy downloads (the first start on a machine) one line says so on stderr and
+names the log. When the start fails, everything captured is written to stderr, then the error is
+raised. ``WLC_VERBOSE=1`` in the environment, or :func:`show_everything` (the command lines'
+``--verbose``), leaves the output on the terminal, as PySpark alone does.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import logging.handlers
+import os
 import sys
 import threading
+from collections.abc import Mapping
+from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .jars import DeltaJars
-from .jvm_output import quiet_start
 from .settings import LOCAL_FILE, cache_folder, defaults_file, settings
+from .utc import utcnow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,8 +60,8 @@ def spark_session(**conf: Any) -> SparkSession:
 
     The Delta jars are resolved by ``delta.configure_spark_with_delta_pip`` (Maven Central,
     cached in ``~/.ivy2.5.2``) at the first start and named directly afterwards
-    (:mod:`wlcore.jars`); that resolution and the rest of Spark's start-up output go to
-    a log file, not the terminal (:mod:`wlcore.jvm_output`; ``WLC_VERBOSE=1`` shows them). The
+    (:class:`wlcore.session.DeltaJars`); that resolution and the rest of Spark's start-up output go to
+    a log file, not the terminal (:func:`wlcore.session.quiet_start`; ``WLC_VERBOSE=1`` shows them). The
     session time zone is UTC: every instant wlc/wlr report is UTC. Spark's own files go to
     :func:`wlc.config.cache_folder` unless ``spark.conf`` sets them: its warehouse
     (``spark.sql.warehouse.dir``: tables and schemas made by name without a location) to
@@ -253,7 +283,7 @@ def starting(purpose: str) -> None:
     """
     if running_session() is not None:
         return
-    from .jvm_output import startup_log
+    from .session import startup_log
 
     print(
         f"starting Spark {purpose} (this takes a while; its start-up output goes to {startup_log()})",
@@ -277,3 +307,236 @@ def running_session() -> Any:
     if SparkContext._active_spark_context is None:
         return None
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+# the settings that change what Ivy resolves: any of them makes a new record
+_IVY_KEYS = (
+    "spark.jars",
+    "spark.jars.packages",
+    "spark.jars.repositories",
+    "spark.jars.ivy",
+    "spark.jars.ivySettings",
+    "spark.jars.excludes",
+)
+
+
+class DeltaJars:
+    """The jars of a new session: resolved by Ivy or recorded from an earlier resolution.
+
+    Args:
+        extra_packages (list[str]): Maven coordinates wanted beside Delta's (e.g. hadoop-aws).
+        conf (Mapping[str, str]): the session's settings (their Ivy settings are part of the record's key).
+    """
+
+    def __init__(self, extra_packages: list[str], conf: Mapping[str, str]):
+        self.extra_packages = list(extra_packages)
+        asked = {
+            "delta": metadata.version("delta_spark"),
+            "pyspark": metadata.version("pyspark"),
+            "packages": self.extra_packages,
+            "conf": {k: conf[k] for k in _IVY_KEYS if k in conf},
+        }
+        digest = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
+        self.record = cache_folder() / "jars" / f"{digest}.json"
+        self.recorded = self._read()
+
+    def _read(self) -> list[str] | None:
+        try:
+            jars = json.loads(self.record.read_text())["jars"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not jars or not all(isinstance(j, str) and Path(j.removeprefix("file://")).is_file() for j in jars):
+            return None  # a jar was removed from Ivy's cache (or the record is damaged): resolve again
+        return list(jars)
+
+    def configure(self, builder: Any) -> Any:
+        """Add the jars to a ``SparkSession.Builder``: the recorded list, else Delta's packages to resolve.
+
+        Args:
+            builder (SparkSession.Builder): the builder of the new session.
+
+        Returns:
+            SparkSession.Builder: the same builder.
+        """
+        if self.recorded is not None:
+            return builder.config("spark.jars", ",".join(self.recorded))
+        from delta import configure_spark_with_delta_pip
+
+        return configure_spark_with_delta_pip(builder, extra_packages=self.extra_packages)
+
+    def remember(self, spark: Any) -> None:
+        """Record the jars a session started by resolution got (nothing when it used the record).
+
+        Args:
+            spark (SparkSession): the session just started from :meth:`configure`'s builder.
+        """
+        if self.recorded is not None:
+            return
+        jars = [j for j in (spark.sparkContext.getConf().get("spark.jars") or "").split(",") if j]
+        if not jars:
+            return
+        self.record.parent.mkdir(parents=True, exist_ok=True)
+        aside = self.record.with_name(f".{self.record.name}.{os.getpid()}")
+        aside.write_text(json.dumps({"jars": jars}))
+        os.replace(aside, self.record)  # two processes starting at once each write a whole record
+
+
+VERBOSE_ENV = "WLC_VERBOSE"
+LOG_BYTES = 2_000_000  # the log is rolled over to <name>.1 beyond this
+# lines the JVM prints after the start that are no news to the user (SLF4J's "no binding found" notes when
+# Hadoop's S3 classes first load); they go to the start-up log too
+NOISE = (b"SLF4J:",)
+_shown = threading.Event()  # set by show_everything(): this process shows Spark's start-up output
+
+
+def show_everything() -> None:
+    """Leave Spark's start-up output on the terminal in this process from now on (the
+    command lines' ``--verbose``). The environment is not changed."""
+    _shown.set()
+
+
+def verbose() -> bool:
+    """True after :func:`show_everything`, or when ``WLC_VERBOSE`` is set to anything but
+    empty, ``0``, ``false`` or ``no``."""
+    return _shown.is_set() or os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def startup_log() -> Path:
+    """The file Spark's start-up output goes to: ``spark-start.log`` in
+    :func:`wlc.config.cache_folder` (each start appended under a header line naming its
+    time and process id; rolled over to ``spark-start.log.1`` beyond 2 MB)."""
+    from .settings import cache_folder
+
+    return cache_folder() / "spark-start.log"
+
+
+@contextmanager
+def quiet_start(builder):
+    """Around ``builder.getOrCreate()``: when that call is to start Spark's JVM, start it
+    here with its output going to :func:`startup_log` until the block ends.
+
+    Args:
+        builder (pyspark.sql.SparkSession.Builder): the configured builder (its settings,
+            Maven packages included, are passed to ``spark-submit`` as PySpark would).
+
+    Nothing changes when the JVM already runs in this process, when :func:`verbose`, when
+    PySpark is given a gateway from outside (``PYSPARK_GATEWAY_PORT``) or when the log's
+    folder cannot be made: the block then runs as PySpark alone would.
+
+    Raises:
+        whatever starting the JVM or the block raises (PySpark's ``JAVA_GATEWAY_EXITED``
+        when ``spark-submit`` exits, e.g. a package that cannot be resolved), after the
+        captured output was written to stderr.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    options = getattr(builder, "_options", None)
+    if (
+        verbose()
+        or SparkContext._gateway is not None
+        or not isinstance(options, dict)
+        or "PYSPARK_GATEWAY_PORT" in os.environ
+    ):
+        yield
+        return
+    path = startup_log()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        yield
+        return
+    try:
+        pump = _Pump(path)
+    except OSError:  # the log cannot be written: the output stays where PySpark puts it
+        yield
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(str(key), str(value))
+    ok = False
+    try:
+        pump.launch(conf)
+        yield
+        ok = True
+    finally:
+        pump.started(ok)
+
+
+class _Pump(threading.Thread):
+    """Reads the JVM's stdout and stderr (one pipe): into the log while Spark starts, then
+    to this process's stderr (file descriptor 2, where the JVM wrote before)."""
+
+    def __init__(self, path: Path):
+        super().__init__(name="wlc-spark-output", daemon=True)
+        self.path = path
+        self._log = logging.handlers.RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=1, encoding="utf-8")
+        self._log.setFormatter(logging.Formatter("%(message)s"))
+        self._read, self._write = os.pipe()
+        self._lock = threading.Lock()
+        self._starting = True
+        self._lines: list[bytes] = []
+        self._said = False
+
+    def launch(self, conf) -> None:
+        """Start the JVM (``spark-submit``) with ``conf`` and hand its gateway to PySpark."""
+        from pyspark import SparkContext
+        from pyspark.java_gateway import launch_gateway
+
+        self._note(
+            f"=== {utcnow().isoformat(timespec='seconds')} pid {os.getpid()}: Spark starts ({sys.argv[0] or 'python'})"
+        )
+        self.start()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": self._write, "stderr": self._write})
+        finally:
+            os.close(self._write)  # the JVM holds its own copy; EOF when it exits
+        SparkContext._ensure_initialized(gateway=gateway)
+
+    def run(self) -> None:
+        with os.fdopen(self._read, "rb") as stream:
+            for raw in iter(stream.readline, b""):
+                with self._lock:
+                    if self._starting:
+                        self._capture(raw)
+                        continue
+                    if raw.startswith(NOISE):  # SLF4J's notes when s3a's classes load: the log, not stderr
+                        self._note(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                        continue
+                _to_stderr(raw)
+
+    def _capture(self, raw: bytes) -> None:
+        self._lines.append(raw)
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        self._note(line)
+        if not self._said and line.lstrip().startswith("downloading "):
+            self._said = True
+            print(
+                f"downloading Spark's jars from Maven Central (once; they are cached); progress in {self.path}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _note(self, line: str) -> None:
+        self._log.emit(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+
+    def started(self, ok: bool) -> None:
+        """The session is made (``ok``) or its start failed: later lines go to stderr; on a
+        failure what was captured goes there first (after the JVM's last words when it exited)."""
+        if not ok and self.is_alive():
+            self.join(timeout=2.0)  # an exited JVM's pipe ends at once; a live one is left running
+        with self._lock:
+            self._starting = False
+            self._log.close()
+            if not ok:
+                _to_stderr(b"".join(self._lines))
+            self._lines = []
+
+
+def _to_stderr(data: bytes) -> None:
+    try:
+        sys.stderr.flush()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(2, view) :]
+    except (OSError, ValueError):  # stderr closed: the output has nowhere to go
+        pass

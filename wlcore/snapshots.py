@@ -20,10 +20,10 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-from .batch import Manifest, parse_utc, utc_iso
+from .batch import Manifest
 from .capture_state import Cursor
 from .deltalog import TableMeta, metadata_at
 from .discovery import delta_ref, table_path
@@ -33,6 +33,7 @@ from .levels import Start
 from .names import quote_ident, split_name
 from .storage import Storage
 from .tabledef import create_sql, exact_session
+from .utc import parse_utc, utc_iso, utcnow
 
 SNAPSHOT_MANIFEST = "snapshot.json"
 SNAPSHOT_DIR = "wlc_snapshot"
@@ -214,7 +215,7 @@ def take(
     write(
         storage,
         snap_path,
-        replace(record or SnapshotRecord(dbid), dbid=dbid, created=datetime.now(timezone.utc), tables=cursors),
+        replace(record or SnapshotRecord(dbid), dbid=dbid, created=utcnow(), tables=cursors),
     )
     return cursors
 

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, TypeVar
 
-from .batch import parse_utc, utc_iso
 from .errors import ConfigError
 from .settings import format_kv, parse_kv
+from .utc import parse_utc, utc_iso
 
 S = TypeVar("S", bound="StateFile")
 

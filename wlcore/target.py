@@ -18,9 +18,10 @@ level routing (:mod:`wlcore.levels`, :mod:`wlr.route`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .errors import TargetError
+from .utc import as_utc
 
 ALL, TXN, TIME = "all", "txn", "time"
 
@@ -171,7 +172,7 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
             raise TargetError(f"transaction id {until} is negative; ids start at 0 (-1: before the first transaction)")
         return Target(TXN, txn=until)
     if isinstance(until, datetime):
-        return Target(TIME, time=utc(until))
+        return Target(TIME, time=as_utc(until))
     if isinstance(until, str):
         text = until.strip()
         try:
@@ -181,20 +182,8 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
                 f"Timestamp '{until}' has incorrect format; use ISO-8601, "
                 "e.g. '2026-11-22T10:15:00Z', or an int transaction id"
             ) from None
-        return Target(TIME, time=utc(parsed))
+        return Target(TIME, time=as_utc(parsed))
     raise TargetError(
         f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
         "nor an instant (datetime or ISO-8601 string)"
     )
-
-
-def utc(ts: datetime) -> datetime:
-    """``ts`` as an aware UTC instant (a naive datetime is taken as UTC).
-
-    Args:
-        ts (datetime): an instant, naive or aware.
-
-    Returns:
-        datetime: the same instant with ``tzinfo=UTC``.
-    """
-    return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)

@@ -12,10 +12,10 @@ that import wlc/wlr are not touched (their logging and warnings stay as they set
 - Python warnings print as one line, ``warning: <message>`` (not ``file:line: UserWarning``
   plus the source line ``sys.exit(main())``).
 - Spark's start-up output (Ivy's dependency resolution, the JDK's notes) goes to a log file
-  (:mod:`wlcore.jvm_output`).
+  (:func:`wlcore.session.quiet_start`).
 
 ``--verbose`` shows it all: every logger at INFO with tracebacks, Spark's start-up output on the terminal
-(:func:`wlcore.jvm_output.show_everything`), warnings in Python's form.
+(:func:`wlcore.session.show_everything`), warnings in Python's form.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from .jvm_output import LOG_BYTES, show_everything
+from .session import LOG_BYTES, show_everything
 
 PRODUCT_LOGGERS = ("wlc", "wlr", "wlcore")
 LOG_NAME = "commands.log"

@@ -8,9 +8,9 @@ import logging
 import threading
 from datetime import datetime, timezone
 
-from wlcore.batch import utc_iso
 from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso
 
 from .errors import ReplicationError
 

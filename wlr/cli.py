@@ -644,7 +644,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         ReplicaStateError: the replica relays nothing.
         ShipError: the relay folder holds no shipped copy of the replica's master.
     """
-    from wlcore.retention_state import described_retention, retention_args
+    from wlcore.retention import described_retention, retention_args
     from wlcore.settings import dbfarm as resolve_dbfarm
     from wlcore.storage import Storage
 

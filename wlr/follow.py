@@ -16,9 +16,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from wlcore.batch import utc_iso
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
+from wlcore.utc import utc_iso
 from wlcore.watch import FolderWatch
 
 from . import failure

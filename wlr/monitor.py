@@ -27,7 +27,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from wlcore import batch as batchfmt, snapshots as snap
-from wlcore.batch import parse_utc
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError, WlcError
@@ -37,6 +36,7 @@ from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
 from wlcore.storage import Storage
+from wlcore.utc import parse_utc
 
 from . import failure
 from .book import LOG_FILE
@@ -313,7 +313,7 @@ def promise_at(storage: Storage, root: str) -> dict | None:
         received); None when its ``wlc.retention`` is malformed or cannot be read.
     """
     from wlcore.errors import ConfigError
-    from wlcore.retention_state import read_retention_state
+    from wlcore.retention import read_retention_state
 
     try:
         return read_retention_state(storage, root).promise

@@ -40,7 +40,7 @@ class ReplayOptions:
 
     @classmethod
     def of(cls, cfg) -> "ReplayOptions":
-        """The defaults of the ``replica`` settings ``cfg`` (:class:`wlcore.settings_model.ReplicaSettings`)."""
+        """The defaults of the ``replica`` settings ``cfg`` (:class:`wlcore.settings.ReplicaSettings`)."""
         return cls(
             cfg.collapse, parallelism=cfg.parallelism, rewrite_bytes=cfg.rewrite_bytes, deltars_bytes=cfg.deltars_bytes
         )

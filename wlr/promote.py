@@ -54,6 +54,7 @@ from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState, re
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, settings
 from wlcore.ship import ShipError, ship
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso
 
 from .book import LOG_FILE as REPLICA_LOG
 from .errors import PromotionError, ReplicaStateError
@@ -208,7 +209,7 @@ def _promote(storage: Storage, path: str, name: str, farm: str, state: ReplicaSt
         f"from transaction {tick + 1}" + (f"; left out (forced): {ranges(again.txns)}" if again.txns else "")
     )
     for log in (REPLICA_LOG, MASTER_LOG):
-        storage.append_text(Storage.join(path, log), f"{batchfmt.utc_iso(now)} {line}\n")
+        storage.append_text(Storage.join(path, log), f"{utc_iso(now)} {line}\n")
     return result
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from wlcore import batch as batchfmt
-from wlcore.batch import utc_iso
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
+from wlcore.utc import utc_iso
 
 from . import failure, monitor
 from .book import StateBook

@@ -14,11 +14,11 @@ import os
 from datetime import datetime
 
 from wlcore import batch as batchfmt, snapshots as snap
-from wlcore.batch import utc_iso
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
 from wlcore.master_state import MasterState
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso
 
 from .errors import NoStartError, ReplicaStateError, TargetError
 from .logs import Batch, LogError, published_batches, reaches

@@ -19,11 +19,12 @@ from datetime import datetime
 from typing import Iterable
 
 from wlcore import batch as batchfmt
-from wlcore.batch import TxnRecord, utc_iso
+from wlcore.batch import TxnRecord
 from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.promotion import database_of
 from wlcore.settings import dbfarm as resolve_dbfarm
 from wlcore.storage import Storage
+from wlcore.utc import utc_iso
 
 from .errors import ReplicaStateError
 from .plan import Target, parse_until

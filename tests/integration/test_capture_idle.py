@@ -69,7 +69,7 @@ def test_an_idle_master_does_not_list_logs_that_did_not_change(spark, master, mo
     wait_until(quiet_for_a_second, timeout=30, what="idle wake-ups stop reading the tables' logs")
     watermark = master.config.watermark_time
     wait_until(lambda: master.config.watermark_time > watermark, timeout=10, what="the watermark to move while idle")
-    from wlc.quiet_logs import RACY_MS
+    from wlc.capture import RACY_MS
 
     # the other logs are past the racy window when the insert's scan reads them (the clock is
     # what the rule waits for)

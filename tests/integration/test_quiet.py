@@ -100,7 +100,7 @@ def test_commands_that_start_spark_print_their_own_lines_only(spark, master, dbf
     for text in ["\n".join(lines), replay.stdout]:
         assert not [n for n in NOISE if n.lower() in text.lower()], text
     startup = (cache / "wlc" / "spark-start.log").read_text()  # where Spark's start-up output went
-    # both starts logged there; only the first resolved Delta's jars (the second named them: wlcore.jars)
+    # both starts logged there; only the first resolved Delta's jars (the second named them: wlcore.session)
     assert startup.count("Spark starts") == 2 and "incubator" in startup
     assert startup.count(":: resolving dependencies") == 1
     assert os.listdir(work) == []  # nothing of Spark's in the folder the commands ran from

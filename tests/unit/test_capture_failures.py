@@ -11,7 +11,7 @@ import re
 import threading
 from types import SimpleNamespace
 
-from wlc.capture_thread import CaptureThread, retry_wait
+from wlc.master import CaptureThread, retry_wait
 from wlc.master_record import MasterRecord
 from wlc.publisher import CaptureTiming
 from wlcore.health import format_status, status

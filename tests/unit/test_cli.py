@@ -5,7 +5,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 from wlc.cli import main as wlc_main
-from wlcore.batch import utc_iso
+from wlcore.utc import utc_iso
 from wlr.cli import main as wlr_main
 
 

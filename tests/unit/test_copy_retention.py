@@ -8,8 +8,7 @@ import pytest
 
 from wlcore.errors import ConfigError
 from wlcore.levels import Start
-from wlcore.retention import promise_lines, promise_of, retain
-from wlcore.retention_state import RetentionState, add_range, covered, retention_args
+from wlcore.retention import RetentionState, add_range, covered, promise_lines, promise_of, retain, retention_args
 from wlcore.settings import Every
 
 from .test_levels import T0, ladder, level0

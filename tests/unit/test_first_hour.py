@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlcore.batch import utc_iso
+from wlcore.utc import utc_iso
 
 from .test_cli import _published, write
 

@@ -1,8 +1,8 @@
-"""Delta's jars: resolved by Ivy at the first start, named directly afterwards (wlcore.jars)."""
+"""Delta's jars: resolved by Ivy at the first start, named directly afterwards (wlcore.session)."""
 
 import json
 
-from wlcore.jars import DeltaJars
+from wlcore.session import DeltaJars
 
 
 class _Conf:

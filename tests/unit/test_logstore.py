@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 import pytest
 
 from wlcore import batch as B
+from wlcore.batch import Manifest, TxnRecord
 from wlcore.errors import LockHeldError
 from wlcore.logstore import BatchRef, LogStore
-from wlcore.manifest import Manifest, TxnRecord
 from wlcore.master_state import MasterState
 from wlcore.storage import Storage
 

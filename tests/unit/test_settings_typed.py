@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from wlcore import settings as config
-from wlcore.durations import Every
 from wlcore.errors import ConfigError
+from wlcore.settings import Every
 
 
 def test_typed_values_with_their_units():
@@ -86,10 +86,10 @@ def test_config_option_is_chosen_in_the_loader_not_the_environment(tmp_path, mon
 
 
 def test_verbose_is_not_written_to_the_environment(monkeypatch):
-    from wlcore import jvm_output, terminal
+    from wlcore import session, terminal
 
-    monkeypatch.delenv(jvm_output.VERBOSE_ENV, raising=False)
-    monkeypatch.setattr(jvm_output, "_shown", jvm_output.threading.Event())
+    monkeypatch.delenv(session.VERBOSE_ENV, raising=False)
+    monkeypatch.setattr(session, "_shown", session.threading.Event())
     monkeypatch.setattr(terminal.logging, "basicConfig", lambda **kw: None)  # the test run's logging stays
     terminal.setup(argparse.Namespace(verbose=True))
-    assert jvm_output.verbose() and jvm_output.VERBOSE_ENV not in os.environ
+    assert session.verbose() and session.VERBOSE_ENV not in os.environ

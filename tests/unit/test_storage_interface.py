@@ -30,7 +30,7 @@ from wlcore.storage import (
     s3 as s3_impl,
     storage_for,
 )
-from wlcore.storage.lease import Lease, machine
+from wlcore.storage.s3 import Lease, machine
 
 
 # ---------------------------------------------------------------- the implementations
@@ -40,13 +40,10 @@ def test_of_picks_the_implementation(tmp_path):
     assert Storage.of(str(tmp_path)).local and not Storage.of(str(tmp_path)).object_store
 
 
-def test_the_factory_is_registered_through_a_public_function(tmp_path, monkeypatch):
-    from wlcore.storage import factory, registry
-
-    monkeypatch.setattr(registry, "_FACTORY", [])  # restored after the test
-    storage_pkg.register_factory(lambda path: RemoteStorage(fsspec.filesystem("memory")))
+def test_of_picks_through_the_package_factory(tmp_path, monkeypatch):
+    monkeypatch.setattr(storage_pkg, "storage_of", lambda path: RemoteStorage(fsspec.filesystem("memory")))
     assert type(Storage.of(str(tmp_path))) is RemoteStorage
-    storage_pkg.register_factory(factory.storage_of)
+    monkeypatch.undo()
     assert isinstance(Storage.of(str(tmp_path)), LocalStorage)
 
 

@@ -65,7 +65,7 @@ LINES = """
         raise PermissionError(13, "Permission denied", "/db/wlc_logs")
     except OSError:
         logging.getLogger("wlc.master").exception("capture of m cannot publish")
-    from wlcore.jvm_output import verbose; print("1" if verbose() else "-")
+    from wlcore.session import verbose; print("1" if verbose() else "-")
 """
 
 
@@ -98,7 +98,7 @@ def test_verbose_shows_everything(tmp_path):
 
 def _pump_lines(tmp_path, ok: bool, capfd) -> tuple[str, str]:
     """Feed lines through the start-up pump as the JVM would; return (log text, stderr)."""
-    from wlcore.jvm_output import _Pump
+    from wlcore.session import _Pump
 
     log = tmp_path / "spark-start.log"
     pump = _Pump(log)

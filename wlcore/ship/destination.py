@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from .. import epochs, snapshots as snap
 from ..errors import LockHeldError, WlcError
 from ..master_state import MasterState, read_master_state as read_master_config
-from ..retention_state import RETENTION_FILE
+from ..retention import RETENTION_FILE
 from ..storage import HeldLock, Storage
 
 LOGS_DIR = "wlc_logs"

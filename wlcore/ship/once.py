@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from .. import batch as batchfmt, snapshots as snap
 from ..master_state import CONFIG_FILE, MasterState, logs_of, write_master_state
-from ..retention_state import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
+from ..retention import PRUNE_LOCK, RetentionState, read_retention_state, write_retention_state
 from ..storage import Storage
+from ..utc import utcnow
 from .destination import LOGS_DIR, ShipError, ShipReport, check_dest, dest_root, lock_dest, read_config
 from .folders import ship_batch, ship_snapshot, snapshot_name
 from .prune import prune_if_due
@@ -128,7 +128,7 @@ def _write_copy_config(
     out = mcfg.copy()
     dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
     out.database, out.logs = dbname, Storage.join(to, LOGS_DIR)
-    out.shipped, out.shipped_from = datetime.now(timezone.utc), storage.url(root)
+    out.shipped, out.shipped_from = utcnow(), storage.url(root)
     configured = mcfg.snapshot
     out.snapshot = Storage.join(dsnap, snapshot_name(root, configured)) if configured else ""
     if edit_config is not None:

@@ -2,7 +2,7 @@
 own folder (:func:`wlcore.pruning.prune_folder`), with a retention of their own.
 
 A copy's retention is stored with it, in ``<copy>/wlc.retention``
-(:mod:`wlcore.retention_state`): set by ``wlc ship --retention``, ``wlc prune --copy URL
+(:mod:`wlcore.retention`): set by ``wlc ship --retention``, ``wlc prune --copy URL
 --retention`` or ``wlr prune --retention`` (a relay), each level not set there taking
 ``master.retention``'s. What a prune deletes is noted there before it is deleted, and a
 shipping pass reads that note after listing what the copy holds, so no pass copies it again,
@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .. import snapshots as snap
-from ..durations import Every
+from ..batch import SpanCache
 from ..errors import LockHeldError
 from ..levels import Span
-from ..log_spans import SpanCache
 from ..pruning import PruneReport, prune_folder
-from ..retention_state import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
+from ..retention import PRUNE_LOCK, read_retention_state, write_promise, write_retention_state
+from ..settings import Every
 from ..storage import Storage
+from ..utc import utcnow
 from .destination import LOGS_DIR, ShipError, dest_root, read_config
 
 log = logging.getLogger("wlc.ship")
@@ -94,7 +95,7 @@ def prune_copy(
             f"{to} holds the shipped logs of database {cfg.database!r} (id {cfg.dbid}), not of "
             f"{dbname or cfg.database!r} (id {dbid or cfg.dbid}); check the URL"
         )
-    now = now or datetime.now(timezone.utc)
+    now = now or utcnow()
     with dst.lock(Storage.join(to, PRUNE_LOCK), blocking=wait, what=f"pruning {to}"):
         state = read_retention_state(dst, to)
         if retention:
@@ -133,7 +134,7 @@ def prune_if_due(to: str, dbname: str, now: datetime | None = None) -> PruneRepo
     every = settings().storage.ship_prune
     if every is None:
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or utcnow()
     try:
         last = read_retention_state(Storage.of(to), to).pruned
         if last is not None and (now - last).total_seconds() < every.amount:

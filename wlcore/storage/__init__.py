@@ -9,12 +9,9 @@ stores), :class:`RemoteStorage` (other filesystems). The interface and each meth
 contract are in :mod:`wlcore.storage.base`.
 """
 
-from .base import MARKER, OBJECT_STORES, FileStat, Storage, protocols
-from .copy import copy_file, copy_tree
-from .factory import s3_options, storage_for
+from .base import MARKER, OBJECT_STORES, FileStat, HeldLock, Storage, copy_file, copy_tree, protocols
+from .factory import s3_options, storage_for, storage_of
 from .local import LocalStorage
-from .lock import HeldLock
-from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
@@ -31,7 +28,7 @@ __all__ = [
     "copy_file",
     "copy_tree",
     "protocols",
-    "register_factory",
     "s3_options",
     "storage_for",
+    "storage_of",
 ]

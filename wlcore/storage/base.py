@@ -26,9 +26,6 @@ from typing import IO, TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 import fsspec
 
-from . import registry
-from .lock import HeldLock
-
 if TYPE_CHECKING:
     from ..watch import FolderWatch
 
@@ -53,6 +50,37 @@ class FileStat(NamedTuple):
 
     size: int
     mtime_ms: int | None
+
+
+class HeldLock:
+    """An exclusive lock this process holds, until :meth:`release` or the end of its ``with``
+    block; releasing twice is harmless.
+
+    Args:
+        path (str): the lock's file or object.
+        release (Callable[[], None]): lets go of it (called once).
+    """
+
+    def __init__(self, path: str, release: Callable[[], None]):
+        self.path = path
+        self._release: Callable[[], None] | None = release
+
+    @property
+    def held(self) -> bool:
+        """True until :meth:`release`."""
+        return self._release is not None
+
+    def release(self) -> None:
+        """Let go of the lock (nothing when already released)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> "HeldLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 class Storage(ABC):
@@ -94,7 +122,10 @@ class Storage(ABC):
             ValueError: fsspec knows no filesystem for the URL's protocol.
             ImportError: the protocol's fsspec implementation is not installed.
         """
-        return registry.storage_of(path)  # wlcore.storage.factory's, registered when the package loads
+        # the package's factory (wlcore.storage.factory): the interface does not import its implementations
+        from . import storage_of
+
+        return storage_of(path)
 
     @staticmethod
     def same(a: "Storage", b: "Storage") -> bool:
@@ -394,3 +425,49 @@ class Storage(ABC):
             LockHeldError: another process holds it (and the wait, if any, ran out).
             LockUnsupportedError: this storage cannot hold a lock (never done unlocked).
         """
+
+
+def copy_file(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
+    """Copy one file between two filesystems (or within one).
+
+    Args:
+        src (Storage): the storage holding the file.
+        src_path (str): the file there.
+        dst (Storage): the storage to copy it to (the same as ``src`` or another).
+        dst_path (str): its path there (replaced when it exists).
+
+    Returns:
+        int: the bytes copied.
+
+    Raises:
+        FileNotFoundError: ``src_path`` is not there (deleted meanwhile).
+        OSError: either filesystem cannot be reached or written.
+    """
+    return src.copy_file_to(src_path, dst, dst_path)
+
+
+def copy_tree(src: Storage, src_path: str, dst: Storage, dst_path: str) -> int:
+    """Copy the folder ``src_path`` of ``src`` to ``dst_path`` of ``dst`` (any two
+    filesystems).
+
+    Args:
+        src (Storage): the storage holding the folder.
+        src_path (str): the folder there.
+        dst (Storage): the storage to copy it to.
+        dst_path (str): the new folder there.
+
+    Returns:
+        int: the bytes copied (0 when both are local: one ``copytree``).
+
+    Raises:
+        FileNotFoundError: a file of ``src_path`` went meanwhile.
+        FileExistsError: both are local and ``dst_path`` exists.
+        OSError: either filesystem cannot be reached or written.
+    """
+    if Storage.same(src, dst):
+        dst.copy_tree(src_path, dst_path)
+        return 0
+    total = 0
+    for rel in src.walk_files(src_path):
+        total += copy_file(src, Storage.join(src_path, rel), dst, Storage.join(dst_path, rel))
+    return total

@@ -7,7 +7,6 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .base import OBJECT_STORES, Storage, protocols
 from .local import LocalStorage
-from .registry import register_factory
 from .remote import ObjectStorage, RemoteStorage
 from .s3 import S3Storage
 
@@ -48,6 +47,3 @@ def s3_options() -> dict:
     if cfg.region:
         options.setdefault("client_kwargs", {})["region_name"] = cfg.region
     return options
-
-
-register_factory(storage_of)  # Storage.of picks through this module: the interface does not import it

@@ -12,8 +12,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import LockHeldError
 from ..watch import FolderWatch
-from .base import FileStat, Storage
-from .lock import HeldLock
+from .base import FileStat, HeldLock, Storage
 
 _ASIDE = ".pruned-"  # the hidden name prefix a folder is renamed to before it is deleted (unpublish)
 

@@ -11,8 +11,7 @@ import threading
 from typing import Iterable
 
 from ..errors import LockUnsupportedError
-from .base import MARKER, FileStat, Storage, protocols
-from .lock import HeldLock
+from .base import MARKER, FileStat, HeldLock, Storage, protocols
 
 _appends = threading.Lock()  # append_text's read-modify-write: one at a time in this process
 
@@ -335,7 +334,7 @@ class RemoteStorage(Storage):
 
 class ObjectStorage(RemoteStorage):
     """An object store: one PUT replaces an object whole, so :meth:`write_atomic` is one PUT.
-    Locks are leases (:mod:`wlcore.storage.lease`) where the store offers conditional writes
+    Locks are leases (:class:`wlcore.storage.s3.Lease`) where the store offers conditional writes
     (:class:`wlcore.storage.s3.S3Storage`); this generic one refuses them."""
 
     object_store = True
