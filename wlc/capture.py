@@ -2,18 +2,46 @@
 
 A scan lists the master's tables (``<db>/<schema>/<table>/_delta_log``, schema ``tmp``
 excluded), reads the JSON commits after each table's cursor, and classifies each version
-(:mod:`wlc.classify`: ``create``, ``alter``, ``cdf`` change rows, the table's ``image``, or no
+(:func:`classify`: ``create``, ``alter``, ``cdf`` change rows, the table's ``image``, or no
 transaction); a table whose log disappeared is a ``drop``.
+
+What a committed version is as a transaction (:func:`classify`, pure rules over a commit and the
+table's definitions before and after it):
+
+* a new table's first commit -> ``create`` (with its metadata); a change of what defines the
+  table (:func:`wlcore.tabledef.definition`: its metadata, or its protocol's table features) ->
+  ``alter``, with the ALTER TABLE operations that make it (:mod:`wlcore.alter`), or the table's
+  image where there are none;
+* a version with ``dataChange`` actions -> ``cdf`` when the Change Data Feed was on at that
+  version, else ``image`` (correctness first);
+* anything else (OPTIMIZE, VACUUM, REORG) -> not a transaction.
 
 Versions are taken in commit-time order across tables (Delta's time-travel times:
 In-Commit Timestamps, else commit file times made increasing per table) and only once they
 are ``settle`` seconds old, so transaction ids follow commit time and a batch's watermark
 is exact. Commits log clean-up removed before capture read them are met as a hole: the
 first version Delta can rebuild is carried by the table's image, the ones before by gap
-notes. A table whose log cannot be read is held (:mod:`wlc.holds`); the others go on.
+notes. A table whose log cannot be read is held (:class:`Holds`); the others go on.
 Change rows are read by Spark (:mod:`wlc.changes`: one change-feed read per table and run
 of versions sharing a schema, written as Parquet partitioned by version) straight into the
 open batch's staging folder: no row passes through Python.
+
+Tables capture holds back (:class:`Holds`): one table that cannot be read never stops capture of
+the others. A table whose commits or rows cannot be read (a corrupt or missing file, a permission
+error, a damaged commit) is *held*: its cursor stays where it was, the other tables'
+transactions go on being published, and it is read again with backoff (the poll interval,
+doubling up to ``capture.retry_max`` seconds), as PostgreSQL's apply worker retries.
+``wlc status``, ``wlc.log`` and the ``wlc.master`` log name it with its cause.
+
+The watermark: while a table is held, every published watermark stays before its first
+commit not yet read (or, when its log itself cannot be read, before the last moment it was
+read completely), so no replay by instant passes a commit capture has not seen. Once the
+table can be read again its transactions are published with the next ids. Those
+committed before transactions already published are *captured late* (:func:`place_in_order`):
+their ``time`` is their place in the order of publication (just after the transaction published
+before them) and their ``committed`` keeps the commit time. Ids and times therefore stay in one
+order, and replay refuses an instant between a late transaction's commit and its place (no exact
+state of the master exists in its replica there); every other instant stays a consistent cut.
 
 A hole (:func:`start_after`) is a run of versions whose commit files Delta's log clean-up
 (``delta.logRetentionDuration``) removed before capture read them: the change feed cannot describe
@@ -36,11 +64,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from wlcore import features, kernel
+from wlcore import alter as alterops, features, kernel
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
@@ -48,6 +76,7 @@ from wlcore.deltalog import (
     commit_file,
     list_versions,
     log_path,
+    meta_after,
     metadata_at,
     monotonic,
     read_commit,
@@ -58,10 +87,239 @@ from wlcore.errors import first_line
 from wlcore.storage import FileStat, Storage
 
 from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401
-from .classify import classify
-from .holds import Holds
 
 RACY_MS = 2000  # a log folder modified less than this before its listing is listed again
+
+
+# ---------------------------------------------------------------------- what a commit is
+def shape_changed(old: TableMeta | None, new: TableMeta) -> bool:
+    """True when ``new`` defines the table otherwise than ``old`` (:func:`wlcore.tabledef.definition`).
+
+    Args:
+        old (TableMeta | None): the definition before (None: not known: changed).
+        new (TableMeta): the definition after.
+    """
+    return old is None or old.shape() != new.shape()
+
+
+def added_columns(old: TableMeta | None, new: TableMeta) -> list[str]:
+    """The columns ``new`` only adds to ``old``: appended at the end, nullable, without a
+    comment, default, generation or identity, with everything else of the definition unchanged.
+    Such an ALTER is what replay can land inside a segment's commit (rows before it have no
+    value for the new columns, exactly as ``ADD COLUMNS`` leaves them).
+
+    Args:
+        old (TableMeta | None): the definition before (None: not known).
+        new (TableMeta): the definition after.
+
+    Returns:
+        list[str]: their names; ``[]`` when anything else changed (or nothing was added).
+    """
+    if old is None:
+        return []
+    a, b = old.shape(), new.shape()
+    of, nf = a.pop("columns"), b.pop("columns")
+    if a != b or len(nf) <= len(of) or nf[: len(of)] != of:
+        return []
+    added = nf[len(of) :]
+    if any(set(f) != {"name", "type", "nullable"} or not f["nullable"] for f in added):
+        return []
+    return [f["name"] for f in added]
+
+
+def classify(
+    name: str,
+    commit: Commit,
+    meta: TableMeta | None,
+    first: bool,
+    read_meta: Callable[[int], TableMeta],
+    image: str | None = None,
+) -> tuple[Planned | None, TableMeta | None]:
+    """The transaction ``commit`` is, and the table's definition after it.
+
+    Args:
+        name: the table, ``schema.table``.
+        commit: the committed version, as read from the table's log.
+        meta: the table's definition before ``commit`` (None: not known, a new table).
+        first: ``commit`` is the first version capture reads of this table.
+        read_meta: ``read_meta(version)``, the table's full definition at a version (read anew
+            for a first version, or after a hole in its log).
+        image: ``"always"``: carry the version by the table's image; ``"if_change"``: so, when
+            it changes data or definition; None: as the change feed says.
+
+    Returns:
+        ``(planned, meta after)``: ``planned`` is None when the version is no transaction.
+    """
+    if first or image == "always":
+        new_meta: TableMeta | None = read_meta(commit.version)
+    elif commit.metadata is None and not commit.clustering_changed and commit.protocol is None:
+        new_meta = None
+    else:
+        new_meta = meta_after(meta, commit)
+    ddl = None
+    change = None
+    ops = None
+    if new_meta is not None and (first or shape_changed(meta, new_meta)):
+        ddl = "create" if first or meta is None else "alter"
+    current = new_meta or meta
+    if commit.data_change:
+        change = "cdf" if current is not None and current.change_feed else "image"
+    if ddl == "alter":
+        ops = alterops.diff(meta, new_meta)
+        if ops is None:
+            change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
+    if first and commit.version > 0:
+        change = "image"  # history before this version is gone: start from the table's image
+    if image == "always" or (image and (change is not None or ddl is not None)):
+        change = "image"
+    if ddl is None and change is None:
+        return None, current
+    adds = tuple(added_columns(meta, new_meta)) if ddl == "alter" and new_meta is not None and change != "image" else ()
+    planned = Planned(
+        name,
+        commit.timestamp,
+        commit.version,
+        commit.operation,
+        ddl,
+        change,
+        current,
+        commit.user,
+        adds,
+        ops if change != "image" else None,
+    )
+    return planned, current
+
+
+# ---------------------------------------------------------------------- tables held back
+_EPS = timedelta(microseconds=1)
+
+
+@dataclass
+class Hold:
+    """A held table: ``cause``, held ``since`` (UTC), the watermark stays before ``bound``
+    (None: no bound known), ``attempts`` made, next attempt at ``next_try`` (monotonic s)."""
+
+    table: str
+    cause: str
+    since: datetime
+    bound: datetime | None
+    attempts: int = 1
+    next_try: float = 0.0
+    next_at: datetime | None = None  # the next attempt as a UTC instant (for status)
+    kind: str = "log"  # what could not be read: "log" (released by a scan) or "rows" (by a write)
+
+
+class Holds:
+    """The held tables of one capture, with their backoff (PostgreSQL's apply worker retries the same way).
+
+    Args:
+        interval (float): seconds before the first retry (at least 0.05); doubled at each attempt.
+        longest (float): the longest wait between two attempts, seconds (``capture.retry_max``).
+    """
+
+    def __init__(self, interval: float, longest: float):
+        self.interval, self.longest = max(interval, 0.05), max(longest, interval)
+        self.held: dict[str, Hold] = {}
+
+    def hold(self, table: str, cause: str, bound: datetime | None, now: datetime, kind: str = "log") -> Hold:
+        """Hold ``table`` (again), its next attempt after the backoff.
+
+        Args:
+            table (str): the table's qualified name.
+            cause (str): why it cannot be read, one line.
+            bound (datetime | None): the watermark (UTC) stays before it (None: no bound known; a
+                hold again keeps the earlier bound).
+            now (datetime): the current instant (UTC): held ``since`` on the first hold.
+            kind (str): what could not be read, ``"log"`` (its commits: a scan that reads them
+                releases it) or ``"rows"`` (its change rows: only a write of them releases it).
+
+        Returns:
+            Hold: the hold.
+        """
+        old = self.held.get(table)
+        if old is not None:
+            bound = old.bound if bound is None or (old.bound is not None and old.bound < bound) else bound
+        attempts = old.attempts + 1 if old else 1
+        wait = min(self.interval * 2 ** (attempts - 1), self.longest)
+        hold = Hold(
+            table,
+            cause,
+            old.since if old else now,
+            bound,
+            attempts,
+            time.monotonic() + wait,
+            now + timedelta(seconds=wait),
+            kind,
+        )
+        self.held[table] = hold
+        return hold
+
+    def due(self, table: str) -> bool:
+        """True when ``table`` is not held, or its next attempt is due.
+
+        Args:
+            table (str): the table's qualified name.
+        """
+        hold = self.held.get(table)
+        return hold is None or time.monotonic() >= hold.next_try
+
+    def release(self, table: str, kind: str | None = None) -> bool:
+        """The table was read again: release it when what held it was read.
+
+        Args:
+            table (str): the table's qualified name.
+            kind (str | None): what was read: its log (``"log"``), its rows (``"rows"``), or None:
+                whatever held it.
+
+        Returns:
+            bool: True when that released it.
+        """
+        hold = self.held.get(table)
+        if hold is None or (kind is not None and hold.kind != kind):
+            return False
+        del self.held[table]
+        return True
+
+    def watermark(self, watermark: datetime) -> datetime:
+        """``watermark`` kept before every held table's bound (1 microsecond before the earliest).
+
+        Args:
+            watermark (datetime): the watermark capture would publish (UTC).
+
+        Returns:
+            datetime: the watermark to publish.
+        """
+        bounds = [h.bound for h in self.held.values() if h.bound is not None]
+        return min([watermark] + [b - _EPS for b in bounds])
+
+    def status(self) -> dict[str, str]:
+        """``{table: text}`` for status: the cause, since when, the attempts and the next one."""
+        return {
+            t: (
+                f"{h.cause} (held since {h.since.isoformat()}, {h.attempts} attempt"
+                f"{'s' if h.attempts != 1 else ''}, next at {h.next_at.isoformat() if h.next_at else '-'})"
+            )
+            for t, h in sorted(self.held.items())
+        }
+
+
+def place_in_order(items: list, last: datetime | None) -> None:
+    """Give ``items`` times that never go back: an item committed before ``last`` (the
+    transaction published or staged before it) or before the item ahead of it takes the time
+    just after, keeping its commit time in ``committed`` (it is captured late).
+
+    Args:
+        items (list[Planned]): planned transactions, in the order they get their ids; changed in place.
+        last (datetime | None): the time of the last transaction published or staged (UTC; None: none).
+    """
+    for item in items:
+        if last is not None and item.time < last:
+            item.committed = item.committed or item.time
+            item.time = last + _EPS
+        last = item.time
+
+
+# ---------------------------------------------------------------------- reading the logs
 
 
 class QuietLogs:
@@ -179,7 +437,7 @@ class Capture:
         dbid (str): the master's database id.
         state (CaptureState): capture's cursors (each table's last captured version).
         skip_schemas (frozenset[str] | set[str]): schema folders not scanned.
-        holds (Holds | None): the tables that cannot be read now (:mod:`wlc.holds`; None: new).
+        holds (Holds | None): the tables that cannot be read now (:class:`Holds`; None: new).
         floor (datetime | None): the watermark (UTC) published before this capture began.
     """
 
@@ -210,7 +468,7 @@ class Capture:
         self.notices: dict[str, str] = {}  # {table: the last change-feed limit met there}
         self.new_notices: list[tuple[str, str]] = []  # (table, text) not yet told (the master logs them)
         self.copier = Copier(spark, storage, db_path, self.note)
-        self.holds = holds or Holds(1.0, 60.0)  # tables that cannot be read now (wlc.holds)
+        self.holds = holds or Holds(1.0, 60.0)  # tables that cannot be read now
         self.switched = 0  # tables capture switched a feature on in at the last scan (a commit of its own)
         self.floor = floor  # the watermark published before this capture began
         self.complete: dict[str, datetime] = {}  # {table: the limit of the last scan that read it whole}
@@ -240,7 +498,7 @@ class Capture:
         for name, path in tables.items():
             self._gone_since.pop(name, None)
             if not self.holds.due(name):
-                continue  # held: its cursor stays, the watermark stays before it (wlc.holds)
+                continue  # held: its cursor stays, the watermark stays before it (Holds)
             found: list[Planned] = []
             try:
                 cursor = self._scan(name, path, limit, now, found)
@@ -457,7 +715,7 @@ class Capture:
     def _classify(
         self, name: str, path: str, commit: Commit, meta: TableMeta | None, first: bool, image: str | None = None
     ) -> tuple[Planned | None, TableMeta | None]:
-        """The transaction ``commit`` is (None: none) and the metadata after it (:func:`wlc.classify.classify`)."""
+        """The transaction ``commit`` is (None: none) and the metadata after it (:func:`classify`)."""
 
         def read_meta(version: int) -> TableMeta:
             return metadata_at(self.storage, path, version) or self.meta_at(path, version)

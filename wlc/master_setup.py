@@ -27,8 +27,7 @@ from wlcore.settings import number
 from wlcore.storage import HeldLock, Storage
 from wlcore.utc import utcnow
 
-from .capture import Capture, CaptureState, discover_tables
-from .holds import Holds
+from .capture import Capture, CaptureState, Holds, discover_tables
 from .master_record import MasterRecord
 from .publisher import CaptureTiming, Publisher
 from .table_notes import TableNotes
@@ -312,7 +311,7 @@ class MasterSetup:
         Args:
             spark (SparkSession): the session capture reads change rows with.
             timing (CaptureTiming): capture's timing (seconds); its poll interval and
-                ``retry_max`` are the backoff of held tables (:mod:`wlc.holds`).
+                ``retry_max`` are the backoff of held tables (:class:`wlc.capture.Holds`).
             state (CaptureState): capture's cursors (:meth:`begin`).
             last (TxnRecord | None): the last transaction published (None: none).
 

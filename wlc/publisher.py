@@ -27,8 +27,7 @@ from wlcore.settings import settings
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso, utcnow
 
-from .capture import Capture, Cursor
-from .holds import place_in_order
+from .capture import Capture, Cursor, place_in_order
 from .master_record import MasterRecord
 from .table_notes import TableNotes
 
@@ -196,14 +195,14 @@ class Publisher:
         cap = self.capture
         items, cursors = cap.plan(limit, now) if look else ([], {})
         self.notes.refused(cap.refused)
-        # wlc.holds: after the transaction before, and after the watermark published (its promise stands)
+        # captured late (place_in_order): after the transaction before, and after the watermark published (its promise stands)
         place_in_order(items, self._floor())
         if self.record.beat_seconds == 0:
             if self._pending:  # left by a failed publish, or staged under an earlier beat
                 self._publish(min(watermark, items[0].time - _EPS) if items else watermark)
             for k, item in enumerate(items):
                 if item.table in cap.taken_back:
-                    continue  # its rows could not be read: its later transactions wait with it (wlc.holds)
+                    continue  # its rows could not be read: its later transactions wait with it (Holds)
                 if k < len(items) - 1:
                     # the cursor as after this transaction; the watermark stops before the next one
                     self._stage([item], {item.table: None if item.ddl == "drop" else item.cursor})
@@ -277,7 +276,7 @@ class Publisher:
 
     def _take_back(self, open_batch: OpenBatch, unreadable: dict[str, str]) -> None:
         """Take the open batch's transactions of tables whose rows cannot be read out of it
-        (:mod:`wlc.holds`): their cursors go back, the tables are held and read again with
+        (:class:`wlc.capture.Holds`): their cursors go back, the tables are held and read again with
         backoff, the other transactions keep their order with ids closed up. Nothing of the
         batch is published yet, so no id is ever given twice."""
         cap = self.capture

@@ -7,7 +7,7 @@
   vacuumed, commits removed by log clean-up, the feed switched off), ``{table: text}``,
   each also a line in ``wlc.log`` and a :class:`ChangeFeedWarning`;
 * ``held``: tables whose log or rows capture could not read, retried with backoff,
-  ``{table: cause}`` (see :mod:`wlc.holds`).
+  ``{table: cause}`` (see :class:`wlc.capture.Holds`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class TableNotes:
             self.save()
 
     def held(self, held: dict[str, str]) -> None:
-        """Record the tables capture holds back now (:mod:`wlc.holds`), logged when they change.
+        """Record the tables capture holds back now (:class:`wlc.capture.Holds`), logged when they change.
 
         Args:
             held (dict[str, str]): ``{table: cause}`` (empty: none held).

@@ -3,7 +3,7 @@
 import json
 from datetime import datetime, timezone
 
-from wlc.classify import added_columns, shape_changed
+from wlc.capture import added_columns, shape_changed
 from wlcore.deltalog import TableMeta, monotonic, parse_commit
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})

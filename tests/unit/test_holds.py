@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlc.holds import Holds, place_in_order
+from wlc.capture import Holds, place_in_order
 from wlr.errors import TargetError
 from wlr.plan import Target, TxnRef, plan
 
