@@ -22,7 +22,7 @@ are ``settle`` seconds old, so transaction ids follow commit time and a batch's 
 is exact. Commits log clean-up removed before capture read them are met as a hole: the
 first version Delta can rebuild is carried by the table's image, the ones before by gap
 notes. A table whose log cannot be read is held (:class:`Holds`); the others go on.
-Change rows are read by Spark (:mod:`wlc.changes`: one change-feed read per table and run
+Change rows are read by Spark (:class:`Copier`: one change-feed read per table and run
 of versions sharing a schema, written as Parquet partitioned by version) straight into the
 open batch's staging folder: no row passes through Python.
 
@@ -48,6 +48,41 @@ A hole (:func:`start_after`) is a run of versions whose commit files Delta's log
 them, so the first version Delta can still rebuild (from a checkpoint) is carried by the table's
 image and the versions before it by gap notes.
 
+Copying staged transactions' change rows (:class:`Copier`): each version is read with the schema
+it was written with. Delta's batch change feed reads with the table's latest schema, which cannot
+read versions from before a non-additive schema change (type widening, a replaced table, a dropped
+or renamed column), so each read covers a run of adjacent versions that share their read schema
+(at most :data:`RUN_VERSIONS`) and is pinned to the run's last version with ``versionAsOf``
+(Delta's ``legacy`` batch schema mode, on a session of capture's own). Rows are written as
+Parquet partitioned by version and counted while they are written (a Spark ``Observation``).
+
+What the change feed cannot describe is carried otherwise, loudly, never lost in silence:
+
+* change files removed by VACUUM before capture read them: the table's full image at the
+  run's last version (or, when VACUUM took that too, at the next version that can be
+  read); the transactions before it carry a *gap* note instead of rows;
+* a table dropped before its rows were copied: the records say the rows are lost;
+* any other failure reading one table (a corrupt file, a permission error) raises
+  :class:`TableUnreadable` for that table only; capture keeps its transactions *pending*
+  and retries, the other tables' rows are written.
+
+Change rows copied through delta-rs (the ``deltalake`` package, ``capture.deltars``;
+:func:`deltars_copy`), with no Spark job: Spark copies a run of versions' change rows with one
+job a table (the change feed's plan, Delta's state rebuilt, the write); on 2 cores shared with the
+master's writers that is about a second a table a beat, most of what a follower waits for.
+delta-rs reads the same change feed (the change-data files where a commit has them, else its added
+and removed files) in tens of milliseconds in the capturing process, and the rows are written as
+Spark writes them: Parquet files below ``rows/<table>/wlc_version=<v>/``, with the table's columns
+and ``_change_type``. Used only where delta-rs reads a table's change feed as Spark's reader does
+(:func:`deltars_refusal`): the master on local or mounted folders; tables not partitioned, without
+column mapping, deletion vectors or type widening (protocol features append-only, invariants,
+CHECK constraints, change feed, generated and identity columns, ``TIMESTAMP_NTZ``); columns of
+flat types but TIMESTAMP (Spark writes it as INT96, which delta-rs reads through nanoseconds: an
+instant before 1678 or after 2261 would wrap in silence; ``TIMESTAMP_NTZ`` is written in
+microseconds and is read exactly); every commit of the run still in the log. Anything else, and
+any failure of delta-rs (a file VACUUM removed, a table dropped), leaves the run to Spark, which
+tells those cases apart. pyarrow and deltalake are imported by the first copy, not by ``wlc status``.
+
 An idle master's capture scans every table at every wake-up; listing each ``_delta_log`` costs
 more the more tables and commit files there are. :class:`QuietLogs` tells the tables whose log has
 not changed since capture last read it by one look at the log folder: on local folders a folder's
@@ -62,13 +97,21 @@ every log.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import re
+import shutil
 import time
+import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from wlcore import alter as alterops, features, kernel
+from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
@@ -84,9 +127,13 @@ from wlcore.deltalog import (
 )
 from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.errors import first_line
+from wlcore.names import batch_folder, quote_ident
+from wlcore.settings import settings
 from wlcore.storage import FileStat, Storage
+from wlcore.tablemeta import delta_rs_refusal
 
-from .changes import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Copier, Written  # noqa: F401
+if TYPE_CHECKING:
+    import pyarrow as pa  # imported by the first copy through delta-rs, not by `wlc status`
 
 RACY_MS = 2000  # a log folder modified less than this before its listing is listed again
 
@@ -750,7 +797,7 @@ class Capture:
 
     # ------------------------------------------------------------------ writing change rows
     def write_rows(self, staging: str, items: list[Planned]) -> Written:
-        """Write the change rows of ``items`` into ``staging`` (:meth:`wlc.changes.Copier.write`).
+        """Write the change rows of ``items`` into ``staging`` (:meth:`Copier.write`).
 
         Args:
             staging (str): the open batch's staging folder.
@@ -803,3 +850,463 @@ class Capture:
                 self.state.tables[name] = cur
                 if name in self._seen_sig:
                     self._first_sig[name] = self._seen_sig[name]
+
+
+# ---------------------------------------------------------------------- copying change rows
+RUN_VERSIONS = 64  # versions a change-feed read may cover (each adds four counters to the write's observation)
+# Spark and Delta's words for a file that is not there (removed by VACUUM, or by hand)
+_MISSING = re.compile(
+    r"FileNotFound|FILE_NOT_EXIST|DELTA_CHANGE_DATA_FILE_NOT_FOUND|No such file|does not exist", re.IGNORECASE
+)
+
+
+def _why(missing: str) -> str:
+    """What removed the files: log clean-up says so; a file not found is VACUUM's doing."""
+    return missing if "log clean-up" in missing else f"VACUUM: {missing}"
+
+
+class TableUnreadable(Exception):
+    """One table's rows could not be read for a reason of that table (a corrupt file, a
+    permission error).
+
+    Args:
+        table (str): the table's qualified name (kept as ``table``).
+        cause (str): why, one line (kept as ``cause``).
+    """
+
+    def __init__(self, table: str, cause: str):
+        super().__init__(f"{table}: {cause}")
+        self.table, self.cause = table, cause
+
+
+@dataclass
+class Written:
+    """What :meth:`Copier.write` made of the items: by item index, the rows' path in the
+    batch, the counts by change type, why rows are lost, and the tables left unread."""
+
+    rows: dict[int, str] = field(default_factory=dict)
+    counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    lost: dict[int, str] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)  # {table: cause}: its items stay pending
+
+
+def read_shape(meta) -> str:
+    """What a change-feed read depends on: column names, types, nullability and physical
+    names (column mapping); versions with the same read shape are read together.
+
+    Args:
+        meta (TableMeta | None): the table's metadata at a version.
+
+    Returns:
+        str: a JSON text, equal for two versions exactly when one read serves both ("" for None).
+    """
+
+    def strip(t):
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return [
+                    (
+                        f["name"],
+                        strip(f["type"]),
+                        f.get("nullable", True),
+                        (f.get("metadata") or {}).get("delta.columnMapping.physicalName"),
+                    )
+                    for f in t["fields"]
+                ]
+            return {k: strip(v) for k, v in t.items()}
+        return t
+
+    return json.dumps(strip(meta.schema)) if meta is not None else ""
+
+
+class Copier:
+    """Copies change rows and images of one master database's tables (its own Spark
+    session: the change-feed read options it sets never reach the user's).
+
+    Args:
+        spark (SparkSession): the master's session (a child session is made from it on first use).
+        storage (Storage): the storage holding the master.
+        db_path (str): the master's folder.
+        note (Callable[[str, str], None] | None): called with ``(table, text)`` when a change-feed
+            limit is met (None: a warning on the ``wlc.capture`` logger).
+    """
+
+    def __init__(self, spark, storage: Storage, db_path: str, note=None):
+        self._base = spark
+        self._session = None
+        self.storage = storage
+        self.db_path = db_path
+        self.note = note or (lambda table, text: log.warning("%s: %s", table, text))  # a change-feed limit met
+        self.deltars = settings().capture.deltars  # change rows through delta-rs where it reads them as Spark
+
+    @property
+    def spark(self):
+        """The Spark session change rows are read with: a session of its own (made on first use)
+        whose change-feed reads take each version's own schema and skip Delta's retention check."""
+        if self._session is None:
+            session = self._base.newSession()
+            # read a version's changes with its own schema: time travel picks the schema
+            session.conf.set("spark.databricks.delta.changeDataFeed.allowTimeTravelOptionsForSchema", "true")
+            session.conf.set("spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable", "legacy")
+            # Delta refuses to read a version older than delta.deletedFileRetentionDuration, its
+            # files gone or not; capture reads what is still there (what VACUUM removed is met
+            # as missing files and carried by an image, below)
+            session.conf.set(
+                "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration", "false"
+            )
+            self._session = session
+        return self._session
+
+    def table_path(self, name: str) -> str:
+        """The folder of master table ``name``: ``<db>/<schema>/<table>``.
+
+        Args:
+            name (str): ``"schema.table"``.
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
+        from wlcore.names import split_name
+
+        schema, table = split_name(name)
+        return Storage.join(self.db_path, schema, table)
+
+    # ------------------------------------------------------------------ writing
+    def write(self, staging: str, items: list) -> Written:
+        """Write the change rows of ``items`` into ``staging``. Items whose version the change feed
+        cannot describe any more are changed in place: ``change`` becomes ``"image"`` or None with
+        a ``gap`` note.
+
+        Args:
+            staging (str): the open batch's staging folder.
+            items (list[Planned]): the staged transactions (:class:`wlcore.capture_state.Planned`), ascending.
+
+        Returns:
+            Written: by item index, the rows' folder and counts, why rows are lost; and the tables
+            that could not be read (their items stay pending).
+        """
+        out = Written()
+        by_table: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            if item.change in ("cdf", "image"):
+                by_table.setdefault(item.table, []).append(i)
+        for table, idx in by_table.items():
+            try:
+                self._write_table(staging, table, [(i, items[i]) for i in idx], out)
+            except TableUnreadable as exc:
+                out.unreadable[table] = exc.cause
+                for i in idx:
+                    out.rows.pop(i, None)
+                    out.counts.pop(i, None)
+                    self._remove(staging, items[i])
+        return out
+
+    def _write_table(self, staging: str, table: str, items: list[tuple[int, Any]], out: Written) -> None:
+        force: str | None = None  # a gap before: the next version with data is carried by its image
+        k = 0
+        while k < len(items):
+            i, item = items[k]
+            if item.change == "image" or force:
+                if force and item.change != "image":
+                    item.change, item.gap = "image", force
+                done = self._image(staging, table, i, item, out)
+                if done and force:
+                    self.note(table, f"{force}; the table is carried by its image at version {item.version}")
+                force = None if done else (force or item.gap)
+                k += 1
+                continue
+            run = [(i, item)]
+            while (
+                k + len(run) < len(items)
+                and len(run) < RUN_VERSIONS
+                and items[k + len(run)][1].change == "cdf"
+                and items[k + len(run)][1].version == run[-1][1].version + 1
+                and read_shape(items[k + len(run)][1].meta) == read_shape(item.meta)
+            ):
+                run.append(items[k + len(run)])
+            k += len(run)
+            missing = self._changes(staging, table, run, out)
+            if missing is None:
+                continue
+            # VACUUM (or log clean-up) removed what the feed needs: the run's last version by its
+            # image, a gap before it
+            reason = (
+                f"the change files of versions {run[0][1].version}..{run[-1][1].version} were removed "
+                f"before capture read them ({_why(missing)})"
+            )
+            for _j, it in run[:-1]:
+                it.change, it.gap = None, reason
+            j, last = run[-1]
+            last.change, last.gap = "image", reason
+            if self._image(staging, table, j, last, out):
+                self.note(table, f"{reason}; the table is carried by its image at version {last.version}")
+            else:
+                force = reason
+                self.note(
+                    table,
+                    f"{reason}, and the files of version {last.version} too; the table is carried "
+                    "by its image at the next version that can be read",
+                )
+
+    def _image(self, staging: str, table: str, i: int, item, out: Written) -> bool:
+        """Copy the table's image at ``item.version``, or, when VACUUM removed its files, at
+        ``item.stable`` (the last version with the same rows: the ones between change no
+        data, e.g. OPTIMIZE); False when those files are gone too (the item then carries a
+        gap note and no rows)."""
+        from pyspark.sql import Observation, functions as F
+
+        rel = f"images/{batch_folder(table)}/{item.version}"
+        uri = self.storage.uri(self.table_path(table))
+        tries = [item.version] + ([item.stable] if item.stable is not None and item.stable > item.version else [])
+        status = ""
+        for version in tries:
+            seen = Observation()
+
+            def copy():
+                df = self.spark.read.format("delta").option("versionAsOf", version).load(uri)
+                cols = item.meta.columns if item.meta else df.columns
+                (
+                    df.select(*[quote_ident(c) for c in cols])
+                    .observe(seen, F.count(F.lit(1)).alias("n"))
+                    .write.mode("overwrite")
+                    .parquet(self.storage.uri(Storage.join(staging, rel)))
+                )
+
+            status = self._read(table, [version], copy, staging, rel)
+            if status == "ok":
+                out.rows[i] = rel
+                out.counts[i] = {"image": int(seen.get["n"])}
+                return True
+            if status.startswith("lost:"):
+                out.lost[i] = status[5:]
+                return True
+        item.change = None
+        item.gap = item.gap or (
+            f"the data files of version {item.version} were removed before capture read them ({_why(status[8:])})"
+        )
+        return False
+
+    def _changes(self, staging: str, table: str, run: list, out: Written) -> str | None:
+        """Copy the change feed of a run of versions; None when done (or lost with the
+        table), else what is missing (the run's change files were vacuumed)."""
+        from pyspark.sql import Observation, functions as F
+
+        first, last = run[0][1], run[-1][1]
+        uri = self.storage.uri(self.table_path(table))
+        base = f"rows/{batch_folder(table)}"
+        for _i, it in run:  # a retried write must not append the same version twice
+            self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+        counts = self._through_deltars(staging, table, run)
+        if counts is not None:
+            for i, it in run:
+                out.rows[i] = f"{base}/{VERSION_COLUMN}={it.version}"
+                out.counts[i] = counts.get(it.version, {})
+            return None
+        seen = Observation()
+
+        def copy():
+            df = (
+                self.spark.read.format("delta")
+                .option("readChangeFeed", "true")
+                .option("startingVersion", first.version)
+                .option("endingVersion", last.version)
+                .option("versionAsOf", last.version)
+                .load(uri)
+            )
+            version, kind = F.col(VERSION_COLUMN), F.col(CHANGE_TYPE)
+            tallies = [
+                F.count_if((version == it.version) & (kind == t)).alias(f"{i}/{t}")
+                for i, it in run
+                for t in CHANGE_TYPES
+            ]
+            (
+                df.select(
+                    *[quote_ident(c) for c in last.meta.columns],
+                    CHANGE_TYPE,
+                    df["_commit_version"].alias(VERSION_COLUMN),
+                )
+                .observe(seen, *tallies)
+                .write.mode("append")
+                .partitionBy(VERSION_COLUMN)
+                .parquet(self.storage.uri(Storage.join(staging, base)))
+            )
+
+        status = self._read(table, [first.version, last.version], copy, staging, None)
+        if status.startswith("missing:"):
+            for _i, it in run:
+                self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+            return status[8:]
+        if status.startswith("lost:"):
+            for i, it in run:
+                self.storage.rm(Storage.join(staging, base, f"{VERSION_COLUMN}={it.version}"))
+                out.lost[i] = status[5:]
+            return None
+        tally = seen.get
+        for i, it in run:
+            out.rows[i] = f"{base}/{VERSION_COLUMN}={it.version}"
+            out.counts[i] = {t: int(tally[f"{i}/{t}"]) for t in CHANGE_TYPES if tally[f"{i}/{t}"]}
+        return None
+
+    def _through_deltars(self, staging: str, table: str, run: list) -> dict[int, dict[str, int]] | None:
+        """The run's change rows copied by delta-rs (:func:`deltars_copy`), by version and
+        change type; None when Spark copies them: ``capture.deltars`` off, folders not of this
+        machine, a commit of the run gone, or a table delta-rs does not read as Spark does."""
+        if not self.deltars:
+            return None
+        path = self.table_path(table)
+        local, folder = (
+            self.storage.os_path(path),
+            self.storage.os_path(Storage.join(staging, f"rows/{batch_folder(table)}")),
+        )
+        if local is None or folder is None:
+            return None
+        if not all(self.storage.exists(commit_file(path, it.version)) for _i, it in run):
+            return None  # log clean-up: Spark's read tells what is missing
+        return deltars_copy(local, run[-1][1].meta, run[0][1].version, run[-1][1].version, folder)
+
+    def _read(self, table: str, versions: list[int], read, staging: str, rel: str | None) -> str:
+        """Run ``read()``: ``"ok"``; ``"lost:<cause>"`` when the table was dropped (its
+        commits are gone); ``"missing:<what>"`` when files of those versions are gone
+        (VACUUM). Raises :class:`TableUnreadable` for any other failure of this table."""
+        path = self.table_path(table)
+
+        def gone() -> str | None:
+            missing = [v for v in versions if not self.storage.exists(commit_file(path, v))]
+            if not missing:
+                return None
+            if list_versions(self.storage, path):  # the table is there: log clean-up removed the commit
+                return "missing:" + (
+                    f"the commit of version {missing[0]} was removed by log clean-up (delta.logRetentionDuration)"
+                )
+            return "lost:" + (
+                f"table {table} was dropped (its Delta log is gone) before capture copied the change "
+                f"rows of its version {missing[0]}; they no longer exist anywhere"
+            )
+
+        cause = gone()
+        if cause:
+            return cause
+        try:
+            read()
+        except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException...: classified below)
+            if rel is not None:
+                self.storage.rm(Storage.join(staging, rel))
+            cause = gone()
+            if cause:
+                return cause
+            text = str(exc)
+            if _MISSING.search(text):
+                return "missing:" + first_line(exc)
+            raise TableUnreadable(table, f"{type(exc).__name__}: {first_line(exc)}") from exc
+        return "ok"
+
+    def _remove(self, staging: str, item) -> None:
+        if item.version is None:
+            return
+        self.storage.rm(Storage.join(staging, f"rows/{batch_folder(item.table)}/{VERSION_COLUMN}={item.version}"))
+        self.storage.rm(Storage.join(staging, f"images/{batch_folder(item.table)}/{item.version}"))
+
+
+# ---------------------------------------------------------------------- the same through delta-rs
+_READER_FEATURES = frozenset({"timestampNtz"})
+_WRITER_VERSIONS = frozenset({1, 2, 3, 4, 6, 7})  # 5: column mapping
+_WRITER_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "identityColumns",
+        "timestampNtz",
+    }
+)
+
+
+def deltars_refusal(meta: TableMeta, protocol) -> str | None:
+    """Why delta-rs may not read this table's change feed as Spark does, or None when it may.
+
+    Args:
+        meta (TableMeta): the table's metadata at the run's last version.
+        protocol: delta-rs's ``ProtocolVersions`` of the table at that version.
+
+    Returns:
+        str | None: the reason, or None.
+    """
+    reason = delta_rs_refusal(meta, protocol, _READER_FEATURES, _WRITER_FEATURES, _WRITER_VERSIONS)
+    if reason is not None:
+        return reason
+    for f in meta.schema.get("fields", []):
+        if f.get("type") == "timestamp":  # Spark writes INT96, which delta-rs reads in nanoseconds (years 1677-2262)
+            return f"column {f.get('name')} is a TIMESTAMP (instants before 1678 or after 2261 would wrap)"
+    return None
+
+
+def deltars_copy(path: str, meta: TableMeta, first: int, last: int, folder: str) -> dict[int, dict[str, int]] | None:
+    """Copy the change rows of versions ``first`` to ``last`` of the table at ``path`` into ``folder``.
+
+    Args:
+        path (str): the master table's local folder.
+        meta (TableMeta): the table's metadata at ``last`` (every version of the run reads with it).
+        first (int): the run's first version.
+        last (int): the run's last version (inclusive, as Delta's ``endingVersion``).
+        folder (str): the local folder of the table's rows in the open batch
+            (``<staging>/rows/<table>``); each version's rows go below ``wlc_version=<v>/``.
+
+    Returns:
+        dict[int, dict[str, int]] | None: the rows written, by version and change type; None when
+        delta-rs may not or could not read them (nothing is left written; Spark copies the run).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    written: dict[int, pq.ParquetWriter] = {}
+    counts: dict[int, dict[str, int]] = {}
+    try:
+        dt = DeltaTable(path, version=last)
+        reason = deltars_refusal(meta, dt.protocol())
+        if reason is not None:
+            log.debug("%s: Spark copies versions %d..%d (%s)", path, first, last, reason)
+            return None
+        feed = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=first, ending_version=last))
+        for batch in feed:
+            rows = _plain(pa.Table.from_batches([batch]).select([*meta.columns, CHANGE_TYPE, "_commit_version"]))
+            versions = rows["_commit_version"]
+            for v in pc.unique(versions).to_pylist():  # at most a run's versions, not rows
+                part = rows.filter(pc.equal(versions, v)).drop_columns(["_commit_version"])
+                if v not in written:
+                    os.makedirs(os.path.join(folder, f"{VERSION_COLUMN}={v}"), exist_ok=True)
+                    name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+                    written[v] = pq.ParquetWriter(os.path.join(folder, f"{VERSION_COLUMN}={v}", name), part.schema)
+                written[v].write_table(part)
+                tally = counts.setdefault(v, {})
+                for r in part.group_by(CHANGE_TYPE).aggregate([([], "count_all")]).to_pylist():
+                    tally[r[CHANGE_TYPE]] = tally.get(r[CHANGE_TYPE], 0) + r["count_all"]
+        for w in written.values():
+            w.close()
+    except Exception as exc:  # deltalake's errors have no common base; Spark reads the run and tells why
+        log.debug("%s: Spark copies versions %d..%d (delta-rs: %s)", path, first, last, exc)
+        for w in written.values():
+            with contextlib.suppress(Exception):  # closed already, or the disk's own failure
+                w.close()
+        for v in written:
+            shutil.rmtree(os.path.join(folder, f"{VERSION_COLUMN}={v}"), ignore_errors=True)
+        return None
+    return counts
+
+
+def _plain(rows: pa.Table) -> pa.Table:
+    """``rows`` with Arrow's view and large string and binary types as the plain ones Spark's
+    Parquet files hold (the same values)."""
+    import pyarrow as pa
+
+    plain = {
+        pa.string_view(): pa.string(),
+        pa.large_string(): pa.string(),
+        pa.binary_view(): pa.binary(),
+        pa.large_binary(): pa.binary(),
+    }
+    schema = pa.schema([f.with_type(plain.get(f.type, f.type)) for f in rows.schema])
+    return rows if schema.equals(rows.schema) else rows.cast(schema)

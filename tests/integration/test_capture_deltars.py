@@ -1,4 +1,4 @@
-"""Change rows copied by delta-rs (:mod:`wlc.changes_arrow`): the same rows Spark's change feed
+"""Change rows copied by delta-rs (:func:`wlc.capture.deltars_copy`): the same rows Spark's change feed
 reads, in files Spark and replay read alike, and Spark's copy wherever delta-rs may not read a
 table as Spark does."""
 
