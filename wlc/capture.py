@@ -111,7 +111,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wlcore import alter as alterops, features, kernel
-from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN  # noqa: F401 (re-exported)
+from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
