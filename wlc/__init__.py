@@ -28,7 +28,7 @@ from wlcore.ship import ShipError
 from wlcore.version import __version__
 
 from .master import Master
-from .table_notes import ChangeFeedWarning
+from .master_record import ChangeFeedWarning
 
 if TYPE_CHECKING:
     from wlcore.ship import Shipper, ShipReport

@@ -49,11 +49,10 @@ from wlcore.watch import FolderWatch
 
 from .capture import Capture
 from .lifecycle import AutoLifecycle, Lifecycle, MasterLifecycle, PruneReport
-from .master_record import MasterRecord
+from .master_record import MasterRecord, TableNotes
 from .master_setup import MasterSetup
 from .metrics import CaptureMetrics
 from .publisher import CaptureTiming, Publisher
-from .table_notes import TableNotes
 
 
 class Master:
@@ -106,7 +105,7 @@ class Master:
         self._lock = threading.RLock()
         self.background = Background()  # the capture thread and the background life cycle, from start() on
         self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
-        self.notes = TableNotes(lambda: self.record.config, self.record.save, self.record.note)
+        self.notes = TableNotes(self.record)
         self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, lambda: self.spark)
         self.catalog = MasterCatalog(
             lambda: self.spark,

@@ -28,9 +28,8 @@ from wlcore.storage import HeldLock, Storage
 from wlcore.utc import utcnow
 
 from .capture import Capture, CaptureState, Holds, discover_tables
-from .master_record import MasterRecord
+from .master_record import MasterRecord, TableNotes
 from .publisher import CaptureTiming, Publisher
-from .table_notes import TableNotes
 
 log = logging.getLogger("wlc.master")
 

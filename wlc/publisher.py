@@ -28,8 +28,7 @@ from wlcore.storage import Storage
 from wlcore.utc import utc_iso, utcnow
 
 from .capture import Capture, Cursor, place_in_order
-from .master_record import MasterRecord
-from .table_notes import TableNotes
+from .master_record import MasterRecord, TableNotes
 
 log = logging.getLogger("wlc.master")
 
