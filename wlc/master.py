@@ -5,7 +5,8 @@ A :class:`Master` owns its parts, each built with what it needs: :mod:`wlc.maste
 :mod:`wlc.publisher` (the open batch), :class:`CaptureThread` and :class:`Background` (the threads),
 :mod:`wlc.lifecycle` (snapshots, compaction, retention), :class:`MasterCatalog` (its schemas and tables
 in the Spark session catalog, :mod:`wlcore.catalog`) and :class:`MasterShipping` (``Master.ship()`` and
-``ship_stop()`` over :mod:`wlcore.ship`).
+``ship_stop()`` over :mod:`wlcore.ship`); the parts that copy or read tables share its Spark session
+(:class:`LateSession`, made when one first needs it).
 
 Putting a database in master mode (:class:`MasterSetup`): the checks made before anything is written, the capture
 lock (``<db>/wlc.lock``), the first snapshot of a new master, and where capture resumes in one
@@ -121,7 +122,7 @@ class Master:
         # named by its folder or by its database's name
         self.dbname = Dbfarm(self.dbfarm).folder_of(self.dbname)
         self.path = Storage.join(self.dbfarm, self.dbname)
-        self._spark = spark
+        self.session = LateSession(spark)  # the Spark session, made when a part first needs it
         self._want_capture = capture
         self.metrics_port = metrics.port_of(metrics_port) if metrics_port is not None else settings().metrics.port
         self.timing = CaptureTiming.from_settings()
@@ -129,16 +130,16 @@ class Master:
         self.background = Background()  # the capture thread and the background life cycle, from start() on
         self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
         self.notes = TableNotes(self.record)
-        self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, lambda: self.spark)
+        self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, self.session)
         self.catalog = MasterCatalog(
-            lambda: self.spark,
+            self.session,
             self.storage,
             self.path,
             self.dbname,
             self.setup.skip_schemas,
             self.timing,
         )
-        self.cycle = MasterLifecycle(self.record, lambda: self.spark, self._lock)
+        self.cycle = MasterLifecycle(self.record, self.session, self._lock)
         self.shipping = MasterShipping(self.storage, self.path, self.record.dbname)
         self.capture: Capture | None = None  # from start() on
         self.publisher: Publisher | None = None  # from start() on
@@ -147,9 +148,7 @@ class Master:
     @property
     def spark(self) -> Any:
         """The Spark session (the one given, else the active one, made when first needed)."""
-        if self._spark is None:
-            self._spark = active_session()
-        return self._spark
+        return self.session()
 
     @property
     def config(self) -> MasterState:
@@ -452,13 +451,11 @@ class MasterSetup:
         dbfarm (str): the dbfarm folder (in messages).
         logs (str | None): the log folder asked for (None: the default ``<db>/wlc_logs``, or what
             ``wlc.config`` names).
-        spark (Callable[[], SparkSession]): returns the Spark session (called only when the new
+        spark (LateSession): the master's Spark session (called only when the new
             master holds tables to copy).
     """
 
-    def __init__(
-        self, record: MasterRecord, notes: TableNotes, dbfarm: str, logs: str | None, spark: Callable[[], Any]
-    ):
+    def __init__(self, record: MasterRecord, notes: TableNotes, dbfarm: str, logs: str | None, spark: LateSession):
         self.record = record
         self.notes = notes
         self.storage = record.storage
@@ -838,6 +835,25 @@ class MasterSetup:
         return CaptureState(), None
 
 
+class LateSession:
+    """The Spark session of one :class:`Master`, shared by its parts: the one given, else the active
+    one, made at the first call (Spark starts late: ``wlc master`` on a database without tables
+    starts none).
+
+    Args:
+        spark (SparkSession | None): the session to use (None: the active one, when first needed).
+    """
+
+    def __init__(self, spark: Any = None):
+        self._spark = spark
+
+    def __call__(self) -> Any:
+        """The session (made now when none was given or made before)."""
+        if self._spark is None:
+            self._spark = active_session()
+        return self._spark
+
+
 catalog_log = logging.getLogger("wlc.catalog")
 
 
@@ -845,7 +861,7 @@ class MasterCatalog:
     """The catalog calls of one :class:`wlc.Master`: its schema folders in the Spark session catalog.
 
     Args:
-        spark: returns the Spark session (called when a catalog call needs it: Spark starts late).
+        spark: the master's Spark session (called when a catalog call needs it: Spark starts late).
         storage: the storage of the dbfarm.
         path: the database folder.
         dbname: the database name (in warnings).
@@ -857,7 +873,7 @@ class MasterCatalog:
 
     def __init__(
         self,
-        spark: Callable[[], Any],
+        spark: LateSession,
         storage: Storage,
         path: str,
         dbname: str,
