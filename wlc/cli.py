@@ -108,8 +108,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore.databases import Dbfarm
     from wlcore.errors import ConfigError
     from wlcore.retention import retention_args
-    from wlcore.ship import Shipper
-    from wlcore.ship.copies import add_copy
+    from wlcore.ship import Shipper, add_copy
     from wlcore.storage import Storage
 
     if args.metrics_port is not None and not args.follow:
@@ -416,8 +415,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """
     from wlcore.errors import ConfigError
     from wlcore.retention import described_retention, retention_args
-    from wlcore.ship import ShipError, dest_root, prune_copy
-    from wlcore.ship.copies import known_copies
+    from wlcore.ship import ShipError, dest_root, known_copies, prune_copy
     from wlcore.storage import Storage
 
     from .lifecycle import Lifecycle

@@ -41,8 +41,7 @@ from wlcore.master_state import CONFIG_FILE, LOCK_FILE, LOG_FILE, STARTED, STOPP
 from wlcore.names import split_name
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import Shipper, ShipReport, dest_root
-from wlcore.ship.copies import add_copy
+from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
 from wlcore.storage import Storage
 from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch

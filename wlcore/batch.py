@@ -22,7 +22,7 @@ and :meth:`Manifest.from_bytes` reads and checks it. Instants are ISO-8601 UTC
 :class:`SpanCache` gives a log folder's published batches as spans (:class:`wlcore.levels.Span`),
 each manifest read once: a published batch never changes, so its span is remembered while the
 batch is there. The master's life cycle (:mod:`wlc.lifecycle`) and the pruning of shipped copies
-and relays (:mod:`wlcore.ship.prune`) both read their folders through it.
+and relays (:mod:`wlcore.ship`) both read their folders through it.
 """
 
 from __future__ import annotations
