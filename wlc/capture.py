@@ -40,12 +40,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from wlcore import features, kernel
+from wlcore import features
 from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
     TableMeta,
     commit_file,
+    kernel_metadata_at,
     list_versions,
     log_path,
     metadata_at,
@@ -488,7 +489,7 @@ class Capture:
             path (str): the table's folder.
             version (int): the Delta version.
         """
-        return kernel.metadata_at(self.spark, self.storage.uri(path), version)
+        return kernel_metadata_at(self.spark, self.storage.uri(path), version)
 
     # ------------------------------------------------------------------ writing change rows
     def write_rows(self, staging: str, items: list[Planned]) -> Written:

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from wlcore.batch import CHANGE_TYPE, VERSION_COLUMN
-from wlcore.tablemeta import TableMeta, delta_rs_refusal
+from wlcore.deltalog import TableMeta, delta_rs_refusal
 
 log = logging.getLogger("wlc.capture")
 

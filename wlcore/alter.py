@@ -55,7 +55,7 @@ def diff(old, new, by_name: bool = False) -> list[Op] | None:
     order to apply them.
 
     Args:
-        old (TableMeta): the definition before (:class:`wlcore.tablemeta.TableMeta`).
+        old (TableMeta): the definition before (:class:`wlcore.deltalog.TableMeta`).
         new (TableMeta): the definition after.
         by_name (bool): match columns by name even under column mapping (two different tables,
             a replica's and its master's, have their own column mapping ids).

@@ -185,7 +185,7 @@ def definition(meta) -> dict:
     """The definition of a table: equal for two tables exactly when replication would make them alike.
 
     Args:
-        meta (TableMeta): the table's Delta metadata (:class:`wlcore.tablemeta.TableMeta`).
+        meta (TableMeta): the table's Delta metadata (:class:`wlcore.deltalog.TableMeta`).
 
     Returns:
         dict: JSON-able: ``columns``, ``partitioning``, ``clustering``, ``comment``, ``properties``,

@@ -41,7 +41,7 @@ import pyarrow.dataset as ds
 
 from wlcore import collapse_arrow
 from wlcore.collapse import FIRST, OP
-from wlcore.tablemeta import TableMeta, delta_rs_refusal
+from wlcore.deltalog import TableMeta, delta_rs_refusal
 
 from .errors import ApplyError
 from .tables import OpenTables, open_table

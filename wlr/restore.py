@@ -230,9 +230,9 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     meta = metadata_at(replica.storage, src_path, version)
     uri = replica.storage.uri(src_path)
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
-        from wlcore import kernel
+        from wlcore.deltalog import kernel_metadata_at
 
-        meta = kernel.metadata_at(replica.base_spark, uri, version)
+        meta = kernel_metadata_at(replica.base_spark, uri, version)
     notes = []
     keep = Selection.from_state(state).predicate(source)
     if keep is not None:

@@ -186,7 +186,7 @@ def test_done_tells_which_operations_a_resumed_replay_skips():
 
 
 def test_protocol_features_with_what_legacy_versions_imply():
-    from wlcore.tablemeta import protocol_features
+    from wlcore.deltalog import protocol_features
 
     assert protocol_features({"minReaderVersion": 1, "minWriterVersion": 2}) == ("appendOnly", "invariants")
     legacy = protocol_features({"minReaderVersion": 2, "minWriterVersion": 5})
