@@ -35,8 +35,7 @@ from wlcore.batch import SpanCache
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.levels import Span, Start
 from wlcore.master_state import MasterState
-from wlcore.pruning import PruneReport, prune_folder
-from wlcore.retention import keep_of, write_promise
+from wlcore.retention import PruneReport, keep_of, prune_folder, write_promise
 from wlcore.settings import Every, every, settings
 from wlcore.storage import Storage
 from wlcore.utc import utcnow

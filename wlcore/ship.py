@@ -36,7 +36,7 @@ folder and then every copy listed, each by its own retention. Relays are not lis
 replica prunes them (``wlr prune``).
 
 Retention: shipped copies and relay folders are pruned by the same rules as the master's own
-folder (:func:`wlcore.pruning.prune_folder`), with a retention of their own, stored with
+folder (:func:`wlcore.retention.prune_folder`), with a retention of their own, stored with
 the copy in ``<copy>/wlc.retention`` (:mod:`wlcore.retention`) and defaulting to
 ``master.retention``: set by ``wlc ship --retention``, ``wlc prune --copy URL --retention`` or
 ``wlr prune --retention`` (a relay), each level not set there taking ``master.retention``'s.
@@ -81,11 +81,12 @@ from .faults import crash_point
 from .levels import Span
 from .master_state import CONFIG_FILE, MasterState, logs_of, read_master_state as read_master_config, write_master_state
 from .metrics import Family, Live, Sample, once
-from .pruning import PruneReport, prune_folder
 from .retention import (
     PRUNE_LOCK,
     RETENTION_FILE,
+    PruneReport,
     RetentionState,
+    prune_folder,
     read_retention_state,
     write_promise,
     write_retention_state,
