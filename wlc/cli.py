@@ -8,11 +8,10 @@ import argparse
 import signal
 import threading
 
-from wlcore.commands import guarded, metrics_option, retention_option, run, say_metrics, subcommand
+from wlcore.commands import guarded, metrics_option, retention_option, run, say_metrics, setup_terminal, subcommand
 from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
-from wlcore.terminal import setup as setup_terminal
 from wlcore.utc import utcnow
 
 
