@@ -36,12 +36,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Iterable
 
+from . import FORMAT_VERSION
 from .capture_state import CaptureState
 from .errors import BatchError
 from .levels import Span
 from .storage import Storage
 from .utc import parse_utc, utc_iso, utcnow
-from .version import FORMAT_VERSION
 
 FORMAT = "wlc-batch"
 
