@@ -3,7 +3,7 @@ alter, change rows from the Change Data Feed, or the table's full image.
 
 * a new table's first commit -> ``create`` (with its metadata); a change of what defines the
   table (:func:`wlcore.tabledef.definition`: its metadata, or its protocol's table features) -> ``alter``, with the ALTER TABLE operations that
-  make it (:mod:`wlcore.alter`), or the table's image where there are none;
+  make it (:mod:`wlcore.tabledef`), or the table's image where there are none;
 * a version with ``dataChange`` actions -> ``cdf`` when the Change Data Feed was on at that
   version, else ``image`` (correctness first);
 * anything else (OPTIMIZE, VACUUM, REORG) -> not a transaction.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wlcore import alter as alterops
+from wlcore import tabledef
 from wlcore.capture_state import Planned
 from wlcore.deltalog import Commit, TableMeta, meta_after
 
@@ -94,7 +94,7 @@ def classify(
     if commit.data_change:
         change = "cdf" if current is not None and current.change_feed else "image"
     if ddl == "alter":
-        ops = alterops.diff(meta, new_meta)
+        ops = tabledef.diff(meta, new_meta)
         if ops is None:
             change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
     if first and commit.version > 0:

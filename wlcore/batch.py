@@ -110,7 +110,7 @@ class TxnRecord:
     (compacted batches only): the record is the net change of this table's transactions
     ``first``..``txn`` (a *piece*); ``txn``, ``gtid``, ``time`` and ``version`` are its last's.
     ``ops`` (an ALTER, written only when set): the change of definition as ALTER TABLE
-    operations (:mod:`wlcore.alter`), which replay applies without an image. ``gap`` (written
+    operations (:mod:`wlcore.tabledef`), which replay applies without an image. ``gap`` (written
     only when set): why the change feed could not describe this version (its change files
     were vacuumed, its commit removed by log clean-up): the record has no rows, or the
     table's image where Delta could still rebuild that version. ``committed`` (written only

@@ -165,7 +165,7 @@ class Planned:
     meta: TableMeta | None
     user: str | None = None
     adds: tuple[str, ...] = ()  # an ALTER that only adds nullable columns: their names (see added_columns)
-    ops: list | None = None  # an ALTER's operations (wlcore.alter), for replay to apply without an image
+    ops: list | None = None  # an ALTER's operations (wlcore.tabledef), for replay to apply without an image
     gap: str | None = None  # why the change feed cannot describe this version (see wlc.changes)
     committed: datetime | None = None  # captured late (wlc.holds): the commit time; ``time`` is its place in order
     cursor: "Cursor | None" = None  # the table's cursor just after this transaction
