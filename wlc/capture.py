@@ -41,7 +41,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from wlcore import features
-from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
+from wlcore.batch import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
 from wlcore.deltalog import (
     Commit,
     TableMeta,

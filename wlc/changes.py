@@ -166,7 +166,7 @@ class Copier:
 
         Args:
             staging (str): the open batch's staging folder.
-            items (list[Planned]): the staged transactions (:class:`wlcore.capture_state.Planned`), ascending.
+            items (list[Planned]): the staged transactions (:class:`wlcore.batch.Planned`), ascending.
 
         Returns:
             Written: by item index, the rows' folder and counts, why rows are lost; and the tables

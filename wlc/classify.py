@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wlcore import tabledef
-from wlcore.capture_state import Planned
+from wlcore.batch import Planned
 from wlcore.deltalog import Commit, TableMeta, meta_after
 
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .batch import Manifest
-from .capture_state import Cursor
+from .batch import Cursor, Manifest
 from .deltalog import TableMeta, metadata_at
 from .discovery import delta_ref, table_path
 from .errors import MasterStateError, WlcError

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from wlcore import batch as batchfmt, epochs, snapshots as snap
-from wlcore.capture_state import CaptureState, Cursor
+from wlcore.batch import CaptureState, Cursor
 from wlcore.databases import Dbfarm
 from wlcore.discovery import discover_tables
 from wlcore.errors import BatchError, WlcError

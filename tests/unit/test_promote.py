@@ -7,7 +7,7 @@ import pytest
 
 import wlr
 from wlcore import batch as B, epochs
-from wlcore.capture_state import CaptureState, Cursor
+from wlcore.batch import CaptureState, Cursor
 from wlcore.errors import MasterStateError
 from wlcore.master_state import read_master_state
 from wlcore.promotion import (
