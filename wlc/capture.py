@@ -42,10 +42,14 @@ from datetime import datetime, timedelta
 
 from wlcore import features
 from wlcore.batch import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
-from wlcore.deltalog import (
+from wlcore.deltalog import (  # noqa: F401 (re-exported)
+    NOT_REPLICATED_SCHEMAS,
+    RESERVED,
     Commit,
     TableMeta,
     commit_file,
+    delta_ref,
+    discover_tables,
     kernel_metadata_at,
     list_versions,
     log_path,
@@ -53,8 +57,8 @@ from wlcore.deltalog import (
     monotonic,
     read_commit,
     readable_from,
+    table_path,
 )
-from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.errors import first_line
 from wlcore.storage import FileStat, Storage
 

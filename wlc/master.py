@@ -33,7 +33,7 @@ from typing import Any, Callable
 from wlcore import metrics
 from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_schemas
 from wlcore.databases import Dbfarm
-from wlcore.discovery import RESERVED
+from wlcore.deltalog import RESERVED
 from wlcore.errors import MasterStateError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start

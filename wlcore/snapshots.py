@@ -24,8 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from .batch import Cursor, Manifest
-from .deltalog import TableMeta, metadata_at
-from .discovery import delta_ref, table_path
+from .deltalog import TableMeta, delta_ref, metadata_at, table_path
 from .errors import MasterStateError, WlcError
 from .faults import crash_point
 from .levels import Start
