@@ -24,8 +24,7 @@ import pyarrow.parquet as pq
 
 import wlc
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, TxnRecord
-from wlcore.capture_state import CaptureState, Cursor
+from wlcore.batch import CaptureState, Cursor, Manifest, TxnRecord
 from wlcore.deltalog import list_versions, monotonic, read_commit
 from wlcore.master_state import LOG_FILE, read_master_state, write_master_state
 from wlcore.names import batch_folder

@@ -12,6 +12,7 @@ import warnings
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from wlcore import __version__
 from wlcore.errors import (
     BatchError,
     ConfigError,
@@ -25,7 +26,6 @@ from wlcore.errors import (
 from wlcore.health import status
 from wlcore.session import spark_session
 from wlcore.ship import ShipError
-from wlcore.version import __version__
 
 from .master import Master
 from .master_record import ChangeFeedWarning

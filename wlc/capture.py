@@ -10,7 +10,7 @@ table's definitions before and after it):
 
 * a new table's first commit -> ``create`` (with its metadata); a change of what defines the
   table (:func:`wlcore.tabledef.definition`: its metadata, or its protocol's table features) ->
-  ``alter``, with the ALTER TABLE operations that make it (:mod:`wlcore.alter`), or the table's
+  ``alter``, with the ALTER TABLE operations that make it (:mod:`wlcore.tabledef`), or the table's
   image where there are none;
 * a version with ``dataChange`` actions -> ``cdf`` when the Change Data Feed was on at that
   version, else ``image`` (correctness first);
@@ -110,13 +110,25 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wlcore import alter as alterops, features, kernel
-from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN
-from wlcore.capture_state import CaptureState, Cursor, Planned  # noqa: F401 (re-exported)
-from wlcore.deltalog import (
+from wlcore import features, tabledef
+from wlcore.batch import (  # noqa: F401 (re-exported)
+    CHANGE_TYPE,
+    CHANGE_TYPES,
+    VERSION_COLUMN,
+    CaptureState,
+    Cursor,
+    Planned,
+)
+from wlcore.deltalog import (  # noqa: F401 (re-exported)
+    NOT_REPLICATED_SCHEMAS,
+    RESERVED,
     Commit,
     TableMeta,
     commit_file,
+    delta_ref,
+    delta_rs_refusal,
+    discover_tables,
+    kernel_metadata_at,
     list_versions,
     log_path,
     meta_after,
@@ -124,13 +136,12 @@ from wlcore.deltalog import (
     monotonic,
     read_commit,
     readable_from,
+    table_path,
 )
-from wlcore.discovery import NOT_REPLICATED_SCHEMAS, RESERVED, delta_ref, discover_tables, table_path  # noqa: F401 (re-exported)
 from wlcore.errors import first_line
 from wlcore.names import batch_folder, quote_ident
 from wlcore.settings import settings
 from wlcore.storage import FileStat, Storage
-from wlcore.tablemeta import delta_rs_refusal
 
 if TYPE_CHECKING:
     import pyarrow as pa  # imported by the first copy through delta-rs, not by `wlc status`
@@ -212,7 +223,7 @@ def classify(
     if commit.data_change:
         change = "cdf" if current is not None and current.change_feed else "image"
     if ddl == "alter":
-        ops = alterops.diff(meta, new_meta)
+        ops = tabledef.diff(meta, new_meta)
         if ops is None:
             change = "image"  # no ALTER TABLE form: replay rebuilds the table from the image
     if first and commit.version > 0:
@@ -793,7 +804,7 @@ class Capture:
             path (str): the table's folder.
             version (int): the Delta version.
         """
-        return kernel.metadata_at(self.spark, self.storage.uri(path), version)
+        return kernel_metadata_at(self.spark, self.storage.uri(path), version)
 
     # ------------------------------------------------------------------ writing change rows
     def write_rows(self, staging: str, items: list[Planned]) -> Written:
@@ -979,7 +990,7 @@ class Copier:
 
         Args:
             staging (str): the open batch's staging folder.
-            items (list[Planned]): the staged transactions (:class:`wlcore.capture_state.Planned`), ascending.
+            items (list[Planned]): the staged transactions (:class:`wlcore.batch.Planned`), ascending.
 
         Returns:
             Written: by item index, the rows' folder and counts, why rows are lost; and the tables

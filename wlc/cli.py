@@ -8,11 +8,10 @@ import argparse
 import signal
 import threading
 
-from wlcore.commands import guarded, metrics_option, retention_option, run, say_metrics, subcommand
+from wlcore.commands import guarded, metrics_option, retention_option, run, say_metrics, setup_terminal, subcommand
 from wlcore.health import format_status
 from wlcore.promotion import log_name
 from wlcore.settings import add_common, dbfarm as resolve_dbfarm, use_config
-from wlcore.terminal import setup as setup_terminal
 from wlcore.utc import utcnow
 
 
@@ -108,8 +107,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
     from wlcore.databases import Dbfarm
     from wlcore.errors import ConfigError
     from wlcore.retention import retention_args
-    from wlcore.ship import Shipper
-    from wlcore.ship.copies import add_copy
+    from wlcore.ship import Shipper, add_copy
     from wlcore.storage import Storage
 
     if args.metrics_port is not None and not args.follow:
@@ -416,8 +414,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     """
     from wlcore.errors import ConfigError
     from wlcore.retention import described_retention, retention_args
-    from wlcore.ship import ShipError, dest_root, prune_copy
-    from wlcore.ship.copies import known_copies
+    from wlcore.ship import ShipError, dest_root, known_copies, prune_copy
     from wlcore.storage import Storage
 
     from .lifecycle import Lifecycle

@@ -57,8 +57,7 @@ from wlcore.faults import crash_point
 from wlcore.levels import Span, Start, runs_to_merge
 from wlcore.master_state import MasterState
 from wlcore.names import batch_folder
-from wlcore.pruning import PruneReport, prune_folder
-from wlcore.retention import keep_of, write_promise
+from wlcore.retention import PruneReport, keep_of, prune_folder, write_promise
 from wlcore.settings import Every, every, settings
 from wlcore.storage import Storage
 from wlcore.utc import utcnow

@@ -45,7 +45,7 @@ from wlcore import batch as batchfmt, epochs, metrics, snapshots as snap
 from wlcore.batch import TxnRecord
 from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_schemas
 from wlcore.databases import Dbfarm
-from wlcore.discovery import RESERVED
+from wlcore.deltalog import RESERVED
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
@@ -66,8 +66,7 @@ from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
 from wlcore.session import active_session
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import Shipper, ShipReport, dest_root
-from wlcore.ship.copies import add_copy
+from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
 from wlcore.storage import HeldLock, Storage
 from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from wlcore import batch as batchfmt
-from wlcore.batch import Manifest, TxnRecord
-from wlcore.capture_state import CaptureState, Planned
+from wlcore.batch import CaptureState, Manifest, Planned, TxnRecord
 from wlcore.errors import BatchError
 from wlcore.faults import crash_point
 from wlcore.names import batch_folder

@@ -22,8 +22,7 @@ import os
 import urllib.parse
 import warnings
 
-from .deltalog import is_delta_table
-from .discovery import RESERVED
+from .deltalog import RESERVED, is_delta_table
 from .errors import ConfigError
 from .names import catalog_name, qualified, quote_ident
 from .settings import check_name

@@ -1,4 +1,4 @@
-"""Change rows -> net change (Spark): MusicBrainz's chain rules over a segment of transactions.
+"""Change rows -> net change: MusicBrainz's chain rules over a segment of transactions, by Spark or Arrow.
 
 A segment's change rows (the Change Data Feed rows of every transaction in it, from every
 batch) are read by Spark in one read and reduced so that each row of the replica table is
@@ -12,12 +12,23 @@ touched once (Drizzle's transaction reducer):
   -1 delete/pre-image), so duplicate rows stay exact (deleting one of two equal rows
   leaves one).
 
-Rows never pass through Python; these functions only build DataFrames.
+Spark's functions (:func:`read_rows`, :func:`net_by_key`, :func:`net_by_image`...) pass no row
+through Python; they only build DataFrames.
+
+The same rules in Arrow (the ``*_arrow`` functions and :func:`after_images`) serve segments small
+enough to land without Spark (:mod:`wlr.deltars`): on a pyarrow Table held in memory, vectorized
+(one sort, then the first and last row of each run of equal keys; no Python loop over rows).
+Spark breaks ties between two changes of one key at the same version and position by the rows'
+canonical form; Arrow refuses such a tie (a master table holding a key twice) with
+:class:`ArrowUnsupported`, and Spark collapses that segment. pyarrow is imported by the Arrow
+functions only, so replay's Spark path starts without it.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Sequence
 
 from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import StructType
@@ -25,6 +36,9 @@ from pyspark.sql.types import StructType
 from .batch import CHANGE_TYPE, VERSION_COLUMN
 from .canonical import canon, comparable, needs_canon
 from .names import quote_ident
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 VERSION = "__wlr_v"  # the master Delta version a change row comes from
 POS = "__wlr_pos"  # 1: insert or post-image (a state after), 0: delete or pre-image (a state before)
@@ -221,3 +235,145 @@ def compact_by_image(rows: DataFrame, version: int) -> DataFrame:
     return repeat(net, F.abs(F.col(COUNT))).select(
         *[quote_ident(c) for c in cols], kind.alias(CHANGE_TYPE), F.lit(version).cast("long").alias(VERSION_COLUMN)
     )
+
+
+_VERSION_OF = re.compile(VERSION_IN_PATH)
+
+
+class ArrowUnsupported(Exception):
+    """These change rows cannot be collapsed here exactly; the message says why (Spark collapses them)."""
+
+
+def read_rows_arrow(files: Iterable[str], missing: bool = False) -> pa.Table:
+    """The change rows of Parquet ``files`` (local paths below ``.../wlc_version=<v>/``) as one table.
+
+    INT96 timestamps (Spark's default Parquet timestamps) are read in microseconds, Spark's own
+    unit, so instants before 1677 or after 2262 stay exact.
+
+    Args:
+        files (Iterable[str]): the change-row files of a segment.
+        missing (bool): a column some files lack (written before an ALTER added it) reads NULL
+            there; False: the files' schemas must be equal.
+
+    Returns:
+        pa.Table: the table's columns, ``_change_type``, ``__wlr_v`` (the master version, from the
+        folder name) and ``__wlr_pos`` (1: insert or post-image, 0: delete or pre-image).
+
+    Raises:
+        ArrowUnsupported: a file is not below a ``wlc_version=<v>`` folder, or the files' schemas differ
+            (beyond missing columns, when ``missing``).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    parts = []
+    for f in files:
+        found = _VERSION_OF.search(f.replace("\\", "/"))
+        if found is None:
+            raise ArrowUnsupported(f"{f} is not below a {VERSION_COLUMN}=<version> folder")
+        t = pq.read_table(f, coerce_int96_timestamp_unit="us")
+        parts.append(t.append_column(VERSION, pa.repeat(pa.scalar(int(found.group(1)), pa.int64()), t.num_rows)))
+    if not parts:
+        raise ArrowUnsupported("no change rows")
+    try:
+        rows = pa.concat_tables(parts, promote_options="default" if missing else "none")
+    except pa.ArrowInvalid as exc:
+        raise ArrowUnsupported(f"change-row files of different schemas: {exc}") from None
+    pos = pc.is_in(rows[CHANGE_TYPE], value_set=pa.array(POSITIVE)).cast(pa.int8())
+    return rows.append_column(POS, pos)
+
+
+def data_columns_arrow(rows: pa.Table) -> list[str]:
+    """The table's own columns of ``rows`` (:func:`read_rows_arrow`), in order."""
+    return [c for c in rows.column_names if c not in (CHANGE_TYPE, VERSION, POS)]
+
+
+def _arrow_runs(sorted_rows: pa.Table, cols: Sequence[str]) -> pa.Array:
+    """True at each row (but the first) whose ``cols`` differ from the row before."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = sorted_rows.num_rows
+    if n < 2:
+        return pa.array([], pa.bool_())
+    change = None
+    for c in cols:
+        col = sorted_rows[c].combine_chunks()
+        differs = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+        change = differs if change is None else pc.or_(change, differs)
+    return change
+
+
+def net_by_key_arrow(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """One row per key with its last state: the data columns, ``__wlr_op`` (the key exists after
+    the segment) and ``__wlr_first`` (1: the key's first change was an insert, so it was absent).
+    Keys inserted and deleted within the segment are left out.
+
+    Args:
+        rows (pa.Table): a segment's change rows (:func:`read_rows_arrow`).
+        keys (Sequence[str]): the table's key columns (``wlc.key``).
+
+    Returns:
+        pa.Table: the net change.
+
+    Raises:
+        ArrowUnsupported: a key column holds NULL (matched by ``<=>``, which Spark's MERGE does), or
+            one key changes twice at one version and position (the master holds it twice).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for k in keys:
+        if rows[k].null_count:
+            raise ArrowUnsupported(f"key column {k} holds NULL")
+    cols = data_columns_arrow(rows)
+    order = [(k, "ascending") for k in keys] + [(VERSION, "ascending"), (POS, "ascending")]
+    s = rows.take(pc.sort_indices(rows, sort_keys=order))
+    n = s.num_rows
+    new_key = _arrow_runs(s, keys)
+    if n > 1 and not pc.all(pc.or_(new_key, _arrow_runs(s, [VERSION, POS]))).as_py():
+        raise ArrowUnsupported("a key changes twice at one master version and position")
+    starts = pa.concat_arrays([pa.array([True]), new_key]) if n else pa.array([], pa.bool_())
+    ends = pa.concat_arrays([new_key, pa.array([True])]) if n else pa.array([], pa.bool_())
+    first_pos = s[POS].filter(starts)
+    last = s.filter(ends)
+    op = pc.equal(last[POS], 1)
+    net = last.select(cols).append_column(OP, op).append_column(FIRST, first_pos)
+    gone = pc.and_(pc.equal(first_pos, 1), pc.invert(op))  # insert+delete = nothing
+    return net.filter(pc.invert(gone))
+
+
+def after_images(table: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table, int]:
+    """An unkeyed table's rows after a segment, with multiset semantics (deleting one of two
+    identical rows leaves one), as :func:`net_by_image` and Spark's replay MERGE by
+    image make them: each full row image counted in the table, plus the segment's inserts and
+    post-images, less its deletes and pre-images. Images are grouped by Arrow's hash grouping: NULL
+    equals NULL, NaN equals NaN, ``-0.0`` differs from ``0.0`` (the canonical form's rules).
+
+    Args:
+        table (pa.Table): the table's rows now.
+        rows (pa.Table): the segment's change rows (:func:`read_rows_arrow`), with the table's columns
+            and types.
+
+    Returns:
+        tuple[pa.Table, pa.Table, int]: the table's rows after the segment (in no particular
+        order); the images the segment deletes more often than the table holds them (empty unless
+        the replica has diverged); how many images the segment changes (its net change's rows).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = table.column_names
+    weight, delta = "__wlr_w", "__wlr_d"  # copies after the segment; the segment's own change
+    sign = pc.subtract(pc.multiply(rows[POS].cast(pa.int64()), 2), 1)  # 1: insert or post-image, -1 else
+    change = rows.select(cols).cast(table.schema).append_column(weight, sign).append_column(delta, sign)
+    one, zero = (pa.repeat(pa.scalar(v, pa.int64()), table.num_rows) for v in (1, 0))
+    both = pa.concat_tables([table.append_column(weight, one).append_column(delta, zero), change])
+    images = both.group_by(cols).aggregate([(weight, "sum"), (delta, "sum")])  # one grouping of every row
+    changed = pc.sum(pc.not_equal(images[f"{delta}_sum"], 0).cast(pa.int64())).as_py() or 0
+    counts = images[f"{weight}_sum"]
+    short = images.filter(pc.less(counts, 0)).select(cols)
+    index = np.repeat(np.arange(images.num_rows), np.clip(counts.to_numpy(), 0, None))
+    return images.select(cols).take(pa.array(index)), short, changed

@@ -160,7 +160,7 @@ class Dbfarm:
         """The master that holds the database of master ``name`` in its place: one promoted after
         it (:func:`wlcore.promotion.supersedes`), the latest promoted when more, seen among this
         dbfarm's masters or else in a shipped copy ``name`` ships to (``wlc.copies``,
-        :mod:`wlcore.ship.copies`: a promoted master that ships there too; a copy that cannot be
+        :mod:`wlcore.ship`: a promoted master that ships there too; a copy that cannot be
         read is not seen, with a warning in the log).
 
         Args:
@@ -171,8 +171,7 @@ class Dbfarm:
             tuple[str, MasterState] | None: where the promoted master was seen (its folder, or
             the shipped copy's URL) and that ``wlc.config``; None when ``name`` is the database's master.
         """
-        from .ship.copies import known_copies
-        from .ship.destination import dest_root, read_config
+        from .ship import dest_root, known_copies, read_config
 
         later = [(n, c) for n, c in self.masters().items() if n != name and supersedes(c, cfg)]
         if later:

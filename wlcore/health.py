@@ -83,7 +83,7 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
 
     Returns:
         wlc.config's keys (numbers as ints; ``not_replicated``, ``feed_notes`` and ``held`` as
-        dicts of table -> text, see :mod:`wlc.table_notes`) plus ``master``, ``state_name``,
+        dicts of table -> text, see :class:`wlc.master_record.TableNotes`) plus ``master``, ``state_name``,
         ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started``), ``capture_text``
         (the line status prints; ``failing`` when capture runs but its scans fail, the
         ``capture_error`` of wlc.config) and ``exit`` (the command's exit code, see the module).

@@ -1,6 +1,6 @@
 """The log's levels as ranges: which compacted batches to make, which to replay, which to keep.
 
-Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.compaction`,
+Pure logic (no Spark, no I/O), shared by capture's life cycle (:mod:`wlc.lifecycle`,
 :mod:`wlc.prune`) and replay (``wlr``):
 
 * Level 0 is what capture publishes; a level-1 batch merges a run of consecutive level-0

@@ -51,13 +51,13 @@ class MasterState(StateFile):
         beat: seconds between a batch's first record and its publication (None: the default).
         write: UTC commit time of the last published transaction (None: none yet).
         dbid: the database id in every GTID.
-        format: the batch format version (:data:`wlcore.version.FORMAT_VERSION`).
+        format: the batch format version (:data:`wlcore.FORMAT_VERSION`).
         tick: id of the last *published* transaction (-1: none).
         watermark: every master commit at or before this UTC instant is in a published
             batch; :data:`WATERMARK_STOPPED` once the master stopped; None: not known yet.
         created: UTC instant the database became a master.
         not_replicated, feed_notes, held: per-table notes ``{table or path: text}``
-            (:mod:`wlc.table_notes`).
+            (:class:`wlc.master_record.TableNotes`).
         epoch: this capture session's random id; epochs: the epoch history as text
             (:func:`wlcore.epochs.parse` reads it; kept as text so a damaged one is reported
             where it is used).

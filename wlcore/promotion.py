@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
-from .batch import FORMAT_VERSION
-from .capture_state import CaptureState
+from .batch import FORMAT_VERSION, CaptureState
 from .errors import ConfigError, MasterStateError
 from .master_state import STARTED, MasterState, read_master_state
 from .state_file import INT, TEXT, UTC, Codec, StateFile

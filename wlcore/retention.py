@@ -1,5 +1,5 @@
-"""Retention over the log's levels: which batches and snapshots to delete, which to keep, and
-what a pruned folder records of it (``<folder>/wlc.retention``).
+"""Retention over the log's levels: which batches and snapshots to delete, which to keep, what a
+pruned folder records of it (``<folder>/wlc.retention``), and the pruning of one folder by it.
 
 The rules are pure logic (no Spark, no I/O), used by capture's life cycle (:mod:`wlc.lifecycle`,
 ``wlc prune``): as Litestream's retention, nothing is deleted that a kept snapshot's path to a
@@ -24,21 +24,31 @@ promise only; its retention is ``master.retention`` in config), a shipped copy's
     newest snapshots), so the file stays a few lines long.
 ``promise``
     what the folder still promises after the last prune (:func:`promise_of`).
+
+Pruning one log folder, a master's own, a shipped copy's or a relay's: :func:`prune_folder`
+applies :func:`retain` to the snapshots and batches of one folder and deletes what it no longer promises, each folder unpublished first
+(:meth:`Storage.unpublish`) so a reader sees it whole or not at all. The master's life cycle
+(:meth:`wlc.lifecycle.Lifecycle.prune`) and the pruning of shipped copies and relays
+(:func:`wlcore.ship.prune_copy`) both use it, so every copy keeps what a replica reading it
+needs to reach each promised point by the same rules as the master.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
+from . import snapshots as snap
 from .errors import ConfigError
 from .levels import LEVELS, Span, Start
 from .settings import Every, every
 from .state_file import JSON_DICT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
+from .utc import utc_iso
 
 
 @dataclass
@@ -182,8 +192,6 @@ def promise_of(decision: Retention) -> dict:
         start); ``{}`` when nothing is reachable (no snapshot).
     """
     from os.path import basename
-
-    from .utc import utc_iso
 
     first = decision.earliest
     if first is None:
@@ -434,7 +442,7 @@ def write_promise(storage: Storage, root: str, report, now: datetime, ranges: bo
     Args:
         storage (Storage): the storage holding the folder.
         root (str): the folder pruned.
-        report (PruneReport): what the prune did (:func:`wlcore.pruning.prune_folder`; not a dry run).
+        report (PruneReport): what the prune did (:func:`wlcore.retention.prune_folder`; not a dry run).
         now (datetime): the prune's instant (UTC).
         ranges (bool): also add what it deleted to ``deleted`` (shipped copies and relays, which a
             shipping pass fills again).
@@ -495,3 +503,93 @@ def retention_args(values: list[str] | None, option: str = "--retention") -> dic
         out[key.strip()] = None if value.strip() == FROM_MASTER else value.strip()
     RetentionState().set_keep(out)  # checked here, before anything is done
     return out
+
+
+@dataclass
+class PruneReport:
+    """What one prune deleted (or would delete, ``dry_run``) and what stays reachable.
+
+    Attributes:
+        dry_run: nothing was deleted; ``deleted`` says what would be.
+        deleted: the folders deleted, by name (``<db>_<batch>``, ``wlc_snapshot/<T>``).
+        bytes_freed: the bytes in them.
+        decision: what :func:`wlcore.retention.retain` decided (None: not decided).
+    """
+
+    dry_run: bool
+    deleted: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+    decision: Retention | None = None
+
+    @property
+    def promise(self) -> dict:
+        """What the folder still promises (:func:`wlcore.retention.promise_of`; ``{}``: not decided)."""
+        return promise_of(self.decision) if self.decision is not None else {}
+
+    def lines(self) -> list[str]:
+        """Human lines: what was deleted, the earliest reachable point, the granularity by age."""
+        verb = "would delete" if self.dry_run else "deleted"
+        out = [f"{verb} {len(self.deleted)} folders ({self.bytes_freed / 1e6:.1f} MB)"]
+        out += [f"  {verb} {name}" for name in self.deleted]
+        if self.decision is not None and self.decision.earliest is not None:
+            out += promise_lines(self.promise)
+        return out
+
+    def block(self, title: str) -> str:
+        """The report under a title line, as ``wlc prune`` and ``wlr prune`` print each folder's.
+
+        Args:
+            title (str): the folder's line (``master shop (<path>):``), printed first.
+
+        Returns:
+            str: the title, then :meth:`lines` indented.
+        """
+        return "\n".join([title, *("  " + line for line in self.lines())])
+
+
+def prune_folder(
+    storage: Storage,
+    starts: Sequence[Start],
+    spans: Sequence[Span],
+    now: datetime,
+    keep: dict[str, Every | None],
+    dry_run: bool = False,
+    decided: Callable[[PruneReport], None] | None = None,
+) -> PruneReport:
+    """Delete the batches and snapshots of one log folder that ``keep`` no longer promises
+    (:func:`wlcore.retention.retain`: never one a kept snapshot's path to a promised point uses).
+    The caller holds the folder's lock (the master's life-cycle lock, a copy's shipping lock).
+
+    Args:
+        storage (Storage): the storage holding the folder.
+        starts (Sequence[Start]): its snapshots (:func:`wlcore.snapshots.list_snapshots`).
+        spans (Sequence[Span]): its published batches, every level.
+        now (datetime): the instant retention counts back from (UTC).
+        keep (dict[str, Every | None]): retention per ``level0``, ``level1``, ``level2`` and
+            ``snapshots`` (None for one: forever).
+        dry_run (bool): only say what would be deleted.
+        decided (Callable[[PruneReport], None] | None): called with the report once the decision
+            is made and before anything is deleted (not on a dry run): a copy notes there what
+            it is about to delete, so that no shipping pass copies it again meanwhile.
+
+    Returns:
+        PruneReport: what was (or would be) deleted, and the decision (what stays reachable).
+
+    Raises:
+        OSError: the store cannot be reached or a file cannot be deleted (what was unpublished
+            stays unseen; the next prune deletes the rest).
+    """
+    decision = retain(starts, spans, now, keep)
+    report = PruneReport(dry_run, decision=decision)
+    doomed = list(decision.delete) + [s for s in decision.delete_snapshots if s.path]
+    for item in doomed:
+        name = os.path.basename(item.path.rstrip("/"))
+        report.deleted.append(name if isinstance(item, Span) else f"{snap.SNAPSHOT_DIR}/{name}")
+        report.bytes_freed += storage.tree_size(item.path)
+    if dry_run:
+        return report
+    if decided is not None:
+        decided(report)
+    for item in doomed:
+        storage.unpublish(item.path)
+    return report

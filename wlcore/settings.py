@@ -672,12 +672,12 @@ def _parse_yaml(path: Path, text: str) -> dict:
 
 def add_common(parser) -> None:
     """Add the options every command line takes: ``--config FILE``, ``--verbose`` and ``--version``
-    (the package version and the batch format version, :func:`wlcore.version.version_text`).
+    (the package version and the batch format version, :func:`wlcore.version_text`).
 
     Args:
         parser (argparse.ArgumentParser): the command line's parser, changed in place.
     """
-    from .version import version_text
+    from . import version_text
 
     parser.add_argument(
         "--config", metavar="FILE", help="YAML settings merged over the defaults (as the WLC_CONFIG variable)"

@@ -23,10 +23,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .batch import Manifest
-from .capture_state import Cursor
-from .deltalog import TableMeta, metadata_at
-from .discovery import delta_ref, table_path
+from .batch import Cursor, Manifest
+from .deltalog import TableMeta, delta_ref, metadata_at, table_path
 from .errors import MasterStateError, WlcError
 from .faults import crash_point
 from .levels import Start

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from wlcore import __version__
 from wlcore.errors import NotFoundError
-from wlcore.version import __version__
 
 from .errors import (
     DivergedError,

@@ -32,8 +32,7 @@ from pyspark.sql import DataFrame, functions as F
 
 from wlcore import collapse
 from wlcore.batch import TxnRecord
-from wlcore.deltalog import TableMeta, checksum_size, is_delta_table, read_commit
-from wlcore.discovery import delta_ref
+from wlcore.deltalog import TableMeta, checksum_size, delta_ref, is_delta_table, read_commit
 from wlcore.names import quote_ident
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, exact_session

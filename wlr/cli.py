@@ -10,11 +10,19 @@ import logging
 import os
 import sys
 
-from wlcore.commands import ExitCodes, guarded, metrics_option, retention_option, run, say_metrics, subcommand
+from wlcore.commands import (
+    ExitCodes,
+    guarded,
+    metrics_option,
+    retention_option,
+    run,
+    say_metrics,
+    setup_terminal,
+    subcommand,
+)
 from wlcore.errors import ConfigError, NotFoundError, WlcError
 from wlcore.health import EXIT_FAILED, EXIT_NOT_FOUND
 from wlcore.settings import add_common, settings, use_config
-from wlcore.terminal import setup as setup_terminal
 
 from .errors import NoStartError, ReplicaStateError, ReplicationError, RestoreError
 from .failure import retry_delay

@@ -1,7 +1,7 @@
 """Making and reshaping replica tables as the master's transaction records define them.
 
 A ``create`` makes the table with its whole definition (:func:`wlcore.tabledef.create_sql`); an
-``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlcore.alter`), each
+``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlcore.tabledef`), each
 skipped when a resumed replay finds it done; a full image that changes the table's columns
 (a replaced table, an ``overwriteSchema`` write) replaces the table by its definition and
 the image's rows. After each, the replica table's definition is compared with the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from wlcore import alter as alterops
+from wlcore import tabledef
 from wlcore.deltalog import TableMeta, read_commit
 from wlcore.faults import crash_point
 from wlcore.tabledef import create_sql, definition
@@ -70,7 +70,7 @@ class TableDDL:
             name (str): the table, ``schema.table``.
             ref (str): the table as SQL names it (``delta.`<uri>```).
             meta (TableMeta): the definition after the change.
-            ops (list | None): the recorded ALTER operations (:mod:`wlcore.alter`); None: a record of
+            ops (list | None): the recorded ALTER operations (:mod:`wlcore.tabledef`); None: a record of
                 an older capture, the change is worked out by name from the replica's definition.
             part (str): the replay tag of its commits (part commits).
 
@@ -78,19 +78,19 @@ class TableDDL:
             ApplyError: the change has no ALTER TABLE form, or the table is not defined as ``meta`` after it.
         """
         if ops is None:
-            ops = alterops.diff(self.applier.tables.current_meta(name), meta, by_name=True)
+            ops = tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True)
             if ops is None:
                 raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
         # the features a record of an older capture does not list (a record that lists them switches
         # on exactly the master's first: a preview name where the master has one)
-        needed = alterops.features_needed(ops) if meta.features is None else {}
+        needed = tabledef.features_needed(ops) if meta.features is None else {}
         if needed:
             ops = [{"op": "set_properties", "properties": needed}, *ops]
         with self.applier.tagged(part):
             for op in ops:
-                if alterops.done(op, self.applier.tables.current_meta(name)):
+                if tabledef.done(op, self.applier.tables.current_meta(name)):
                     continue
-                for stmt in alterops.statements(ref, [op]):
+                for stmt in tabledef.statements(ref, [op]):
                     self.spark.sql(stmt)
         self.check(name, meta)
 
@@ -116,8 +116,8 @@ class TableDDL:
             ApplyError: the table is not defined as ``meta`` afterwards.
         """
         old = self.applier.tables.current_meta(name)
-        ops = alterops.diff(old, meta, by_name=True) if old is not None else None
-        reshape = ops is None or any(op["op"] in alterops.COLUMN_OPS for op in ops)
+        ops = tabledef.diff(old, meta, by_name=True) if old is not None else None
+        reshape = ops is None or any(op["op"] in tabledef.COLUMN_OPS for op in ops)
         part = self.applier.part(rec)
         if reshape:
             if not self.written(name, rec.txn):
@@ -136,7 +136,7 @@ class TableDDL:
                 meta,
                 [
                     op
-                    for op in alterops.diff(self.applier.tables.current_meta(name), meta, by_name=True) or []
+                    for op in tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True) or []
                     if op["op"] in ("add_constraint", "drop_constraint")
                 ],
                 part,

@@ -5,8 +5,8 @@ schema, Delta's state rebuilt, the file listing, the write, the commit's own): a
 per table on 2 cores for a handful of rows, which a follower of many quiet tables pays every
 round. delta-rs commits the same MERGE or append in tens of milliseconds, in this process.
 
-The commit is the one Spark would make: the same net change (:mod:`wlcore.collapse_arrow`, the
-rules of :mod:`wlcore.collapse`), one MERGE (or one append when only inserts remain) with the
+The commit is the one Spark would make: the same net change (the Arrow functions of
+:mod:`wlcore.collapse`, by Spark's rules), one MERGE (or one append when only inserts remain) with the
 replay tag in ``commitInfo.userMetadata`` and Delta's idempotent ``txn`` action (``appId``
 ``wlc:<master dbid>``, ``version`` the segment's last transaction), and the change-data files a
 MERGE writes where the table's change feed is on. A key whose first change in the segment was a
@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from wlcore import collapse_arrow
+from wlcore import collapse
 from wlcore.collapse import FIRST, OP
-from wlcore.tablemeta import TableMeta, delta_rs_refusal
+from wlcore.deltalog import TableMeta, delta_rs_refusal
 
 from .errors import ApplyError
 from .tables import OpenTables, open_table
@@ -166,13 +166,13 @@ class DeltaRs:
             if insert_only:
                 data, how, count = rows.select(target.names).cast(target), "append", rows.num_rows
             elif keys:
-                net = collapse_arrow.net_by_key(rows, keys)
+                net = collapse.net_by_key_arrow(rows, keys)
                 data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
             else:
                 now = _with_columns(dt.to_pyarrow_table(), target)
-                data, short, count = collapse_arrow.after_images(now, rows)
+                data, short, count = collapse.after_images(now, rows)
                 how = "rewrite"
-        except (collapse_arrow.Unsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             log.debug("%s: Spark lands it (%s)", path, exc)
             return None
         if how == "merge":
@@ -280,11 +280,11 @@ def _rows(files: Sequence[str], target: pa.Schema, added: list[dict]) -> pa.Tabl
     segment); columns ``added`` after the segment's last change row are NULL in every row.
 
     Raises:
-        collapse_arrow.Unsupported: the rows cannot be read here, or their columns are not the table's.
+        collapse.ArrowUnsupported: the rows cannot be read here, or their columns are not the table's.
     """
-    rows = _with_columns(collapse_arrow.read_rows(files, missing=bool(added)), target, [f["name"] for f in added])
-    if set(collapse_arrow.data_columns(rows)) != set(target.names):
-        raise collapse_arrow.Unsupported("the change rows' columns are not the table's")
+    rows = _with_columns(collapse.read_rows_arrow(files, missing=bool(added)), target, [f["name"] for f in added])
+    if set(collapse.data_columns_arrow(rows)) != set(target.names):
+        raise collapse.ArrowUnsupported("the change rows' columns are not the table's")
     return rows
 
 

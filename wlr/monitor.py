@@ -27,8 +27,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from wlcore import batch as batchfmt, snapshots as snap
-from wlcore.deltalog import list_versions, read_commit
-from wlcore.discovery import discover_tables
+from wlcore.deltalog import discover_tables, list_versions, read_commit
 from wlcore.errors import BatchError, WlcError
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, EXIT_UNREACHABLE, aligned, liveness_line
 from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of

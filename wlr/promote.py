@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from wlcore import batch as batchfmt, epochs, snapshots as snap
-from wlcore.capture_state import CaptureState, Cursor
+from wlcore.batch import CaptureState, Cursor
 from wlcore.databases import Dbfarm
-from wlcore.discovery import discover_tables
+from wlcore.deltalog import discover_tables
 from wlcore.errors import BatchError, WlcError
 from wlcore.master_state import LOG_FILE as MASTER_LOG, MasterState, read_master_state, write_master_state
 from wlcore.promotion import (

@@ -24,8 +24,7 @@ from typing import Callable
 
 from wlcore import batch as batchfmt
 from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
-from wlcore.pruning import PruneReport
-from wlcore.retention import keep_of
+from wlcore.retention import PruneReport, keep_of
 from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 

@@ -34,8 +34,7 @@ import logging
 from dataclasses import dataclass
 
 from wlcore.databases import did_you_mean, nearest
-from wlcore.deltalog import TableMeta, is_delta_table, list_versions, metadata_at, read_commit
-from wlcore.discovery import RESERVED
+from wlcore.deltalog import RESERVED, TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
 from wlcore.names import qualified, quote_ident, split_name
 from wlcore.replica_state import ReplicaState
@@ -230,9 +229,9 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     meta = metadata_at(replica.storage, src_path, version)
     uri = replica.storage.uri(src_path)
     if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
-        from wlcore import kernel
+        from wlcore.deltalog import kernel_metadata_at
 
-        meta = kernel.metadata_at(replica.base_spark, uri, version)
+        meta = kernel_metadata_at(replica.base_spark, uri, version)
     notes = []
     keep = Selection.from_state(state).predicate(source)
     if keep is not None:
@@ -315,7 +314,7 @@ def _write(spark, plan: _Plan, replica: str) -> tuple[int, list[str]]:
     columns; returns the rows written and the steps made (a Delta commit each). Raises
     RestoreError naming the step, the cause and what was undone (a table this call created
     is removed again)."""
-    from wlcore.discovery import delta_ref
+    from wlcore.deltalog import delta_ref
 
     ref = delta_ref(plan.storage.uri(plan.path))
     stmts = create_sql(ref, plan.meta)

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from wlcore import epochs, snapshots as snap
-from wlcore.discovery import delta_ref
+from wlcore.deltalog import delta_ref
 from wlcore.errors import ConfigError
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
 from wlcore.names import split_name

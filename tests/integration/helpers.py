@@ -52,9 +52,9 @@ def table_definition(path: str, spark=None) -> dict:
     version = list_versions(store, path)[-1]
     meta = metadata_at(store, path, version)
     if meta is None and spark is not None:
-        from wlcore import kernel
+        from wlcore.deltalog import kernel_metadata_at
 
-        meta = kernel.metadata_at(spark, path, version)
+        meta = kernel_metadata_at(spark, path, version)
     return meta.shape()
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from wlcore import batch as B
-from wlcore.capture_state import CaptureState
+from wlcore.batch import CaptureState
 from wlcore.errors import BatchError
 from wlcore.storage import Storage
 

@@ -1,11 +1,11 @@
-"""The Arrow collapse (:mod:`wlcore.collapse_arrow`): MusicBrainz's packet chains on change rows
+"""The Arrow collapse (:mod:`wlcore.collapse`): MusicBrainz's packet chains on change rows
 held in memory, as Spark's collapse applies them, and the cases it leaves to Spark."""
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from wlcore import collapse_arrow
+from wlcore import collapse
 from wlcore.collapse import FIRST, OP, POS
 
 
@@ -26,11 +26,11 @@ def change_rows(tmp_path, rows: list[tuple[int, int | None, str, str]]):
         )
         pq.write_table(table, folder / "part-0.parquet")
         files.append(str(folder / "part-0.parquet"))
-    return collapse_arrow.read_rows(files)
+    return collapse.read_rows_arrow(files)
 
 
 def net(rows) -> dict:
-    out = collapse_arrow.net_by_key(rows, ["id"])
+    out = collapse.net_by_key_arrow(rows, ["id"])
     return {r["id"]: (r["v"], r[OP], r[FIRST]) for r in out.to_pylist()}
 
 
@@ -67,12 +67,12 @@ def test_the_order_is_the_master_version_then_before_and_after(tmp_path):
 
 
 def test_what_spark_collapses_instead(tmp_path):
-    with pytest.raises(collapse_arrow.Unsupported, match="NULL"):
+    with pytest.raises(collapse.ArrowUnsupported, match="NULL"):
         net(change_rows(tmp_path / "a", [(1, None, "a", "insert"), (2, None, "a", "delete")]))
-    with pytest.raises(collapse_arrow.Unsupported, match="twice"):  # the master held key 1 twice
+    with pytest.raises(collapse.ArrowUnsupported, match="twice"):  # the master held key 1 twice
         net(change_rows(tmp_path / "b", [(1, 1, "a", "delete"), (1, 1, "b", "delete")]))
-    with pytest.raises(collapse_arrow.Unsupported, match="wlc_version"):
-        collapse_arrow.read_rows([str(tmp_path / "elsewhere.parquet")])
+    with pytest.raises(collapse.ArrowUnsupported, match="wlc_version"):
+        collapse.read_rows_arrow([str(tmp_path / "elsewhere.parquet")])
 
 
 def test_an_unkeyed_table_after_a_segment_keeps_the_copies_it_should(tmp_path):
@@ -87,7 +87,7 @@ def test_an_unkeyed_table_after_a_segment_keeps_the_copies_it_should(tmp_path):
             POS: pa.array([0, 0, 0, 1, 1, 0], pa.int8()),
         }
     )
-    after, short, changed = collapse_arrow.after_images(table, rows)
+    after, short, changed = collapse.after_images(table, rows)
     got = sorted((r["a"], repr(r["x"])) for r in after.to_pylist())
     assert got == [(1, "0.5"), (5, "-0.0"), (5, "0.0"), (6, "0.0"), (7, "1.0")]
     assert short.to_pylist() == [{"a": 9, "x": 1.0}]

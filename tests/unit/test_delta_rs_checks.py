@@ -1,6 +1,6 @@
 """Which tables delta-rs handles as Spark does: the checks capture's change-feed copy
 (:func:`wlc.capture.deltars_refusal`) and replay's delta-rs commits (:func:`wlr.deltars.why_not`)
-share (:func:`wlcore.tablemeta.delta_rs_refusal`), and each side's own."""
+share (:func:`wlcore.deltalog.delta_rs_refusal`), and each side's own."""
 
 import json
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from wlc.capture import deltars_refusal as read_refusal
-from wlcore.tablemeta import TableMeta
+from wlcore.deltalog import TableMeta
 from wlr.deltars import why_not as write_refusal
 
 

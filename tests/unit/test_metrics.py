@@ -16,7 +16,7 @@ from wlcore import metrics
 from wlcore.master_state import MasterState, write_master_state
 from wlcore.metrics import Family, Live, LogUsage, MetricsError, port_of
 from wlcore.settings import settings
-from wlcore.ship.metrics import ShipMetrics
+from wlcore.ship import ShipMetrics
 from wlcore.storage import Storage
 
 from ..scrape import scrape, value
@@ -128,7 +128,7 @@ def _exported() -> set[str]:
     from prometheus_client import REGISTRY
 
     import wlc.metrics as capture_metrics
-    import wlcore.ship.metrics as ship_metrics
+    import wlcore.ship as ship_metrics
     import wlr.metrics as replica_metrics
 
     names: set[str] = set()

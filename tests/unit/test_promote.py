@@ -7,7 +7,7 @@ import pytest
 
 import wlr
 from wlcore import batch as B, epochs
-from wlcore.capture_state import CaptureState, Cursor
+from wlcore.batch import CaptureState, Cursor
 from wlcore.errors import MasterStateError
 from wlcore.master_state import read_master_state
 from wlcore.promotion import (
@@ -274,7 +274,7 @@ def test_a_promoted_master_seen_only_in_a_shipped_copy_is_named_by_status_and_ca
     # to the same copy: m's own dbfarm has no newer master, the copy says there is one
     from wlc.cli import main as wlc_main
     from wlcore.master_state import write_master_state
-    from wlcore.ship.copies import add_copy
+    from wlcore.ship import add_copy
 
     farm, other = tmp_path / "farm", tmp_path / "dr"
     farm.mkdir()

@@ -86,10 +86,10 @@ def test_config_option_is_chosen_in_the_loader_not_the_environment(tmp_path, mon
 
 
 def test_verbose_is_not_written_to_the_environment(monkeypatch):
-    from wlcore import session, terminal
+    from wlcore import commands, session
 
     monkeypatch.delenv(session.VERBOSE_ENV, raising=False)
     monkeypatch.setattr(session, "_shown", session.threading.Event())
-    monkeypatch.setattr(terminal.logging, "basicConfig", lambda **kw: None)  # the test run's logging stays
-    terminal.setup(argparse.Namespace(verbose=True))
+    monkeypatch.setattr(commands.logging, "basicConfig", lambda **kw: None)  # the test run's logging stays
+    commands.setup_terminal(argparse.Namespace(verbose=True))
     assert session.verbose() and session.VERBOSE_ENV not in os.environ

@@ -2,7 +2,7 @@
 
 import json
 
-from wlcore import alter
+from wlcore import tabledef
 from wlcore.deltalog import TableMeta
 from wlcore.tabledef import create_sql, definition
 
@@ -92,15 +92,18 @@ def test_clustering_is_named_by_logical_names():
 def test_rename_and_drop_under_column_mapping_are_alters():
     old = table(cm("k", 1), cm("a", 2, "string"), cm("b", 3, "string"), conf={"delta.columnMapping.mode": "name"})
     new = table(cm("k", 1), cm("a x.y", 2, "string"), conf={"delta.columnMapping.mode": "name"})
-    ops = alter.diff(old, new)
+    ops = tabledef.diff(old, new)
     assert ops == [{"op": "drop", "path": ["b"]}, {"op": "rename", "path": ["a"], "to": "a x.y"}]
-    assert alter.statements("T", ops) == ["ALTER TABLE T DROP COLUMN `b`", "ALTER TABLE T RENAME COLUMN `a` TO `a x.y`"]
+    assert tabledef.statements("T", ops) == [
+        "ALTER TABLE T DROP COLUMN `b`",
+        "ALTER TABLE T RENAME COLUMN `a` TO `a x.y`",
+    ]
     # a dropped name added again is a new column (another id): drop, then add
     again = table(cm("k", 1), cm("a", 2, "string"), cm("b", 4, "string"), conf={"delta.columnMapping.mode": "name"})
-    kinds = [op["op"] for op in alter.diff(old, again)]
+    kinds = [op["op"] for op in tabledef.diff(old, again)]
     assert kinds == ["drop", "add"]
     # by name (a replica against its master): the same names are the same columns
-    assert alter.diff(old, again, by_name=True) == []
+    assert tabledef.diff(old, again, by_name=True) == []
 
 
 def test_widening_nullability_comments_defaults_positions():
@@ -113,38 +116,42 @@ def test_widening_nullability_comments_defaults_positions():
         field("s", "string", CURRENT_DEFAULT="'-'"),
         conf=widening,
     )
-    ops = alter.diff(old, new)
+    ops = tabledef.diff(old, new)
     assert {"op": "type", "path": ["k"], "type": "long"} in ops
     assert {"op": "type", "path": ["v"], "type": "decimal(12,0)"} in ops
     assert {"op": "nullable", "path": ["s"]} in ops and {"op": "comment", "path": ["k"], "text": "key"} in ops
     assert {"op": "default", "path": ["s"], "expr": "'-'"} in ops
     assert ops[-1]["op"] == "add" and ops[-1]["first"]
-    assert alter.features_needed(ops) == {"delta.feature.allowColumnDefaults": "supported"}
-    sql = alter.statements("T", ops)
+    assert tabledef.features_needed(ops) == {"delta.feature.allowColumnDefaults": "supported"}
+    sql = tabledef.statements("T", ops)
     assert "ALTER TABLE T ADD COLUMNS (`z` STRING FIRST)" in sql
     assert "ALTER TABLE T ALTER COLUMN `k` TYPE BIGINT" in sql
 
 
 def test_changes_without_an_alter_form():
-    assert alter.diff(table(field("k")), table(field("k", "string"))) is None  # not a widening
+    assert tabledef.diff(table(field("k")), table(field("k", "string"))) is None  # not a widening
     # a widening where type widening is off: an overwriteSchema write or a REPLACE TABLE made it
-    assert alter.diff(table(field("k")), table(field("k", "long"))) is None
+    assert tabledef.diff(table(field("k")), table(field("k", "long"))) is None
     nested = field("s", {"type": "struct", "fields": [field("a")]})
     wider = field("s", {"type": "struct", "fields": [field("a", "long")]})
-    assert alter.diff(table(nested), table(wider)) is None
-    assert alter.diff(table(field("k")), table(field("k"), parts=("k",))) is None  # partitioning
-    assert alter.diff(table(field("k"), field("v")), table(field("k"))) is None  # a drop without column mapping
+    assert tabledef.diff(table(nested), table(wider)) is None
+    assert tabledef.diff(table(field("k")), table(field("k"), parts=("k",))) is None  # partitioning
+    assert tabledef.diff(table(field("k"), field("v")), table(field("k"))) is None  # a drop without column mapping
     assert (
-        alter.diff(
+        tabledef.diff(
             table(field("y", **{"delta.generationExpression": "1"})),
             table(field("y", **{"delta.generationExpression": "2"})),
         )
         is None
     )
-    assert alter.widens("integer", "long") and alter.widens("float", "double") and alter.widens("date", "timestamp_ntz")
-    assert alter.widens("integer", "decimal(10,0)") and not alter.widens("integer", "decimal(9,0)")
-    assert alter.widens("decimal(5,2)", "decimal(7,3)") and not alter.widens("decimal(5,2)", "decimal(5,3)")
-    assert not alter.widens("long", "integer") and not alter.widens("double", "float")
+    assert (
+        tabledef.widens("integer", "long")
+        and tabledef.widens("float", "double")
+        and tabledef.widens("date", "timestamp_ntz")
+    )
+    assert tabledef.widens("integer", "decimal(10,0)") and not tabledef.widens("integer", "decimal(9,0)")
+    assert tabledef.widens("decimal(5,2)", "decimal(7,3)") and not tabledef.widens("decimal(5,2)", "decimal(5,3)")
+    assert not tabledef.widens("long", "integer") and not tabledef.widens("double", "float")
 
 
 def test_nested_fields_and_table_properties():
@@ -157,7 +164,7 @@ def test_nested_fields_and_table_properties():
         clustering=(),
         description="now",
     )
-    ops = alter.diff(old, new)
+    ops = tabledef.diff(old, new)
     assert [op["op"] for op in ops] == [
         "set_properties",
         "drop_constraint",
@@ -167,7 +174,7 @@ def test_nested_fields_and_table_properties():
         "add_constraint",
         "unset_properties",
     ]
-    sql = alter.statements("T", ops)
+    sql = tabledef.statements("T", ops)
     assert "ALTER TABLE T ADD COLUMNS (`st`.`b` STRING AFTER `a`)" in sql
     assert "ALTER TABLE T CLUSTER BY NONE" in sql
 
@@ -176,17 +183,17 @@ def test_done_tells_which_operations_a_resumed_replay_skips():
     mapped = {"delta.columnMapping.mode": "name", "delta.enableTypeWidening": "true"}
     before = table(field("k"), field("a", "string"), conf=mapped)
     after = table(field("k", "long"), field("b", "string"), conf={"p": "1", **mapped})
-    ops = alter.diff(before, after, by_name=True)
-    assert not any(alter.done(op, before) for op in ops)
-    assert all(alter.done(op, after) for op in ops)
-    renamed = alter.diff(table(cm("k", 1), cm("a", 2), conf=mapped), table(cm("k", 1), cm("b", 2), conf=mapped))
-    assert alter.done(renamed[0], table(field("k"), field("b"))) and not alter.done(
+    ops = tabledef.diff(before, after, by_name=True)
+    assert not any(tabledef.done(op, before) for op in ops)
+    assert all(tabledef.done(op, after) for op in ops)
+    renamed = tabledef.diff(table(cm("k", 1), cm("a", 2), conf=mapped), table(cm("k", 1), cm("b", 2), conf=mapped))
+    assert tabledef.done(renamed[0], table(field("k"), field("b"))) and not tabledef.done(
         renamed[0], table(field("k"), field("a"))
     )
 
 
 def test_protocol_features_with_what_legacy_versions_imply():
-    from wlcore.tablemeta import protocol_features
+    from wlcore.deltalog import protocol_features
 
     assert protocol_features({"minReaderVersion": 1, "minWriterVersion": 2}) == ("appendOnly", "invariants")
     legacy = protocol_features({"minReaderVersion": 2, "minWriterVersion": 5})
@@ -217,14 +224,14 @@ def test_features_are_switched_on_before_what_needs_them_and_dropped_last():
     after = table(field("k"), field("d", "timestamp_ntz"), conf={"delta.enableTypeWidening": "true"}).with_features(
         ("timestampNtz", "typeWidening")
     )
-    ops = alter.diff(before, after)
+    ops = tabledef.diff(before, after)
     assert ops[0] == {
         "op": "set_properties",
         "properties": {"delta.feature.timestampNtz": "supported", "delta.feature.typeWidening": "supported"},
     }
     assert ops[-1] == {"op": "drop_feature", "name": "deletionVectors"}
-    assert "ALTER TABLE T DROP FEATURE `deletionVectors`" in alter.statements("T", ops)
-    assert not alter.done(ops[0], before) and alter.done(ops[0], after)
-    assert not alter.done(ops[-1], before) and alter.done(ops[-1], after)
+    assert "ALTER TABLE T DROP FEATURE `deletionVectors`" in tabledef.statements("T", ops)
+    assert not tabledef.done(ops[0], before) and tabledef.done(ops[0], after)
+    assert not tabledef.done(ops[-1], before) and tabledef.done(ops[-1], after)
     # features not known on one side: nothing dropped
-    assert alter.diff(before, table(field("k"), field("d", "date"))) == []
+    assert tabledef.diff(before, table(field("k"), field("d", "date"))) == []

@@ -53,8 +53,8 @@ def _run(code: str, cache: Path | None = None) -> subprocess.CompletedProcess:
 
 LINES = """
     import argparse, logging, warnings
-    from wlcore.terminal import setup
-    setup(argparse.Namespace(verbose={verbose}))
+    from wlcore.commands import setup_terminal
+    setup_terminal(argparse.Namespace(verbose={verbose}))
     warnings.warn("database 'm' is already in master mode;\\n nothing changed", stacklevel=1)
     logging.getLogger("py4j.clientserver").info("Closing down clientserver connection")
     logging.getLogger("wlc.master").info("m: capture session 1a2b begins at transaction 0")

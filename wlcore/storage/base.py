@@ -122,7 +122,7 @@ class Storage(ABC):
             ValueError: fsspec knows no filesystem for the URL's protocol.
             ImportError: the protocol's fsspec implementation is not installed.
         """
-        # the package's factory (wlcore.storage.factory): the interface does not import its implementations
+        # the package (wlcore.storage) picks the implementation: the interface imports none of them
         from . import storage_of
 
         return storage_of(path)
