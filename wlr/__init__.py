@@ -31,7 +31,7 @@ from .errors import (
 )
 from .monitor import lag_history
 from .options import ReplicateCall
-from .plan import parse_until
+from .planner import parse_until
 from .promote import Promotion, promote as promote_replica
 from .relay import prune
 from .replica import Replica

@@ -1,6 +1,6 @@
 """Applying master transactions to a replica's Delta tables (net change -> Delta).
 
-A DML segment (a run of change-feed transactions of one table, see :func:`wlr.plan.segments`)
+A DML segment (a run of change-feed transactions of one table, see :func:`wlr.planner.segments`)
 lands as exactly one Delta commit: its change rows are collapsed (:mod:`wlr.collapse`) and
 applied by one MERGE, or one append when only inserts remain. The commit is tagged in
 ``commitInfo.userMetadata`` with ``wlr:<master dbid>:<first>-<last>`` (``...:<txn>`` for

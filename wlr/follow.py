@@ -26,7 +26,7 @@ from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
-from .plan import Target, check_not_passed
+from .planner import Target, check_not_passed
 from .replay import RoundResult
 from .source import Source
 from .target import Published, ahead, check_capture, meaning

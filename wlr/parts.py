@@ -29,7 +29,7 @@ from .follow import Follower
 from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .options import ReplayOptions
-from .plan import Target
+from .planner import Target
 from .relay import Relay
 from .replay import Replay, RoundResult
 from .setup import ReplicaSetup

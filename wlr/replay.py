@@ -1,7 +1,7 @@
 """Replay (:class:`Replay`): rounds that read the published batches up to the target, plan, apply, record.
 
 A round reads the source's batches from the replica's next batch on (compacted batches
-first where they fit, :mod:`wlr.route`), plans what may be applied now (:func:`wlr.plan.plan`),
+first where they fit, :mod:`wlr.planner`), plans what may be applied now (:func:`wlr.planner.plan`),
 applies it by segments (:class:`wlr.round.Round`) and returns a :class:`RoundResult`; the
 replica's state (``tick``, ``clock``, ``batches``, the view) is saved as it moves.
 """
@@ -22,9 +22,18 @@ from wlcore.utc import utc_iso
 from . import failure, monitor
 from .book import StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout
-from .logs import LogError, published_batches, reaches, read_batches
 from .options import ReplayOptions
-from .plan import Target, TxnRef, consistent_tick, is_barrier, plan
+from .planner import (
+    LogError,
+    Target,
+    TxnRef,
+    consistent_tick,
+    is_barrier,
+    plan,
+    published_batches,
+    reaches,
+    read_batches,
+)
 from .relay import Relay
 from .round import Failure, Item, Round
 from .select import Selection
@@ -224,7 +233,7 @@ class Replay:
         return read
 
     def _plan(self, read: _Read, target: Target, mcfg: MasterState):
-        """Plan the round (:func:`wlr.plan.plan`): the compacted units' transactions first."""
+        """Plan the round (:func:`wlr.planner.plan`): the compacted units' transactions first."""
         batches, units, tick = read.batches, read.units, read.tick
         reached_read = bool(batches and reaches(batches[-1].manifest, target))
         # the last batch read; every batch there is, when reading did not stop at the target

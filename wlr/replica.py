@@ -22,7 +22,7 @@ from .book import StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .options import ReplayOptions, ReplicateCall
 from .parts import ReplicaParts
-from .route import Route
+from .planner import Route
 from .select import Selection
 from .source import MasterLike, Source, held_by, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
@@ -264,7 +264,7 @@ class Replica:
         empty: bool = False,
         metrics_port: int | str | None = None,
     ) -> "Replica":
-        """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
+        """Apply published batches up to ``until`` (see :mod:`wlr.planner` for the semantics).
 
         Args:
             until: None (all published), int txn id (inclusive; -1: before the first), or a

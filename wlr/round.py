@@ -1,7 +1,7 @@
 """A replay round: the planned transactions applied as segments, tables in parallel.
 
 The round takes a plan's transactions (ascending, ending at the target), groups them into
-per-table segments (:func:`wlr.plan.segments`) and runs each table's segments in order on
+per-table segments (:func:`wlr.planner.segments`) and runs each table's segments in order on
 a bounded thread pool (``replica.parallelism``), each worker with its own Spark session
 and each table's jobs in its own FAIR scheduler pool ``wlr:<table>``, so a small table's
 jobs share the cores with a large one's instead of queueing behind them (MonetDB's
@@ -28,7 +28,7 @@ from wlcore.faults import crash_point
 from wlcore.replica_state import ReplicaState
 
 from .errors import ApplyError
-from .plan import Segment, TxnRef, segments, span_text
+from .planner import Segment, TxnRef, segments, span_text
 
 if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
     from .apply import Applier, Landed
@@ -100,7 +100,7 @@ class Round:
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
     ) -> Failure | None:
-        """Apply ``todo``: its segments (:func:`wlr.plan.segments`), each table's in order, tables in parallel.
+        """Apply ``todo``: its segments (:func:`wlr.planner.segments`), each table's in order, tables in parallel.
 
         Args:
             todo (list[TxnRef]): the transactions to apply, ascending.

@@ -19,14 +19,12 @@ from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
-from . import history, select
+from . import select
 from .book import LOG_FILE, StateBook
 from .errors import ReplicaStateError, ReplicationError
 from .lock import LOCK_FILE, ReplicaLock
-from .logs import Batch, LogError
 from .options import ReplayOptions
-from .plan import Target, check_not_passed
-from .route import Route
+from .planner import Batch, LogError, Route, Target, check_history, check_not_passed, note_history
 from .select import Selection
 from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
@@ -207,7 +205,7 @@ class ReplicaSetup:
             mcfg (MasterState): the source's ``wlc.config`` (its ``dbid``).
 
         Returns:
-            Route: the replica's route (:class:`wlr.route.Route`).
+            Route: the replica's route (:class:`wlr.planner.Route`).
         """
         if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.dbid, self.source.root):
             self._route = Route(
@@ -238,7 +236,7 @@ class ReplicaSetup:
             mcfg (MasterState): the source's ``wlc.config`` (its ``epochs`` up to its ``tick``).
 
         Raises:
-            DivergedError: the histories disagree on a transaction both have (:mod:`wlr.history`).
+            DivergedError: the histories disagree on a transaction both have (:mod:`wlr.planner`).
             ReplicaStateError: either history is damaged.
         """
         # a promoted master's new epoch holds every transaction after the promotion, written or not
@@ -253,7 +251,7 @@ class ReplicaSetup:
             batches (Sequence[Batch]): the batches read, each with its manifest's ``epochs``.
 
         Raises:
-            DivergedError: a batch's history disagrees (:mod:`wlr.history`).
+            DivergedError: a batch's history disagrees (:mod:`wlr.planner`).
             ReplicaStateError: a history is damaged.
         """
         for b in batches:
@@ -263,22 +261,22 @@ class ReplicaSetup:
     def _check_epochs(
         self, state: ReplicaState, their_text: str, their_tick: int, where: str, promoted: int | None = None
     ) -> None:
-        history.check(
+        check_history(
             state, their_text, their_tick, where, label=self.source.label, master=self.master, path=self.path,
             promoted=promoted,
         )  # fmt: skip
 
     def note_history(self, batches: Sequence[Batch]) -> None:
-        """Keep the epoch history of the batch holding the replica's tick (:func:`wlr.history.note`).
+        """Keep the epoch history of the batch holding the replica's tick (:func:`wlr.planner.note`).
 
         Args:
             batches (Sequence[Batch]): the batches of the round, ascending.
         """
-        history.note(self.state, batches)
+        note_history(self.state, batches)
 
     def ensure(self, mcfg: MasterState, target: Target) -> None:
         """Make the replica on first use from the newest snapshot at or before ``target``
-        (:mod:`wlr.route`): wlr.config first (state ``restoring``), then the snapshot's
+        (:mod:`wlr.planner`): wlr.config first (state ``restoring``), then the snapshot's
         tables, then state ``new`` at the snapshot's transaction. A crash in between
         restarts the copy. A replica that exists is never reset by a newer snapshot.
 

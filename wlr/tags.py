@@ -9,7 +9,7 @@ table's progress is read back from its own Delta log (:class:`wlr.apply.Applier`
 
 from __future__ import annotations
 
-from .plan import span_text
+from .planner import span_text
 
 TAG_PREFIX = "wlr:"
 FINAL_PROPERTY = "wlr.txn"

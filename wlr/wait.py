@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .plan import Target
+from .planner import Target
 from .target import Published, meaning
 
 

@@ -8,7 +8,7 @@ import pytest
 from wlcore.master_state import MasterState
 from wlcore.settings import format_kv
 from wlr.errors import ReplicationTimeout, TargetError
-from wlr.plan import Target, parse_until
+from wlr.planner import Target, parse_until
 from wlr.target import Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only, meaning
 from wlr.wait import TargetWait
 
