@@ -26,7 +26,7 @@ LOGS_WORK = {  # the goal's share: listing the log folder, manifests, checksums,
 SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds the others)
     "segments (all their work)": [("wlr.round", "Round._segment_jobs")],
     "  replica log checks before a segment": [("wlr.round", "Round._progress")],
-    "  replica table metadata": [("wlr.tables", "ReplicaTables.current_meta")],
+    "  replica table metadata": [("wlr.apply", "ReplicaTables.current_meta")],
     "  change rows read (plan + schema)": [("wlcore.collapse", "read_rows")],
     "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
     "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
