@@ -22,9 +22,8 @@ from wlcore.utc import utc_iso
 from wlcore.watch import FolderWatch
 
 from . import failure
-from .book import StateBook
+from .book import ReplicaLock, StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
-from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .planner import Target, check_not_passed
 from .replay import RoundResult
@@ -40,7 +39,7 @@ class Follower:
 
     Args:
         book: the replica's state and log.
-        lock: the replica's ``wlr.lock`` (released when following ends).
+        lock: the replica's ``wlr.book`` (released when following ends).
         mutex: held while a round runs (a re-entrant lock shared with the replica's calls).
         stop: set by :meth:`stop`; rounds end after the segments being applied.
         step: runs rounds toward a target (``step(target, progress)``).

@@ -1,7 +1,7 @@
 """The parts a :class:`wlr.Replica` owns, each built with what it uses.
 
 * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
-  (:mod:`wlr.lock`), shared by every part;
+  (:mod:`wlr.book`), shared by every part;
 * the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
 * the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
   names (:mod:`wlr.catalog`), moved after every round;
@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 from wlcore.session import active_session
 from wlcore.settings import settings
 
-from .book import StateBook
+from .book import ReplicaLock, StateBook
 from .catalog import ReplicaCatalog
 from .follow import Follower
-from .lock import ReplicaLock
 from .metrics import ReplicaMetrics
 from .options import ReplayOptions
 from .planner import Target

@@ -20,9 +20,8 @@ from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
 
 from . import select
-from .book import LOG_FILE, StateBook
+from .book import LOCK_FILE, LOG_FILE, ReplicaLock, StateBook
 from .errors import ReplicaStateError, ReplicationError
-from .lock import LOCK_FILE, ReplicaLock
 from .options import ReplayOptions
 from .planner import Batch, LogError, Route, Target, check_history, check_not_passed, note_history
 from .select import Selection
@@ -39,7 +38,7 @@ class ReplicaSetup:
 
     Args:
         book (StateBook): the replica's state and log.
-        lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
+        lock (ReplicaLock): the replica's ``wlr.book`` (probed by :meth:`validate`).
         source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.options.ReplayOptions`).
