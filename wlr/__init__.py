@@ -30,10 +30,10 @@ from .errors import (
     TargetWarning,
 )
 from .monitor import lag_history
-from .options import ReplicateCall
 from .planner import parse_until
 from .promote import Promotion, promote as promote_replica
 from .relay import prune
+from .replay import ReplicateCall
 from .replica import Replica
 from .txlog import transactions
 

@@ -164,7 +164,7 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
         rep (Replica): the replica (its names, source and beat).
         st (ReplicaState): its state as last read (a new replica's: empty).
         check_history (Callable): raises DivergedError when the source's epoch history is not
-            the replica's (:meth:`wlr.setup.ReplicaSetup.check_history`).
+            the replica's (:meth:`wlr.replay.ReplicaSetup.check_history`).
 
     Returns:
         dict: ``replica``, ``master``, ``source``, ``state`` (``new``, ``idle``, ``following``,

@@ -2,7 +2,7 @@
 
 * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
   (:mod:`wlr.book`), shared by every part;
-* the set-up (:mod:`wlr.setup`): checks before anything is written, a new replica's start;
+* the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
 * the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
   names (:mod:`wlr.catalog`), moved after every round;
 * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
@@ -27,11 +27,9 @@ from .book import ReplicaLock, StateBook
 from .catalog import ReplicaCatalog
 from .follow import Follower
 from .metrics import ReplicaMetrics
-from .options import ReplayOptions
 from .planner import Target
 from .relay import Relay
-from .replay import Replay, RoundResult
-from .setup import ReplicaSetup
+from .replay import Replay, ReplayOptions, ReplicaSetup, RoundResult
 from .source import Names, Source
 from .view import ConsistentView
 

@@ -20,9 +20,9 @@ from wlcore.storage import Storage
 from . import failure, monitor
 from .book import StateBook
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
-from .options import ReplayOptions, ReplicateCall
 from .parts import ReplicaParts
 from .planner import Route
+from .replay import ReplayOptions, ReplicateCall
 from .select import Selection
 from .source import MasterLike, Source, held_by, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
@@ -152,7 +152,7 @@ class Replica:
         retries, exit code; the keys are listed at :func:`wlr.monitor.replica_status`."""
         return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
-    # ------------------------------------------------------------------ set-up (wlr.setup)
+    # ------------------------------------------------------------------ set-up (wlr.replay)
     def ask_selection(self, tables=None, where=None) -> None:
         """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
         for a new replica ``replica.tables``/``replica.where`` in config)."""
@@ -160,11 +160,11 @@ class Replica:
 
     def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the
-        master's wlc.config. See :meth:`wlr.setup.ReplicaSetup.validate` for the checks and errors.
+        master's wlc.config. See :meth:`wlr.replay.ReplicaSetup.validate` for the checks and errors.
 
         Raises:
             TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
-                as :meth:`wlr.setup.ReplicaSetup.validate` says.
+                as :meth:`wlr.replay.ReplicaSetup.validate` says.
         """
         return self.check(ReplicateCall.of(until, timeout=timeout, empty=empty))
 
