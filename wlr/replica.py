@@ -270,7 +270,7 @@ class Replica:
             until: None (all published), int txn id (inclusive; -1: before the first), or a
                 UTC instant (datetime or ISO-8601 string, inclusive, a consistent cut across
                 tables; a date alone is that day's start, said by a :class:`wlr.TargetWarning`).
-                A target not published yet is said at once and its wait shown (:mod:`wlr.wait`).
+                A target not published yet is said at once and its wait shown (:mod:`wlr.follow`).
             follow: with ``until=None``, keep following in a background thread until
                 :meth:`stop` (default: ``replica.follow`` in config, true).
             timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
