@@ -24,7 +24,7 @@ from wlcore.watch import FolderWatch
 from . import failure
 from .book import ReplicaLock, StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
-from .metrics import ReplicaMetrics
+from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
 from .replay import RoundResult
 from .source import Source

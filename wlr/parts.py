@@ -7,7 +7,7 @@
   names (:mod:`wlr.catalog`), moved after every round;
 * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
   (:mod:`wlr.follow`), which retries a failure by itself;
-* the metrics (:mod:`wlr.metrics`), served for Prometheus when asked;
+* the metrics (:mod:`wlr.monitor`), served for Prometheus when asked;
 * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
 
 The source (where batches are read) may change between calls (``replicate(source=...)``):
@@ -26,7 +26,7 @@ from wlcore.settings import settings
 from .book import ReplicaLock, StateBook
 from .catalog import ReplicaCatalog
 from .follow import Follower
-from .metrics import ReplicaMetrics
+from .monitor import ReplicaMetrics
 from .planner import Target
 from .relay import Relay
 from .replay import Replay, ReplayOptions, ReplicaSetup, RoundResult

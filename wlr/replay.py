@@ -66,7 +66,7 @@ from .view import ConsistentView
 
 if TYPE_CHECKING:
     from .apply import Applier, Landed
-    from .metrics import ReplicaMetrics
+    from .monitor import ReplicaMetrics
 
 
 # How a replica replays, as the last ``replicate()`` call asked (shared by its set-up and rounds).

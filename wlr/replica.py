@@ -294,7 +294,7 @@ class Replica:
                 are inserted, rows moved out deleted), as a PostgreSQL row filter.
             empty: a new replica whose target is before the master's first transaction (it
                 would hold none of its transactions) is made anyway; refused otherwise.
-            metrics_port: serve Prometheus metrics (:mod:`wlr.metrics`) at ``http://127.0.0.1:<port>/metrics``
+            metrics_port: serve Prometheus metrics (:mod:`wlr.monitor`) at ``http://127.0.0.1:<port>/metrics``
                 (0: any free port, kept in ``metrics_port``; default the ``metrics.port`` setting, off).
 
         Returns:
