@@ -559,7 +559,7 @@ LIVE = Live(
 
 
 class ReplicaMetrics:
-    """The metrics of one replica, owned by its parts (:class:`wlr.parts.ReplicaParts`).
+    """The metrics of one replica, owned by its parts (:class:`wlr.replica.ReplicaParts`).
 
     Args:
         database: the master's name; replica: the replica's name.
