@@ -39,6 +39,7 @@ from wlcore.utc import utc_iso
 
 from . import failure, monitor, select
 from .book import LOCK_FILE, LOG_FILE, ReplicaLock, StateBook
+from .catalog import ConsistentView
 from .errors import ApplyError, DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout
 from .planner import (
     Batch,
@@ -62,7 +63,6 @@ from .relay import Relay
 from .select import Selection
 from .source import Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
-from .view import ConsistentView
 
 if TYPE_CHECKING:
     from .apply import Applier, Landed

@@ -23,7 +23,7 @@ from wlcore.storage import Storage
 
 from . import failure, monitor
 from .book import ReplicaLock, StateBook
-from .catalog import ReplicaCatalog
+from .catalog import ConsistentView, ReplicaCatalog
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .monitor import ReplicaMetrics
@@ -33,7 +33,6 @@ from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateCall, RoundRes
 from .select import Selection
 from .source import MasterLike, Names, Source, held_by, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
-from .view import ConsistentView
 
 if TYPE_CHECKING:
     from .apply import Applier
@@ -195,14 +194,14 @@ class Replica:
         """The master's snapshots and compacted batches as this replica reads them."""
         return self._parts.setup.route(mcfg)
 
-    # ------------------------------------------------------------------ reads (wlr.view)
+    # ------------------------------------------------------------------ reads (wlr.catalog)
     def path_of(self, table: str) -> str:
         """Folder (URI) of replica table ``"schema.table"``."""
         return self._parts.view.path_of(table)
 
     def table(self, table: str):
         """The replica table ``"schema.table"`` as a DataFrame as of the last consistent tick
-        (:meth:`wlr.view.ConsistentView.table`).
+        (:meth:`wlr.catalog.ConsistentView.table`).
 
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
@@ -425,7 +424,7 @@ class Replica:
 # * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
 #   (:mod:`wlr.book`), shared by every part;
 # * the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
-# * the consistent view (:mod:`wlr.view`): reads at the last consistent tick, and its SQL
+# * the consistent view (:mod:`wlr.catalog`): reads at the last consistent tick, and its SQL
 #   names (:mod:`wlr.catalog`), moved after every round;
 # * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
 #   (:mod:`wlr.follow`), which retries a failure by itself;
