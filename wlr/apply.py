@@ -898,7 +898,7 @@ def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
 # nor pyarrow before a table is opened (:mod:`wlr.apply`, which lands segments, loads both).
 
 
-rs_log = logging.getLogger("wlr.apply")  # delta-rs's tables and segments
+rs_log = logging.getLogger("wlr.deltars")  # delta-rs's tables and segments
 
 
 class ReplicaTables:

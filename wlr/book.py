@@ -1,6 +1,6 @@
 """A replica's files in its folder: ``wlr.config`` (:mod:`wlcore.replica_state`), the event log
 ``wlr.log`` beside it (:class:`StateBook`, its state in memory and on disk) and the lock
-``wlr.book`` (:class:`ReplicaLock`: one process replays into a replica at a time); shared by the
+``wlr.lock`` (:class:`ReplicaLock`: one process replays into a replica at a time); shared by the
 replica's set-up, replay rounds, follower, relay and consistent view."""
 
 from __future__ import annotations
@@ -82,15 +82,15 @@ class StateBook:
         self.storage.append_text(Storage.join(self.path, LOG_FILE), line)
 
 
-# The replica's lock, ``<replica>/wlr.book``: one process replays into a replica at a time
+# The replica's lock, ``<replica>/wlr.lock``: one process replays into a replica at a time
 # (:meth:`wlcore.storage.Storage.lock`).
 
 
-LOCK_FILE = "wlr.book"
+LOCK_FILE = "wlr.lock"
 
 
 class ReplicaLock:
-    """``wlr.book`` of a replica (:meth:`wlcore.storage.Storage.lock`: a file lock, or a lease on S3).
+    """``wlr.lock`` of a replica (:meth:`wlcore.storage.Storage.lock`: a file lock, or a lease on S3).
 
     The lock is not re-entrant across objects: a second :class:`ReplicaLock` on the same
     folder is refused while this one holds it.
@@ -106,7 +106,7 @@ class ReplicaLock:
         self.held: Any = None  # the storage's lock object while held
 
     def probe(self) -> None:
-        """Raise ReplicaStateError when another process holds ``wlr.book`` (creates nothing)."""
+        """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""
         path = Storage.join(self.path, LOCK_FILE)
         if self.held is not None or not self.storage.exists(path):
             return

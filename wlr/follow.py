@@ -38,7 +38,7 @@ class Follower:
 
     Args:
         book: the replica's state and log.
-        lock: the replica's ``wlr.book`` (released when following ends).
+        lock: the replica's ``wlr.lock`` (released when following ends).
         mutex: held while a round runs (a re-entrant lock shared with the replica's calls).
         stop: set by :meth:`stop`; rounds end after the segments being applied.
         step: runs rounds toward a target (``step(target, progress)``).

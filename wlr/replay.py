@@ -424,7 +424,7 @@ class ReplicaSetup:
 
     Args:
         book (StateBook): the replica's state and log.
-        lock (ReplicaLock): the replica's ``wlr.book`` (probed by :meth:`validate`).
+        lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
         source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).

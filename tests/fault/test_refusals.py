@@ -51,7 +51,7 @@ def test_refused_master_calls_change_nothing(spark, master, dbfarm):
 
 def test_refused_replicate_calls_change_nothing(spark, master, dbfarm):
     """wlr.replicate() refused (no such master, a replica as the source, a folder not empty, a file,
-    a target of bad format): no folder or wlr.book is made, and the running follower still follows."""
+    a target of bad format): no folder or wlr.lock is made, and the running follower still follows."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     follower = wlr.replicate("m", replica="r", dbfarm=dbfarm)  # follows in the background
@@ -74,7 +74,7 @@ def test_refused_replicate_calls_change_nothing(spark, master, dbfarm):
         wlr.replicate("m", replica="r3", dbfarm=afile)
     with pytest.raises(wlr.TargetError, match="incorrect format"):
         wlr.replicate("m", until="halo", replica="r4", dbfarm=dbfarm)
-    assert tree(dbfarm, moving) == before  # no r2/r3/r4 folder, no wlr.book, busy/ untouched
+    assert tree(dbfarm, moving) == before  # no r2/r3/r4 folder, no wlr.lock, busy/ untouched
 
     # the follower goes on following
     assert wlr.current() is follower and follower.following()
@@ -84,7 +84,7 @@ def test_refused_replicate_calls_change_nothing(spark, master, dbfarm):
 
 
 def test_replica_made_a_master_is_refused_as_a_replica_target(spark, master, dbfarm):
-    """`wlr.replicate` into a folder that is a master: refused, no wlr.book or wlr.config made."""
+    """`wlr.replicate` into a folder that is a master: refused, no wlr.lock or wlr.config made."""
     p = master.table_path("s.t")
     sql(spark, f"CREATE TABLE delta.`{p}` (i INT) USING delta")
     other = wlc.Master("m2", dbfarm=dbfarm, capture=False).start()

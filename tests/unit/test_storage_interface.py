@@ -366,15 +366,15 @@ def test_the_replica_lock_refuses_a_second_replayer_and_its_probe_changes_nothin
         return ReplicaLock(Storage.of(path), path)
 
     db = str(tmp_path / "r")
-    Setup(db).probe()  # no wlr.book: nothing made
+    Setup(db).probe()  # no wlr.lock: nothing made
     assert not (tmp_path / "r").exists()
     first = Setup(db)
     first.acquire()
-    stamp = (tmp_path / "r" / "wlr.book").stat().st_mtime_ns
+    stamp = (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns
     with pytest.raises(ReplicaStateError, match="another process is replaying into .*; stop it first"):
         Setup(db).probe()
     with pytest.raises(ReplicaStateError, match="another process is replaying into"):
         Setup(db).acquire()
     first.release()
     Setup(db).probe()
-    assert (tmp_path / "r" / "wlr.book").stat().st_mtime_ns == stamp
+    assert (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns == stamp
