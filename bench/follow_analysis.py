@@ -3,7 +3,7 @@
 follower's part of it goes (the segment lines of ``wlr.log``), and the report.
 
 A transaction's lag is the commit time of the replica commit whose *final* replay tag
-(``wlr:<dbid>:<first>-<last>``, :func:`wlr.tags.parse_span`) first covers it, minus its master
+(``wlr:<dbid>:<first>-<last>``, :func:`wlr.apply.parse_span`) first covers it, minus its master
 commit time (``TxnRecord.time``); both follow Delta's time-travel rule (In-Commit Timestamp, else
 the commit file's modification time: :func:`wlcore.deltalog.read_commit` with ``file_time``). It is
 split into capture's part (master commit to the batch's publication, ``manifest.created``), the
@@ -25,7 +25,7 @@ from wlcore.deltalog import list_versions, read_commit
 from wlcore.master_state import logs_of, read_master_state
 from wlcore.storage import Storage
 from wlcore.utc import parse_utc
-from wlr.tags import parse_span
+from wlr.apply import parse_span
 
 _APPLIED = re.compile(r"^(\S+) applied (\S+) transaction (\d+)(?:-(\d+))? \((.*)\) in ([\d.]+) s$")
 

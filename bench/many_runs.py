@@ -21,17 +21,17 @@ LOGS_WORK = {  # the goal's share: listing the log folder, manifests, checksums,
     "list the log folder": [("wlcore.batch", "list_batches"), ("wlcore.batch", "list_compacted")],
     "read manifests": [("wlcore.batch", "read_manifest")],
     "verify checksums": [("wlcore.batch", "verify_files")],
-    "plan": [("wlr.replay", "plan"), ("wlr.round", "segments"), ("wlr.replay", "consistent_tick")],
+    "plan": [("wlr.replay", "plan"), ("wlr.replay", "segments"), ("wlr.replay", "consistent_tick")],
 }
 SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds the others)
-    "segments (all their work)": [("wlr.round", "Round._segment_jobs")],
-    "  replica log checks before a segment": [("wlr.round", "Round._progress")],
-    "  replica table metadata": [("wlr.tables", "ReplicaTables.current_meta")],
+    "segments (all their work)": [("wlr.replay", "Round._segment_jobs")],
+    "  replica log checks before a segment": [("wlr.replay", "Round._progress")],
+    "  replica table metadata": [("wlr.apply", "ReplicaTables.current_meta")],
     "  change rows read (plan + schema)": [("wlcore.collapse", "read_rows")],
     "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
     "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
     "  append (insert-only segments)": [("wlr.apply", "Applier._append")],
-    "  progress recorded (wlr.config, view)": [("wlr.round", "Round._applied")],
+    "  progress recorded (wlr.config, view)": [("wlr.replay", "Round._applied")],
 }
 FLOOR_WORK = {
     "tables (all their work)": [("bench.methods", "floor")],
@@ -93,7 +93,7 @@ def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     shutil.copytree(base, folder)
     since = _table_versions(folder, info["tables"])
     probe = Probe()
-    for label, targets in {**LOGS_WORK, **SEGMENT_WORK, "apply (Round.run)": [("wlr.round", "Round.run")]}.items():
+    for label, targets in {**LOGS_WORK, **SEGMENT_WORK, "apply (Round.run)": [("wlr.replay", "Round.run")]}.items():
         for module, name in targets:
             probe.wrap(module, name, label)
     log = os.path.join(folder, "wlr.log")

@@ -22,7 +22,7 @@ class Probe:
     ``probe.wrap("wlcore.batch", "read_manifest", "read manifests")`` times
     ``wlcore.batch.read_manifest`` wherever it is called through its module; a function another
     module imported by name is wrapped there (``probe.wrap("wlr.replay", "plan", "plan")``);
-    ``probe.wrap("wlr.round", "Round._progress", ...)`` wraps a method of a class.
+    ``probe.wrap("wlr.replay", "Round._progress", ...)`` wraps a method of a class.
     """
 
     def __init__(self) -> None:

@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> Report:
         )
         first = _published_through(storage, db_path, ready)
         # started once batch 0 is out: a follower of a new master that has published nothing yet exits
-        # with "no reachable starting point; take a snapshot" (wlr.route.Route.start_for)
+        # with "no reachable starting point; take a snapshot" (wlr.planner.Route.start_for)
         follower = Proc(
             "follower",
             py + ["-m", "wlr", "--config", cfg_path, "replicate", farm, DB, REPLICA, "--follow"],

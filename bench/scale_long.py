@@ -7,7 +7,7 @@ Measured, at two log lengths on the same master (``--long-first`` of the batches
   transaction) and ``wlr log --since <a recent transaction>``, each as a subprocess (wall time,
   which includes Python's start and the imports) and the same call in-process;
 * a new replica's planning before its first apply (in-process: from ``wlr.replicate`` until its first
-  round starts applying, seen by wrapping ``wlr.round.Round.run``: set-up, reading and checking
+  round starts applying, seen by wrapping ``wlr.replay.Round.run``: set-up, reading and checking
   every manifest, the plan, verifying the change files) and its whole first replay;
 * a replica one batch behind catching up that batch (``wlr replicate --until <tick>``: subprocesses,
   which include Spark's start, and in-process calls, which do not);

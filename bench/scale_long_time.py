@@ -1,7 +1,7 @@
 """Timing for ``bench/scale_long.py``: the command lines as subprocesses (wall time, which includes
 Python's start and the imports; ``wlr replicate`` also Spark's), the same calls in-process, and
 the instant a replay round begins to apply (the end of planning), seen from outside the product
-by wrapping :meth:`wlr.round.Round.run`.
+by wrapping :meth:`wlr.replay.Round.run`.
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
 
 class FirstApply:
     """While active, notes when the first replay round of a call starts applying
-    (:meth:`wlr.round.Round.run`): everything before it (the replica's set-up, reading and checking
+    (:meth:`wlr.replay.Round.run`): everything before it (the replica's set-up, reading and checking
     the manifests, the plan, verifying the change files) is planning."""
 
     def __init__(self) -> None:
         self.at: float | None = None
 
     def __enter__(self) -> "FirstApply":
-        from wlr.round import Round
+        from wlr.replay import Round
 
         self._orig = orig = Round.run
         watch = self
@@ -93,7 +93,7 @@ class FirstApply:
         return self
 
     def __exit__(self, *exc) -> None:
-        from wlr.round import Round
+        from wlr.replay import Round
 
         Round.run = self._orig
 

@@ -16,7 +16,7 @@ Spark's functions (:func:`read_rows`, :func:`net_by_key`, :func:`net_by_image`..
 through Python; they only build DataFrames.
 
 The same rules in Arrow (the ``*_arrow`` functions and :func:`after_images`) serve segments small
-enough to land without Spark (:mod:`wlr.deltars`): on a pyarrow Table held in memory, vectorized
+enough to land without Spark (:mod:`wlr.apply`): on a pyarrow Table held in memory, vectorized
 (one sort, then the first and last row of each run of equal keys; no Python loop over rows).
 Spark breaks ties between two changes of one key at the same version and position by the rows'
 canonical form; Arrow refuses such a tie (a master table holding a key twice) with

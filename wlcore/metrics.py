@@ -11,7 +11,7 @@ Two kinds of metrics, named by Prometheus' conventions (base units, ``_total`` c
 ``engine``, ``state``, whose values stay few):
 
 * events (counters, histograms) are module-level metrics of each side (:mod:`wlc.metrics`,
-  :mod:`wlr.metrics`, :mod:`wlcore.ship`), counted where the event happens;
+  :mod:`wlr.monitor`, :mod:`wlcore.ship`), counted where the event happens;
 * state (ticks, lag, heartbeats, log size) is read when Prometheus scrapes, from the objects
   alive in the process, by a :class:`Live` collector: the figures are the ones ``wlc status``
   and ``wlr status`` print, never a second bookkeeping of them.

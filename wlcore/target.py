@@ -1,7 +1,7 @@
 """The replay target: up to transaction N, up to instant T, or everything published.
 
-One type and one rule, used by planning (:mod:`wlr.plan`), log reading (:mod:`wlr.logs`) and
-level routing (:mod:`wlcore.levels`, :mod:`wlr.route`):
+One type and one rule, used by the planner (:mod:`wlr.planner`: planning, log reading, level
+routing) and the levels (:mod:`wlcore.levels`):
 
 * :meth:`Target.admits` - is a point (a transaction id and its commit time) at or before the
   target? A snapshot, a compacted span or a transaction is usable toward the target only when

@@ -30,10 +30,10 @@ from .errors import (
     TargetWarning,
 )
 from .monitor import lag_history
-from .options import ReplicateCall
-from .plan import parse_until
+from .planner import parse_until
 from .promote import Promotion, promote as promote_replica
 from .relay import prune
+from .replay import ReplicateCall
 from .replica import Replica
 from .txlog import transactions
 
@@ -146,7 +146,7 @@ def replicate(
         empty: make a new replica even when ``until`` is before the master's first
             transaction (it then holds none of the master's transactions: no table, or the
             tables the master had when master mode began); refused without it.
-        metrics_port: serve Prometheus metrics of the replica (:mod:`wlr.metrics`) at
+        metrics_port: serve Prometheus metrics of the replica (:mod:`wlr.monitor`) at
             ``http://127.0.0.1:<port>/metrics`` while this process runs (0: any free port, then
             ``Replica.metrics_port`` holds it); default the ``metrics.port`` setting (off).
 

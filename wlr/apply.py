@@ -1,7 +1,15 @@
-"""Applying master transactions to a replica's Delta tables (net change -> Delta).
+"""The applier: master transactions applied to a replica's Delta tables (net change -> Delta).
 
-A DML segment (a run of change-feed transactions of one table, see :func:`wlr.plan.segments`)
-lands as exactly one Delta commit: its change rows are collapsed (:mod:`wlr.collapse`) and
+One module for the whole of it: the :class:`Applier` (a segment or a barrier to its commits),
+the keyed and unkeyed MERGE (:class:`Merger`), the file rewrite of a table whose change touches
+most of it (:class:`Rewriter`), DDL and images (:class:`TableDDL`), the replay tags on each commit
+(:func:`tag`, :func:`parse_tag`), the conformance of change rows to the replica's columns
+(:func:`conformed`), the replica's tables read back from their Delta logs
+(:class:`ReplicaTables`) and the delta-rs engine for small segments (:class:`DeltaRs`; delta-rs
+and pyarrow are imported by its functions, so importing this module loads neither).
+
+A DML segment (a run of change-feed transactions of one table, see :func:`wlr.planner.segments`)
+lands as exactly one Delta commit: its change rows are collapsed (:mod:`wlcore.collapse`) and
 applied by one MERGE, or one append when only inserts remain. The commit is tagged in
 ``commitInfo.userMetadata`` with ``wlr:<master dbid>:<first>-<last>`` (``...:<txn>`` for
 one transaction) and carries Delta's idempotent-write marker (``txnAppId=wlc:<master
@@ -22,27 +30,1463 @@ refused by name.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from collections.abc import Callable
-from contextlib import contextmanager
-from typing import Any, TypedDict
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    NumericType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
-from wlcore import collapse
+from wlcore import collapse, tabledef
 from wlcore.batch import TxnRecord
-from wlcore.deltalog import TableMeta, checksum_size, delta_ref, is_delta_table, read_commit
-from wlcore.names import quote_ident
+from wlcore.canonical import all_same, canon
+from wlcore.collapse import FIRST, OP
+from wlcore.deltalog import (
+    TableMeta,
+    checksum_size,
+    delta_ref,
+    delta_rs_refusal,
+    is_delta_table,
+    list_versions,
+    meta_after,
+    metadata_at,
+    read_commit,
+)
+from wlcore.faults import crash_point
+from wlcore.names import quote_ident, split_name
 from wlcore.storage import Storage
-from wlcore.tabledef import IDENTITY_START, exact_session
+from wlcore.tabledef import IDENTITY_START, create_sql, definition as table_definition, exact_session, sql_string
 
-from .ddl import TableDDL
-from .merge import ApplyError, Merger, key_range
-from .rewrite import Rewriter
+from .errors import ApplyError
+from .planner import span_text
 from .select import Selection
-from .tables import ReplicaTables
-from .tags import FINAL_PROPERTY, tag
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+# MERGE source columns given the replica table's required (NOT NULL) nested fields.
+#
+# Change rows come back from Parquet with every field nullable. A Delta MERGE casts each assigned
+# source column to the target column's type, and Spark refuses to cast ``STRUCT<a: INT>`` to
+# ``STRUCT<a: INT NOT NULL>`` (a nested field, an array element or a map value that may be NULL
+# into one that may not), although an append of the same rows is accepted and checked row by row.
+# :func:`conformed` rebuilds such a column with the target's nullability: each struct by
+# ``named_struct`` (never NULL itself), each array and map by ``transform``/``transform_values``,
+# and each required value as ``coalesce(value, raise_error(...), <a constant of its type>)``: a NULL
+# there (which the master's own NOT NULL check never lets in) fails the MERGE's job naming the
+# field, and the constant, never reached, only tells Spark the value cannot be NULL.
+
+
+_NULL_IN_REQUIRED = "wlr-null-in-required-field: "
+
+
+def required_inside(t: DataType) -> bool:
+    """True when ``t`` holds a field, element or value that may not be NULL.
+
+    Args:
+        t (DataType): a column's type.
+    """
+    if isinstance(t, StructType):
+        return any(not f.nullable or required_inside(f.dataType) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return not t.containsNull or required_inside(t.elementType)
+    if isinstance(t, MapType):
+        return not t.valueContainsNull or required_inside(t.valueType) or required_inside(t.keyType)
+    return False
+
+
+def conformed(ref: str, t: DataType, required: bool = False) -> str:
+    """SQL for the value ``ref`` with the nested nullability of ``t`` (``ref`` itself when ``t``
+    requires nothing inside and ``required`` is False).
+
+    Args:
+        ref (str): a SQL expression of the value (e.g. ``s.`col```), of ``t`` with nullable insides.
+        t (DataType): the target column's type.
+        required (bool): the value itself may not be NULL (False for a top-level column: Delta
+            checks those row by row).
+
+    Returns:
+        str: the SQL expression.
+
+    Raises:
+        NotImplementedError: a required value of a type without a constant here (the MERGE then
+            reports Spark's own error).
+    """
+    if not required and not required_inside(t):
+        return ref
+    if isinstance(t, StructType):
+        parts = ", ".join(
+            f"{sql_string(f.name)}, {conformed(f'{ref}.{quote_ident(f.name)}', f.dataType, not f.nullable)}"
+            for f in t.fields
+        )
+        built = f"named_struct({parts})"  # never NULL itself
+        return built if required else f"CASE WHEN {ref} IS NULL THEN NULL ELSE {built} END"
+    if isinstance(t, ArrayType):
+        out = f"transform({ref}, e -> {conformed('e', t.elementType, not t.containsNull)})"
+    elif isinstance(t, MapType):
+        out = f"transform_values({ref}, (k, v) -> {conformed('v', t.valueType, not t.valueContainsNull)})"
+    else:
+        out = ref
+    if not required:
+        return out
+    fail = f"cast(raise_error({sql_string(_NULL_IN_REQUIRED + 'NULL in a NOT NULL field')}) as {t.simpleString()})"
+    return f"coalesce({out}, {fail}, {_constant(t)})"
+
+
+# a constant of each atomic type a required value may have (never NULL)
+_CONSTANTS = (
+    (StringType, "''"),
+    (BinaryType, "X''"),
+    (BooleanType, "false"),
+    (DateType, "DATE'1970-01-01'"),
+    (TimestampNTZType, "TIMESTAMP_NTZ'1970-01-01 00:00:00'"),
+    (TimestampType, "TIMESTAMP'1970-01-01 00:00:00Z'"),
+)
+
+
+def _constant(t: DataType) -> str:
+    """A constant of type ``t`` (never NULL)."""
+    if isinstance(t, (ArrayType, MapType)):
+        return f"cast({'array()' if isinstance(t, ArrayType) else 'map()'} as {t.simpleString()})"
+    if isinstance(t, NumericType):
+        return f"cast(0 as {t.simpleString()})"
+    for kind, constant in _CONSTANTS:
+        if isinstance(t, kind):
+            return constant
+    raise NotImplementedError(f"no constant of type {t.simpleString()}")
+
+
+# The MERGEs that land a collapsed segment on a replica table, and selective replication's
+# row filter (:mod:`wlr.select`) on the way in.
+#
+# A part of :class:`wlr.apply.Applier`, which gives it its Spark session and the context that
+# tags a replay commit.
+
+
+_DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key missing on the replica
+
+
+_KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
+
+
+_CK = "__wlr_ck"  # a row image's canonical form (wlcore.canonical): what unkeyed matching compares
+
+
+# key types whose order Delta's file statistics (min, max) keep exactly enough to skip files by a range
+_RANGED = (ByteType, ShortType, IntegerType, LongType, DecimalType, DateType, StringType)
+
+
+def key_range(rows: DataFrame, keys: list[str]) -> Column | None:
+    """A condition on the target ``t`` that every row holding one of ``rows``' keys meets: each
+    key column of an ordered type between the least and the greatest value the change rows
+    hold (or NULL, when they hold NULL there). A MERGE that adds it to its ON condition reads
+    only the files whose statistics overlap the range (Delta's data skipping of target-only
+    predicates), without changing which rows match, since every source key is in the range.
+    Changes to a table laid out by its key (keys growing with time, refresh sets of TPC-H) then
+    touch a few files, not all of them.
+
+    Args:
+        rows (DataFrame): the segment's change rows (one job reads their key columns).
+        keys (list[str]): the key columns (``wlc.key``).
+
+    Returns:
+        Column | None: the condition, or None when no key column has an ordered type.
+    """
+    fields = [rows.schema[k] for k in keys if isinstance(rows.schema[k].dataType, _RANGED)]
+    if not fields:
+        return None
+    aggs = []
+    for i, f in enumerate(fields):
+        c = F.col(quote_ident(f.name))
+        aggs += [F.min(c).alias(f"lo{i}"), F.max(c).alias(f"hi{i}"), F.max(c.isNull()).alias(f"null{i}")]
+    found = rows.agg(*aggs).first()
+    cond = F.lit(True)
+    for i, f in enumerate(fields):
+        t = F.col(f"t.{quote_ident(f.name)}")
+        lo, hi = found[f"lo{i}"], found[f"hi{i}"]
+        part = t.between(F.lit(lo).cast(f.dataType), F.lit(hi).cast(f.dataType)) if lo is not None else F.lit(False)
+        cond = cond & ((part | t.isNull()) if found[f"null{i}"] else part)
+    return cond
+
+
+def _image_key(df: DataFrame, cols: list[str]):
+    """The canonical form of ``df``'s row image over ``cols`` as one comparable struct."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return F.struct(*[canon(F.col(quote_ident(c)), types[c]).alias(f"c{i}") for i, c in enumerate(cols)])
+
+
+class Merger:
+    """The MERGEs of :class:`wlr.apply.Applier`.
+
+    Args:
+        spark: returns the applier's Spark session (the one of the thread applying).
+        tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
+            ``text`` and Delta's idempotent marker ``version`` (:meth:`wlr.apply.Applier.tagged`).
+    """
+
+    def __init__(self, spark: Callable[[], Any], tagged: Callable[[str, int], AbstractContextManager]):
+        self._session = spark
+        self._tagged = tagged
+
+    @property
+    def spark(self):
+        """The applier's Spark session."""
+        return self._session()
+
+    def by_key(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        net: DataFrame,
+        cols: list[str],
+        keys: list[str],
+        evolve: bool = False,
+        keep=None,
+        fixed: tuple[str, ...] = (),
+        schema: StructType | None = None,
+        prune: Column | None = None,
+    ) -> None:
+        """Apply a keyed net change by one MERGE: last state per key, upsert where the key exists
+        after the segment, else delete.
+
+        A key whose first change was a delete or a pre-image must be on the replica: the
+        MERGE's own join checks it (a not-matched such key fails the job, nothing is committed).
+        An update sets every column but the keys (equal by the match) and ``fixed``.
+
+        Args:
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txnVersion``).
+            uri (str): the replica table's URI.
+            net (DataFrame): the net change, one row per key (:func:`wlcore.collapse.net_by_key`).
+            cols (list[str]): the table's data columns.
+            keys (list[str]): the key columns (``wlc.key``).
+            evolve (bool): the commit adds columns (MERGE schema evolution).
+            keep (Column | None): the replica's row filter; a key whose state after fails it is
+                deleted (moved out), one that passes is upserted (moved in), and a key may be
+                missing on the replica. None: every row.
+            fixed (tuple[str, ...]): identity columns: never updated (Delta refuses to, and the
+                master could not change them either).
+            schema (StructType | None): the table's schema now (its nested NOT NULL fields shape
+                the assignments, :mod:`wlr.apply`); None: every column assigned as it is.
+            prune (Column | None): a condition on the target that every row with one of the
+                segment's keys meets (:func:`key_range`), added to the ON condition so that Delta
+                reads only the files that may hold them; None: every file is read.
+
+        Raises:
+            ApplyError: a key to delete or update is not on the replica (it has diverged).
+        """
+        qk = [quote_ident(k) for k in keys]
+        on = all_same("t", "s", [net.schema[k] for k in keys])
+        if prune is not None:
+            on = on & prune
+        source = _source_values(cols, schema)
+        values = {quote_ident(c): source[c] for c in cols}
+        updates = {quote_ident(c): source[c] for c in cols if c not in keys and c not in fixed}
+        check = [("insert", f"s.{collapse.FIRST} = 0", {qk[0]: diverged(qk)})]
+        if keep is not None:
+            net, check = net.withColumn(collapse.OP, F.col(collapse.OP) & keep), []
+        self._merge(
+            text,
+            version,
+            uri,
+            net,
+            on,
+            evolve,
+            [
+                *([("update", f"s.{collapse.OP}", updates)] if updates else []),
+                ("delete", f"NOT s.{collapse.OP}", None),
+                *check,
+                ("insert", f"s.{collapse.OP}", values),
+            ],
+            materialize=False,
+        )
+
+    def by_image(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        net: DataFrame,
+        cols: list[str],
+        have_cols: set[str],
+        evolve: bool = False,
+        schema: StructType | None = None,
+    ) -> None:
+        """Apply an unkeyed net change by one MERGE, with multiset semantics: deleting one of two
+        identical rows leaves one.
+
+        Every copy of an image whose count drops is deleted and the copies that remain are
+        inserted again; images whose count grows get the new copies. An image with fewer copies
+        on the replica than the segment deletes fails the MERGE's own job (nothing is committed).
+
+        Args:
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txnVersion``).
+            uri (str): the replica table's URI.
+            net (DataFrame): each image's net count (:func:`wlcore.collapse.net_by_image`).
+            cols (list[str]): the table's data columns after the segment.
+            have_cols (set[str]): the table's columns now; the others are added by this commit
+                (``evolve``) and are NULL in every row the table has.
+            evolve (bool): the commit adds columns (MERGE schema evolution).
+            schema (StructType | None): the table's schema now (as :meth:`by_key` takes it).
+
+        Raises:
+            ApplyError: the replica has fewer copies of an image than the segment deletes (it has diverged).
+        """
+        qc = [quote_ident(c) for c in cols]
+        old = [c for c in cols if c in have_cols]
+        new = [quote_ident(c) for c in cols if c not in have_cols]
+        n = collapse.COUNT
+        pos = net.filter(F.col(n) > 0)
+        neg = net.filter(F.col(n) < 0)
+        neg_k = neg.withColumn(_CK, _image_key(neg, cols))
+        target = self.spark.read.format("delta").load(uri)
+        target = target.select(
+            *[
+                F.col(q) if c in have_cols else F.lit(None).cast(net.schema[c].dataType).alias(c)
+                for c, q in zip(cols, qc)
+            ]
+        )
+        target = target.select(_image_key(target, cols).alias(_CK))
+        have = (
+            target.alias("t")
+            .join(
+                F.broadcast(neg_k.select(_CK)).alias("n"),
+                on=F.col(f"t.{_CK}").eqNullSafe(F.col(f"n.{_CK}")),
+                how="left_semi",
+            )
+            .groupBy(_CK)
+            .count()
+        )
+        left = (
+            neg_k.alias("n")
+            .join(have.alias("h"), on=F.col(f"n.{_CK}").eqNullSafe(F.col(f"h.{_CK}")), how="left")
+            .select(
+                *[F.col(f"n.{q}").alias(c) for c, q in zip(cols, qc)],
+                (F.coalesce(F.col("h.count"), F.lit(0)) + F.col(f"n.{n}")).alias(n),
+            )
+        )
+        # "del" rows match every copy of their image; "bad" rows (more deleted than there
+        # are) never match and reach the raise_error clause
+        source = (
+            left.select(*qc, F.when(F.col(n) < 0, F.lit("bad")).otherwise(F.lit("del")).alias(_KIND))
+            .unionByName(
+                collapse.repeat(left.filter(F.col(n) > 0), F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins"))
+            )
+            .unionByName(collapse.repeat(pos, F.col(n)).select(*qc).withColumn(_KIND, F.lit("ins")))
+        )
+        on = all_same("t", "s", [net.schema[c] for c in old])
+        for q in new:
+            on = on & F.col(f"s.{q}").isNull()
+        on = on & (F.col(f"s.{_KIND}") == F.lit("del"))
+        values = dict(zip(qc, _source_values(cols, schema).values()))  # in the order of cols
+        self._merge(
+            text,
+            version,
+            uri,
+            source,
+            on,
+            evolve,
+            [
+                ("delete", None, None),
+                ("insert", f"s.{_KIND} = 'bad'", {qc[0]: diverged(qc)}),
+                ("insert", f"s.{_KIND} = 'ins'", values),
+            ],
+        )
+
+    def _merge(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        source: DataFrame,
+        on,
+        evolve: bool,
+        clauses: list[tuple[str, str | None, dict | None]],
+        materialize: bool = True,
+    ) -> None:
+        """One tagged, idempotent MERGE of ``source`` into the table at ``uri``.
+
+        ``clauses``: ``("update" | "delete", condition, set)`` for matched rows, ``("insert",
+        condition, values)`` for not-matched source rows, in order. ``evolve``: the source
+        has columns the table lacks (an ADD COLUMNS inside the segment); the commit adds them.
+        ``materialize`` False: MERGE reads ``source`` again instead of copying it first (right
+        when the source is immutable published Parquet and cheap to read twice).
+
+        Raises ApplyError when a ``raise_error`` clause fired (the replica has diverged).
+        """
+        from delta.tables import DeltaTable
+
+        conf = self.spark.conf
+        builder = DeltaTable.forPath(self.spark, uri).alias("t").merge(source.alias("s"), on)
+        for kind, cond, assign in clauses:
+            if kind == "update":
+                builder = builder.whenMatchedUpdate(condition=cond, set=assign)
+            elif kind == "delete":
+                builder = builder.whenMatchedDelete(condition=cond)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=cond, values=assign)
+        if evolve:
+            builder = builder.withSchemaEvolution()
+        with self._tagged(text, version):
+            if not materialize:  # the source is immutable published Parquet: MERGE need not copy it
+                conf.set("spark.databricks.delta.merge.materializeSource", "none")
+            try:
+                with raise_diverged():
+                    builder.execute()
+            finally:
+                if not materialize:
+                    conf.unset("spark.databricks.delta.merge.materializeSource")
+
+
+def _source_values(cols: list[str], schema: StructType | None) -> dict[str, str]:
+    """The SQL assigning each of ``cols`` from source ``s``: ``s.<col>``, rebuilt with the nested
+    NOT NULL fields of the table's ``schema`` where it has any (:mod:`wlr.apply`)."""
+    types = {f.name: f.dataType for f in schema.fields} if schema is not None else {}
+    out = {}
+    for c in cols:
+        ref = f"s.{quote_ident(c)}"
+        try:
+            out[c] = conformed(ref, types[c]) if c in types else ref
+        except NotImplementedError:  # Spark then names the type it cannot cast
+            out[c] = ref
+    return out
+
+
+@contextmanager
+def raise_diverged() -> Iterator[None]:
+    """Inside, a Spark job failed by :func:`diverged`'s expression raises :class:`ApplyError`
+    naming the row (any other error goes on as it is).
+
+    Raises:
+        ApplyError: the replica has diverged from the master.
+    """
+    try:
+        yield
+    except Exception as exc:
+        # the error raise_error threw names the row as JSON; an error about the plan (a type
+        # mismatch, say) quotes the expression itself, which is not a divergence
+        found = re.search(re.escape(_DIVERGED) + r"(\{.*\})", str(exc))
+        if found is None:
+            raise
+        raise ApplyError(
+            f"rows to delete or update are not on the replica (e.g. {found.group(1)}); "
+            "the replica has diverged from the master"
+        ) from None
+
+
+def diverged(quoted: list[str]) -> str:
+    """The SQL expression that fails a MERGE job naming the source row ``s`` (columns ``quoted``)."""
+    return f"raise_error(concat('{_DIVERGED}', to_json(struct({', '.join(f's.{q}' for q in quoted)}))))"
+
+
+# A keyed segment landed on a small replica table by rewriting the whole table in one commit.
+#
+# A Delta MERGE pays a fixed cost before it touches data: a join of the source with the target to
+# find the files that hold matched rows, then a second pass that rewrites those files. On a table of
+# a few files that is the whole table twice. Reading the table once, leaving out the keys the segment
+# changes, adding their states after it and overwriting the table in one commit lands the same rows
+# for less (``bench/small_apply.py``: 0.71x a MERGE on 1,000-row tables), with the same replay tag
+# and Delta idempotent marker, so a crash repeats nothing. Divergence is refused inside the same job:
+# a key whose first change in the segment was a delete or an update and that the table lacks makes
+# the write's own tasks fail (``raise_error``), so nothing is committed.
+#
+# Used only with collapse on (``replicate(collapse=False)`` keeps one MERGE per master transaction
+# for jobs that read the replica's change feed: a rewrite shows there as every row deleted and
+# inserted again), for tables at most ``replica.rewrite_bytes`` big, without identity columns, when
+# the segment adds no columns and its change rows have the table's columns and types.
+#
+# A part of :class:`wlr.apply.Applier`, which gives it its Spark session and the context that tags a
+# replay commit.
+
+
+class Rewriter:
+    """Whole-table rewrites of :class:`wlr.apply.Applier`.
+
+    Args:
+        spark: returns the applier's Spark session (the one of the thread applying).
+        tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
+            ``text`` and Delta's idempotent marker ``version`` (:meth:`wlr.apply.Applier.tagged`).
+        app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
+    """
+
+    def __init__(self, spark: Callable[[], Any], tagged: Callable[..., AbstractContextManager], app_id: str):
+        self._session = spark
+        self._tagged = tagged
+        self._app_id = app_id
+        self.limit = (
+            0  # tables up to this many bytes are rewritten (0: never); set by replay from replica.rewrite_bytes
+        )
+
+    def fits(self, uri: str, size: int, net: DataFrame, cols: list[str]) -> DataFrame | None:
+        """The table at ``uri`` read for a rewrite, or None when a MERGE must land the segment.
+
+        A rewrite fits a table of at most :attr:`limit` bytes whose columns and types are the
+        segment's.
+
+        Args:
+            uri (str): the replica table's URI.
+            size (int): the table's size in bytes (Delta's ``DESCRIBE DETAIL`` ``sizeInBytes``).
+            net (DataFrame): the segment's net change (:func:`wlcore.collapse.net_by_key`).
+            cols (list[str]): the segment's data columns.
+
+        Returns:
+            DataFrame | None: the table's current rows, or None.
+        """
+        if self.limit <= 0 or size > self.limit:
+            return None
+        table = self._session().read.format("delta").load(uri)
+        have = {f.name: f.dataType.simpleString() for f in table.schema.fields}
+        want = {c: net.schema[c].dataType.simpleString() for c in cols}
+        return table if have == want else None
+
+    def by_key(
+        self,
+        text: str,
+        version: int,
+        uri: str,
+        table: DataFrame,
+        net: DataFrame,
+        keys: list[str],
+        keep=None,
+    ) -> None:
+        """Rewrite the table at ``uri`` with the keyed net change applied, in one commit: the rows
+        of keys the segment leaves alone, then the state after the segment of every key that
+        exists after it (and, with ``keep``, passes the replica's row filter).
+
+        Args:
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txnVersion``).
+            uri (str): the replica table's URI.
+            table (DataFrame): the table's current rows (:meth:`fits`).
+            net (DataFrame): the net change, one row per key (:func:`wlcore.collapse.net_by_key`).
+            keys (list[str]): the key columns (``wlc.key``).
+            keep (Column | None): the replica's row filter (a key may then be missing on the
+                replica, as in :meth:`wlr.apply.Merger.by_key`). None: every row.
+
+        Raises:
+            ApplyError: a key to delete or update is not on the table (the replica has diverged).
+        """
+        cols = table.columns
+        qc = [quote_ident(c) for c in cols]
+        on = all_same("t", "s", [net.schema[k] for k in keys])
+        stay = table.alias("t").join(net.alias("s"), on, "left_anti").select(*qc)
+        upsert = F.col(collapse.OP) if keep is None else F.col(collapse.OP) & keep
+        out = stay.unionByName(net.filter(upsert).select(*qc))
+        if keep is None:  # a key that must be there and is not fails the write's own tasks
+            missing = net.filter(F.col(collapse.FIRST) == 0).alias("s").join(table.alias("t"), on, "left_anti")
+            first = table.schema[cols[0]].dataType
+            fail = F.expr(diverged([quote_ident(k) for k in keys])).cast(first).alias(cols[0])
+            out = out.unionByName(missing.select(fail, *[F.col(f"s.{q}").alias(c) for c, q in zip(cols[1:], qc[1:])]))
+        writer = (
+            out.write.format("delta")
+            .mode("overwrite")
+            .option("partitionOverwriteMode", "static")  # every partition, whatever the session says
+            .option("txnAppId", self._app_id)
+            .option("txnVersion", version)
+        )
+        with self._tagged(text), raise_diverged():
+            writer.save(uri)
+
+
+# Making and reshaping replica tables as the master's transaction records define them.
+#
+# A ``create`` makes the table with its whole definition (:func:`wlcore.tabledef.create_sql`); an
+# ``alter`` applies the ALTER TABLE operations capture recorded (:mod:`wlcore.tabledef`), each
+# skipped when a resumed replay finds it done; a full image that changes the table's columns
+# (a replaced table, an ``overwriteSchema`` write) replaces the table by its definition and
+# the image's rows. After each, the replica table's definition is compared with the
+# master's, so a change Delta would carry out otherwise than on the master stops replay
+# loudly instead of leaving a table that looks right and is not.
+#
+# Every commit of a transaction but its last is a *part* commit (tag ``...:<txn>:part``); the
+# caller's final commit ends it (see :mod:`wlr.apply`).
+
+
+class TableDDL:
+    """The DDL side of an :class:`wlr.apply.Applier` (it owns one; this one uses its Spark
+    session, tags and table inspection).
+
+    Args:
+        applier (Applier): the applier that owns it.
+    """
+
+    def __init__(self, applier):
+        self.applier = applier
+
+    @property
+    def spark(self):
+        """The applier's SparkSession (the one of the thread this DDL runs in)."""
+        return self.applier.spark
+
+    def create(self, name: str, ref: str, meta: TableMeta, part: str) -> None:
+        """Create the replica table ``name`` at ``ref`` as ``meta`` defines it (CHECK
+        constraints already there, after a resumed create, are not added again).
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            meta (TableMeta): the definition the create record carries.
+            part (str): the replay tag of its commits (a part commit: the transaction's final
+                commit comes after).
+        """
+        have = self.applier.tables.current_meta(name)
+        with self.applier.tagged(part):
+            for stmt in create_sql(ref, meta):
+                if (
+                    " ADD CONSTRAINT " in stmt
+                    and have is not None
+                    and _constraint_of(stmt) in {k.lower() for k in have.constraints}
+                ):
+                    continue
+                self.spark.sql(stmt)
+
+    def alter(self, name: str, ref: str, meta: TableMeta, ops: list | None, part: str) -> None:
+        """Bring the replica table ``name`` to the definition ``meta`` by ALTER TABLE statements,
+        skipping the operations already done (a resumed replay), then check the result.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            meta (TableMeta): the definition after the change.
+            ops (list | None): the recorded ALTER operations (:mod:`wlcore.tabledef`); None: a record of
+                an older capture, the change is worked out by name from the replica's definition.
+            part (str): the replay tag of its commits (part commits).
+
+        Raises:
+            ApplyError: the change has no ALTER TABLE form, or the table is not defined as ``meta`` after it.
+        """
+        if ops is None:
+            ops = tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True)
+            if ops is None:
+                raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
+        # the features a record of an older capture does not list (a record that lists them switches
+        # on exactly the master's first: a preview name where the master has one)
+        needed = tabledef.features_needed(ops) if meta.features is None else {}
+        if needed:
+            ops = [{"op": "set_properties", "properties": needed}, *ops]
+        with self.applier.tagged(part):
+            for op in ops:
+                if tabledef.done(op, self.applier.tables.current_meta(name)):
+                    continue
+                for stmt in tabledef.statements(ref, [op]):
+                    self.spark.sql(stmt)
+        self.check(name, meta)
+
+    def replace(self, name: str, ref: str, rec, rows, meta: TableMeta, write_rows) -> bool:
+        """Replace the replica table's definition and content by ``meta`` and the image ``rows``:
+        REPLACE TABLE when its columns change (the rows then land in an idempotent commit of their
+        own), else the rows overwrite it and ALTER operations bring the rest of its definition along.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            ref (str): the table as SQL names it (``delta.`<uri>```).
+            rec (TxnRecord): the image's transaction record.
+            rows (DataFrame): the image's rows (the replica's row filter applied).
+            meta (TableMeta): the definition the image carries.
+            write_rows (Callable[[DataFrame, bool], None]): ``write_rows(df, final)`` writes the rows
+                with Delta's idempotent marker, as the transaction's final commit or a part commit.
+
+        Returns:
+            bool: True when the rows' write was the transaction's final commit (nothing else to
+            change); False: the caller makes the final commit.
+
+        Raises:
+            ApplyError: the table is not defined as ``meta`` afterwards.
+        """
+        old = self.applier.tables.current_meta(name)
+        ops = tabledef.diff(old, meta, by_name=True) if old is not None else None
+        reshape = ops is None or any(op["op"] in tabledef.COLUMN_OPS for op in ops)
+        part = self.applier.part(rec)
+        if reshape:
+            if not self.written(name, rec.txn):
+                with self.applier.tagged(part):
+                    for stmt in create_sql(ref, meta):
+                        if stmt.startswith("CREATE TABLE IF NOT EXISTS "):
+                            # REPLACE TABLE: a path's table (CREATE OR REPLACE refuses another schema there)
+                            self.spark.sql("REPLACE TABLE " + stmt[len("CREATE TABLE IF NOT EXISTS ") :])
+                        break
+                crash_point("replay.image_reshaped")
+                write_rows(rows, False)
+            crash_point("replay.image_overwritten")
+            self.alter(
+                name,
+                ref,
+                meta,
+                [
+                    op
+                    for op in tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True) or []
+                    if op["op"] in ("add_constraint", "drop_constraint")
+                ],
+                part,
+            )
+            return False
+        if not ops and not self.applier.tables.resuming(name, rec.txn):
+            write_rows(rows, True)
+            return True
+        if not self.written(name, rec.txn):
+            write_rows(rows, False)
+        crash_point("replay.image_overwritten")
+        self.alter(name, ref, meta, ops, part)
+        return False
+
+    def written(self, name: str, txn: int) -> bool:
+        """True when the table's log already holds the rows' commit of ``txn`` (Delta's idempotent
+        marker ``txnAppId``/``txnVersion``) after its newest final replay commit.
+
+        Args:
+            name (str): the table, ``schema.table``.
+            txn (int): the transaction.
+        """
+        path = self.applier.tables.table_path(name)
+        from wlcore.deltalog import list_versions
+
+        for v in reversed(list_versions(self.applier.storage, path)):
+            commit = read_commit(self.applier.storage, path, v)
+            if commit.txns.get(self.applier.app_id) == txn:
+                return True
+            found = self.applier.tables.tag_at(path, v)
+            if found is None or found[0] != txn:
+                return False
+        return False
+
+    def check(self, name: str, meta: TableMeta) -> None:
+        """Raise ApplyError when the replica table ``name`` is not defined as ``meta``
+        (:func:`wlcore.tabledef.definition`).
+
+        Args:
+            name (str): the table, ``schema.table``.
+            meta (TableMeta): the definition it must have.
+
+        Raises:
+            ApplyError: the definitions differ; the message names each difference.
+        """
+        have = self.applier.tables.current_meta(name)
+        want, got = table_definition(meta), table_definition(have) if have is not None else None
+        if got is not None and "features" not in want:
+            got.pop("features", None)  # a record of an older capture does not say the master's features
+        if want != got:
+            raise ApplyError(
+                f"table {name} on the replica is not defined as on the master after its change of "
+                f"definition: {_difference(want, got)}"
+            )
+
+
+def _constraint_of(stmt: str) -> str:
+    return stmt.split(" ADD CONSTRAINT ", 1)[1].split(" CHECK ", 1)[0].strip("`").replace("``", "`").lower()
+
+
+def _difference(want: dict, got: dict | None) -> str:
+    if got is None:
+        return "the table is missing"
+    parts = []
+    for key in want:
+        if want[key] != got.get(key):
+            parts.append(
+                f"{key}: master {json.dumps(want[key], sort_keys=True)[:300]}, "
+                f"replica {json.dumps(got.get(key), sort_keys=True)[:300]}"
+            )
+    return "; ".join(parts)
+
+
+# The replay tags: what replay's commits on a replica table say in ``commitInfo.userMetadata``.
+#
+# ``wlr:<master dbid>:<first>-<last>`` (``...:<txn>`` for one transaction) on the commit that lands
+# a segment or a transaction; ``...:part`` on the intermediate commits of a transaction that needs
+# several (a barrier: DDL or a full image), whose final commit carries the tag without it. A
+# transaction counts as applied only when a final commit covering it is in the table's log: each
+# table's progress is read back from its own Delta log (:class:`wlr.apply.Applier`).
+
+
+TAG_PREFIX = "wlr:"
+
+
+FINAL_PROPERTY = "wlr.txn"
+
+
+def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> str:
+    """The replay tag of a commit of transaction ``txn``.
+
+    Args:
+        dbid (str): the master's database id.
+        txn (int): the last transaction the commit applies.
+        part (bool): the commit does not end the transaction (``...:part``).
+        first (int | None): the segment's first transaction (None: ``txn`` alone).
+
+    Returns:
+        str: ``wlr:<dbid>:<first>-<txn>`` (``wlr:<dbid>:<txn>`` for one transaction), with
+        ``:part`` appended for a part commit.
+    """
+    return f"{TAG_PREFIX}{dbid}:{span_text(txn if first is None else first, txn)}" + (":part" if part else "")
+
+
+def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
+    """The transactions a replay tag of master ``dbid`` names (the inverse of :func:`tag`).
+
+    Args:
+        text (str | None): a commit's ``commitInfo.userMetadata`` (None: the commit has none).
+        dbid (str): the master's database id.
+
+    Returns:
+        tuple[int, int, bool] | None: ``(first txn, last txn, final)``; None when ``text`` is not
+        a replay tag of that master.
+    """
+    prefix = f"{TAG_PREFIX}{dbid}:"
+    if not text or not text.startswith(prefix):
+        return None
+    rest = text[len(prefix) :].split(":")
+    first, _, last = rest[0].partition("-")
+    try:
+        return int(first), int(last or first), len(rest) == 1
+    except ValueError:
+        return None
+
+
+def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
+    """The last transaction a replay tag of master ``dbid`` names, and whether the commit ends it.
+
+    Args:
+        text (str | None): a commit's ``commitInfo.userMetadata`` (None: the commit has none).
+        dbid (str): the master's database id.
+
+    Returns:
+        tuple[int, bool] | None: ``(last txn, final)``; None when ``text`` is not a replay tag
+        of that master.
+    """
+    span = parse_span(text, dbid)
+    return None if span is None else (span[1], span[2])
+
+
+# What a replica's tables hold, read back from their own Delta logs: their versions, their
+# definitions, and the replay tags on their commits (:mod:`wlr.apply`), so that replay knows after a
+# crash which transactions each table holds, and a write made by anyone but replay is seen; and
+# the tables delta-rs landed segments on, kept open between segments (:class:`OpenTables`).
+#
+# Opening a table with delta-rs (``DeltaTable(path)``) reads its last checkpoint and every JSON
+# commit after it: about 5 ms of CPU on a small table, paid by every segment a follower lands,
+# round after round. A table kept from the previous segment is brought up to date instead
+# (``update_incremental``: only the commits made since, about 0.5 ms), provided it is still the
+# same table: the commit file of the version it was kept at must be the very file it was then (the
+# same inode, size and modification time). A table dropped and made again by DDL, whose log begins
+# anew, fails that check and is opened afresh; commits Spark made since (a segment delta-rs could
+# not land, DDL that kept the table) are read by the update. This module loads neither delta-rs
+# nor pyarrow before a table is opened (:mod:`wlr.apply`, which lands segments, loads both).
+
+
+rs_log = logging.getLogger("wlr.deltars")  # delta-rs's tables and segments
+
+
+class ReplicaTables:
+    """The tables of one replica, as replay of master ``dbid`` left them.
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        replica_path (str): the replica's folder (path or URL).
+        dbid (str): the master's database id (its replay tags are the ones read).
+    """
+
+    def __init__(self, storage: Storage, replica_path: str, dbid: str):
+        self.storage = storage
+        self.replica_path = replica_path
+        self.dbid = dbid
+        self._meta: dict[str, tuple[int, TableMeta | None]] = {}
+        self.opened = OpenTables()  # the tables delta-rs landed segments on, kept open between segments
+
+    def forget(self, name: str) -> None:
+        """Drop what is cached of table ``name`` (it is dropped or made again: its versions start anew).
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+        """
+        self._meta.pop(name, None)
+        self.opened.drop(self.storage.os_path(self.table_path(name)))
+
+    def table_path(self, name: str) -> str:
+        """The folder (path or URL) of replica table ``name``: ``<replica>/<schema>/<table>``.
+
+        Args:
+            name (str): ``schema.table``.
+        """
+        schema, table = split_name(name)
+        return Storage.join(self.replica_path, schema, table)
+
+    def last_final_txn(self, name: str, since_version: int = -1) -> int:
+        """The highest transaction whose final replay commit is in the table's log after
+        ``since_version``; -1 when there is none.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            since_version (int): the Delta version to look after (-1: every version).
+        """
+        path = self.table_path(name)
+        best = -1
+        for v in reversed(list_versions(self.storage, path)):
+            if v <= since_version:
+                break
+            found = self.tag_at(path, v)
+            if found and found[1]:
+                best = max(best, found[0])
+                break
+        return best
+
+    def tag_at(self, path: str, version: int) -> tuple[int, bool] | None:
+        """``(txn, final)`` of the replay tag on commit ``version`` of the table at ``path``, or None."""
+        return parse_tag(read_commit(self.storage, path, version).user_metadata, self.dbid)
+
+    def version_at(self, name: str, txn: int) -> int | None:
+        """The table's Delta version holding exactly the transactions <= ``txn``.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            txn (int): a transaction id.
+
+        Returns:
+            int | None: the version; -1 when the table did not exist then; None when one commit
+            spans ``txn`` (a segment from before it to after it: no version holds exactly that point).
+        """
+        path = self.table_path(name)
+        for v in reversed(list_versions(self.storage, path)):
+            commit = read_commit(self.storage, path, v)
+            span = parse_span(commit.user_metadata, self.dbid)
+            if span is None:  # the snapshot copy's commits precede replay; OPTIMIZE and such change no data
+                if commit.data_change or commit.metadata is not None:
+                    return v
+                continue
+            first, last, final = span
+            if first > txn:
+                continue
+            return v if (last <= txn and final) else None
+        return -1
+
+    def resuming(self, name: str, txn: int) -> bool:
+        """True when the table's newest commit is a part commit of ``txn``: an attempt was cut short.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            txn (int): the transaction about to be applied.
+        """
+        path = self.table_path(name)
+        versions = list_versions(self.storage, path)
+        return bool(versions) and self.tag_at(path, versions[-1]) == (txn, False)
+
+    def foreign_writes(self, name: str, since_version: int) -> list[str]:
+        """Commits after ``since_version`` that change data or shape and were not made by replay.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+            since_version (int): the last Delta version replay knows.
+
+        Returns:
+            list[str]: ``"version <v> (<operation>)"`` for each; ``[]`` when none.
+        """
+        path = self.table_path(name)
+        out = []
+        for v in list_versions(self.storage, path):
+            if v <= since_version:
+                continue
+            commit = read_commit(self.storage, path, v)
+            if parse_tag(commit.user_metadata, self.dbid) is not None:
+                continue
+            if commit.data_change or commit.metadata is not None:
+                out.append(f"version {v} ({commit.operation})")
+        return out
+
+    def current_version(self, name: str) -> int:
+        """The replica table's latest Delta version; -1 when it has no commit (no table yet).
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+        """
+        versions = list_versions(self.storage, self.table_path(name))
+        return versions[-1] if versions else -1
+
+    def current_meta(self, name: str) -> TableMeta | None:
+        """The replica table's metadata now; reads only the commits since the last call (cached).
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+
+        Returns:
+            TableMeta | None: None when the table has no commit.
+        """
+        path = self.table_path(name)
+        v = self.current_version(name)
+        if v < 0:
+            self._meta.pop(name, None)
+            return None
+        cached = self._meta.get(name)
+        meta = None
+        if cached is not None and cached[0] <= v:
+            meta = cached[1]
+            for ver in range(cached[0] + 1, v + 1):
+                meta = meta_after(meta, read_commit(self.storage, path, ver))
+        else:
+            meta = metadata_at(self.storage, path, v)
+        self._meta[name] = (v, meta)
+        return meta
+
+    def created_by_replay(self, name: str) -> bool:
+        """True when the replica table's first commit was made by replay of this master.
+
+        Args:
+            name (str): the replica table, ``schema.table``.
+        """
+        path = self.table_path(name)
+        versions = list_versions(self.storage, path)
+        return bool(versions) and self.tag_at(path, versions[0]) is not None
+
+
+def open_table(path: str):
+    """delta-rs's DeltaTable at local ``path``, or None when delta-rs cannot read its log (a
+    reader feature it lacks)."""
+    from deltalake import DeltaTable
+
+    try:
+        return DeltaTable(path)
+    except Exception as exc:  # deltalake's errors for unknown features and versions have no common base
+        rs_log.debug("%s: delta-rs cannot read it (%s)", path, exc)
+        return None
+
+
+def _stamp(path: str, version: int) -> tuple[int, int, int] | None:
+    """(inode, size, modification time in ns) of the commit file of ``version`` of the table at
+    ``path``; None when it is not there."""
+    try:
+        st = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class OpenTables:
+    """The DeltaTable of each replica table a segment used last, by local folder; shared by the
+    threads of a replay (a table's segments run one at a time, and a table is taken out while used)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[Any, int, tuple[int, int, int]]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, path: str):
+        """The table at local ``path`` at its latest version: the one kept, brought up to date
+        when it is still the same table, else opened afresh (None: delta-rs cannot read it).
+        Give it back with :meth:`keep` once the segment is done."""
+        with self._lock:
+            kept = self._kept.pop(path, None)
+        if kept is not None:
+            dt, version, stamp = kept
+            if _stamp(path, version) == stamp:
+                try:
+                    dt.update_incremental()
+                    return dt
+                except Exception as exc:  # deltalake's errors have no common base
+                    rs_log.debug("%s: opened again (%s)", path, exc)
+        return open_table(path)
+
+    def keep(self, path: str, dt) -> None:
+        """Keep ``dt`` (the table at ``path``, after the segment) for the table's next segment."""
+        if dt is None:
+            return
+        version = dt.version()
+        stamp = _stamp(path, version)
+        if stamp is not None:
+            with self._lock:
+                self._kept[path] = (dt, version, stamp)
+
+    def drop(self, path: str | None) -> None:
+        """Forget the table at local ``path`` (dropped or made again; None: not a local table)."""
+        if path is not None:
+            with self._lock:
+                self._kept.pop(path, None)
+
+
+# Small segments landed through delta-rs (the ``deltalake`` package), with no Spark job.
+#
+# A segment landed by Spark pays about eleven Spark jobs whatever its size (the change rows'
+# schema, Delta's state rebuilt, the file listing, the write, the commit's own): about a second
+# per table on 2 cores for a handful of rows, which a follower of many quiet tables pays every
+# round. delta-rs commits the same MERGE or append in tens of milliseconds, in this process.
+#
+# The commit is the one Spark would make: the same net change (the Arrow functions of
+# :mod:`wlcore.collapse`, by Spark's rules), one MERGE (or one append when only inserts remain) with the
+# replay tag in ``commitInfo.userMetadata`` and Delta's idempotent ``txn`` action (``appId``
+# ``wlc:<master dbid>``, ``version`` the segment's last transaction), and the change-data files a
+# MERGE writes where the table's change feed is on. A key whose first change in the segment was a
+# delete or an update must be on the table: it is checked against the table's version the MERGE
+# reads, before it, so a diverged replica gets :class:`~wlr.errors.ApplyError` and no commit.
+#
+# Used only where delta-rs writes the table exactly as Spark would, else :meth:`DeltaRs.land`
+# answers None and Spark lands the segment: local folders; tables of at most ``limit`` bytes
+# (``replica.deltars_bytes``); not partitioned; protocol features delta-rs writes (append-only,
+# invariants, change feed, TIMESTAMP_NTZ; no constraints, generated or identity columns, column
+# mapping, deletion vectors, row tracking or In-Commit Timestamps); columns of flat types, TIMESTAMP
+# columns whose files' statistics show instants from 1678 to 2261 only (delta-rs reads Spark's
+# INT96 timestamps through nanoseconds, and a MERGE copies untouched rows); keys of
+# integer, string, decimal or date types, never NULL; change rows with the table's columns. A segment
+# whose ALTERs add nullable columns of flat types at the end (``ALTER TABLE ADD COLUMNS``) lands in
+# two: the columns added at the end in the order the master has them (a part commit, as Spark's
+# replay makes for an ALTER; delta-rs's ``merge_schema`` would order them its own way), then the
+# rows; change rows from before the ALTER hold NULL there, as when Spark reads them with the
+# segment's final schema.
+
+
+_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "changeDataFeed", "timestampNtz"})
+
+
+_WRITER_VERSIONS = frozenset({1, 2, 3, 4, 7})  # 5: column mapping; 6: identity columns
+
+
+_READER_FEATURES = frozenset({"timestampNtz"})
+
+
+_KEY_TYPES = {"byte", "short", "integer", "long", "string", "date"}
+
+
+_FIELD_METADATA = {"comment", "__CHAR_VARCHAR_TYPE_STRING"}  # what a column may carry here
+
+
+def why_not(meta: TableMeta, protocol) -> str | None:
+    """Why delta-rs may not write this table as Spark would, or None when it may.
+
+    Args:
+        meta (TableMeta): the table's metadata now.
+        protocol: delta-rs's ``ProtocolVersions`` of the table.
+
+    Returns:
+        str | None: the reason, or None.
+    """
+    reason = delta_rs_refusal(meta, protocol, _READER_FEATURES, _WRITER_FEATURES, _WRITER_VERSIONS)
+    if reason is not None:
+        return reason
+    if any(k.startswith("delta.constraints.") for k in meta.configuration):
+        return "CHECK constraints"
+    for f in meta.schema.get("fields", []):
+        extra = set(f.get("metadata") or {}) - _FIELD_METADATA
+        if extra:
+            return f"column {f.get('name')} carries {sorted(extra)}"
+    return None
+
+
+class DeltaRs:
+    """Lands small segments through delta-rs for :class:`wlr.apply.Applier`.
+
+    Args:
+        app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
+        limit (Callable[[], int]): gives the size in bytes up to which a table takes a segment
+            here (the Applier's ``deltars_limit``, set by replay from ``replica.deltars_bytes``;
+            0: none).
+        rewrite_limit (Callable[[], int]): gives the size in bytes up to which a table may be
+            rewritten whole (the Applier's :class:`wlr.apply.Rewriter` limit; 0: never): an
+            unkeyed table's segment lands through delta-rs as a rewrite only up to it.
+        tables (OpenTables | None): the tables kept open between segments (shared by the
+            appliers of one replay's threads; None: a new one).
+    """
+
+    def __init__(
+        self,
+        app_id: str,
+        limit: Callable[[], int],
+        rewrite_limit: Callable[[], int] = lambda: 0,
+        tables: OpenTables | None = None,
+    ):
+        self.app_id = app_id
+        self.limit = limit
+        self.rewrite_limit = rewrite_limit
+        self.tables = tables if tables is not None else OpenTables()
+
+    def land(
+        self,
+        path: str,
+        meta: TableMeta,
+        files: Sequence[str],
+        keys: list[str],
+        insert_only: bool,
+        text: str,
+        version: int,
+        shape: TableMeta | None = None,
+        part: str = "",
+    ) -> tuple[int, str] | None:
+        """Land a segment's change rows on the table at ``path`` in one commit, or leave it to Spark.
+
+        Args:
+            path (str): the replica table's local folder.
+            meta (TableMeta): the table's metadata now.
+            files (Sequence[str]): the segment's change-row files (local paths).
+            keys (list[str]): the key columns (``wlc.key``; empty: none).
+            insert_only (bool): every change row is an insert (one append lands them as they are).
+            text (str): the replay tag of the commit.
+            version (int): the segment's last transaction (Delta's idempotent ``txn`` version).
+            shape (TableMeta | None): the table's definition after the segment's ALTERs, which only
+                add nullable columns (None: the segment alters nothing).
+            part (str): the replay tag of the part commit that adds the columns ``shape`` adds.
+
+        Returns:
+            tuple[int, str] | None: the rows after collapse and how they landed (``"append"``,
+            ``"merge"``, or ``"rewrite"``: an unkeyed table's rows after the segment overwrite it,
+            one commit, tables up to ``rewrite_limit()`` bytes); None when delta-rs may not land this
+            segment (Spark lands it).
+
+        Raises:
+            ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
+                more copies of a row than the table holds (the replica has diverged).
+        """
+        if self.limit() <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
+            return None
+        dt = self.tables.take(path)
+        landed = self._land(dt, path, meta, files, keys, insert_only, text, version, shape, part)
+        self.tables.keep(path, dt)  # not reached when the segment raised: the table is opened again
+        return landed
+
+    def _land(self, dt, path, meta, files, keys, insert_only, text, version, shape, part) -> tuple[int, str] | None:
+        """:meth:`land` on ``dt``, the table at ``path`` (None: delta-rs cannot read it)."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
+
+        found = self._eligible(dt, meta, keys, insert_only, shape)
+        if isinstance(found, str):
+            rs_log.debug("%s: Spark lands it (%s)", path, found)
+            return None
+        added = found  # the fields the segment's ALTERs add
+        before = dt.version()
+        done = dt.transaction_version(self.app_id)
+        if done is not None and done >= version:  # Delta's idempotent write: already in the log
+            return 0, "merge"
+        target = pa.schema((dt.schema() if shape is None else Schema.from_json(shape.schema_json)).to_arrow())
+        try:
+            rows = _rows(files, target, added)
+            if insert_only:
+                data, how, count = rows.select(target.names).cast(target), "append", rows.num_rows
+            elif keys:
+                net = collapse.net_by_key_arrow(rows, keys)
+                data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
+            else:
+                now = _with_columns(dt.to_pyarrow_table(), target)
+                data, short, count = collapse.after_images(now, rows)
+                how = "rewrite"
+        except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            rs_log.debug("%s: Spark lands it (%s)", path, exc)
+            return None
+        if how == "merge":
+            _check_present(dt, net, keys)
+        elif how == "rewrite" and short.num_rows:
+            _diverged(short.slice(0, 1).to_pylist()[0])
+        commit = CommitProperties(
+            custom_metadata={"userMetadata": text}, app_transactions=[Transaction(self.app_id, version)]
+        )
+        if added:
+            fields = [Field.from_json(json.dumps(f)) for f in added]
+            dt.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={"userMetadata": part}))
+        if how != "merge":
+            mode = "append" if how == "append" else "overwrite"
+            write_deltalake(dt, data, mode=mode, commit_properties=commit)
+        else:
+            source = data.append_column(OP, net[OP])
+            on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in keys)
+            (
+                dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=False, commit_properties=commit)
+                .when_matched_update_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
+                .when_matched_delete(predicate=f"NOT s.{_ident(OP)}")
+                .when_not_matched_insert_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
+                .execute()
+            )
+        _checkpoint(dt, before, meta)
+        return count, how
+
+    def _eligible(self, dt, meta: TableMeta, keys: list[str], insert_only: bool, shape: TableMeta | None):
+        """The fields the segment's ALTERs add (``shape``; empty: none) when delta-rs may land the
+        segment on ``dt``, else why not (a str)."""
+        if dt is None:
+            return "delta-rs cannot read its log"
+        reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
+        if reason is not None:
+            return reason
+        added = _added(meta, shape) if shape is not None else []
+        if isinstance(added, str):
+            return added
+        if keys and not insert_only:
+            types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
+            bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
+            if bad:
+                return f"key columns {bad} of types delta-rs matches otherwise"
+        adds = _adds(dt)
+        size = _bytes(adds)
+        reason = _instants_out_of_range(meta, adds)
+        if reason is not None:
+            return reason
+        if size > self.limit():
+            return f"{size} bytes"
+        if not (keys or insert_only) and size > self.rewrite_limit():
+            return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+        return added
+
+
+def _checkpoint(dt, before: int, meta: TableMeta) -> None:
+    """A checkpoint of ``dt`` (just committed, from version ``before``) when its commits passed a
+    multiple of the table's ``delta.checkpointInterval`` (Delta Spark's default, 10): delta-rs
+    writes one only every 100 versions by default, and every later open of the table (replay's
+    next segment, a Spark reader) replays each JSON commit since the last. The checkpoint keeps
+    the ``txn`` markers replay's idempotence reads. A failure to write it is logged: the commit
+    stands, and readers replay the JSON commits as before."""
+    try:
+        interval = max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
+    except ValueError:
+        interval = 10
+    if dt.version() // interval == before // interval:
+        return
+    try:
+        dt.create_checkpoint()
+    except Exception as exc:  # deltalake's errors have no common base
+        rs_log.warning(
+            "%s: no checkpoint at version %d (%s); readers replay its JSON commits", dt.table_uri, dt.version(), exc
+        )
+
+
+# delta-rs reads Spark's INT96 timestamps through nanoseconds: instants outside these wrap in silence
+_SAFE_INSTANTS = (datetime(1678, 1, 1, tzinfo=timezone.utc), datetime(2262, 1, 1, tzinfo=timezone.utc))
+
+
+def _instants_out_of_range(meta: TableMeta, adds: pa.Table) -> str | None:
+    """Why a TIMESTAMP column of the table may hold an instant delta-rs would misread (its files'
+    statistics, ``adds``: delta-rs's add actions, say one is before 1678 or after 2261, or do not
+    say), else None. A MERGE copies untouched rows of the files it rewrites, and Spark writes
+    TIMESTAMP as INT96, which delta-rs reads in nanoseconds (years 1677 to 2262)."""
+    import pyarrow.compute as pc
+
+    for f in meta.schema.get("fields", []):
+        if f.get("type") != "timestamp" or not adds.num_rows:
+            continue
+        name = f["name"]
+        if f"min.{name}" not in adds.column_names:
+            return f"column {name} has no statistics (a TIMESTAMP delta-rs may misread)"
+        low, high, nulls = adds[f"min.{name}"], adds[f"max.{name}"], adds[f"null_count.{name}"]
+        unknown = pc.and_(pc.or_(pc.is_null(low), pc.is_null(high)), pc.not_equal(nulls, adds["num_records"]))
+        if pc.any(pc.fill_null(unknown, True)).as_py():
+            return f"column {name} has files without statistics (a TIMESTAMP delta-rs may misread)"
+        first, last = pc.min(low).as_py(), pc.max(high).as_py()
+        if first is not None and (first < _SAFE_INSTANTS[0] or last >= _SAFE_INSTANTS[1]):
+            return f"column {name} holds instants before 1678 or after 2261, which delta-rs misreads"
+    return None
+
+
+def _rows(files: Sequence[str], target: pa.Schema, added: list[dict]) -> pa.Table:
+    """The change rows of ``files`` with the columns of ``target`` (the table's schema after the
+    segment); columns ``added`` after the segment's last change row are NULL in every row.
+
+    Raises:
+        collapse.ArrowUnsupported: the rows cannot be read here, or their columns are not the table's.
+    """
+
+    rows = _with_columns(collapse.read_rows_arrow(files, missing=bool(added)), target, [f["name"] for f in added])
+    if set(collapse.data_columns_arrow(rows)) != set(target.names):
+        raise collapse.ArrowUnsupported("the change rows' columns are not the table's")
+    return rows
+
+
+def _with_columns(rows: pa.Table, target: pa.Schema, names: Sequence[str] | None = None) -> pa.Table:
+    """``rows`` with a NULL column for each field of ``target`` it lacks (of ``names``; None: any)."""
+    import pyarrow as pa
+
+    for f in target:
+        if f.name not in rows.column_names and (names is None or f.name in names):
+            rows = rows.append_column(f, pa.nulls(rows.num_rows, f.type))
+    return rows if names is not None else rows.select(target.names).cast(target)
+
+
+def _diverged(row: dict) -> None:
+    """Raise ApplyError naming ``row``, a row to delete or update the replica lacks."""
+    raise ApplyError(
+        f"rows to delete or update are not on the replica (e.g. {json.dumps(row, default=str)}); "
+        "the replica has diverged from the master"
+    )
+
+
+def _added(meta: TableMeta, shape: TableMeta) -> list[dict] | str:
+    """The fields ``shape`` adds at the end of ``meta``'s, each nullable, of a flat type and with no
+    metadata (what Spark's ``ADD COLUMNS`` makes of them); else why delta-rs may not add them."""
+    old = meta.schema.get("fields", [])
+    new = shape.schema.get("fields", [])
+    if new[: len(old)] != old or meta.partition_columns != shape.partition_columns:
+        return "the segment's ALTERs change more than added columns at the end"
+    for f in new[len(old) :]:
+        if not f.get("nullable", True) or f.get("metadata") or not isinstance(f.get("type"), str):
+            return f"added column {f.get('name')} is not a nullable flat column without metadata"
+    return new[len(old) :]
+
+
+def detail(dt) -> tuple[int, int]:
+    """The size in bytes and the number of data files of delta-rs's DeltaTable ``dt`` (its log only)."""
+    adds = _adds(dt)
+    return _bytes(adds), adds.num_rows
+
+
+def _adds(dt) -> pa.Table:
+    """delta-rs's add actions of ``dt`` (a data file a row: path, size, statistics), from its log."""
+    import pyarrow as pa
+
+    return pa.table(dt.get_add_actions(flatten=True))
+
+
+def _bytes(adds: pa.Table) -> int:
+    """The size in bytes of the data files ``adds`` (:func:`_adds`) lists."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(adds["size_bytes"]).as_py() or 0)
+
+
+def size_of(path: str) -> tuple[int, int] | None:
+    """The size in bytes and the number of data files of the Delta table at local ``path``, read
+    from its log by delta-rs in milliseconds; None when delta-rs cannot read it."""
+    dt = open_table(path)
+    return None if dt is None else detail(dt)
+
+
+def _ident(name: str) -> str:
+    """``name`` as a delta-rs (DataFusion SQL) identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _check_present(dt, net: pa.Table, keys: list[str]) -> None:
+    """Raise ApplyError naming a key of ``net`` whose first change was not an insert and that the
+    table (``dt``, at the version the MERGE reads) lacks."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    need = net.filter(pc.equal(net[FIRST], 0))
+    if not need.num_rows:
+        return
+    table = dt.to_pyarrow_dataset()
+    kind = table.schema.field(keys[0]).type
+    low, high = (v.cast(kind) for v in pc.min_max(need[keys[0]]).values())
+    within = (ds.field(keys[0]) >= low) & (ds.field(keys[0]) <= high)  # other files are skipped by their stats
+    have = table.to_table(columns=keys, filter=within)
+    missing = need.join(have.cast(need.select(keys).schema), keys=keys, join_type="left anti")
+    if missing.num_rows:
+        _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
+
 
 log = logging.getLogger("wlr.apply")
 
@@ -52,8 +1496,8 @@ class Landed(TypedDict, total=False):
 
     rows_in: int  # change rows read
     rows_out: int  # rows after collapse (-1: not known)
-    how: str  # "append", "merge", "rewrite" (:mod:`wlr.rewrite`) or "commit" (no rows)
-    engine: str  # "spark", or "delta-rs" (:mod:`wlr.deltars`)
+    how: str  # "append", "merge", "rewrite" (:mod:`wlr.apply`) or "commit" (no rows)
+    engine: str  # "spark", or "delta-rs" (:mod:`wlr.apply`)
 
 
 def replay_session(base):
@@ -184,15 +1628,11 @@ class Applier:
 
     @property
     def deltars(self):
-        """The applier's :class:`wlr.deltars.DeltaRs`, made on first use (delta-rs and pyarrow are
+        """The applier's :class:`wlr.apply.DeltaRs`, made on first use (delta-rs and pyarrow are
         imported by the first segment, not by a replica's set-up or ``wlr status``)."""
         if self._deltars is None:
-            from . import deltars
-
             opened = self.tables.opened
-            self._deltars = deltars.DeltaRs(
-                self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit, opened
-            )
+            self._deltars = DeltaRs(self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit, opened)
         return self._deltars
 
     def fork(self) -> "Applier":
@@ -271,7 +1711,7 @@ class Applier:
 
     def _replace(self, rec: TxnRecord, uri: str, rows: DataFrame, meta: TableMeta) -> None:
         """Replace the table's content (and definition, where it changed) by the image
-        (:meth:`wlr.ddl.TableDDL.replace`). The rows land in one idempotent commit (Delta
+        (:meth:`wlr.apply.TableDDL.replace`). The rows land in one idempotent commit (Delta
         skips it when its txnVersion is already in the log); a final commit ends the
         transaction unless that write was the last step, so a crash anywhere repeats only
         what is missing and never skips a constraint."""
@@ -303,8 +1743,6 @@ class Applier:
         found = checksum_size(self.storage, path, self.tables.current_version(name))
         local = self.storage.os_path(path)
         if found is None and local is not None:  # a commit delta-rs made has no checksum
-            from .deltars import size_of
-
             found = size_of(local)
         if found is not None:
             return found
@@ -421,7 +1859,7 @@ class Applier:
         first: int,
         txn: int,
     ) -> tuple[int, str] | None:
-        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.deltars`)
+        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.apply`)
         when it may be: no row filter, local folders, and a table, change rows and added columns
         (``shape``: the definition after the segment's ALTERs, None: none) delta-rs writes
         exactly; None: Spark lands it."""

@@ -1,20 +1,26 @@
-"""A replica's state in memory and on disk: ``wlr.config`` (:mod:`wlcore.replica_state`) and
-the event log ``wlr.log`` beside it; shared by the replica's set-up, replay rounds, follower,
-relay and consistent view."""
+"""A replica's files in its folder: ``wlr.config`` (:mod:`wlcore.replica_state`), the event log
+``wlr.log`` beside it (:class:`StateBook`, its state in memory and on disk) and the lock
+``wlr.lock`` (:class:`ReplicaLock`: one process replays into a replica at a time); shared by the
+replica's set-up, replay rounds, follower, relay and consistent view."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Any, Iterator
 
+from wlcore.errors import LockHeldError
 from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 
-from .errors import ReplicationError
+from .errors import ReplicaStateError, ReplicationError
 
 LOG_FILE = "wlr.log"
+
+
 log = logging.getLogger("wlr.replica")
 
 
@@ -74,3 +80,65 @@ class StateBook:
         line = f"{utc_iso(datetime.now(timezone.utc))} {message}\n"
         log.log(level, "%s: %s", self.name, message)
         self.storage.append_text(Storage.join(self.path, LOG_FILE), line)
+
+
+# The replica's lock, ``<replica>/wlr.lock``: one process replays into a replica at a time
+# (:meth:`wlcore.storage.Storage.lock`).
+
+
+LOCK_FILE = "wlr.lock"
+
+
+class ReplicaLock:
+    """``wlr.lock`` of a replica (:meth:`wlcore.storage.Storage.lock`: a file lock, or a lease on S3).
+
+    The lock is not re-entrant across objects: a second :class:`ReplicaLock` on the same
+    folder is refused while this one holds it.
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        path (str): the replica's folder (path or URL).
+    """
+
+    def __init__(self, storage: Storage, path: str) -> None:
+        self.storage = storage
+        self.path = path
+        self.held: Any = None  # the storage's lock object while held
+
+    def probe(self) -> None:
+        """Raise ReplicaStateError when another process holds ``wlr.lock`` (creates nothing)."""
+        path = Storage.join(self.path, LOCK_FILE)
+        if self.held is not None or not self.storage.exists(path):
+            return
+        self._take(path).release()
+
+    def acquire(self) -> None:
+        """Take the lock (nothing when held already).
+
+        Raises:
+            ReplicaStateError: another process holds it.
+        """
+        if self.held is not None:
+            return
+        self.held = self._take(Storage.join(self.path, LOCK_FILE))
+
+    def release(self) -> None:
+        """Release the lock when held."""
+        if self.held is not None:
+            self.held.release()
+            self.held = None
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the lock for the ``with`` block (:meth:`acquire`, then :meth:`release`)."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def _take(self, path: str) -> Any:
+        try:
+            return self.storage.lock(path, blocking=False, what=f"replay into {self.path}")
+        except LockHeldError:
+            raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None

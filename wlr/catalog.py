@@ -1,11 +1,13 @@
-"""A replica's tables by name in Spark SQL: views in the Spark session catalog at the last consistent tick.
+"""The consistent view of a replica: every table read at its Delta version of the last consistent
+tick while the replica catches up (:class:`ConsistentView`), and its tables by name in Spark SQL:
+views in the Spark session catalog at that tick (:class:`ReplicaCatalog`).
 
 Replica table ``schema.table`` of replica ``shop_replica`` is the view
 ``shop_replica__schema.table``: a schema of the session catalog for each schema of each
 replica (the replica's name, two underscores, the schema's name), so a master's schemas
 (``sales``) and the schemas of several replicas live side by side in one session. Each view
 reads its table at the Delta version of the last consistent tick (``at.<table>`` in
-``wlr.config``, :mod:`wlr.view`) through Delta time travel: ``SELECT * FROM
+``wlr.config``, :mod:`wlr.catalog`) through Delta time travel: ``SELECT * FROM
 delta.`<folder>` VERSION AS OF <version>``. Spark refuses writes through a view (``INSERT``,
 ``TRUNCATE``, ``ALTER``: "expects a table but ... is a view"), and Delta refuses ``UPDATE``,
 ``DELETE`` and ``MERGE`` into a time-travelled read, so the replica's tables stay read-only
@@ -35,31 +37,145 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wlcore.names import catalog_name, quote_ident, split_name
-from wlcore.session import running_session
+from wlcore.session import active_session, running_session
 from wlcore.settings import settings
+from wlcore.storage import Storage
 from wlcore.tabledef import sql_string as _string
 
 from .book import StateBook
 from .errors import ReadOnlyError, ReplicaStateError
-from .view import ConsistentView
+
+if TYPE_CHECKING:
+    from .apply import Applier
+
+
+# Consistent reads of a replica while it catches up: every table at its Delta version of
+# the last consistent tick (``view`` and ``at.<schema.table>`` in ``wlr.config``).
+
+
+class ConsistentView:
+    """The read side of :class:`wlr.Replica`: its tables as of the last consistent tick.
+
+    Args:
+        book: the replica's state (``view``, ``at.<table>`` and ``version.<table>``).
+        spark: returns the SparkSession reads go through (None: the active one).
+        applier: returns the replica's applier (Delta versions of its tables).
+    """
+
+    def __init__(self, book: StateBook, spark: Callable[[], Any], applier: Callable[[], Applier]) -> None:
+        self.book = book
+        self.storage = book.storage
+        self.path = book.path
+        self.name = book.name
+        self._spark = spark
+        self._applier = applier
+
+    def path_of(self, table: str) -> str:
+        """The folder (URI) of a replica table, as Spark reads it.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Raises:
+            ConfigError: the name is not two parts, or a part would leave the database folder.
+        """
+        schema, name = split_name(table)
+        return self.storage.uri(Storage.join(self.path, schema, name))
+
+    def table(self, table: str):
+        """The replica table as a DataFrame (read-only use), as of the last consistent tick.
+
+        While replay catches up, tables land segment by segment and stand at different
+        transactions; this reads the Delta version each table had at the last tick where
+        every table was consistent (``view`` in ``wlr.config``, versions in ``at.<table>``),
+        through Delta time travel, so two tables read together are a pair of states that
+        existed together on the master. A plain Spark reader gets the same view with
+        ``spark.read.format("delta").option("versionAsOf", replica.versions()[name])``.
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            DataFrame: the table at that version (its newest when no view is recorded yet).
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at that tick.
+        """
+        st = self.book.current()
+        reader = (self._spark() or active_session()).read.format("delta")
+        if st.has("view"):
+            if table not in st.views:
+                from wlcore.databases import did_you_mean
+
+                raise ReplicaStateError(
+                    f"table {table} is not on replica {self.name} at transaction {st.view}"
+                    + did_you_mean(table, sorted(self.versions()), "tables")
+                )
+            reader = reader.option("versionAsOf", st.views[table])
+        return reader.load(self.path_of(table))
+
+    def tables(self) -> dict:
+        """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
+        return {name: self.table(name) for name in sorted(self.versions())}
+
+    def versions(self) -> dict[str, int]:
+        """``{"schema.table": Delta version}`` of every replica table at the last consistent tick
+        (:meth:`view_tick`); read them with ``versionAsOf``."""
+        return dict(self.book.current().views)
+
+    def view_tick(self) -> int:
+        """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
+        return self.book.current().view_tick
+
+    def set_view(self, tick: int, done: dict[str, int]) -> None:
+        """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``); the caller saves.
+
+        A table at or before ``tick`` is at its ``version.<table>`` (set with its progress,
+        so a commit still landing is not seen). A table past ``tick`` (landing faster, or
+        another table failed before it) is read back at its version holding exactly
+        ``tick``; when a segment spans ``tick`` there is none, and the previous view stays.
+
+        Args:
+            tick (int): the transaction the view stands at (every transaction <= ``tick`` applied).
+            done (dict[str, int]): ``{table: last transaction applied}`` of the round's tables.
+        """
+        applier = self._applier()
+        state = self.book.state
+        view = {}
+        for name, version in list(state.versions.items()):
+            at = version if done.get(name, -1) <= tick else applier.tables.version_at(name, tick)
+            if at is None:
+                return
+            if at >= 0:
+                view[name] = at
+        state.set_views(view)
+        state.view = tick  # the caller saves
+
 
 log = logging.getLogger("wlr.replica")
 
+
 SEPARATOR = "__"
+
+
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # the statements that write into a table, and the name they write (Spark SQL's grammar: a name
 # of up to three parts, each bare or in backticks)
 _PART = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+
+
 _WRITE = re.compile(
     r"\b(?:INSERT\s+(?:INTO|OVERWRITE)(?:\s+TABLE)?|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE\s+TABLE|ALTER\s+TABLE)"
     rf"\s+({_PART}(?:\s*\.\s*{_PART}){{0,2}})",
     re.IGNORECASE,
 )
+
+
 _VIEW_COMMENT = re.compile(
     r"^replica (?P<replica>\S+)'s table (?P<table>\S+) at Delta version \d+ \(read-only(?:; master (?P<master>\S+))?\)$"
 )

@@ -27,7 +27,7 @@ from wlcore.settings import add_common, settings, use_config
 from .errors import NoStartError, ReplicaStateError, ReplicationError, RestoreError
 from .failure import retry_delay
 from .monitor import format_replica_status, shown
-from .options import ReplicateCall
+from .replay import ReplicateCall
 
 
 def _say(exc: WlcError, args: argparse.Namespace) -> str:

@@ -17,7 +17,7 @@ from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, ReplicationError
-from .logs import manifest_of
+from .planner import manifest_of
 
 
 def stored(state: ReplicaState) -> ReplicationError | None:

@@ -56,9 +56,8 @@ from wlcore.ship import ShipError, ship
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 
-from .book import LOG_FILE as REPLICA_LOG
+from .book import LOCK_FILE, LOG_FILE as REPLICA_LOG, ReplicaLock
 from .errors import PromotionError, ReplicaStateError
-from .lock import LOCK_FILE, ReplicaLock
 from .source import RELAY_DIR, Source, master_source, recorded_source
 
 STAGING = ".wlc-promote"  # the history is assembled here, then moved into place

@@ -29,7 +29,7 @@ from wlcore.ship import LOGS_DIR, read_config, ship
 from wlcore.storage import Storage
 
 from .book import StateBook
-from .logs import manifest_of
+from .planner import manifest_of
 from .source import RELAY_DIR, Source
 
 log = logging.getLogger("wlr.relay")

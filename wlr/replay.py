@@ -1,40 +1,792 @@
 """Replay (:class:`Replay`): rounds that read the published batches up to the target, plan, apply, record.
 
+Its parts: the options of replay as the last ``replicate()`` call asked (:class:`ReplayOptions`,
+:class:`ReplicateCall`), the set-up that every round goes through (:class:`ReplicaSetup`: the
+checks before anything is written, a new replica's start from a snapshot, the route) and one
+round's segments applied tables in parallel (:class:`Round`).
+
 A round reads the source's batches from the replica's next batch on (compacted batches
-first where they fit, :mod:`wlr.route`), plans what may be applied now (:func:`wlr.plan.plan`),
-applies it by segments (:class:`wlr.round.Round`) and returns a :class:`RoundResult`; the
+first where they fit, :mod:`wlr.planner`), plans what may be applied now (:func:`wlr.planner.plan`),
+applies it by segments (:class:`wlr.replay.Round`) and returns a :class:`RoundResult`; the
 replica's state (``tick``, ``clock``, ``batches``, the view) is saved as it moves.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from wlcore import batch as batchfmt
-from wlcore.master_state import MasterState
+from wlcore import batch as batchfmt, epochs, snapshots as snap
+from wlcore.batch import TxnRecord
+from wlcore.deltalog import delta_ref
+from wlcore.errors import ConfigError, first_line
+from wlcore.faults import crash_point
+from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
+from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
+from wlcore.session import check_s3a
+from wlcore.settings import number, settings
+from wlcore.storage import Storage, copy_tree
+from wlcore.target import Target, parse_until
 from wlcore.utc import utc_iso
 
-from . import failure, monitor
-from .book import StateBook
-from .errors import DivergedError, ReplicationError, ReplicationTimeout
-from .logs import LogError, published_batches, reaches, read_batches
-from .options import ReplayOptions
-from .plan import Target, TxnRef, consistent_tick, is_barrier, plan
+from . import failure, monitor, select
+from .book import LOCK_FILE, LOG_FILE, ReplicaLock, StateBook
+from .catalog import ConsistentView
+from .errors import ApplyError, DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout
+from .planner import (
+    Batch,
+    LogError,
+    Route,
+    Segment,
+    TxnRef,
+    check_history,
+    check_not_passed,
+    consistent_tick,
+    is_barrier,
+    note_history,
+    plan,
+    published_batches,
+    reaches,
+    read_batches,
+    segments,
+    span_text,
+)
 from .relay import Relay
-from .round import Failure, Item, Round
 from .select import Selection
-from .setup import ReplicaSetup
-from .source import Source
-from .view import ConsistentView
+from .source import Names, Source
+from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
-if TYPE_CHECKING:  # wlr.apply imports pyspark: `wlr status` and `wlr log` start without it
-    from .apply import Applier
-    from .metrics import ReplicaMetrics
+if TYPE_CHECKING:
+    from .apply import Applier, Landed
+    from .monitor import ReplicaMetrics
+
+
+# How a replica replays, as the last ``replicate()`` call asked (shared by its set-up and rounds).
+
+
+@dataclass
+class ReplayOptions:
+    """Options of replay (see :meth:`wlr.Replica.replicate`).
+
+    Attributes:
+        collapse: each table's run of DML lands as one commit a segment (False: one commit a
+            master transaction, and no compacted batches).
+        compacted: replay through level-1/2 compacted batches where they fit.
+        start_snapshot: the snapshot (its transaction id) a new replica starts from; None: the
+            newest at or before the target.
+        parallelism: tables applied at once (``replica.parallelism``).
+        rewrite_bytes: keyed tables up to this size (bytes) take a collapsed segment as one whole
+            rewrite (:mod:`wlr.apply`, ``replica.rewrite_bytes``; 0: always a MERGE).
+        deltars_bytes: tables up to this size (bytes) that delta-rs writes exactly take a segment
+            through delta-rs, with no Spark job (:mod:`wlr.apply`, ``replica.deltars_bytes``; 0: never).
+        relay_wanted: True/False: turn relaying on/off at the next round; None: as recorded.
+        level0_until: a compacted batch failed: its range (up to this transaction id) is
+            replayed from level 0 (-2: none).
+    """
+
+    collapse: bool = True
+    compacted: bool = True
+    start_snapshot: int | None = None
+    parallelism: int = 4
+    rewrite_bytes: int = 16 * 1024 * 1024
+    deltars_bytes: int = 256 * 1024 * 1024
+    relay_wanted: bool | None = None
+    level0_until: int = -2
+
+    @classmethod
+    def of(cls, cfg) -> "ReplayOptions":
+        """The defaults of the ``replica`` settings ``cfg`` (:class:`wlcore.settings.ReplicaSettings`)."""
+        return cls(
+            cfg.collapse, parallelism=cfg.parallelism, rewrite_bytes=cfg.rewrite_bytes, deltars_bytes=cfg.deltars_bytes
+        )
+
+    @property
+    def use_compacted(self) -> bool:
+        """True when replay may use compacted batches (``collapse`` and ``compacted``)."""
+        return self.collapse and self.compacted
+
+
+@dataclass(frozen=True)
+class ReplicateCall:
+    """One ``replicate()`` call, its ``until`` parsed once (see :meth:`wlr.Replica.replicate` for
+    each option).
+
+    Attributes:
+        target: ``until`` parsed (:func:`wlcore.target.parse_until`).
+        until: the target as the caller gave it (messages name it so).
+        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty, metrics_port:
+            as :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
+        service: following as a service (``wlr replicate --follow``): a failure of the first
+            catch-up is retried by the follower (:class:`wlr.follow.Follower`), not raised.
+    """
+
+    target: Target
+    until: int | str | datetime | None = None
+    follow: bool | None = None
+    timeout: float | None = None
+    collapse: bool | None = None
+    snapshot: int | None = None
+    compacted: bool = True
+    relay: bool | None = None
+    tables: str | list[str] | None = None
+    where: dict[str, str] | None = None
+    empty: bool = False
+    metrics_port: int | str | None = None
+    service: bool = False
+
+    @classmethod
+    def of(cls, until: int | str | datetime | None = None, **options: Any) -> ReplicateCall:
+        """The call for ``until`` (parsed here, once) and ``options`` (keywords of :meth:`wlr.Replica.replicate`).
+
+        Raises:
+            TargetError: ``until`` is malformed.
+            TypeError: an option that :meth:`wlr.Replica.replicate` does not take.
+        """
+        return cls(parse_until(until), until, **options)
+
+
+# A replay round: the planned transactions applied as segments, tables in parallel.
+#
+# The round takes a plan's transactions (ascending, ending at the target), groups them into
+# per-table segments (:func:`wlr.planner.segments`) and runs each table's segments in order on
+# a bounded thread pool (``replica.parallelism``), each worker with its own Spark session
+# and each table's jobs in its own FAIR scheduler pool ``wlr:<table>``, so a small table's
+# jobs share the cores with a large one's instead of queueing behind them (MonetDB's
+# roadmap: parallel updates on the change set files). Tables are independent: Delta has no cross-table transactions.
+#
+# Progress is always read back from each replica table's own Delta log (the final replay
+# tag), so a round repeated after a crash applies nothing twice. A segment that fails is
+# replayed again transaction by transaction, so the failure names the exact transaction
+# (and the transactions before it on that table are applied), as serial replay would.
+
+
+log = logging.getLogger("wlr.replay")
+
+
+POOL = "wlr"  # Spark FAIR scheduler pools of replay jobs: "wlr:<table>"
+
+
+@dataclass
+class Item:
+    """A transaction to apply: its batch number, batch folder and record."""
+
+    batch: int
+    path: str
+    rec: TxnRecord
+
+
+@dataclass
+class Failure:
+    """Where a round of replay stopped: the ``batch`` number (None when not known), the
+    transaction ``txn``, its ``table`` and the ``cause`` (the error's message), as
+    :mod:`wlr.failure` stores it in ``wlr.config``."""
+
+    batch: int | None
+    txn: int
+    table: str
+    cause: str
+
+
+class Round:
+    """One round of replay.
+
+    Args:
+        applier: applies to the replica's tables (forked per worker thread).
+        state: the replica's ``wlr.config`` values; each table's Delta version
+            (``version.<table>``) is updated (under ``lock``) after every applied unit.
+        items: ``{txn: Item}`` of every transaction in ``todo``.
+        bad: ``{txn: cause}`` for transactions that cannot be applied as published (change
+            files that failed verification, change rows capture could not copy).
+        on_progress: called (under ``lock``) with ``{table: last txn applied}`` after each unit.
+        note: writes a line to ``wlr.log``.
+        stop: when set, each table stops after the segment it is applying (the round ends
+            early; what landed is recorded, the rest is applied by a later round).
+    """
+
+    def __init__(
+        self,
+        applier: Applier,
+        state: ReplicaState,
+        lock: threading.RLock,
+        items: dict[int, Item],
+        bad: dict[int, str],
+        on_progress: Callable[[dict[str, int]], None],
+        note: Callable[[str], None],
+        stop: threading.Event | None = None,
+    ):
+        self.applier, self.state, self.lock = applier, state, lock
+        self.stop = stop  # set: every table stops after its current segment (wlr.stop(), SIGTERM)
+        self.items, self.bad = items, bad
+        self.on_progress, self.note = on_progress, note
+        self.done: dict[str, int] = {}
+        self.failures: list[Failure] = []
+        self._halt = threading.Event()
+        self.bar = None
+        # told of every segment landed: engine, transactions, change rows read and after collapse, seconds
+        self.observe: Callable[[str, int, int, int, float], None] = lambda *segment: None
+
+    def run(
+        self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
+    ) -> Failure | None:
+        """Apply ``todo``: its segments (:func:`wlr.planner.segments`), each table's in order, tables in parallel.
+
+        Args:
+            todo (list[TxnRef]): the transactions to apply, ascending.
+            collapse (bool): collapse each run of change-feed transactions of a table into one
+                commit (False: one commit per transaction).
+            parallelism (int): tables applied at once (at least 1; threads with Spark sessions of their own).
+            progress (bool): a bar when the round takes over 2 s, on a terminal or in a notebook.
+
+        Returns:
+            Failure | None: the failure at the lowest transaction; None when every segment applied.
+        """
+        plan = segments(todo, collapse)
+        if not plan:
+            return None
+        count = sum(len(s) for s in plan.values())
+        if progress:
+            from tqdm.auto import tqdm
+
+            # shown only when the round takes over 2 s, and only on a terminal or in a notebook
+            self.bar = tqdm(
+                total=len(todo),
+                unit="txn",
+                desc="replay",
+                delay=2.0,
+                disable=None,
+                leave=False,
+                postfix={"segments": f"0/{count}"},
+            )
+        self._segments_total, self._segments_done = count, 0
+        try:
+            workers = max(1, min(int(parallelism), len(plan)))
+            if workers == 1:
+                for segs in plan.values():
+                    self._table(self.applier, segs)
+            else:
+                with ThreadPoolExecutor(workers, thread_name_prefix="wlr-replay") as pool:
+                    for fut in [pool.submit(self._worker, segs) for segs in plan.values()]:
+                        fut.result()
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        return min(self.failures, key=lambda f: f.txn) if self.failures else None
+
+    def _worker(self, segs: list[Segment]) -> None:
+        applier = self.applier.fork()
+        with applier.job_property("spark.scheduler.pool", f"{POOL}:{segs[0].table}"):
+            self._table(applier, segs)
+
+    def _table(self, applier: Applier, segs: list[Segment]) -> None:
+        for seg in segs:
+            if self._halt.is_set() or (self.stop is not None and self.stop.is_set()):
+                return
+            try:
+                self._segment(applier, seg)
+            except _Stop:
+                self._halt.set()
+                return
+            with self.lock:
+                self._segments_done += 1
+                if self.bar is not None:
+                    self.bar.set_postfix(segments=f"{self._segments_done}/{self._segments_total}")
+
+    # ------------------------------------------------------------------ one segment
+    def _segment(self, applier: Applier, seg: Segment) -> None:
+        # Spark's UI and event log name the replay jobs by table and transactions
+        with applier.job_property(
+            "spark.job.description",
+            f"wlr replay {seg.table} transactions {span_text(seg.first, seg.last)}",
+        ):
+            self._segment_jobs(applier, seg)
+
+    def _segment_jobs(self, applier: Applier, seg: Segment) -> None:
+        items = [self.items[r.txn] for r in seg.txns]
+        started = time.monotonic()
+        if seg.barrier or len(items) == 1 or any(it.rec.txn in self.bad for it in items):
+            for it in items:
+                self._one(applier, it)
+            return
+        first = items[0]
+        try:
+            progress = self._progress(applier, first.rec)
+        except Exception as exc:
+            self._failed(first, exc)
+        todo = [it for it in items if it.rec.txn > progress]
+        landed = items[: len(items) - len(todo)]
+        if landed:  # landed before (a crash, or an earlier round that stopped): the table's own log says so
+            self._applied(applier, landed, None, 0.0)
+        if not todo:
+            return
+        try:
+            stats = applier.apply_segment([(it.path, it.rec) for it in todo])
+            crash_point("replay.applied")
+        except Exception as exc:  # replayed one by one: the failure names its exact transaction
+            log.info("segment %s failed (%s); replaying it transaction by transaction", seg, first_line(exc))
+            for it in todo:
+                self._one(applier, it)
+            return
+        self._applied(applier, todo, stats, time.monotonic() - started)
+
+    def _one(self, applier: Applier, it: Item) -> None:
+        rec = it.rec
+        started = time.monotonic()
+        if rec.txn in self.bad:
+            self._failed(it, ApplyError(self.bad[rec.txn]))
+        stats: Landed | None = None
+        try:
+            if self._progress(applier, rec) < rec.txn:
+                landed = applier.apply(it.path, rec)
+                crash_point("replay.applied")
+                stats = landed or {"rows_in": sum(rec.counts.values()), "rows_out": -1}
+        except Exception as exc:
+            self._failed(it, exc)
+        self._applied(applier, [it], stats, time.monotonic() - started)
+
+    def _progress(self, applier: Applier, rec: TxnRecord) -> int:
+        """The last transaction applied to ``rec.table`` (from its Delta log; -1: none).
+
+        Raises ApplyError when the table was made or written outside replay.
+        """
+        if applier.tables.current_version(rec.table) < 0:  # a CREATE killed in its first commit leaves an empty log
+            return -1
+        with self.lock:
+            known = self.state.versions.get(rec.table)
+        if known is None and not applier.tables.created_by_replay(rec.table):
+            if rec.ddl == "create":
+                raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
+            raise ApplyError(f"table {rec.table} on the replica is not known to replay (made outside replay?)")
+        foreign = applier.tables.foreign_writes(rec.table, known if known is not None else -1)
+        if foreign:
+            raise ApplyError(
+                f"table {rec.table} was written outside replay: {', '.join(foreign)}; "
+                "replica tables are read-only (undo those writes, or restore the table)"
+            )
+        return applier.tables.last_final_txn(rec.table)
+
+    def _applied(self, applier: Applier, items: list[Item], stats: Landed | None, seconds: float) -> None:
+        """Record that ``items`` are on their table; ``stats`` None: they were already (no log line)."""
+        last = items[-1].rec
+        version = applier.tables.current_version(last.table)
+        with self.lock:
+            if last.ddl == "drop":
+                self.state.drop_version(last.table)
+            else:
+                self.state.set_version(last.table, version)
+            self.done[last.table] = last.txn
+            self.on_progress(self.done)
+            if self.bar is not None:
+                self.bar.update(len(items))
+        if stats is None:
+            return
+        self.observe(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
+        span = span_text(items[0].rec.start, last.txn)
+        what = last.operation if len(items) == 1 else f"{len(items)} transactions"
+        rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
+        if stats["rows_out"] >= 0 and stats["rows_in"]:
+            rows += f", {stats['rows_out']} after collapse"
+        if stats.get("how") == "rewrite":
+            rows += ", the whole table rewritten"
+        if stats.get("engine") == "delta-rs":
+            rows += ", through delta-rs"
+        self.note(f"applied {last.table} transaction {span} ({what}{rows}) in {seconds:.2f} s")
+
+    def _failed(self, it: Item, exc: Exception) -> None:
+        if isinstance(exc, (ApplyError, ConfigError)):  # ConfigError: an unsafe table name in the batch
+            cause = str(exc)
+        else:  # Spark/Delta errors: constraint violations, schema conflicts...
+            cause = f"{type(exc).__name__}: {first_line(exc)}"
+        with self.lock:
+            self.failures.append(Failure(it.batch, it.rec.txn, it.rec.table, cause))
+        raise _Stop()
+
+
+class _Stop(Exception):
+    """This table's worker stops: a transaction failed."""
+
+
+# Making a replica: the checks before anything is written, the start from a snapshot, the locks.
+#
+# A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state
+# (:class:`wlr.book.StateBook`), its lock, its source, its options and its consistent view.
+
+
+class ReplicaSetup:
+    """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config.
+
+    Args:
+        book (StateBook): the replica's state and log.
+        lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
+        source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
+        names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
+        options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).
+        default_timeout (float): seconds ``replicate`` waits for a target (``replica.timeout``).
+        spark (Callable[[], SparkSession]): returns the replay session.
+        applier (Callable[[], Applier]): returns the replica's applier.
+        view (ConsistentView): the replica's consistent view (set when a replica is made).
+    """
+
+    def __init__(
+        self,
+        book: StateBook,
+        lock: ReplicaLock,
+        source: Callable[[], Source],
+        names: Names,
+        options: ReplayOptions,
+        default_timeout: float,
+        spark: Callable[[], Any],
+        applier: Callable[[], Applier],
+        view: ConsistentView,
+    ) -> None:
+        self.book = book
+        self.lock = lock
+        self._source = source
+        self.master = names.master
+        self.master_dbfarm = names.master_dbfarm
+        self.dbfarm = names.dbfarm
+        self.options = options
+        self.default_timeout = default_timeout
+        self._spark = spark
+        self._applier = applier
+        self.view = view
+        self.storage: Storage = book.storage
+        self.path = book.path
+        self.name = book.name
+        self.selection: Selection | None = None
+        self._asked: Selection | None = None
+        self._route: Route | None = None
+
+    @property
+    def source(self) -> Source:
+        """Where the replica reads now."""
+        return self._source()
+
+    @property
+    def state(self) -> ReplicaState:
+        """The replica's state in memory (:attr:`wlr.book.StateBook.state`)."""
+        return self.book.state
+
+    @property
+    def spark(self) -> Any:
+        """The replay session."""
+        return self._spark()
+
+    def ask_selection(self, tables=None, where=None) -> None:
+        """Keep what ``replicate(tables=, where=)`` asks for; :meth:`validate` settles it.
+
+        Args:
+            tables (str | list[str] | None): table names or patterns (``fnmatch``) to replicate;
+                None with ``where`` None: the recorded selection, or for a new replica
+                ``replica.tables``/``replica.where`` in config.
+            where (dict[str, str] | None): ``{table: Spark SQL predicate}``: the rows to replicate.
+
+        Raises:
+            ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
+        """
+        self._asked = None if tables is None and where is None else Selection.of(tables, where)
+
+    def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
+        """Check, without writing anything, that ``replicate(until)`` may start (see :mod:`wlr.target`
+        for the checks on the target).
+
+        Args:
+            target (Target): ``until`` parsed (:func:`wlcore.target.parse_until`).
+            until (int | str | datetime | None): the target as the caller gave it, named in messages.
+            timeout (float | None): seconds ``replicate`` would wait for the target (None:
+                ``replica.timeout``).
+            empty (bool): a new replica may hold no transaction.
+
+        Returns:
+            MasterState: the source's ``wlc.config``.
+
+        Raises:
+            TargetError: ``until`` is malformed or already passed; an instant later than the
+                timeout can wait for; a new replica's target before the master's first
+                transaction (unless ``empty``).
+            ReplicationTimeout: the target is not published and cannot be: capture is stale
+                or the master stopped logging before it.
+            ReplicationError: a new replica's path through the logs meets a batch that is
+                missing, damaged or another database's (``batch`` names it; nothing is written).
+            ReplicaStateError: the master is not a master; the replica folder is a master, a
+                replica of another master or of an earlier incarnation, or a non-empty folder.
+            ConfigError: the replica folder is a file; a predicate does not parse or fit.
+            NotFoundError: a selected table is unknown to the master.
+        """
+        # Spark must reach S3 before anything is written. The URL's scheme, not the storage,
+        # decides it: this is about Spark's configuration (its s3a filesystem on the
+        # classpath, as wlcore.session decides from the same prefixes), not about files
+        for url in (self.source.root, self.dbfarm):
+            if url.startswith(("s3://", "s3a://")):
+                check_s3a(self.spark, url)
+        mcfg = self.master_config()
+        if self.storage.exists(self.path) and not self.storage.isdir(self.path):
+            raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")
+        self.lock.probe()
+        if self.storage.exists(Storage.join(self.path, MASTER_CONFIG)):
+            raise ReplicaStateError(f"{self.path} is a master; a master cannot become a replica")
+        state = self.book.load()
+        if state is not None and state.empty:
+            state = None  # a wlr.config without a key: not a replica yet
+        if state is not None:
+            self._check_follows(state, mcfg)
+            self.check_history(state, mcfg)
+            check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
+        elif any(
+            n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in (LOCK_FILE, LOG_FILE)
+        ):
+            raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
+        pub = self.published(mcfg)
+        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
+        check_in_time(
+            target,
+            until,
+            pub,
+            datetime.now(timezone.utc),
+            self.default_timeout if timeout is None else number(timeout, "timeout"),
+            settings().capture.settle,
+        )
+        self.selection = select.choose(state, self._asked, self.name, self._spark)
+        if state is None or state.state == "restoring":
+            logs = self.source.logs(mcfg)
+            start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
+            if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
+                check_not_empty(
+                    target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path), empty, self.master
+                )
+            try:
+                self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
+            except LogError as exc:  # what an existing replica raises there, and nothing is written
+                raise ReplicationError(exc.batch, None, None, exc.cause) from None
+            select.check_selected(self.selection, self.source.storage, logs, self.master, start.path or "")
+            select.check_predicates(self.selection, self._spark, self.source.storage, start.path or "")
+        return mcfg
+
+    def published(self, mcfg: MasterState) -> Published:
+        """What the source's ``wlc.config`` says it has published, and capture's liveness (known
+        from the master's own folder only).
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config``.
+
+        Returns:
+            Published: its tick, clock, watermark and capture's state, judged now (UTC).
+        """
+        label = "the master" if self.source.is_master else self.source.label
+        return Published.of(mcfg, datetime.now(timezone.utc), label, self.source.is_master)
+
+    def route(self, mcfg: MasterState) -> Route:
+        """The master's snapshots and compacted batches as this replica reads them (made again when
+        the source or its database id changed).
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config`` (its ``dbid``).
+
+        Returns:
+            Route: the replica's route (:class:`wlr.planner.Route`).
+        """
+        if self._route is None or (self._route.dbid, self._route.master_path) != (mcfg.dbid, self.source.root):
+            self._route = Route(
+                self.source.storage,
+                self.source.root,
+                self.master,
+                mcfg.dbid,
+                f"wlc snapshot {self.master_dbfarm} {self.source.capture_name(self.master)}",
+            )
+        return self._route
+
+    def _check_follows(self, state: ReplicaState, mcfg: MasterState) -> None:
+        """Raise ReplicaStateError unless replica ``state`` follows this master, same database id."""
+        if state.master != self.master:
+            raise ReplicaStateError(f"{self.path} is a replica of {state.master!r}, not {self.master!r}")
+        if state.dbid != mcfg.dbid:
+            raise ReplicaStateError(
+                f"{self.source.label} has database id {mcfg.dbid} but this replica follows "
+                f"{state.dbid}: the master was made anew (or the source is another master's); "
+                "make a new replica"
+            )
+
+    def check_history(self, state: ReplicaState, mcfg: MasterState) -> None:
+        """Refuse a source whose epoch history disagrees with the one this replica followed.
+
+        Args:
+            state (ReplicaState): the replica's state.
+            mcfg (MasterState): the source's ``wlc.config`` (its ``epochs`` up to its ``tick``).
+
+        Raises:
+            DivergedError: the histories disagree on a transaction both have (:mod:`wlr.planner`).
+            ReplicaStateError: either history is damaged.
+        """
+        # a promoted master's new epoch holds every transaction after the promotion, written or not
+        tick = mcfg.tick if mcfg.promoted_tick is None else max(mcfg.tick, mcfg.promoted_tick + 1)
+        self._check_epochs(state, mcfg.epochs, tick, f"{self.source.label}'s wlc.config", mcfg.promoted_tick)
+
+    def check_batches(self, batches: Sequence[Batch]) -> None:
+        """Refuse a batch read for this round that was written in another history than the
+        replica followed (the config read before it may be older).
+
+        Args:
+            batches (Sequence[Batch]): the batches read, each with its manifest's ``epochs``.
+
+        Raises:
+            DivergedError: a batch's history disagrees (:mod:`wlr.planner`).
+            ReplicaStateError: a history is damaged.
+        """
+        for b in batches:
+            if b.manifest.epochs:
+                self._check_epochs(self.state, b.manifest.epochs, b.manifest.last_txn, f"batch {b.number}")
+
+    def _check_epochs(
+        self, state: ReplicaState, their_text: str, their_tick: int, where: str, promoted: int | None = None
+    ) -> None:
+        check_history(
+            state, their_text, their_tick, where, label=self.source.label, master=self.master, path=self.path,
+            promoted=promoted,
+        )  # fmt: skip
+
+    def note_history(self, batches: Sequence[Batch]) -> None:
+        """Keep the epoch history of the batch holding the replica's tick (:func:`wlr.planner.note`).
+
+        Args:
+            batches (Sequence[Batch]): the batches of the round, ascending.
+        """
+        note_history(self.state, batches)
+
+    def ensure(self, mcfg: MasterState, target: Target) -> None:
+        """Make the replica on first use from the newest snapshot at or before ``target``
+        (:mod:`wlr.planner`): wlr.config first (state ``restoring``), then the snapshot's
+        tables, then state ``new`` at the snapshot's transaction. A crash in between
+        restarts the copy. A replica that exists is never reset by a newer snapshot.
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config``.
+            target (Target): the replay target the snapshot must be at or before.
+
+        Raises:
+            ReplicaStateError: an existing replica follows another master or database id.
+            TargetError: no snapshot is at or before the target.
+        """
+        if not self.state.empty and self.state.state != "restoring":
+            self._check_follows(self.state, mcfg)
+            if self.selection is None:
+                self.selection = Selection.from_state(self.state)
+            return
+        logs = self.source.logs(mcfg)
+        start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
+        self.storage.makedirs(self.path)
+        state = ReplicaState.of(
+            master=self.master,
+            masterfarm=self.master_dbfarm,
+            dbid=mcfg.dbid,
+            source=self.source.root,
+            source_kind=self.source.kind,
+            **(self.selection or Selection()).to_state(),
+            logs=logs,
+            batches=start.batch + 1,
+            tick=start.txn,
+            clock=start.time or None,
+            skipped=[],
+            state="restoring",
+        )
+        state.set_error(None, None, "", "")
+        self.book.state = state
+        self.book.save()
+        hist = epochs.upto(epochs.parse(mcfg.epochs), start.txn)
+        if start.path:
+            body = snap.read(self.source.storage, start.path)
+            hist = epochs.upto(epochs.parse(body.epochs or mcfg.epochs), start.txn)
+            applier = self._applier()
+            sel = self.selection or Selection()
+            for name in sorted(n for n in body.tables if sel.wants(n)):
+                schema, table = split_name(name)
+                dst = Storage.join(self.path, schema, table)
+                self.storage.rm(dst)
+                copy_tree(self.source.storage, Storage.join(start.path, schema, table), self.storage, dst)
+                keep = sel.predicate(name)
+                if keep is not None:  # selective replication: the rows outside the filter go
+                    self.spark.sql(
+                        f"DELETE FROM {delta_ref(self.storage.uri(dst))} WHERE NOT coalesce(({keep}), false)"
+                    )
+                self.state.set_version(name, applier.tables.current_version(name))
+            self.book.log(
+                f"started from the snapshot of {self.master} at transaction {start.txn} "
+                f"({len(body.tables)} tables, {start.path}, {self.source.label})"
+            )
+        else:
+            self.book.log(f"started empty from master {self.master} ({self.source.label})")
+        self.state.epochs = epochs.format(hist)
+        self.state.epoch = epochs.at(hist, start.txn) or ""
+        self.view.set_view(-1, {})
+        self.state.state = "new"
+        self.book.save()
+
+    def master_config(self) -> MasterState:
+        """The source's ``wlc.config`` (the master's, or its shipped or relayed copy).
+
+        Returns:
+            MasterState: the configuration read now.
+
+        Raises:
+            WlcError: the source has no ``wlc.config`` (:meth:`wlr.source.Source.missing`: a
+                ReplicaStateError, or NotFoundError naming the nearest master).
+            ReplicaStateError: the source holds another master's logs.
+            StalePathError: the master's wlc.config names a log folder or snapshot of another
+                place (its folder was moved or copied while the file held absolute paths).
+        """
+        mcfg = self.source.config()
+        if mcfg is None:
+            raise self.source.missing(self.master)
+        fenced = self.source.fenced()  # a replica was promoted in the master's place
+        if fenced is not None:
+            raise fenced
+        if self.source.is_master:  # a master folder moved or copied while wlc.config held absolute paths
+            check_paths(self.source.storage, self.source.root, mcfg)
+        if self.source.is_master and mcfg.promoted is None and self.source.name != self.master:
+            raise ReplicaStateError(
+                f"{self.source.label} is not master {self.master!r}; name the master's own "
+                "database or one of its relays as the source"
+            )
+        if mcfg.database and mcfg.database != self.master:
+            raise ReplicaStateError(
+                f"{self.source.label} holds the logs of master {mcfg.database!r}, not "
+                f"{self.master!r}; name the right master or source"
+            )
+        return mcfg
+
+    def note_source(self, mcfg: MasterState) -> str:
+        """Record in wlr.config where this round reads (a replica may switch between the
+        master, shipped copies and relays of one master), logging a switch.
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config`` (names its log folder).
+
+        Returns:
+            str: the log folder read.
+        """
+        logs = self.source.logs(mcfg)
+        state = self.state
+        if state.source_error:  # read again: status shows the replica's own state again
+            self.book.log(f"reading {self.source.label} again (it was out of reach: {state.source_error})")
+            state.source_error, state.source_error_since = "", None
+            self.book.save()
+        if mcfg.beat is not None and state.master_beat != mcfg.beat:  # a promotion keeps it (wlr.promote)
+            state.master_beat = mcfg.beat
+            self.book.save()
+        if (state.source, state.source_kind, state.logs) != (self.source.root, self.source.kind, logs):
+            if state.source and state.source != self.source.root:
+                self.book.log(
+                    f"now reading from {self.source.label} (was {state.source}), from transaction {state.tick + 1}"
+                )
+            state.source, state.source_kind, state.logs = self.source.root, self.source.kind, logs
+            self.book.save()
+        return logs
 
 
 @dataclass
@@ -130,7 +882,7 @@ class Replay:
         Raises:
             ReplicationError, ReplicationTimeout, DivergedError: as :meth:`run`.
             ReplicaStateError: the source's wlc.config is missing or another master's
-                (:meth:`wlr.setup.ReplicaSetup.master_config`).
+                (:meth:`wlr.replay.ReplicaSetup.master_config`).
         """
         diverged = False
         mcfg: MasterState | None = None
@@ -224,7 +976,7 @@ class Replay:
         return read
 
     def _plan(self, read: _Read, target: Target, mcfg: MasterState):
-        """Plan the round (:func:`wlr.plan.plan`): the compacted units' transactions first."""
+        """Plan the round (:func:`wlr.planner.plan`): the compacted units' transactions first."""
         batches, units, tick = read.batches, read.units, read.tick
         reached_read = bool(batches and reaches(batches[-1].manifest, target))
         # the last batch read; every batch there is, when reading did not stop at the target

@@ -8,24 +8,34 @@ commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a lin
 
 from __future__ import annotations
 
+import threading
 import warnings
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from wlcore.fields import FieldOf
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
+from wlcore.session import active_session
 from wlcore.settings import number, settings
 from wlcore.storage import Storage
 
 from . import failure, monitor
-from .book import StateBook
+from .book import ReplicaLock, StateBook
+from .catalog import ConsistentView, ReplicaCatalog
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
-from .options import ReplayOptions, ReplicateCall
-from .parts import ReplicaParts
-from .route import Route
+from .follow import Follower
+from .monitor import ReplicaMetrics
+from .planner import Route, Target
+from .relay import Relay
+from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateCall, RoundResult
 from .select import Selection
-from .source import MasterLike, Source, held_by, master_source, recorded_source, resolve, shipped_source
+from .source import MasterLike, Names, Source, held_by, master_source, recorded_source, resolve, shipped_source
 from .target import Published, date_note
+
+if TYPE_CHECKING:
+    from .apply import Applier
 
 
 class Replica:
@@ -152,7 +162,7 @@ class Replica:
         retries, exit code; the keys are listed at :func:`wlr.monitor.replica_status`."""
         return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
 
-    # ------------------------------------------------------------------ set-up (wlr.setup)
+    # ------------------------------------------------------------------ set-up (wlr.replay)
     def ask_selection(self, tables=None, where=None) -> None:
         """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
         for a new replica ``replica.tables``/``replica.where`` in config)."""
@@ -160,11 +170,11 @@ class Replica:
 
     def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the
-        master's wlc.config. See :meth:`wlr.setup.ReplicaSetup.validate` for the checks and errors.
+        master's wlc.config. See :meth:`wlr.replay.ReplicaSetup.validate` for the checks and errors.
 
         Raises:
             TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
-                as :meth:`wlr.setup.ReplicaSetup.validate` says.
+                as :meth:`wlr.replay.ReplicaSetup.validate` says.
         """
         return self.check(ReplicateCall.of(until, timeout=timeout, empty=empty))
 
@@ -184,14 +194,14 @@ class Replica:
         """The master's snapshots and compacted batches as this replica reads them."""
         return self._parts.setup.route(mcfg)
 
-    # ------------------------------------------------------------------ reads (wlr.view)
+    # ------------------------------------------------------------------ reads (wlr.catalog)
     def path_of(self, table: str) -> str:
         """Folder (URI) of replica table ``"schema.table"``."""
         return self._parts.view.path_of(table)
 
     def table(self, table: str):
         """The replica table ``"schema.table"`` as a DataFrame as of the last consistent tick
-        (:meth:`wlr.view.ConsistentView.table`).
+        (:meth:`wlr.catalog.ConsistentView.table`).
 
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
@@ -264,13 +274,13 @@ class Replica:
         empty: bool = False,
         metrics_port: int | str | None = None,
     ) -> "Replica":
-        """Apply published batches up to ``until`` (see :mod:`wlr.plan` for the semantics).
+        """Apply published batches up to ``until`` (see :mod:`wlr.planner` for the semantics).
 
         Args:
             until: None (all published), int txn id (inclusive; -1: before the first), or a
                 UTC instant (datetime or ISO-8601 string, inclusive, a consistent cut across
                 tables; a date alone is that day's start, said by a :class:`wlr.TargetWarning`).
-                A target not published yet is said at once and its wait shown (:mod:`wlr.wait`).
+                A target not published yet is said at once and its wait shown (:mod:`wlr.follow`).
             follow: with ``until=None``, keep following in a background thread until
                 :meth:`stop` (default: ``replica.follow`` in config, true).
             timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
@@ -294,7 +304,7 @@ class Replica:
                 are inserted, rows moved out deleted), as a PostgreSQL row filter.
             empty: a new replica whose target is before the master's first transaction (it
                 would hold none of its transactions) is made anyway; refused otherwise.
-            metrics_port: serve Prometheus metrics (:mod:`wlr.metrics`) at ``http://127.0.0.1:<port>/metrics``
+            metrics_port: serve Prometheus metrics (:mod:`wlr.monitor`) at ``http://127.0.0.1:<port>/metrics``
                 (0: any free port, kept in ``metrics_port``; default the ``metrics.port`` setting, off).
 
         Returns:
@@ -407,3 +417,119 @@ class Replica:
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"
+
+
+# The parts a :class:`wlr.Replica` owns, each built with what it uses.
+#
+# * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
+#   (:mod:`wlr.book`), shared by every part;
+# * the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
+# * the consistent view (:mod:`wlr.catalog`): reads at the last consistent tick, and its SQL
+#   names (:mod:`wlr.catalog`), moved after every round;
+# * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
+#   (:mod:`wlr.follow`), which retries a failure by itself;
+# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked;
+# * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
+#
+# The source (where batches are read) may change between calls (``replicate(source=...)``):
+# the parts read it through ``source()`` each time.
+
+
+class ReplicaParts:
+    """The collaborators of one replica.
+
+    Args:
+        names: the replica's resolved names (dbfarm, master's dbfarm, master, replica).
+        book: the replica's state book.
+        options: the replay options of the last ``replicate()`` call.
+        source: returns where the replica reads now.
+        spark: the SparkSession given to the replica (None: the active one, at first use).
+        beat_seconds: seconds between the follower's rounds (``replica.beat``).
+        timeout: seconds a call waits for its target by default (``replica.timeout``).
+    """
+
+    def __init__(
+        self,
+        names: Names,
+        book: StateBook,
+        options: ReplayOptions,
+        source: Callable[[], Source],
+        spark: Any,
+        beat_seconds: float,
+        timeout: float,
+    ) -> None:
+        self.given_spark = spark
+        self._session: Any = None
+        self._applier: Applier | None = None
+        self._source = source
+        self.book = book
+        self.mutex = threading.RLock()  # held while a round runs (follow thread and calls)
+        self.stop = threading.Event()
+        self.lock = ReplicaLock(book.storage, book.path)
+        self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
+        self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
+        self.setup = ReplicaSetup(
+            book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
+        )
+        self.relay = Relay(book, source, names.master)
+        self.metrics = ReplicaMetrics(names.master, names.replica, lambda: self.follower.following())
+        self.replay = Replay(
+            book,
+            self.setup,
+            self.view,
+            self.relay,
+            options,
+            source,
+            self.applier,
+            lambda: self.setup.selection,
+            self.stop,
+            self.metrics,
+        )
+        capture = f"wlc capture {names.master_dbfarm} {names.master}"
+        self.follower = Follower(
+            book,
+            self.lock,
+            self.mutex,
+            self.stop,
+            self.steps,
+            self.setup.published,
+            source,
+            beat_seconds,
+            capture,
+            settings().replica.retry_max,
+            self.metrics,
+        )
+
+    def steps(self, target: Target, progress: bool) -> RoundResult:
+        """Rounds of replay toward ``target`` (:meth:`wlr.replay.Replay.steps`), then the SQL
+        names moved to the last consistent tick (also after a failed round: what it applied stays)."""
+        try:
+            return self.replay.steps(target, progress)
+        finally:
+            self.catalog.refresh()
+
+    @property
+    def base_spark(self) -> Any:
+        """The SparkSession given to the replica, else the active one (made from config when none is)."""
+        return self.given_spark or active_session()
+
+    @property
+    def spark(self) -> Any:
+        """The replay session: a child of :attr:`base_spark` with its own SQL settings (made once)."""
+        if self._session is None:
+            from . import apply
+
+            self._session = apply.replay_session(self.base_spark)
+        return self._session
+
+    def applier(self) -> Applier:
+        """The applier of the replica's master (made again when the replica's master database id
+        changes), reading change rows from the current source, with the replica's selection."""
+        from .apply import Applier
+
+        dbid = self.book.state.dbid
+        if self._applier is None or self._applier.dbid != dbid:
+            self._applier = Applier(lambda: self.spark, self.book.storage, self.book.path, dbid, self._source().storage)
+        self._applier.logs_storage = self._source().storage
+        self._applier.selection = self.setup.selection
+        return self._applier

@@ -1,6 +1,6 @@
 """What a replay target was taken to mean, and whether it can come (pure: no Spark, no I/O).
 
-:func:`wlr.plan.parse_until` turns ``until`` into a :class:`~wlr.plan.Target`. This module
+:func:`wlr.planner.parse_until` turns ``until`` into a :class:`~wlr.planner.Target`. This module
 says what the target means where that may surprise, and decides, before anything is
 written, which targets ``replicate()`` refuses instead of building the wrong replica or
 waiting in silence:
@@ -29,7 +29,7 @@ from datetime import date, datetime, timezone
 from wlcore.master_state import MasterState, capture_liveness
 
 from .errors import ReplicationTimeout, TargetError
-from .plan import Target
+from .planner import Target
 
 
 def instant(ts: datetime | None) -> str:

@@ -27,7 +27,7 @@ from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 
 from .errors import ReplicaStateError
-from .plan import Target, parse_until
+from .planner import Target, parse_until
 
 COLUMNS = ("txn", "gtid", "time", "table", "operation", "rows", "batch")
 SNAPSHOT_COLUMNS = ("txn", "time", "batch", "path")

@@ -102,7 +102,7 @@ def replay_tags(table_path: str, dbid: str) -> list[tuple[int, bool]]:
     """``(txn, final)`` of every replay commit in a replica table's log, in version order."""
     from wlcore.deltalog import list_versions, read_commit
     from wlcore.storage import Storage
-    from wlr.tags import parse_tag
+    from wlr.apply import parse_tag
 
     storage = Storage.of(table_path)
     out = []
@@ -122,7 +122,7 @@ def final_spans(table_path: str, dbid: str) -> list[tuple[int, int]]:
     """``(first, last)`` transactions of every final replay commit (a segment, or one transaction)."""
     from wlcore.deltalog import list_versions, read_commit
     from wlcore.storage import Storage
-    from wlr.tags import parse_span
+    from wlr.apply import parse_span
 
     storage = Storage.of(table_path)
     out = []

@@ -1,4 +1,4 @@
-"""Small segments land through delta-rs (:mod:`wlr.deltars`): the same rows, replay tags,
+"""Small segments land through delta-rs (:mod:`wlr.apply`): the same rows, replay tags,
 idempotent markers and change feed as Spark's commits, and Spark wherever delta-rs may not write
 the table exactly."""
 

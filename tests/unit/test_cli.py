@@ -145,7 +145,7 @@ def test_errors_carry_a_command_line_fix():
     import pytest
 
     from wlr.errors import ReplicationError, TargetError
-    from wlr.plan import check_not_passed, parse_until
+    from wlr.planner import check_not_passed, parse_until
 
     with pytest.raises(TargetError) as caught:
         check_not_passed(parse_until(3), 5, None)

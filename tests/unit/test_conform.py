@@ -1,9 +1,9 @@
-"""MERGE source columns rebuilt with the replica table's nested NOT NULL fields (wlr.conform)."""
+"""MERGE source columns rebuilt with the replica table's nested NOT NULL fields (wlr.apply)."""
 
 import pytest
 from pyspark.sql.types import ArrayType, IntegerType, MapType, StringType, StructField, StructType, VariantType
 
-from wlr.conform import conformed, required_inside
+from wlr.apply import conformed, required_inside
 
 
 def test_columns_without_required_insides_are_assigned_as_they_are():
@@ -34,8 +34,8 @@ def test_a_required_value_without_a_constant_is_left_to_spark():
 
 
 def test_only_the_raised_row_means_divergence_not_a_plan_quoting_the_expression():
+    from wlr.apply import raise_diverged
     from wlr.errors import ApplyError
-    from wlr.merge import raise_diverged
 
     plan_error = ValueError("cannot cast ... [`k` = cast(raise_error(concat(wlr-diverged: , to_json(struct(k))))]")
     with pytest.raises(ValueError, match="cannot cast"), raise_diverged():

@@ -1,5 +1,5 @@
 """Which tables delta-rs handles as Spark does: the checks capture's change-feed copy
-(:func:`wlc.capture.deltars_refusal`) and replay's delta-rs commits (:func:`wlr.deltars.why_not`)
+(:func:`wlc.capture.deltars_refusal`) and replay's delta-rs commits (:func:`wlr.apply.why_not`)
 share (:func:`wlcore.deltalog.delta_rs_refusal`), and each side's own."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 
 from wlc.capture import deltars_refusal as read_refusal
 from wlcore.deltalog import TableMeta
-from wlr.deltars import why_not as write_refusal
+from wlr.apply import why_not as write_refusal
 
 
 def meta(*fields, parts=(), conf=None):

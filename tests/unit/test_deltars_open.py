@@ -5,7 +5,7 @@ import shutil
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from wlr.tables import OpenTables
+from wlr.apply import OpenTables
 
 
 def rows(*ids):

@@ -10,12 +10,10 @@ import threading
 
 from wlcore.storage import Storage
 from wlr import failure
-from wlr.book import StateBook
+from wlr.book import ReplicaLock, StateBook
 from wlr.errors import DivergedError
 from wlr.follow import Follower
-from wlr.lock import ReplicaLock
-from wlr.metrics import EVENTS, ReplicaMetrics
-from wlr.monitor import format_replica_status
+from wlr.monitor import EVENTS, ReplicaMetrics, format_replica_status
 
 from ..waiting import wait_until
 

@@ -7,7 +7,7 @@ import pytest
 
 from wlc.capture import Holds, place_in_order
 from wlr.errors import TargetError
-from wlr.plan import Target, TxnRef, plan
+from wlr.planner import Target, TxnRef, plan
 
 T0 = datetime(2026, 11, 24, 12, 0, tzinfo=timezone.utc)
 

@@ -12,8 +12,7 @@ from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 from wlr import failure
 from wlr.errors import ReplicaStateError
-from wlr.logs import LogError, manifest_of, read_batches
-from wlr.plan import Target
+from wlr.planner import LogError, Target, manifest_of, read_batches
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 ALL = Target("all")
@@ -136,7 +135,7 @@ def test_a_new_replicas_path_is_read_once(logs, monkeypatch):
     """The set-up's path check (done by a call's check and again by its run) reads each manifest once
     and hands them to the first round; a batch published meanwhile makes the check walk again."""
     from wlcore.levels import Start
-    from wlr.route import Route
+    from wlr.planner import Route
 
     read_paths = []
     real = batchfmt.read_manifest
@@ -188,7 +187,7 @@ def test_a_batch_missing_below_the_published_count_is_named_as_a_gap(logs):
 
 
 def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
-    from wlr.route import Route
+    from wlr.planner import Route
 
     storage, listed = counting(logs)
     route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")
@@ -205,7 +204,7 @@ def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
 
 
 def test_a_replica_one_batch_before_its_target_lists_no_compacted_batches(logs):
-    from wlr.route import Route
+    from wlr.planner import Route
 
     storage, listed = counting(logs)
     route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")

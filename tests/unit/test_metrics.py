@@ -129,7 +129,7 @@ def _exported() -> set[str]:
 
     import wlc.metrics as capture_metrics
     import wlcore.ship as ship_metrics
-    import wlr.metrics as replica_metrics
+    import wlr.monitor as replica_metrics
 
     names: set[str] = set()
     for side in (capture_metrics, replica_metrics, ship_metrics):

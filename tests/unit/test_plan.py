@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wlr.errors import TargetError
-from wlr.plan import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan, segments
+from wlr.planner import Target, TxnRef, check_not_passed, consistent_tick, is_barrier, parse_until, plan, segments
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 

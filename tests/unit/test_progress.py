@@ -4,8 +4,7 @@ import json
 import os
 
 from wlcore.storage import Storage
-from wlr.apply import Applier
-from wlr.tags import tag
+from wlr.apply import Applier, tag
 
 DBID = "abc"
 

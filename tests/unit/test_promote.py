@@ -350,7 +350,7 @@ def test_status_shows_the_configured_beat_where_the_master_recorded_none(tmp_pat
 
 
 def test_a_source_out_of_reach_is_a_state_of_its_own_in_status_and_metrics(tmp_path, capsys):
-    from wlr.metrics import ReplicaMetrics
+    from wlr.monitor import ReplicaMetrics
 
     _master(tmp_path)
     _replica(tmp_path, "r", 1)

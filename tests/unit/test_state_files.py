@@ -241,7 +241,7 @@ def test_a_keys_typed_value_reads_as_the_file_holds_it():
 
 
 def test_replays_typed_writes_give_the_text_the_dict_based_writer_gave():
-    """The order replay sets the keys in (wlr.setup's first copy, a round, the end of a call,
+    """The order replay sets the keys in (wlr.replay's first copy, a round, the end of a call,
     a later round) lists them as REPLICA_TEXT does, written by replay before the typed state."""
     farm = "/farm/test_point_in_time_is_a_consis0/dbfarm"
     st = ReplicaState.of(

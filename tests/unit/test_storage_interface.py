@@ -359,8 +359,8 @@ def test_a_store_ignoring_conditional_writes_is_refused(s3, monkeypatch):
 
 
 def test_the_replica_lock_refuses_a_second_replayer_and_its_probe_changes_nothing(tmp_path):
+    from wlr.book import ReplicaLock
     from wlr.errors import ReplicaStateError
-    from wlr.lock import ReplicaLock
 
     def Setup(path):  # the replica's lock, without a replica around it
         return ReplicaLock(Storage.of(path), path)

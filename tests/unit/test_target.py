@@ -1,5 +1,5 @@
 """What a replay target is taken to mean, and which targets are refused before anything is written
-(wlr.target), and how the wait for a target not yet published is said (wlr.wait). No Spark."""
+(wlr.target), and how the wait for a target not yet published is said (wlr.follow). No Spark."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -8,9 +8,9 @@ import pytest
 from wlcore.master_state import MasterState
 from wlcore.settings import format_kv
 from wlr.errors import ReplicationTimeout, TargetError
-from wlr.plan import Target, parse_until
+from wlr.follow import TargetWait
+from wlr.planner import Target, parse_until
 from wlr.target import Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only, meaning
-from wlr.wait import TargetWait
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 ISO = "%Y-%m-%dT%H:%M:%S.%fZ"

@@ -1,0 +1,833 @@
+"""The planner: what replay reads and in which order.
+
+Where replay starts and which levels it reads (a snapshot, compacted batches, level 0:
+:class:`Route`), reading the next published batches and checking that they are whole
+(:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
+(:func:`check_history`), and which transactions to apply (:func:`plan`, parsing ``until``
+and cutting segments at barriers, up to the consistent tick; pure, no Spark, no I/O).
+
+
+Semantics of the plan:
+
+* ``until=N`` (int): every transaction with id <= N, inclusive (MonetDB's tests,
+  PostgreSQL's ``recovery_target_xid`` with ``recovery_target_inclusive=on``).
+* ``until=<instant>`` (aware datetime, naive datetime taken as UTC, or ISO-8601 text): every
+  transaction committed at or before the instant, inclusive (``recovery_target_time``),
+  across all tables. The target counts as reached only when the master's watermark (or a
+  stopped master) proves nothing committed by then is still unpublished.
+* ``until=None``: everything published.
+
+Replay by segments (:func:`segments`): for each table, a run of consecutive DML
+transactions on that table, cut at a DDL or image transaction of that table (a barrier,
+replayed alone) and at the end of the plan, which ends at the target. An ALTER that only
+adds nullable columns (``TxnRecord.adds``) is no barrier: the segment's commit adds them,
+as ``ADD COLUMNS`` would, and rows before it read NULL there. Other tables'
+transactions do not cut a segment: Delta has no cross-table transactions, so replay keeps
+per-table order only. A segment lands as one Delta commit on its table (MusicBrainz's
+replication packets collapsed, Drizzle's reduce-then-apply).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import takewhile
+from typing import Iterator, Mapping, Sequence
+
+from wlcore import batch as batchfmt, epochs, snapshots as snap
+from wlcore.batch import Manifest
+from wlcore.errors import BatchError
+from wlcore.levels import Span, Start, choose_start, restore_path
+from wlcore.master_state import MasterState
+from wlcore.replica_state import ReplicaState
+from wlcore.storage import Storage
+from wlcore.target import Target, parse_until  # noqa: F401 (wlr.parse_until)
+from wlcore.utc import utc_iso
+
+from .errors import DivergedError, NoStartError, ReplicaStateError, TargetError
+
+
+@dataclass(frozen=True)
+class TxnRef:
+    """What planning needs of a published transaction.
+
+    ``table`` is ``"schema.table"``; ``barrier`` is True for DDL (create, alter, drop) and
+    full images, which are replayed alone; DML (change-feed rows) and ALTERs that only add
+    nullable columns can be grouped. ``unit``: the first transaction of the compacted batch
+    this record belongs to (None: level 0); a compacted batch has no consistent point
+    inside it, so until all its records are applied the replica stands before it.
+    ``committed``: the transaction was captured late, its table unreadable for a while
+    (:mod:`wlc.holds`); ``time`` is its place in the order, ``committed`` its commit time.
+    """
+
+    txn: int
+    time: datetime
+    batch: int
+    table: str = ""
+    barrier: bool = False
+    unit: int | None = None
+    committed: datetime | None = None  # captured late (wlc.holds): its commit time, before ``time``
+
+
+def is_barrier(ddl: str | None, change: str | None, adds: Sequence[str] = ()) -> bool:
+    """True for a transaction replayed alone: DDL (create, alter, drop) and full images.
+
+    An ALTER that only adds nullable columns (``adds``, see ``TxnRecord.adds``) is no
+    barrier: a segment's commit can add the columns.
+    """
+    return change == "image" or (ddl is not None and not (ddl == "alter" and adds))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Transactions of one table replayed as one unit: a run of DML, or one barrier."""
+
+    table: str
+    txns: tuple[TxnRef, ...]
+
+    @property
+    def first(self) -> int:
+        """The id of the segment's first transaction."""
+        return self.txns[0].txn
+
+    @property
+    def last(self) -> int:
+        """The id of the segment's last transaction (its replay commit's ``txnVersion``)."""
+        return self.txns[-1].txn
+
+    @property
+    def barrier(self) -> bool:
+        """True when the segment is one barrier transaction (:func:`is_barrier`) replayed alone."""
+        return self.txns[0].barrier
+
+    def __str__(self) -> str:
+        return f"{self.table} [{span_text(self.first, self.last)}]"
+
+
+def span_text(first: int, last: int) -> str:
+    """``"first-last"``, or ``"txn"`` for one transaction (replay tags and log lines)."""
+    return f"{last}" if first == last else f"{first}-{last}"
+
+
+@dataclass
+class Plan:
+    """The transactions to apply now, and whether the target is reached after them."""
+
+    apply: list[TxnRef] = field(default_factory=list)
+    reached: bool = False
+    waiting_for: str = ""
+
+
+def check_not_passed(target: Target, tick: int, clock: datetime | None, named: str | None = None) -> None:
+    """Refuse a target the replica has already passed (replay cannot go back).
+
+    ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the
+    target as the message names it (default its instant; :func:`wlr.target.meaning` says
+    what a date-only ``until`` was taken to mean).
+
+    Raises:
+        TargetError: ``until=N`` with N < tick, or an instant before ``clock``.
+    """
+    if (target.kind == "time" and clock is None) or target.admits(tick, clock):
+        return  # at or after the last transaction handled (a time not known proves nothing)
+    if target.kind == "txn":
+        msg = f"the replica has already applied up to transaction {tick}; it cannot go back to {target.upto_txn}: "
+        raise TargetError(
+            msg + f"make a new replica with replicate(until={target.upto_txn})",
+            cli=msg + f"make a new replica with: wlr replicate <dbfarm> <master> <new replica> "
+            f"--until {target.upto_txn}",
+        )
+    if clock is not None:
+        msg = (
+            f"the replica has already applied transactions up to {clock.isoformat()}; it "
+            f"cannot go back to {named or target.upto_time.isoformat()}: make a new replica with "
+        )
+        raise TargetError(
+            msg + "that until",
+            cli=msg + f"wlr replicate <dbfarm> <master> <new replica> --until {target.upto_time.isoformat()}",
+        )
+
+
+def plan(
+    tick: int, published: Sequence[TxnRef], target: Target, watermark: datetime | None, master_stopped: bool
+) -> Plan:
+    """Choose what to apply.
+
+    Args:
+        tick: id of the last transaction handled (applied or accepted); -1 for none.
+        published: published transactions with id > tick, ascending and gap-free.
+        target: from :func:`parse_until`.
+        watermark: the master's watermark (UTC): every commit at or before it is published.
+        master_stopped: the master logs nothing more (wlc.stop()).
+
+    Returns:
+        Plan: ``apply`` is a gap-free run of ids starting at tick+1; ``reached`` says the
+        target holds after applying it.
+
+    Raises:
+        TargetError: an instant between a late transaction's commit and its place in the
+            order (:mod:`wlc.holds`): no replica state is the master's as of it.
+    """
+    expected = tick + 1
+    for ref in published:
+        if ref.txn != expected:
+            raise ValueError(f"published transactions are not gap-free: expected {expected}, got {ref.txn}")
+        expected += 1
+    if target.kind == "all":
+        return Plan(list(published), True)
+    todo = list(takewhile(lambda r: target.admits(r.txn, r.time), published))
+    last = published[-1].txn if published else tick
+    if target.kind == "txn":
+        if target.reached_by(last, None):
+            return Plan(todo, True)
+        return Plan(todo, False, f"transaction {target.upto_txn} (published up to {last})")
+    for ref in published:
+        if ref.committed is not None and ref.committed <= target.upto_time < ref.time:
+            raise TargetError(
+                f"table {ref.table} could not be read by capture for a while: its transaction {ref.txn}, committed "
+                f"{ref.committed.isoformat()}, was captured late, after transactions committed later; no state of "
+                f"the replica is the master as of {target.upto_time.isoformat()}. Choose an instant before "
+                f"{ref.committed.isoformat()} or at or after {ref.time.isoformat()}, or a transaction id"
+            )
+    # the watermark is the proof (Target.reached_by); a later transaction is proof only where
+    # there is no watermark, since a held table's transactions may be published after later ones
+    later = len(todo) < len(published)
+    reached = master_stopped or (target.reached_by(last, watermark) if watermark is not None else later)
+    return Plan(
+        todo,
+        reached,
+        ""
+        if reached
+        else f"the master's watermark to pass {target.upto_time.isoformat()} (now {watermark.isoformat() if watermark else 'none'})",
+    )
+
+
+def segments(todo: Sequence[TxnRef], collapse: bool = True) -> dict[str, list[Segment]]:
+    """Group the transactions to apply into per-table segments.
+
+    Args:
+        todo: ``Plan.apply``: ascending transactions, ending at the target.
+        collapse: False keeps one segment per transaction (``replicate(collapse=False)``:
+            one replica commit per master transaction).
+
+    Returns:
+        ``{table: [Segment, ...]}`` with each table's segments in transaction order;
+        tables in the order of their first transaction. A barrier (DDL or image) is a
+        segment of its own and cuts the table's run of DML; other tables do not.
+    """
+    out: dict[str, list[Segment]] = {}
+    runs: dict[str, list[TxnRef]] = {}
+
+    def close(table: str) -> None:
+        run = runs.pop(table, None)
+        if run:
+            out[table].append(Segment(table, tuple(run)))
+
+    for ref in todo:
+        out.setdefault(ref.table, [])
+        if ref.barrier or not collapse:
+            close(ref.table)
+            out[ref.table].append(Segment(ref.table, (ref,)))
+        else:
+            runs.setdefault(ref.table, []).append(ref)
+    for table in list(runs):
+        close(table)
+    return out
+
+
+def consistent_tick(tick: int, todo: Sequence[TxnRef], done: dict[str, int]) -> int:
+    """The highest N with every transaction <= N applied.
+
+    Args:
+        tick: the tick before this round.
+        todo: the round's transactions, ascending from ``tick + 1`` (a compacted batch's
+            records count as one unit: see :attr:`TxnRef.unit`).
+        done: ``{table: last transaction applied to it}`` after the round (absent: none).
+    """
+    for ref in todo:
+        if done.get(ref.table, -1) < ref.txn:
+            return (ref.txn if ref.unit is None else ref.unit) - 1
+    return todo[-1].txn if todo else tick
+
+
+# Reading a master's published logs in order, for replay: which batches, and are they whole.
+#
+# Every problem found here belongs to a *batch*, not to one transaction: a batch missing
+# from the sequence, a missing or damaged manifest, a folder holding another batch's
+# manifest (swapped or copied folders), another database's batch, or transaction ids that
+# do not continue where the previous batch ended. They raise :class:`LogError` naming the
+# batch and what is wrong; replay stores it, and ``accept()`` refuses it (skipping an intact
+# transaction would not repair the logs).
+
+
+class LogError(Exception):
+    """A batch of the logs is missing, damaged or out of place.
+
+    Args:
+        batch (int): the batch's number (kept as ``batch``).
+        cause (str): what is wrong, with the fix (kept as ``cause``; the message).
+    """
+
+    def __init__(self, batch: int, cause: str):
+        super().__init__(cause)
+        self.batch, self.cause = batch, cause
+
+
+@dataclass
+class Batch:
+    """A published level-0 batch as replay reads it: its ``number``, folder ``path`` and
+    checked ``manifest``."""
+
+    number: int
+    path: str
+    manifest: Manifest
+
+
+def read_batches(
+    storage: Storage,
+    logs: str,
+    master: str,
+    dbid: str,
+    next_batch: int,
+    tick: int,
+    target: Target,
+    read: Mapping[str, Manifest] | None = None,
+    published: int | None = None,
+) -> Iterator[Batch]:
+    """Yield the published batches from ``next_batch`` on, in order, each checked.
+
+    Args:
+        storage: the filesystem of the log folder.
+        logs: the master's log folder.
+        master: the master's database name (batch folders are ``<master>_<12 digits>``).
+        dbid: the master's database id the replica follows.
+        next_batch: first batch number to read.
+        tick: the last transaction the replica handled; the first batch must hold ``tick + 1``.
+        target: stop reading once a batch reaches it (a damaged batch past the target
+            does not stop a point-in-time replay before it).
+        read: manifests already read and checked in this call, by batch folder (a new replica's
+            path walk, :meth:`wlr.planner.Route.take_walked`); the others are read here.
+        published: the level-0 batches the source's ``wlc.config`` says are published (its
+            ``batches``, read before this call); None: not known. With it, a replica at most
+            :data:`PROBE` batches behind looks its next batches up by name and lists the folder
+            only when one it needs is missing (see :func:`numbered`).
+
+    Raises:
+        LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
+            sequence of transaction ids; checked before anything of it is applied.
+    """
+    if not storage.isdir(logs):
+        raise LogError(
+            next_batch,
+            f"the log folder {logs} is not there (unmounted, moved or deleted?); put it back where wlc.config says",
+        )
+    expected_batch, expected_txn = next_batch, tick + 1
+    for number, path in numbered(storage, logs, master, next_batch, published):
+        if number != expected_batch:
+            raise LogError(
+                expected_batch,
+                f"batch {expected_batch} is missing from {logs} (batch {number} "
+                "follows it): the logs have a gap; restore the missing batch from a copy",
+            )
+        try:
+            manifest = read[path] if read and path in read else batchfmt.read_manifest(storage, path)
+        except BatchError as exc:
+            raise LogError(number, f"batch {number}: {exc}") from None
+        if (manifest.database, manifest.batch) != (master, number):
+            raise LogError(
+                number,
+                f"batch {number}: its folder holds the manifest of batch {manifest.batch} of "
+                f"{manifest.database!r} (a batch folder copied or renamed?); put the right batch back",
+            )
+        if manifest.dbid != dbid:
+            raise LogError(
+                number,
+                f"batch {number} belongs to database id {manifest.dbid}, not {dbid} (the logs of another master?)",
+            )
+        ids = [t.txn for t in manifest.txns]
+        if ids and ids != list(range(ids[0], ids[0] + len(ids))):
+            raise LogError(number, f"batch {number}: its transaction ids are not consecutive ({ids[:6]}...)")
+        # the first batch holds tick + 1 (or ends at tick: a crash between saving tick and batches)
+        if ids and not (ids[0] <= expected_txn <= ids[-1] + 1 if number == next_batch else ids[0] == expected_txn):
+            raise LogError(
+                number,
+                f"batch {number} holds transactions {ids[0]}-{ids[-1]} but {expected_txn} was "
+                "expected: a batch is missing, duplicated or out of order",
+            )
+        if ids:
+            expected_txn = ids[-1] + 1
+        yield Batch(number, path, manifest)
+        expected_batch += 1
+        if reaches(manifest, target):
+            return
+
+
+def published_batches(mcfg: MasterState) -> int | None:
+    """The number of level-0 batches ``mcfg`` (a source's ``wlc.config``) says are published: its
+    ``batches``, the next number capture publishes; None when the file does not say."""
+    return mcfg.batches if mcfg.has("batches") else None
+
+
+PROBE = 16
+
+
+"""At most this many batches behind, replay looks its next level-0 batches up by name."""
+
+
+def numbered(
+    storage: Storage, logs: str, master: str, next_batch: int, published: int | None
+) -> Iterator[tuple[int, str]]:
+    """The level-0 batches from ``next_batch`` on, ``(number, path)`` ascending, as
+    :func:`wlcore.batch.list_batches` lists them, read lazily.
+
+    A replica that follows is one or two batches behind a log that may hold tens of thousands:
+    listing the whole folder every round would make each round cost as much as the log is long.
+    When the source's ``wlc.config`` says at most :data:`PROBE` batches are left to read, each
+    is looked up by its name (one ``stat``, or a request on an object store) until one is missing
+    at or past what the config says is published (capture publishes a batch before it counts it
+    there, a shipped copy writes its config after its batches). A batch missing below that count
+    lists the folder, so that a gap is named as it always was, from the batches found after it.
+
+    Args:
+        storage (Storage): the filesystem of the log folder.
+        logs (str): the log folder.
+        master (str): the master's database name.
+        next_batch (int): the first batch number wanted.
+        published (int | None): the number of level-0 batches published, from ``wlc.config``
+            (None: not known; the folder is listed).
+
+    Yields:
+        tuple[int, str]: ``(number, batch folder)``.
+    """
+    if published is None or published - next_batch > PROBE:
+        yield from batchfmt.list_batches(storage, logs, master, next_batch)
+        return
+    number = next_batch
+    while True:
+        path = Storage.join(logs, batchfmt.batch_name(master, number))
+        if storage.is_published(path):
+            yield number, path
+            number += 1
+            continue
+        if number < published:  # counted as published but not there: a gap, or pruned
+            yield from batchfmt.list_batches(storage, logs, master, number)
+        return
+
+
+def reaches(manifest: Manifest, target: Target) -> bool:
+    """True when ``manifest`` holds the target or passes it (later batches are not needed):
+    :meth:`wlcore.target.Target.reached_by`.
+
+    Args:
+        manifest (Manifest): a batch's manifest (its last transaction and watermark).
+        target (Target): the replay target.
+    """
+    return target.reached_by(manifest.last_txn if manifest.txns else None, manifest.watermark)
+
+
+def manifest_of(storage: Storage, logs: str, master: str, number: int | None) -> Manifest | None:
+    """The manifest of batch ``number`` when it is there and intact.
+
+    Args:
+        storage (Storage): the storage holding the logs.
+        logs (str): the log folder.
+        master (str): the master's name (the batches' name prefix).
+        number (int | None): the level-0 batch number (None: none).
+
+    Returns:
+        Manifest | None: None when ``number`` is None or the batch is missing or damaged.
+    """
+    if number is None:
+        return None
+    path = Storage.join(logs, batchfmt.batch_name(master, number))
+    try:
+        return batchfmt.read_manifest(storage, path)
+    except BatchError:
+        return None
+
+
+# A replica's epoch history against its source's (:mod:`wlcore.epochs`): replay refuses a
+# source that wrote other transactions under ids the replica already applied (a master restored
+# from a copy, its logs reset), as PostgreSQL refuses a timeline that forked before the
+# standby's position, and CouchDB a checkpoint of another session.
+
+
+def check_history(
+    state: ReplicaState,
+    their_text: str,
+    their_tick: int,
+    where: str,
+    *,
+    label: str,
+    master: str,
+    path: str,
+    promoted: int | None = None,
+) -> None:
+    """Refuse a source whose epoch history disagrees with the replica's on a transaction both have.
+
+    Args:
+        state (ReplicaState): the replica's state (``epochs``, ``tick``).
+        their_text (str): the source's epoch history as text (``first:epoch`` entries).
+        their_tick (int): the last transaction that history covers.
+        where (str): where it was read, for the message (``batch 7``, ``...'s wlc.config``).
+        label (str): the source as messages name it (``the master``, ``the relay ...``).
+        master (str): the master's name, for the fix the message gives.
+        path (str): the replica's folder, for the message.
+        promoted (int | None): the source's ``promoted_tick`` when it is a promoted master (its
+            new history starts after it), for the message; None: not promoted.
+
+    Raises:
+        DivergedError: the histories disagree; ``txn`` is the first id they disagree on.
+        ReplicaStateError: either history is damaged.
+    """
+    try:
+        mine, theirs = epochs.parse(state.epochs), epochs.parse(their_text)
+    except ValueError as exc:
+        raise ReplicaStateError(
+            f"the epoch history in {where} or in {path}'s wlr.config is damaged ({exc}); make a new replica"
+        ) from None
+    tick = state.tick
+    at = epochs.diverged(mine, tick, theirs, their_tick)
+    if at is None:
+        return
+    cause = (
+        f"{label} wrote another history from transaction {at} on (epoch "
+        f"{epochs.at(theirs, at)}) than this replica followed up to transaction {tick} (epoch "
+        f"{epochs.at(mine, at)}): the master was restored from a copy or its logs were reset. "
+        "Nothing was applied"
+    )
+    if promoted is not None and at == promoted + 1:
+        cause = (
+            f"{label} was promoted to master at transaction {promoted} and this replica applied transactions "
+            f"{at}..{tick} of the old master that the new history leaves out (the first: {at}). Nothing was applied"
+        )
+    raise DivergedError(
+        f"{cause}; make a new replica (wlr.replicate({master!r}, replica='<new name>')) or read from a "
+        "source that kept this history (source=...)",
+        at,
+        cli=f"{cause}; make a new replica (wlr replicate <dbfarm> {master} <new name>) or read from a "
+        "source that kept this history (--source)",
+    )
+
+
+def note_history(state: ReplicaState, batches: Sequence[Batch]) -> None:
+    """Keep in ``state`` the epoch history of the batch holding the replica's tick (its manifest's).
+
+    Args:
+        state (ReplicaState): the replica's state; ``epochs`` and ``epoch`` are set in place
+            (the caller saves it).
+        batches (Sequence[Batch]): the batches of the round, ascending; nothing changes when
+            none holds the tick or records a history.
+    """
+    tick = state.tick
+    for b in reversed(batches):
+        if b.manifest.epochs and b.manifest.first_txn <= tick:
+            hist = epochs.upto(epochs.parse(b.manifest.epochs), tick)
+            state.epochs = epochs.format(hist)
+            state.epoch = epochs.at(hist, tick) or ""
+            return
+
+
+# Where replay starts and which batches it reads: a snapshot, compacted batches, then level 0.
+#
+# A new replica starts from the newest snapshot at or before its target (PostgreSQL's restore
+# from the base backup nearest the recovery target; Litestream's snapshot then levels). From
+# a replica's position, replay takes the coarsest compacted batches that start there and end
+# at or before the target (:func:`wlcore.levels.restore_path`), then level-0 batches up to the
+# exact target. When retention has pruned what a position or a target needs, the error names
+# the earliest reachable point and nothing changes.
+
+
+def describe(start: Start) -> str:
+    """A starting point for messages: ``transaction <txn> (<UTC time>, the snapshot <folder>)``.
+
+    Args:
+        start (Start): a snapshot, or the empty start of master mode.
+
+    Returns:
+        str: the text.
+    """
+    when = utc_iso(start.time) if start.time else "the start of master mode"
+    where = f"the snapshot {os.path.basename(start.path)}" if start.path else "an empty start"
+    return f"transaction {start.txn} ({when}, {where})"
+
+
+class Route:
+    """Reads a master's snapshots and compacted batches for one replica (manifests cached).
+
+    Args:
+        storage (Storage): the storage holding the master (or its shipped copy).
+        master_path (str): the master's folder (or the shipped copy's).
+        master (str): the master database's name.
+        dbid (str): the master's database id; a batch of another id is refused.
+        snapshot_command (str): the command that takes a snapshot on the master, in messages
+            (``wlc snapshot <dbfarm> <folder>``: a promoted master's folder has another name than
+            its database).
+    """
+
+    def __init__(self, storage: Storage, master_path: str, master: str, dbid: str, snapshot_command: str):
+        self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
+        self.snapshot_command = snapshot_command
+        self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
+        self._walked: dict[str, batchfmt.Manifest] = {}  # level-0 manifests check_path read, for the next round
+        self._checked: tuple | None = None  # what the last check_path walked, and the compacted batches then
+
+    def take_walked(self) -> dict[str, batchfmt.Manifest]:
+        """The level-0 manifests :meth:`check_path` read (by batch folder), handed over once: the
+        first round of a new replica reads each manifest of its path once, not twice."""
+        walked, self._walked = self._walked, {}
+        return walked
+
+    # ------------------------------------------------------------------ snapshots
+    def starts(self, mcfg: MasterState, logs: str) -> list[Start]:
+        """The snapshots a new replica can start from: the empty start only while level 0
+        (or a compacted batch) still begins at batch 0.
+
+        Args:
+            mcfg (MasterState): the master's ``wlc.config`` (names its snapshot in an earlier layout).
+            logs (str): the log folder read.
+
+        Returns:
+            list[Start]: oldest first (:func:`wlcore.snapshots.list_snapshots`).
+        """
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master, mcfg.tick)
+
+    def start_for(self, mcfg: MasterState, logs: str, target: Target, snapshot: int | None = None) -> Start:
+        """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
+
+        Args:
+            mcfg (MasterState): the master's ``wlc.config``.
+            logs (str): the log folder read.
+            target (Target): the replay target.
+            snapshot (int | None): the transaction of the snapshot to start from; None: the newest
+                at or before ``target``.
+
+        Returns:
+            Start: the snapshot.
+
+        Raises:
+            NoStartError: the master has no starting point at all (snapshots and first batches pruned).
+            TargetError: no snapshot is at or before the target (it is older than the earliest
+                reachable point, which the message names), or ``snapshot`` names none, or one after
+                the target.
+        """
+        starts = self.starts(mcfg, logs)
+        if snapshot is not None:
+            found = [s for s in starts if s.txn == snapshot]
+            if not found:
+                raise TargetError(
+                    f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
+                    f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}"
+                )
+            chosen = found[0]
+            if not target.admits(chosen.txn, chosen.time):
+                raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
+            return chosen
+        best = choose_start(starts, target)
+        if best is None:
+            if not starts:
+                raise NoStartError(
+                    f"master {self.master!r} has no reachable starting point: its snapshots and first "
+                    "batches were pruned; take a snapshot on the master (wlc.snapshot())",
+                    cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
+                    f"{self.snapshot_command}",
+                )
+            raise TargetError(
+                f"the target {target} is older than the earliest reachable point of master "
+                f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
+                "Choose a later target"
+            )
+        return best
+
+    def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
+        """The first transaction after ``start``, read from the level-0 batches after it.
+
+        Args:
+            logs (str): the log folder read.
+            start (Start): a snapshot.
+
+        Returns:
+            tuple[int, datetime] | None: ``(txn, commit time UTC)``; None when none is published,
+            level 0 was pruned there, or a manifest is damaged (replay names it).
+        """
+        for _number, path in batchfmt.list_batches(self.storage, logs, self.master, start.batch + 1):
+            try:
+                txns = batchfmt.read_manifest(self.storage, path).txns
+            except BatchError:
+                return None  # replay names the damaged batch
+            for rec in txns:
+                if rec.txn > start.txn:
+                    return (rec.txn, rec.time) if rec.txn == start.txn + 1 else None
+        return None
+
+    # ------------------------------------------------------------------ compacted batches
+    def units(self, logs: str, tick: int, next_batch: int, target: Target, published: int | None = None) -> list[Batch]:
+        """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
+        or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
+
+        Args:
+            logs (str): the log folder read.
+            tick (int): the replica's position: every transaction <= ``tick`` applied.
+            next_batch (int): the next level-0 batch replay would read.
+            target (Target): the replay target.
+            published (int | None): the level-0 batches the source's ``wlc.config`` says are
+                published (None: not known); see :meth:`_level0_suffices`, which spares the listing.
+
+        Returns:
+            list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
+
+        Raises:
+            LogError: a compacted batch on the path is damaged or another database's.
+        """
+        if self._level0_suffices(logs, next_batch, target, published):
+            return []
+        spans = []
+        for level, first, _last, path in batchfmt.list_compacted(self.storage, logs, self.master):
+            if first < next_batch:
+                continue
+            if path not in self._spans:
+                try:
+                    manifest = batchfmt.read_manifest(self.storage, path)
+                except BatchError as exc:
+                    raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
+                if manifest.dbid != self.dbid or manifest.database != self.master or manifest.level != level:
+                    raise LogError(
+                        first,
+                        f"{path} is not a level-{level} batch of this master (id {self.dbid}); "
+                        "move it out of the log folder",
+                    )
+                self._spans[path] = (Span.of(manifest, path), manifest)
+            spans.append(self._spans[path][0])
+        out = []
+        for span in restore_path(tick, spans, target):
+            manifest = self._spans[span.path][1]
+            out.append(Batch(span.last_batch, span.path, manifest))
+        for gone in [p for p in self._spans if not self.storage.exists(p)]:
+            del self._spans[gone]
+        return out
+
+    def _level0_suffices(self, logs: str, next_batch: int, target: Target, published: int | None) -> bool:
+        """True when a compacted batch could stand only for level-0 batch ``next_batch`` and that is
+        there: nothing is published after it (``published``, wlc.config's count), or it reaches the
+        target. One lookup by name and one manifest (kept for the round's reading), instead of
+        listing a log of tens of thousands of batches on every round of a follower."""
+        if published is not None and published <= next_batch:
+            return True
+        path = Storage.join(logs, batchfmt.batch_name(self.master, next_batch))
+        if not self.storage.is_published(path):
+            return False  # pruned, perhaps: a compacted batch may hold it
+        if published is not None and published == next_batch + 1:
+            return True
+        try:
+            manifest = self._walked.get(path) or batchfmt.read_manifest(self.storage, path)
+        except BatchError:
+            return False  # damaged: a compacted batch may stand for it (read_batches names it otherwise)
+        self._walked[path] = manifest
+        return reaches(manifest, target)
+
+    def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool = True) -> None:
+        """Walk a new replica's path from ``start`` to ``target`` (reading manifests only) and refuse
+        it, before anything is written, where retention pruned what it needs.
+
+        Args:
+            logs (str): the log folder read.
+            mcfg (MasterState): the master's ``wlc.config``.
+            start (Start): the snapshot the replica starts from.
+            target (Target): the replay target.
+            compacted (bool): use compacted batches (False: level 0 only).
+
+        Raises:
+            TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
+            LogError: a batch on the path is damaged or another database's.
+        """
+        level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
+        compacted_batches = batchfmt.list_compacted(self.storage, logs, self.master)
+        # the same path over the same published batches (a call's check, then its run): walked already
+        key = (logs, start, target, compacted, min(level0, default=-1), max(level0, default=-1), len(level0))
+        if self._checked == (key, compacted_batches):
+            return
+        self._walk(logs, mcfg, start, target, compacted, level0, compacted_batches)
+        self._checked = (key, compacted_batches)
+
+    def _walk(
+        self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool, level0, compacted_batches
+    ) -> None:
+        """:meth:`check_path`'s walk over the listed ``level0`` ({number: path}) and ``compacted_batches``."""
+        firsts = {first for _lv, first, _l, _p in compacted_batches if compacted}
+        last = max(list(level0) + [last for *_x, last, _p in compacted_batches] + [-1])
+        pos, nb = start.txn, start.batch + 1
+        while nb <= last and not target.reached_by(pos, None):  # by id alone: no watermark
+            units = self.units(logs, pos, nb, target) if nb in firsts else []
+            if units:
+                pos, nb = units[-1].manifest.last_txn, units[-1].number + 1
+                continue
+            if nb not in level0:
+                self.check_level0(logs, pos, nb, mcfg, True, target)
+                return  # a gap in the logs: replay names it
+            try:
+                manifest = batchfmt.read_manifest(self.storage, level0[nb])
+            except BatchError as exc:
+                raise LogError(nb, f"batch {nb}: {exc}") from None
+            self._walked[level0[nb]] = manifest
+            if reaches(manifest, target):
+                return
+            pos, nb = manifest.last_txn, nb + 1
+
+    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: MasterState, new: bool, target: Target) -> None:
+        """Refuse a position whose next level-0 batch retention pruned.
+
+        Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
+        starts before the position or ends past the target), or level 0 now begins after it.
+        A batch missing with neither is a gap in the logs, which :func:`wlr.planner.read_batches`
+        names.
+
+        Args:
+            logs (str): the log folder read.
+            tick (int): the position: every transaction <= ``tick`` applied.
+            next_batch (int): the level-0 batch replay needs next.
+            mcfg (MasterState): the master's ``wlc.config`` (its snapshots name the earliest point).
+            new (bool): the replica is being made (a pruned batch is then the target's fault).
+            target (Target): the replay target.
+
+        Raises:
+            ReplicaStateError: an existing replica is further behind than what is kept.
+            TargetError: the target is not reachable exactly any more (a new replica's, or
+                one inside a compacted batch whose level-0 batches were pruned).
+        """
+        if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
+            return
+        count = published_batches(mcfg)
+        if count is not None and next_batch >= count:
+            return  # not published yet (a follower waiting): nothing to list
+        published = batchfmt.list_batches(self.storage, logs, self.master)
+        holders = [
+            (lv, first, last)
+            for lv, first, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)
+            if first <= next_batch <= last
+        ]
+        if not published or (not holders and published[0][0] <= next_batch):
+            return  # nothing after it yet, or a gap in the logs: read_batches names that
+        starts = self.starts(mcfg, logs)
+        earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
+        what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
+        if holders:
+            ends = sorted({last for _lv, first, last in holders if first == next_batch})
+            what += (
+                f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
+                if ends
+                else "; it lies inside a compacted batch"
+            )
+        if new or any(first == next_batch for _lv, first, _l in holders):
+            raise TargetError(
+                f"the target {target} is not reachable exactly any more: {what}. The earliest "
+                f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
+                "a compacted batch (wlr log lists them), or after level 0 begins"
+            )
+        raise ReplicaStateError(
+            f"this replica is at transaction {tick}, further behind than the master keeps: "
+            f"{what}. The earliest reachable point is {earliest}: make a new replica",
+            cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
+            f"{what}. The earliest reachable point is {earliest}: make a new replica with "
+            "wlr replicate <dbfarm> <master> <new replica>",
+        )
