@@ -108,8 +108,8 @@ class MasterRecord:
             MasterStateError: the folder is fenced or superseded (the message names the promoted master).
             ConfigError: ``wlc.fenced`` is malformed.
         """
-        folder = posixpath.basename(self.path.rstrip("/"))
-        Dbfarm(self.path.rstrip("/")[: -len(folder)].rstrip("/")).check_current(folder, cfg)
+        dbfarm, folder = posixpath.split(self.path.rstrip("/"))
+        Dbfarm(dbfarm).check_current(folder, cfg)
         self._current_checked = time.monotonic()
 
     def check_publishing(self) -> None:

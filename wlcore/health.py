@@ -194,7 +194,7 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     """
     from .databases import Dbfarm
     from .master_state import read_master_state, stale_message
-    from .promotion import read_fence
+    from .promotion import promoted_at, read_fence
     from .settings import dbfarm as resolve_dbfarm
     from .storage import Storage
 
@@ -217,9 +217,8 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         newer = dbs.successor(dbname, cfg)
         if newer is not None:  # promoted while this folder was out of reach: the same refusal as a fence
             by, new = newer
-            seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
-            where = (new.shipped_from or by).rstrip("/")
-            if not new.shipped_from:  # a master of this dbfarm: its folder's name
+            where, seen = promoted_at(by, new)
+            if not seen:  # a master of this dbfarm: its folder's name
                 where = posixpath.basename(where)
             out["fenced"] = (
                 f"superseded: {where}{seen} was promoted to master of {out['database']!r} at "

@@ -155,6 +155,22 @@ def supersedes(new: MasterState, old: MasterState) -> bool:
     return old.promoted is None or old.promoted < new.promoted
 
 
+def promoted_at(by: str, new: MasterState) -> tuple[str, str]:
+    """Where a promoted master that supersedes another is, and how it was seen.
+
+    Args:
+        by (str): where it was seen: its folder, or a shipped copy of it.
+        new (MasterState): that folder's or copy's ``wlc.config``.
+
+    Returns:
+        tuple[str, str]: its folder (a copy's: the folder it was shipped from), and
+        ``" (seen in its shipped copy <by>)"`` for a copy, else ``""``.
+    """
+    if new.shipped_from:
+        return new.shipped_from.rstrip("/"), f" (seen in its shipped copy {by})"
+    return by.rstrip("/"), ""
+
+
 def superseded_error(db_path: str, farm: str, name: str, by: str, new: MasterState) -> MasterStateError:
     """The refusal of capture on a master another master holds the database in place of
     (:func:`supersedes`): two masters would hand out the same transaction ids (GTIDs).
@@ -169,9 +185,8 @@ def superseded_error(db_path: str, farm: str, name: str, by: str, new: MasterSta
     Returns:
         MasterStateError: the error, naming the promoted master and the fixes.
     """
-    where = (new.shipped_from or by).rstrip("/")
+    where, seen = promoted_at(by, new)
     new_farm, _sep, folder = where.rpartition("/")  # a copy's master may be in another dbfarm
-    seen = f" (seen in its shipped copy {by})" if new.shipped_from else ""
     cause = (
         f"{db_path} is no longer the master of database {database_of(new, name)!r}: {where}{seen} was promoted to "
         f"master of it at {new.promoted.isoformat() if new.promoted else 'an unknown instant'} (kept transactions "

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wlcore.names import catalog_name, quote_ident, split_name
+from wlcore.replica_state import ReplicaState
 from wlcore.session import active_session, running_session
 from wlcore.settings import settings
 from wlcore.storage import Storage
@@ -425,18 +426,19 @@ class ReplicaCatalog:
         except Exception as exc:  # noqa: BLE001 (replay goes on: names are a convenience for readers)
             log.warning("%s: the tables' SQL names were not moved to the last tick: %s", self.book.name, exc)
 
-    def _key(self) -> tuple:
-        """(view tick, versions) of the last consistent tick as ``wlr.config`` has it now."""
-        st = self.book.current()
+    def _key(self, st: ReplicaState | None = None) -> tuple:
+        """(view tick, versions) of the last consistent tick as ``st`` has it (None: ``wlr.config`` now)."""
+        st = st or self.book.current()
         return (st.view_tick, tuple(sorted(st.read_versions().items())))
 
     def _sync(self, spark: Any, remake: bool = False) -> None:
         """Create, move and drop views so that they match the last consistent tick (``remake``:
         every view made again, also one a user changed with ``ALTER VIEW``)."""
         guard_writes(spark)
-        seen = self._key()
+        st = self.book.current()  # one read of wlr.config: the tick, the versions and the master
+        seen = self._key(st)
         versions = dict(seen[1])
-        master = self.book.current().master
+        master = st.master
         plan = plan_names(self.book.name, list(versions))
         left_out = dict(plan.left_out)
         for schema in sorted({s for s, _v in plan.names.values()}):
