@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import wlc  # noqa: E402
 import wlr  # noqa: E402
 import wlr.apply as apply_module  # noqa: E402
-from wlcore import batch as wlc_batch  # noqa: E402
+from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 MASTER = "bench"
@@ -74,9 +74,8 @@ def main() -> int:
     wlc.spark_session(**extra)
     storage = Storage.of(args.farm)
     logs = os.path.join(args.farm, MASTER, "wlc_logs")
-    recs = [
-        t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns
-    ]
+    store = LogStore(storage, os.path.dirname(logs), logs, MASTER)
+    recs = [t for b in store.batches() for t in store.manifest(b).txns]
     end_txn = max(t.txn for t in recs if t.table != "s.hot")  # the backlog, without the growth run's edits
     made = apply_module.replay_session
 

@@ -51,7 +51,7 @@ import wlc  # noqa: E402
 import wlr  # noqa: E402
 from bench.methods import checksum, copy_tables, equal, floor, recipe, recopy, timed  # noqa: E402
 from bench.tpch_backlog import KEYS, MAIN_TABLES, MASTER, Bench  # noqa: E402
-from wlcore import batch as wlc_batch  # noqa: E402
+from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 METHODS = ("grouped", "serial", "recipe", "floor", "recopy")
@@ -102,16 +102,15 @@ def main() -> int:
     m.close()
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, MASTER, "wlc_logs")
-    recs = [
-        t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns
-    ]
+    store = LogStore(storage, os.path.dirname(logs), logs, MASTER)
+    recs = [t for b in store.batches() for t in store.manifest(b).txns]
     # a statement that changes nothing is no transaction: take the ids from the logs
     end_txn = max(t.txn for t in recs if t.table != "s.hot")
     hot = [t.txn for t in recs if t.table == "s.hot" and t.txn > end_txn]
     rows_read = sum(sum(t.counts.values()) for t in recs if start_txn < t.txn <= end_txn)
     print(
         f"  {end_txn - start_txn} transactions in the backlog, {len(hot)} hot-key edits after it, "
-        f"{len(wlc_batch.list_batches(storage, logs, MASTER))} batches"
+        f"{len(store.batches())} batches"
     )
     cols = {t: spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)).columns for t in MAIN_TABLES}
     expected = {

@@ -20,8 +20,9 @@ import re
 from datetime import datetime, timezone
 
 from bench.scale_common import Report
-from wlcore.batch import list_batches, read_manifest
+from wlcore.batch import read_manifest
 from wlcore.deltalog import list_versions, read_commit
+from wlcore.logstore import LogStore
 from wlcore.master_state import logs_of, read_master_state
 from wlcore.storage import Storage
 from wlcore.utc import parse_utc
@@ -53,7 +54,7 @@ def analyse(storage: Storage, db_path: str, rep_path: str, db: str, go: float, e
     cfg = read_master_state(storage, db_path)
     dbid, logs = cfg.dbid, logs_of(cfg, db_path)
     txns = []
-    batches = list_batches(storage, logs, db)
+    batches = [(b.number, b.path) for b in LogStore(storage, db_path, logs, db).batches()]
     for number, path in batches:
         m = read_manifest(storage, path)
         for t in m.txns:

@@ -47,6 +47,7 @@ import wlr  # noqa: E402
 from bench.catchup import Bench, checksum  # noqa: E402
 from wlc.lifecycle import Lifecycle  # noqa: E402
 from wlcore import batch as batchfmt  # noqa: E402
+from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.settings import Every, choose_config, config_file  # noqa: E402
 from wlcore.snapshots import list_snapshots  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
@@ -59,9 +60,11 @@ def folder_bytes(path: str) -> int:
 def compaction_ratio(storage: Storage, logs: str, db: str, level: int) -> tuple[int, int, int, int, int]:
     """``(compacted batches, rows before, rows after, bytes before, bytes after)`` over every
     batch of ``level`` (before: the level-0 batches each one merges)."""
-    level0 = dict(batchfmt.list_batches(storage, logs, db))
+    store = LogStore(storage, os.path.dirname(logs), logs, db)
+    level0 = {b.number: b.path for b in store.batches()}
     n = rows_b = rows_a = bytes_b = bytes_a = 0
-    for lv, first, last, path in batchfmt.list_compacted(storage, logs, db):
+    for c in store.compacted():
+        lv, first, last, path = c.level, c.first, c.last, c.path
         if lv != level or any(b not in level0 for b in range(first, last + 1)):
             continue
         n += 1
@@ -143,9 +146,10 @@ def edit_stream(args, spark, farm: str) -> list[str]:
     m.close()
     storage = Storage.of(farm)
     logs = os.path.join(farm, db, "wlc_logs")
-    snaps = list_snapshots(storage, os.path.join(farm, db), "", logs)
-    n0 = len(batchfmt.list_batches(storage, logs, db))
-    lv = [x[0] for x in batchfmt.list_compacted(storage, logs, db)]
+    store = LogStore(storage, os.path.join(farm, db), logs, db)
+    snaps = list_snapshots(storage, os.path.join(farm, db), "", store)
+    n0 = len(store.batches())
+    lv = [c.level for c in store.compacted()]
     print(
         f"  {dropped + 1} transactions ({args.edits} edits, written in {written:.0f} s), {n0} level-0 batches, {lv.count(1)} level-1, "
         f"{lv.count(2)} level-2, snapshots at {[s.txn for s in snaps]}; drop is transaction {dropped}"
@@ -203,9 +207,10 @@ def tpch_stream(args, spark) -> list[str]:
     m.close()
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, "bench", "wlc_logs")
-    lv = [x[0] for x in batchfmt.list_compacted(storage, logs, "bench")]
+    store = LogStore(storage, os.path.join(b.farm, "bench"), logs, "bench")
+    lv = [c.level for c in store.compacted()]
     print(
-        f"  TPC-H stream: {wlc.tick() + 1} transactions, {len(batchfmt.list_batches(storage, logs, 'bench'))} "
+        f"  TPC-H stream: {wlc.tick() + 1} transactions, {len(store.batches())} "
         f"level-0 batches, {lv.count(1)} level-1, {lv.count(2)} level-2"
     )
     out = [

@@ -184,7 +184,7 @@ def build_master(farm: str, cfg: str, sz: dict) -> dict:
     import wlc
     import wlr
     from bench.methods import checksum, in_threads
-    from wlcore import batch as batchfmt
+    from wlcore.logstore import LogStore
     from wlcore.settings import settings
     from wlcore.storage import Storage
 
@@ -208,10 +208,11 @@ def build_master(farm: str, cfg: str, sz: dict) -> dict:
     captured = time.perf_counter()
     storage = Storage.of(farm)
     logs = os.path.join(farm, DB, "wlc_logs")
+    store = LogStore(storage, os.path.dirname(logs), logs, DB)
     recs = [
         (t.txn, t.table, t.version, sum(t.counts.values()), t.change)
-        for _n, p in batchfmt.list_batches(storage, logs, DB)
-        for t in batchfmt.read_manifest(storage, p).txns
+        for b in store.batches()
+        for t in store.manifest(b).txns
     ]
     cols = {t: [c for c in spark.read.format("delta").load(w.table_path(t)).columns] for t in w.names}
     jobs = {t: lambda t=t: checksum(spark.read.format("delta").load(w.table_path(t)), cols[t]) for t in w.names}
@@ -225,7 +226,7 @@ def build_master(farm: str, cfg: str, sz: dict) -> dict:
         "expected": expected,
         "ops": dict(w.ops),
         "per_table": dict(per_table),
-        "batches": len(batchfmt.list_batches(storage, logs, DB)),
+        "batches": len(store.batches()),
         "times": {
             "Spark started, tables made and captured": made - t0,
             "base replica": based - made,

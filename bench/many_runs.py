@@ -18,7 +18,7 @@ from bench.scale_common import cpu_seconds
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LOGS_WORK = {  # the goal's share: listing the log folder, manifests, checksums, planning
-    "list the log folder": [("wlcore.batch", "list_batches"), ("wlcore.batch", "list_compacted")],
+    "list the log folder": [("wlcore.logstore", "LogStore.batches"), ("wlcore.logstore", "LogStore.compacted")],
     "read manifests": [("wlcore.batch", "read_manifest")],
     "verify checksums": [("wlcore.batch", "verify_files")],
     "plan": [("wlr.replay", "plan"), ("wlr.replay", "segments"), ("wlr.replay", "consistent_tick")],

@@ -122,7 +122,7 @@ def _master(scale: float, txns: int) -> dict:
     import wlc
     from bench.methods import checksum
     from bench.tpch_backlog import KEYS, MASTER, Bench
-    from wlcore import batch as wlc_batch
+    from wlcore.logstore import LogStore
     from wlcore.storage import Storage
 
     b = Bench(txns, scale=scale, prefix="wlc-scale-big-")
@@ -146,9 +146,8 @@ def _master(scale: float, txns: int) -> dict:
     m.close()
     storage = Storage.of(b.farm)
     logs = os.path.join(b.farm, MASTER, "wlc_logs")
-    recs = [
-        t for _n, p in wlc_batch.list_batches(storage, logs, MASTER) for t in wlc_batch.read_manifest(storage, p).txns
-    ]
+    store = LogStore(storage, os.path.dirname(logs), logs, MASTER)
+    recs = [t for b in store.batches() for t in store.manifest(b).txns]
     spark = b.spark
     cols = {t: spark.read.format("delta").option("versionAsOf", v1[t]).load(b.path(t)).columns for t in MAIN}
     expected = {

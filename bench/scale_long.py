@@ -28,8 +28,8 @@ is the template: the synthetic batches repeat its record (operation, change ``cd
 and the Parquet schema of its change rows (with Spark's metadata). For each log length, the rows
 of the next transactions (3 new keys each, ``--long-rows``) are first appended to the master
 table in one Spark commit (version V, commit time T by Delta's rule, as capture reads it); then
-one level-0 batch per transaction is published with the product's writer (``wlcore.batch.open_staging``,
-``publish``, which checksums the files): numbers and transaction ids continuing gap-free, GTID
+one level-0 batch per transaction is published with the product's writer (``wlcore.logstore.LogStore``'s
+``stage`` and ``publish``, which checksums the files): numbers and transaction ids continuing gap-free, GTID
 ``<dbid>:<txn>``, commit times spread evenly after the master's last transaction and watermark and
 ending at T, each watermark just before the next transaction (the last one: now less
 ``capture.settle``), the change rows in ``rows/s.t/wlc_version=V/part-*.parquet`` written with
@@ -241,21 +241,20 @@ class Workload:
     def lifecycle(self, batches: int) -> None:
         """``wlc compact``, ``wlc prune``, then the log and a new replica through the levels."""
         from bench.scale_long_synth import DB
-        from wlcore import batch as batchfmt
 
         out, cmds, farm = self.out, self.cmds, self.farm
         level1 = self.opts.get("long_level1") or max(10, self.n // 20)
         level2 = self.opts.get("long_level2") or 5
         argv = ("compact", farm, DB, "--level1", f"{level1} batches", "--level2", f"{level2} batches")
         out.sub(cmds, "wlc compact", batches, 1, None, "wlc", *argv)
-        compacted = batchfmt.list_compacted(self.tpl.storage, self.tpl.logs, DB)
+        compacted = self.tpl.store.compacted()
         self.notes.append(
             f"wlc compact ({level1} level-0 batches per level-1 batch, {level2} level-1 per level-2): "
-            f"{sum(1 for c in compacted if c[0] == 1)} level-1 and {sum(1 for c in compacted if c[0] == 2)} "
+            f"{sum(1 for c in compacted if c.level == 1)} level-1 and {sum(1 for c in compacted if c.level == 2)} "
             "level-2 batches made"
         )
         out.sub(cmds, PRUNE, batches, 1, None, "wlc", "prune", farm, DB)
-        left = len(batchfmt.list_batches(self.tpl.storage, self.tpl.logs, DB))
+        left = len(self.tpl.store.batches())
         self.notes.append(f"wlc prune: {batches - left:,} level-0 batches deleted, {left:,} left")
         tick = self.tick()
         out.sub(cmds, "wlr log, after prune", batches, 1, None, "wlr", "log", farm, DB)

@@ -26,6 +26,7 @@ import wlc
 from wlcore import batch as batchfmt
 from wlcore.batch import CaptureState, Cursor, Manifest, TxnRecord
 from wlcore.deltalog import list_versions, monotonic, read_commit
+from wlcore.logstore import LogStore
 from wlcore.master_state import LOG_FILE, read_master_state, write_master_state
 from wlcore.names import batch_folder
 from wlcore.storage import Storage
@@ -63,6 +64,11 @@ class Template:
     cursor: Cursor
     schema: pa.Schema
     next_id: int
+
+    @property
+    def store(self) -> LogStore:
+        """The master's log store."""
+        return LogStore(self.storage, self.db_path, self.logs, DB)
 
 
 def rows_of(first_id: int, count: int) -> list[tuple[int, str]]:
@@ -164,10 +170,11 @@ def synthesize(tpl: Template, txns: int, rows_per_txn: int, first_id: int, versi
     cursor = dataclasses.replace(tpl.cursor, version=version, time=at)
     rel = f"rows/{batch_folder(TABLE)}/{batchfmt.VERSION_COLUMN}={version}"
     number, txn, lines = cfg.batches, cfg.tick + 1, []
+    store = tpl.store
     for k in range(txns):
         last = k == txns - 1
         watermark = max(at, datetime.now(timezone.utc) - timedelta(seconds=settle)) if last else times[k + 1] - _US
-        staging = batchfmt.open_staging(storage, tpl.logs, DB, number)
+        staging = store.stage(number)
         _write_rows(tpl, staging, rel, first_id + k * rows_per_txn, rows_per_txn)
         record = TxnRecord(
             txn=txn,
@@ -183,7 +190,7 @@ def synthesize(tpl: Template, txns: int, rows_per_txn: int, first_id: int, versi
         )
         state = CaptureState({TABLE: cursor}, next_txn=txn + 1, next_batch=number + 1)
         manifest = Manifest(DB, tpl.dbid, number, watermark, [record], cursors=state, epochs=tpl.epochs)
-        batchfmt.publish(storage, tpl.logs, staging, manifest)
+        store.publish(staging, manifest)
         lines.append(
             f"{utc_iso(datetime.now(timezone.utc))} published batch {number}: transactions {txn}..{txn} (1), "
             f"watermark {utc_iso(watermark)}"

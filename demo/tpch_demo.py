@@ -61,6 +61,7 @@ import wlc  # noqa: E402
 import wlr  # noqa: E402
 from demo.tpch_data import DELETE_SCHEMA, KEYS, SCHEMAS, TABLES, ensure_tpch_data, has_trailing_delimiter  # noqa: E402
 from wlcore import batch as wlc_batch, snapshots as wlc_snapshot  # noqa: E402
+from wlcore.logstore import LogStore  # noqa: E402
 
 MASTER = "tpch"
 FOLLOWER = "tpch_replica"
@@ -402,8 +403,9 @@ class Published:
 def published(demo: Demo) -> Published:
     m = demo.master
     records = []
-    for _number, path in wlc_batch.list_batches(m.storage, m.logs, MASTER):
-        manifest = wlc_batch.read_manifest(m.storage, path)
+    store = LogStore(m.storage, m.path, m.logs, MASTER)
+    for batch in store.batches():
+        manifest = store.manifest(batch)
         records += [(rec, manifest.created) for rec in manifest.txns]
     records.sort(key=lambda x: x[0].txn)
     snap = wlc_snapshot.read(m.storage, m.config.snapshot)

@@ -5,10 +5,12 @@ promise: every commit at or before a batch's watermark is in it or an earlier ba
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 
 from wlcore import batch
 from wlcore.errors import BatchError
+from wlcore.logstore import LogStore
 from wlcore.master_state import CONFIG_FILE, logs_of, read_master_state
 from wlcore.storage import Storage
 
@@ -49,7 +51,8 @@ def _check(storage: Storage, logs: str, name: str) -> list[str]:
     """The broken rules in the level-0 batches of ``name`` in ``logs``."""
     out = []
     last = None  # (batch number, watermark, last txn, its time) of the batch before
-    for number, path in batch.list_batches(storage, logs, name):
+    for ref in LogStore(storage, posixpath.dirname(logs), logs, name).batches():
+        number, path = ref.number, ref.path
         try:
             manifest = batch.read_manifest(storage, path)
         except BatchError:

@@ -55,6 +55,7 @@ from wlcore.deltalog import TableMeta
 from wlcore.errors import BatchError, MasterStateError
 from wlcore.faults import crash_point
 from wlcore.levels import Span, Start, runs_to_merge
+from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState
 from wlcore.names import batch_folder
 from wlcore.retention import PruneReport, keep_of, prune_folder, write_promise
@@ -83,6 +84,7 @@ class Lifecycle:
     def __init__(self, storage: Storage, db_path: str, dbname: str):
         self.storage, self.path, self.dbname = storage, db_path, dbname
         self._spans = SpanCache(storage)
+        self._store: LogStore | None = None
         self._local = threading.local()
 
     @classmethod
@@ -142,6 +144,21 @@ class Lifecycle:
 
         return logs_of(cfg or self.config(), self.path)
 
+    def store(self, cfg: MasterState | None = None) -> LogStore:
+        """The master's log store (:meth:`logs`), its batches named by the database; made once,
+        and again only when ``wlc.config`` names another log folder.
+
+        Args:
+            cfg (MasterState | None): the master's ``wlc.config``; None reads it now.
+
+        Raises:
+            MasterStateError: ``cfg`` is None and the database is not a master.
+        """
+        logs = self.logs(cfg)
+        if self._store is None or self._store.logs != logs:
+            self._store = LogStore(self.storage, self.path, logs, self.dbname)
+        return self._store
+
     def snapshots(self, cfg: MasterState | None = None) -> list[Start]:
         """Every snapshot, oldest first (the empty start of a master that began with no table
         while batch 0 is still there).
@@ -156,13 +173,13 @@ class Lifecycle:
             MasterStateError: ``cfg`` is None and the database is not a master.
         """
         cfg = cfg or self.config()
-        return snap.list_snapshots(self.storage, self.path, cfg.snapshot, self.logs(cfg))
+        return snap.list_snapshots(self.storage, self.path, cfg.snapshot, self.store(cfg))
 
-    def spans(self, logs: str) -> list[Span]:
+    def spans(self, store: LogStore) -> list[Span]:
         """Every published batch of every level, as spans (manifests read once and cached).
 
         Args:
-            logs (str): the master's log folder (:meth:`logs`).
+            store (LogStore): the master's log store (:meth:`store`).
 
         Returns:
             list[Span]: level-0 batches ascending, then compacted ones by first batch.
@@ -170,7 +187,7 @@ class Lifecycle:
         Raises:
             BatchError: a manifest is missing or damaged.
         """
-        return self._spans.spans(logs, self.dbname)
+        return self._spans.spans([b.path for b in store.batches() + store.compacted()])
 
     @contextmanager
     def locked(self):
@@ -208,13 +225,13 @@ class Lifecycle:
         """
         cfg = self.config()
         with self.locked():
-            published = batchfmt.list_batches(self.storage, self.logs(cfg), self.dbname)
+            published = self.store(cfg).batches()
             existing = self.snapshots(cfg)
-            if not published or (existing and existing[-1].txn >= self._spans.span(published[-1][1]).last_txn):
+            if not published or (existing and existing[-1].txn >= self._spans.span(published[-1].path).last_txn):
                 if existing:
                     return existing[-1]
                 raise MasterStateError(f"master {self.dbname!r} has no snapshot and nothing published yet")
-            manifest = batchfmt.read_manifest(self.storage, published[-1][1])
+            manifest = self.store(cfg).manifest(published[-1])
             start = snap.take_rolling(snap.copy_session(spark), self.storage, self.path, manifest, cfg.dbid)
         log.info("%s: snapshot at transaction %d in %s", self.dbname, start.txn, start.path)
         return start
@@ -262,16 +279,14 @@ class Lifecycle:
             BatchError: an input batch is damaged (nothing of its run is published).
         """
         cfg, every, watermark = self._compaction_inputs(every_)
-        logs = self.logs(cfg)
+        store = self.store(cfg)
         with self.locked():
-            for name in self.storage.listdir(logs):
+            for name in self.storage.listdir(store.logs):
                 if name.startswith(f"{STAGING}{self.dbname}-"):
-                    self.storage.rm(Storage.join(logs, name))  # an interrupted run's: we hold the lock
+                    self.storage.rm(Storage.join(store.logs, name))  # an interrupted run's: we hold the lock
             return compact_levels(
                 spark,
-                self.storage,
-                logs,
-                self.dbname,
+                store,
                 cfg.dbid,
                 every,
                 watermark,
@@ -294,7 +309,7 @@ class Lifecycle:
             MasterStateError: not a master.
         """
         cfg, every, watermark = self._compaction_inputs(every_)
-        return compaction_due(self.storage, self.logs(cfg), self.dbname, every, watermark, self._spans.span)
+        return compaction_due(self.store(cfg), every, watermark, self._spans.span)
 
     def _compaction_inputs(
         self, every_: dict[int, Every | None] | None
@@ -308,14 +323,12 @@ class Lifecycle:
 
     def _metas_before(self, cfg: MasterState, batch: int) -> dict:
         """``{table: TableMeta}`` in force before level-0 batch ``batch``."""
-        logs = self.logs(cfg)
+        store = self.store(cfg)
         if batch == 0:
             starts = [s for s in self.snapshots(cfg) if s.txn < 0 and s.path]
             return snap.read(self.storage, starts[0].path).metas() if starts else {}
-        paths = [p for n, p in batchfmt.list_batches(self.storage, logs, self.dbname, batch - 1) if n == batch - 1]
-        paths += [
-            p for _lv, _f, last, p in batchfmt.list_compacted(self.storage, logs, self.dbname) if last == batch - 1
-        ]
+        paths = [b.path for b in store.batches(batch - 1) if b.number == batch - 1]
+        paths += [b.path for b in store.compacted() if b.last == batch - 1]
         paths += [s.path for s in self.snapshots(cfg) if s.batch == batch - 1 and s.path]
         for path in paths:
             if not os.path.basename(path).startswith(self.dbname):
@@ -349,9 +362,9 @@ class Lifecycle:
         cfg = self.config()
         keep = keep if keep is not None else settings().master.retention.by_name()
         now = now or utcnow()
-        logs = self.logs(cfg)
+        store = self.store(cfg)
         with self.locked():
-            report = prune_folder(self.storage, self.snapshots(cfg), self.spans(logs), now, keep, dry_run)
+            report = prune_folder(self.storage, self.snapshots(cfg), self.spans(store), now, keep, dry_run)
             if not dry_run:
                 for item in report.decision.delete if report.decision else []:
                     self._spans.forget(item.path)
@@ -534,15 +547,11 @@ class AutoLifecycle:
 STAGING = ".compact-"  # the folder prefix a compacted batch is built in
 
 
-def level_spans(
-    storage: Storage, logs: str, dbname: str, level: int, after_batch: int = -1, span_of=None
-) -> list[Span]:
+def level_spans(store: LogStore, level: int, after_batch: int = -1, span_of=None) -> list[Span]:
     """The published batches of ``level`` whose first level-0 batch is after ``after_batch``, as spans.
 
     Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder (``<master>/wlc_logs`` or a shipped copy).
-        dbname (str): the master database's name (the batches' name prefix).
+        store (LogStore): the log folder (``<master>/wlc_logs`` or a shipped copy).
         level (int): 0, 1 or 2.
         after_batch (int): the last level-0 batch number to skip (-1: none).
         span_of (Callable[[str], Span] | None): ``f(batch path)`` -> its span, a caller's cache of
@@ -555,46 +564,38 @@ def level_spans(
         BatchError: a manifest is missing or damaged.
     """
     if level == 0:
-        found = batchfmt.list_batches(storage, logs, dbname, after_batch + 1)
+        found = store.batches(after_batch + 1)
     else:
-        found = [
-            (first, path)
-            for lv, first, _last, path in batchfmt.list_compacted(storage, logs, dbname)
-            if lv == level and first > after_batch
-        ]
+        found = [b for b in store.compacted() if b.level == level and b.first > after_batch]
     if span_of is None:
-        return [Span.of(batchfmt.read_manifest(storage, path), path) for _n, path in found]
-    return [span_of(path) for _n, path in found]
+        return [Span.of(store.manifest(b), b.path) for b in found]
+    return [span_of(b.path) for b in found]
 
 
-def last_batch_of(storage: Storage, logs: str, dbname: str, level: int) -> int:
+def last_batch_of(store: LogStore, level: int) -> int:
     """The last level-0 batch held by the newest batch of ``level``.
 
     Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
+        store (LogStore): the log folder.
         level (int): a compacted level (1 or 2).
 
     Returns:
         int: a level-0 batch number; -1 when the level has no batch.
     """
-    return max((last for lv, _f, last, _p in batchfmt.list_compacted(storage, logs, dbname) if lv == level), default=-1)
+    return max((b.last for b in store.compacted() if b.level == level), default=-1)
 
 
-def _level_inputs(storage: Storage, logs: str, dbname: str, level: int, span_of=None) -> tuple[list[Span], list[Span]]:
+def _level_inputs(store: LogStore, level: int, span_of=None) -> tuple[list[Span], list[Span]]:
     """``(lower, upper)`` for :func:`wlcore.levels.runs_to_merge` at ``level``: the batches of the level
     below after the newest batch of ``level``, and that newest batch (none: empty)."""
-    upper_last = last_batch_of(storage, logs, dbname, level)
-    lower = level_spans(storage, logs, dbname, level - 1, upper_last, span_of)
+    upper_last = last_batch_of(store, level)
+    lower = level_spans(store, level - 1, upper_last, span_of)
     return lower, ([Span(level, upper_last, upper_last, -1, -1, None)] if upper_last >= 0 else [])
 
 
 def compact_levels(
     spark,
-    storage: Storage,
-    logs: str,
-    dbname: str,
+    store: LogStore,
     dbid: str,
     every: dict[int, Every],
     watermark: datetime,
@@ -606,9 +607,7 @@ def compact_levels(
 
     Args:
         spark (SparkSession): the session that reads, merges and writes the change rows.
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder (``<master>/wlc_logs``).
-        dbname (str): the master database's name.
+        store (LogStore): the master's log folder (``<master>/wlc_logs``).
         dbid (str): the database id (written into the new manifests, as in every GTID).
         every (dict[int, Every]): ``{1: Every, 2: Every}`` (``master.compact.level1`` /
             ``level2``); a level missing or None is not made.
@@ -631,11 +630,11 @@ def compact_levels(
     for level in (1, 2):
         if every.get(level) is None:
             continue
-        lower, upper = _level_inputs(storage, logs, dbname, level, span_of)
+        lower, upper = _level_inputs(store, level, span_of)
         runs = runs_to_merge(lower, upper, every[level], watermark)
         # a bar when it takes over 2 s, on a terminal or in a notebook only
         for run in tqdm(runs, desc=f"compact level {level}", unit="batch", delay=2.0, disable=None, leave=False):
-            span = merge_run(spark, storage, logs, dbname, dbid, level, run, metas_before)
+            span = merge_run(spark, store, dbid, level, run, metas_before)
             made.append(span)
             if progress is not None:
                 progress(
@@ -645,16 +644,12 @@ def compact_levels(
     return made
 
 
-def compaction_due(
-    storage: Storage, logs: str, dbname: str, every: dict[int, Every], watermark: datetime, span_of=None
-) -> list[str]:
+def compaction_due(store: LogStore, every: dict[int, Every], watermark: datetime, span_of=None) -> list[str]:
     """A line per level saying when its next compacted batch is due (:func:`wlcore.levels.next_due`);
     reads manifests only (no Spark).
 
     Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
+        store (LogStore): the master's log folder.
         every (dict[int, Every]): ``{1: Every, 2: Every}`` as for :func:`compact_levels`.
         watermark (datetime): the master's watermark (UTC).
         span_of (Callable[[str], Span] | None): ``f(batch path)`` -> its span (None: read each manifest).
@@ -671,23 +666,19 @@ def compaction_due(
     for level in (1, 2):
         if every.get(level) is None:
             continue
-        lower, upper = _level_inputs(storage, logs, dbname, level, span_of)
+        lower, upper = _level_inputs(store, level, span_of)
         out.append(due(lower, upper, every[level], watermark, level))
     return out
 
 
-def merge_run(
-    spark, storage: Storage, logs: str, dbname: str, dbid: str, level: int, run: list[Span], metas_before
-) -> Span:
+def merge_run(spark, store: LogStore, dbid: str, level: int, run: list[Span], metas_before) -> Span:
     """Merge the batches of ``run`` into one batch of ``level``, published beside them.
 
     Every input file is verified against its checksum first.
 
     Args:
         spark (SparkSession): the session that merges the change rows.
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
+        store (LogStore): the master's log folder.
         dbid (str): the database id (written into the manifest).
         level (int): the level to make (1 or 2).
         run (list[Span]): consecutive batches of the level below, ascending.
@@ -701,6 +692,7 @@ def merge_run(
         BatchError: an input file fails its checksum or a manifest is damaged; nothing is
             published (the staging folder is removed).
     """
+    storage, dbname = store.storage, store.database
     manifests = []
     for s in run:
         m = batchfmt.read_manifest(storage, s.path)
@@ -712,7 +704,7 @@ def merge_run(
                 + "; restore it from a copy, then compact again"
             )
         manifests.append((s.path, m))
-    staging = Storage.join(logs, f"{STAGING}{dbname}-L{level}-{run[0].first_batch:012d}-{uuid.uuid4().hex[:8]}")
+    staging = Storage.join(store.logs, f"{STAGING}{dbname}-L{level}-{run[0].first_batch:012d}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(staging)
     try:
         metas = dict(metas_before(run[0].first_batch))
@@ -752,7 +744,7 @@ def merge_run(
             span=(run[0].first_txn, run[-1].last_txn),
             epochs=last.epochs,
         )
-        final = batchfmt.publish(storage, logs, staging, manifest)
+        final = store.publish(staging, manifest).path
     except BaseException:
         storage.rm(staging)
         raise

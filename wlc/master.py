@@ -703,7 +703,7 @@ class MasterSetup:
             state, last = self.initialise(), None
         self.record.note(epochs.start_session(self.record.config))  # a restored copy writes in an epoch of its own
         self.record.save()
-        batchfmt.clear_staging(self.storage, self.record.logs, self.dbname)  # ours alone: we hold the lock
+        self.record.store.clear_staging()  # ours alone: we hold the lock
         return state, last
 
     def capture_parts(
@@ -802,12 +802,12 @@ class MasterSetup:
             MasterStateError: the newest batch in the log folder is unreadable or another master's.
         """
         cfg = self.record.config
-        published = batchfmt.list_batches(self.storage, self.record.logs, self.dbname)
-        promoted = resume_point(read_start(self.storage, self.path), published[-1][0] if published else None)
+        published = self.record.store.batches()
+        promoted = resume_point(read_start(self.storage, self.path), published[-1].number if published else None)
         if promoted is not None:  # a promoted replica: its tables' versions, not the old master's cursors
             return promoted, None
         if published:
-            number, path = published[-1]
+            number, path = published[-1].number, published[-1].path
             try:
                 manifest = batchfmt.read_manifest(self.storage, path)
             except BatchError as exc:

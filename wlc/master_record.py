@@ -30,6 +30,7 @@ import warnings
 from wlcore import snapshots as snap
 from wlcore.databases import Dbfarm
 from wlcore.errors import NotReplicatedWarning
+from wlcore.logstore import LogStore
 from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
 from wlcore.promotion import check_not_fenced, log_name
 from wlcore.storage import Storage
@@ -57,6 +58,7 @@ class MasterRecord:
         self.config = MasterState()
         self._saved = ""  # the text of wlc.config (its paths absolute) as this object last wrote it
         self._current_checked = float("-inf")  # time.monotonic() of the last check_current
+        self._store: LogStore | None = None
 
     # seconds between two looks for a master promoted in this one's place while capture publishes
     # (a look: one listing of the dbfarm and each master's wlc.config, each shipped copy's)
@@ -66,6 +68,15 @@ class MasterRecord:
     def logs(self) -> str:
         """The log folder ``wlc.config`` names (``<db>/wlc_logs`` by default)."""
         return logs_of(self.config, self.path)
+
+    @property
+    def store(self) -> LogStore:
+        """The log store of :attr:`logs`, its batches named by the database (made once, and again
+        only when ``wlc.config`` names another log folder: a master set up or restored)."""
+        logs = self.logs
+        if self._store is None or self._store.logs != logs:
+            self._store = LogStore(self.storage, self.path, logs, self.dbname)
+        return self._store
 
     @property
     def beat_seconds(self) -> float:

@@ -131,7 +131,7 @@ class CaptureMetrics:
         for level, (batches, size) in self.usage.by_level().items():
             yield "wlc_log_batches", {**db, "level": str(level)}, batches
             yield "wlc_log_bytes", {**db, "level": str(level)}, size
-        snaps = list_snapshots(self.record.storage, self.record.path, cfg.snapshot, self.record.logs)
+        snaps = list_snapshots(self.record.storage, self.record.path, cfg.snapshot, self.record.store)
         yield "wlc_snapshots", db, len([s for s in snaps if s.path])
         yield "wlc_capture_up", db, 1 if self.alive() else 0
 

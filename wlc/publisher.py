@@ -234,7 +234,7 @@ class Publisher:
         """
         cap = self.capture
         if self._open is None:
-            staging = batchfmt.open_staging(self.storage, self.record.logs, self.dbname, cap.state.next_batch)
+            staging = self.record.store.stage(cap.state.next_batch)
             self._open = OpenBatch(staging, time.monotonic())
         opening = self._open.opening
         for item in items:  # where each table's cursor goes back to, should its rows not be readable
@@ -357,7 +357,7 @@ class Publisher:
         manifest.cursors = state
         self.record.check_publishing()  # a replica was promoted: this master may not publish
         try:
-            batchfmt.publish(self.storage, self.record.logs, self._open.staging, manifest)
+            self.record.store.publish(self._open.staging, manifest)
         except FileExistsError:
             raise BatchError(
                 f"cannot publish batch {number_} of {self.dbname!r}: {batchfmt.batch_name(self.dbname, number_)} "

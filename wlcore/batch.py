@@ -9,7 +9,8 @@ of level 1 or 2 merging level-0 batches first..last, see :func:`wlc.lifecycle.co
     images/<schema.table>/<v>/part-*.parquet             full table image where the change feed cannot describe a version
 
 It is built in a staging folder ``<logs>/.open-<dbname>-<n>-<uuid>`` and published by one rename,
-so a reader sees no batch or the whole batch; it is never changed afterwards. Every file
+so a reader sees no batch or the whole batch; it is never changed afterwards (the log folder's
+batches are listed, staged, published and deleted by :class:`wlcore.logstore.LogStore`). Every file
 but the manifest is listed in the manifest with its size and SHA-256; the manifest carries
 the SHA-256 of its own canonical content. Replay verifies all of it before applying.
 
@@ -34,9 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
-import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
@@ -543,128 +542,7 @@ def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
 # ----------------------------------------------------------------------------- writing
 
 
-def _staging_prefix(dbname: str) -> str:
-    return f"{STAGING_PREFIX}{dbname}-"
-
-
-def open_staging(storage: Storage, logs: str, dbname: str, number: int) -> str:
-    """Create a fresh staging folder for batch ``number`` of ``dbname`` inside ``logs``.
-
-    Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
-        number (int): the level-0 batch number it will be published as.
-
-    Returns:
-        str: ``<logs>/.open-<dbname>-<number, 12 digits>-<8 hex>``, made.
-    """
-    path = Storage.join(logs, f"{_staging_prefix(dbname)}{number:012d}-{uuid.uuid4().hex[:8]}")
-    storage.makedirs(path)
-    return path
-
-
-def clear_staging(storage: Storage, logs: str, dbname: str) -> None:
-    """Remove the staging folders of ``dbname`` left by a capture that stopped before publishing.
-
-    Only that database's: masters may share a log folder. The caller holds the database's lock.
-
-    Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
-    """
-    for name in storage.listdir(logs):
-        if name.startswith(_staging_prefix(dbname)):
-            storage.rm(Storage.join(logs, name))
-
-
-def publish(storage: Storage, logs: str, staging: str, manifest: Manifest) -> str:
-    """Checksum the staged files, write the manifest last, and publish the folder at once
-    (:meth:`wlcore.storage.Storage.publish_dir`: one rename, or a commit marker written last).
-
-    Spark's hidden ``.crc`` files and ``_SUCCESS`` markers are deleted first; every other
-    file is listed in the manifest with its size and SHA-256.
-
-    Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        staging (str): the staging folder holding the batch's files (:func:`open_staging`).
-        manifest (Manifest): the batch's manifest; its ``files`` are filled in here.
-
-    Returns:
-        str: the published batch's path (``<logs>/<manifest.folder>``).
-
-    Raises:
-        BatchError: the staging folder is gone.
-        FileExistsError: the batch's name is taken (another capturer is running on the same master).
-    """
-    if storage.empty_folders and not storage.isdir(staging):  # an object store has no empty folder to check
-        raise BatchError(
-            f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
-            "process?); its change rows are lost: restart capture, which captures them again"
-        )
-    files: dict[str, FileEntry] = {}
-    for rel in storage.walk_files(staging):
-        if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):
-            if rel != MANIFEST:  # Spark's hidden .crc files: not part of the batch
-                storage.rm(Storage.join(staging, rel))
-            continue
-        if rel.endswith("_SUCCESS"):
-            storage.rm(Storage.join(staging, rel))
-            continue
-        size, digest = file_sha256(storage, Storage.join(staging, rel))
-        files[rel] = FileEntry(size, digest)
-    manifest.files = files
-    storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
-    final = Storage.join(logs, manifest.folder)
-    storage.publish_dir(staging, final)
-    return final
-
-
 # ----------------------------------------------------------------------------- reading
-
-
-def list_batches(storage: Storage, logs: str, dbname: str, start: int = 0) -> list[tuple[int, str]]:
-    """Published level-0 batches of ``dbname`` in ``logs``.
-
-    Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
-        start (int): the lowest batch number to list.
-
-    Returns:
-        list[tuple[int, str]]: ``[(number, path)]``, ascending; ``[]`` when ``logs`` is missing.
-    """
-    pattern = re.compile(rf"^{re.escape(dbname)}_(\d{{12}})$")
-    out = []
-    for name in storage.published(logs):
-        m = pattern.match(name)
-        if m and int(m.group(1)) >= start:
-            out.append((int(m.group(1)), Storage.join(logs, name)))
-    return sorted(out)
-
-
-def list_compacted(storage: Storage, logs: str, dbname: str) -> list[tuple[int, int, int, str]]:
-    """Published compacted batches (levels 1 and 2) of ``dbname`` in ``logs``.
-
-    Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the logs folder.
-        dbname (str): the master database's name.
-
-    Returns:
-        list[tuple[int, int, int, str]]: ``[(level, first batch, last batch, path)]`` ordered by
-        first batch, then level.
-    """
-    pattern = re.compile(rf"^{re.escape(dbname)}_L(\d)_(\d{{12}})_(\d{{12}})$")
-    out = []
-    for name in storage.published(logs):
-        m = pattern.match(name)
-        if m:
-            out.append((int(m.group(1)), int(m.group(2)), int(m.group(3)), Storage.join(logs, name)))
-    return sorted(out, key=lambda t: (t[1], t[0], t[2]))
 
 
 def read_manifest(storage: Storage, batch_path: str) -> Manifest:
@@ -760,19 +638,17 @@ class SpanCache:
                 self._known[path] = known
         return known
 
-    def spans(self, logs: str, dbname: str) -> list[Span]:
-        """Every published batch of ``dbname`` in ``logs``: level 0 ascending, then compacted
-        batches by first batch; batches no longer there are forgotten.
+    def spans(self, found: list[str]) -> list[Span]:
+        """The spans of the published batches at ``found``, in that order (a log folder's
+        batches as :class:`wlcore.logstore.LogStore` lists them: level 0 ascending, then
+        compacted batches by first batch); batches no longer there are forgotten.
 
         Args:
-            logs (str): the log folder.
-            dbname (str): the master's name (its batches' prefix).
+            found (list[str]): the batches' folders, every batch of the log folder.
 
         Raises:
             BatchError: a manifest is missing or damaged.
         """
-        found = [p for _n, p in list_batches(self.storage, logs, dbname)]
-        found += [p for *_x, p in list_compacted(self.storage, logs, dbname)]
         with self._lock:
             for gone in set(self._known) - set(found):
                 del self._known[gone]

@@ -19,11 +19,13 @@ both and passes one contract test on each. Batches are :class:`BatchRef` values.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import batch as batchfmt
-from .batch import Manifest
+from .batch import MANIFEST, STAGING_PREFIX, FileEntry, Manifest
+from .errors import BatchError
 from .master_state import LOCK_FILE, MasterState, read_master_state, write_master_state
 from .storage import HeldLock, Storage
 
@@ -76,6 +78,7 @@ class LogStore:
         self.database = database
         self._level0 = re.compile(rf"^{re.escape(database)}_(\d{{12}})$")
         self._compacted = re.compile(rf"^{re.escape(database)}_L(\d)_(\d{{12}})_(\d{{12}})$")
+        self._staging = f"{STAGING_PREFIX}{database}-"
 
     def batches(self, start: int = 0) -> list[BatchRef]:
         """The published level-0 batches numbered ``start`` or more, ascending (one listing).
@@ -123,37 +126,66 @@ class LogStore:
         return batchfmt.read_manifest(self.storage, batch.path)
 
     def stage(self, number: int) -> str:
-        """A new hidden staging folder for level-0 batch ``number`` (:func:`wlcore.batch.open_staging`).
+        """A new hidden staging folder for level-0 batch ``number``:
+        ``<logs>/.open-<database>-<number, 12 digits>-<8 hex>``, made.
 
         Args:
             number (int): the batch number it will be published as.
 
         Returns:
-            str: the staging folder, made.
+            str: the staging folder.
         """
-        return batchfmt.open_staging(self.storage, self.logs, self.database, number)
+        path = Storage.join(self.logs, f"{self._staging}{number:012d}-{uuid.uuid4().hex[:8]}")
+        self.storage.makedirs(path)
+        return path
 
     def clear_staging(self) -> None:
         """Remove this database's staging folders left by a capture that stopped before
         publishing (other databases' in a shared folder stay); the caller holds the lock."""
-        batchfmt.clear_staging(self.storage, self.logs, self.database)
+        for name in self.storage.listdir(self.logs):
+            if name.startswith(self._staging):
+                self.storage.rm(Storage.join(self.logs, name))
 
     def publish(self, staging: str, manifest: Manifest) -> BatchRef:
-        """Publish a staged batch whole (:func:`wlcore.batch.publish`: checksums, manifest last).
+        """Checksum the staged files, write the manifest last, and publish the folder at once
+        (:meth:`wlcore.storage.Storage.publish_dir`: one rename, or a commit marker written last).
+
+        Spark's hidden ``.crc`` files and ``_SUCCESS`` markers are deleted first; every other
+        file is listed in the manifest with its size and SHA-256.
 
         Args:
-            staging (str): the staging folder (:meth:`stage`).
-            manifest (Manifest): the batch's manifest; its ``files`` are filled in.
+            staging (str): the staging folder holding the batch's files (:meth:`stage`).
+            manifest (Manifest): the batch's manifest; its ``files`` are filled in here.
 
         Returns:
-            BatchRef: the published batch.
+            BatchRef: the published batch (``<logs>/<manifest.folder>``).
 
         Raises:
             BatchError: the staging folder is gone.
             FileExistsError: the batch's name is taken (another capturer on the same master).
         """
-        path = batchfmt.publish(self.storage, self.logs, staging, manifest)
-        return BatchRef(manifest.batch, manifest.level, manifest.end_batch, path)
+        storage = self.storage
+        if storage.empty_folders and not storage.isdir(staging):  # an object store has no empty folder to check
+            raise BatchError(
+                f"the staging folder {staging} of batch {manifest.batch} is gone (removed by another "
+                "process?); its change rows are lost: restart capture, which captures them again"
+            )
+        files: dict[str, FileEntry] = {}
+        for rel in storage.walk_files(staging):
+            if rel == MANIFEST or rel.rsplit("/", 1)[-1].startswith("."):
+                if rel != MANIFEST:  # Spark's hidden .crc files: not part of the batch
+                    storage.rm(Storage.join(staging, rel))
+                continue
+            if rel.endswith("_SUCCESS"):
+                storage.rm(Storage.join(staging, rel))
+                continue
+            size, digest = batchfmt.file_sha256(storage, Storage.join(staging, rel))
+            files[rel] = FileEntry(size, digest)
+        manifest.files = files
+        storage.write_atomic(Storage.join(staging, MANIFEST), manifest.to_bytes())
+        final = Storage.join(self.logs, manifest.folder)
+        storage.publish_dir(staging, final)
+        return BatchRef(manifest.batch, manifest.level, manifest.end_batch, final)
 
     def delete(self, batches: Iterable[BatchRef]) -> None:
         """Delete published batches: each disappears whole for readers, then its files go

@@ -79,6 +79,7 @@ from .batch import MANIFEST, SpanCache, batch_name
 from .errors import BatchError, LockHeldError, WlcError
 from .faults import crash_point
 from .levels import Span
+from .logstore import LogStore
 from .master_state import CONFIG_FILE, MasterState, logs_of, read_master_state as read_master_config, write_master_state
 from .metrics import Family, Live, Sample, once
 from .retention import (
@@ -464,11 +465,11 @@ _caches: dict[str, SpanCache] = {}  # {log folder: its spans}: manifests never c
 _caches_lock = threading.Lock()
 
 
-def _listed(storage: Storage, logs: str, dbname: str) -> list[Span]:
-    """Every published batch of every level in ``logs``, as spans (each manifest read once a process)."""
+def _listed(store: LogStore) -> list[Span]:
+    """Every published batch of every level in ``store``, as spans (each manifest read once a process)."""
     with _caches_lock:
-        cache = _caches.setdefault(logs, SpanCache(storage))
-    return cache.spans(logs, dbname)
+        cache = _caches.setdefault(store.logs, SpanCache(store.storage))
+    return cache.spans([b.path for b in store.batches() + store.compacted()])
 
 
 def prune_copy(
@@ -531,13 +532,13 @@ def prune_copy(
             if not dry_run:
                 write_retention_state(dst, to, state)
         keep = keep if keep is not None else state.keep(settings().master.retention.by_name())
-        logs = Storage.join(to, LOGS_DIR)
-        starts = snap.list_snapshots(dst, to, cfg.snapshot, logs, cfg.database)
+        store = LogStore(dst, to, Storage.join(to, LOGS_DIR), cfg.database)
+        starts = snap.list_snapshots(dst, to, cfg.snapshot, store)
 
         def note(report: PruneReport) -> None:  # before deleting: a shipping pass skips them from now on
             write_promise(dst, to, report, now, ranges=True)
 
-        report = prune_folder(dst, starts, _listed(dst, logs, cfg.database), now, keep, dry_run, note)
+        report = prune_folder(dst, starts, _listed(store), now, keep, dry_run, note)
     if report.deleted and not dry_run:
         log.info("pruned %d folders of the copy %s (%.1f MB)", len(report.deleted), to, report.bytes_freed / 1e6)
     return report
@@ -632,6 +633,7 @@ def ship(
     check_dest(dst, to, dbname, mcfg)
     RetentionState().set_keep(retention or {})  # a malformed one is refused before anything is written
     report = ShipReport()
+    source = LogStore(storage, root, logs_of(mcfg, root), dbname)
     lock = lock_dest(dst, to)
     try:
         if retention:
@@ -641,7 +643,7 @@ def ship(
                 write_retention_state(dst, to, state)
         for _attempt in (1, 2):  # batches pruned while copied: their compacted batch is published by then
             gone = len(report.gone)
-            _pass(storage, root, dbname, mcfg, dst, to, up_to_batch, up_to_txn, report, progress)
+            _pass(source, mcfg, dst, to, up_to_batch, up_to_txn, report, progress)
             if len(report.gone) == gone:
                 break
         else:
@@ -693,9 +695,7 @@ def _write_copy_config(
 
 
 def _pass(
-    storage: Storage,
-    root: str,
-    dbname: str,
+    source: LogStore,
     mcfg: MasterState,
     dst: Storage,
     to: str,
@@ -704,31 +704,25 @@ def _pass(
     report: ShipReport,
     progress: bool,
 ) -> None:
-    """Copy what the source publishes and the destination lacks: snapshots, then batches."""
-    logs, dlogs = logs_of(mcfg, root), Storage.join(to, LOGS_DIR)
+    """Copy what the source (its log store, read from ``mcfg``) publishes and the destination
+    lacks: snapshots, then batches."""
+    storage, root = source.storage, source.root
+    dlogs = Storage.join(to, LOGS_DIR)
     dst.makedirs(dlogs)
     # snapshots and batches listed after the config was read: they hold all it claims
     starts = [
         s
-        for s in snap.list_snapshots(storage, root, mcfg.snapshot, logs, dbname)
+        for s in snap.list_snapshots(storage, root, mcfg.snapshot, source)
         if s.path and (up_to_txn is None or s.txn <= up_to_txn)
     ]
-    level0 = [(n, p) for n, p in batchfmt.list_batches(storage, logs, dbname) if up_to_batch is None or n < up_to_batch]
-    compacted = [
-        (lv, f, last, p)
-        for lv, f, last, p in batchfmt.list_compacted(storage, logs, dbname)
-        if up_to_batch is None or last < up_to_batch
-    ]
+    batches = [b for b in source.batches() + source.compacted() if up_to_batch is None or b.last < up_to_batch]
     have = set(dst.published(dlogs))
     dsnap = Storage.join(to, snap.SNAPSHOT_DIR)
     have_snaps = set(dst.published(dsnap))
     # read after the listings: a prune notes what it deletes before deleting it, so whatever is
     # missing from them that a prune deleted is in this note (and is not shipped again)
     pruned = read_retention_state(dst, to)
-    todo = [p for n, p in level0 if posixpath.basename(p) not in have and not pruned.skips_batch(0, n, n)]
-    todo += [
-        p for lv, f, last, p in compacted if posixpath.basename(p) not in have and not pruned.skips_batch(lv, f, last)
-    ]
+    todo = [b.path for b in batches if b.name not in have and not pruned.skips_batch(b.level, b.first, b.last)]
     snaps = [(s, snapshot_name(root, s.path)) for s in starts if not pruned.skips_snapshot(s.txn)]
     snaps = [(s, name) for s, name in snaps if name not in have_snaps]
     bar = _bar(len(todo) + len(snaps), progress)

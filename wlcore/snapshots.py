@@ -21,7 +21,7 @@ import re
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .batch import Cursor, Manifest
 from .deltalog import TableMeta, delta_ref, metadata_at, table_path
@@ -32,6 +32,9 @@ from .names import quote_ident, split_name
 from .storage import Storage
 from .tabledef import create_sql, exact_session
 from .utc import parse_utc, utc_iso, utcnow
+
+if TYPE_CHECKING:
+    from .logstore import LogStore
 
 SNAPSHOT_MANIFEST = "snapshot.json"
 SNAPSHOT_DIR = "wlc_snapshot"
@@ -344,21 +347,20 @@ def list_snapshots(
     storage: Storage,
     db_path: str,
     configured: str = "",
-    logs: str | None = None,
-    dbname: str | None = None,
+    store: LogStore | None = None,
     tick: int = -1,
 ) -> list[Start]:
     """Every complete snapshot of the master at ``db_path``, oldest first; a master that began
     with no table starts with :data:`EMPTY` (transaction -1, no folder) while its log folder
-    ``logs`` (when given) still holds a batch that begins at batch 0, or holds no batch yet.
+    (``store``, when given) still holds a batch that begins at batch 0, or holds no batch yet.
 
     Args:
         storage (Storage): the storage holding the master (or its shipped copy).
         db_path (str): the master's folder (or the shipped copy's).
         configured (str): ``wlc.config``'s ``snapshot`` (a master made by an earlier version
             keeps its one snapshot directly in ``wlc_snapshot``); "": none.
-        logs (str | None): the log folder (None: :data:`EMPTY` whenever no snapshot is at -1).
-        dbname (str | None): the master's name when ``db_path`` is not its folder (a shipped copy).
+        store (LogStore | None): the master's log folder, its batches named by the master's
+            database (None: :data:`EMPTY` whenever no snapshot is at -1).
         tick (int): the last transaction the master published (its ``wlc.config``'s; -1: none): a
             log folder with no batch starts empty only while nothing was published (a promoted
             master whose old history could not be copied holds none, and starts from a snapshot).
@@ -374,23 +376,22 @@ def list_snapshots(
     if configured and configured not in paths and storage.exists(Storage.join(configured, SNAPSHOT_MANIFEST)):
         paths.append(configured)
     out = sorted((start_of(storage, p) for p in paths), key=lambda s: s.txn)
-    name = dbname or db_path.rstrip("/").rsplit("/", 1)[-1]
-    if (not out or out[0].txn >= 0) and (logs is None or _starts_at_batch_zero(storage, logs, name, not out, tick)):
+    if (not out or out[0].txn >= 0) and (store is None or _starts_at_batch_zero(store, not out, tick)):
         out.insert(0, EMPTY)  # a master that began with no table: replay may start empty
     return out
 
 
-def _starts_at_batch_zero(storage: Storage, logs: str, name: str, no_snapshot: bool, tick: int) -> bool:
+def _starts_at_batch_zero(store: LogStore, no_snapshot: bool, tick: int) -> bool:
     """True when the log folder still begins at batch 0: it holds batch 0 (level 0 or compacted),
     or, for a master with no snapshot that published nothing (``tick`` -1), no batch at all yet."""
-    from .batch import batch_name, list_batches, list_compacted
+    from .batch import batch_name
 
-    if storage.is_published(Storage.join(logs, batch_name(name, 0))):
+    if store.storage.is_published(Storage.join(store.logs, batch_name(store.database, 0))):
         return True
-    compacted = list_compacted(storage, logs, name)
-    if any(first == 0 for _lv, first, _l, _p in compacted):
+    compacted = store.compacted()
+    if any(b.first == 0 for b in compacted):
         return True
-    return no_snapshot and tick < 0 and not compacted and not list_batches(storage, logs, name)
+    return no_snapshot and tick < 0 and not compacted and not store.batches()
 
 
 EMPTY = Start(-1, None, -1, "")  # the start of a master that began with no table (no folder to copy)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from wlcore.logstore import LogStore
 from wlcore.replica_state import ReplicaState
-from wlcore.storage import Storage
 
 from .errors import ReplicaStateError, ReplicationError
 from .planner import manifest_of
@@ -197,16 +197,13 @@ def skippable(state: ReplicaState, name: str) -> tuple[int, int | None]:
     return txn, batch
 
 
-def skip(
-    state: ReplicaState, name: str, logs_storage: Storage, master: str, current_version: Callable[[str], int]
-) -> int:
+def skip(state: ReplicaState, name: str, store: LogStore, current_version: Callable[[str], int]) -> int:
     """Skip the failed transaction in ``state`` (the caller saves it): it counts as handled.
 
     Args:
         state (ReplicaState): the replica's ``wlr.config`` values.
         name (str): the replica's name (in messages).
-        logs_storage (Storage): the storage of the logs the failed batch is in.
-        master (str): the master's name.
+        store (LogStore): the log folder the failed batch is in (``logs`` of ``state``).
         current_version (Callable[[str], int]): a table's Delta version on the replica now
             (``"schema.table"``).
 
@@ -217,7 +214,7 @@ def skip(
         ReplicaStateError: as :func:`skippable`.
     """
     txn, batch = skippable(state, name)
-    manifest = manifest_of(logs_storage, state.logs, master, batch)
+    manifest = manifest_of(store, batch)
     rec = next((t for t in manifest.txns if t.txn == txn), None) if manifest else None
     clear(state)
     state.tick = txn

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Histogram
 
-from wlcore import batch as batchfmt, metrics, snapshots as snap
+from wlcore import metrics, snapshots as snap
 from wlcore.deltalog import discover_tables, list_versions, read_commit
 from wlcore.errors import BatchError, WlcError
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, EXIT_UNREACHABLE, aligned, liveness_line
+from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
 from wlcore.metrics import Family, Live, Sample, once
 from wlcore.promotion import read_start, resume_point
@@ -85,16 +86,16 @@ def read_replica_state(storage: Storage, path: str) -> ReplicaState:
     return state
 
 
-def _cursors(storage: Storage, master_path: str, mcfg: MasterState, master: str, logs: str) -> dict[str, int]:
+def _cursors(store: LogStore, mcfg: MasterState) -> dict[str, int]:
     """Capture's position per table: ``{"schema.table": last version examined}`` (a promoted
     master that published nothing of its own yet: its tables at promotion, ``wlc.promotion``)."""
-    published = batchfmt.list_batches(storage, logs, master)
-    promoted = resume_point(read_start(storage, master_path), published[-1][0] if published else None)
+    storage, published = store.storage, store.batches()
+    promoted = resume_point(read_start(storage, store.root), published[-1].number if published else None)
     if promoted is not None:
         return {k: c.version for k, c in promoted.tables.items()}
     if published:
         try:
-            state = batchfmt.read_manifest(storage, published[-1][1]).cursors
+            state = store.manifest(published[-1]).cursors
         except BatchError:
             return {}
         return {k: c.version for k, c in state.tables.items()}
@@ -121,7 +122,7 @@ def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: st
         time (UTC; None when none is known).
     """
     logs = logs_of(mcfg, master_path)
-    cursors = _cursors(storage, master_path, mcfg, master, logs)
+    cursors = _cursors(LogStore(storage, master_path, logs, master), mcfg)
     skip = {os.path.basename(logs.rstrip("/"))}
     tables = discover_tables(storage, master_path, skip)
     count, oldest = 0, None
@@ -137,22 +138,20 @@ def uncaptured(storage: Storage, master_path: str, mcfg: MasterState, master: st
     return count, oldest
 
 
-def next_published_time(storage: Storage, logs: str, master: str, first_batch: int, tick: int) -> datetime | None:
+def next_published_time(store: LogStore, first_batch: int, tick: int) -> datetime | None:
     """Commit time of the first published transaction after ``tick``.
 
     Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the log folder.
-        master (str): the master's name.
+        store (LogStore): the log folder.
         first_batch (int): the level-0 batch to look from.
         tick (int): the replica's last applied transaction.
 
     Returns:
         datetime | None: the commit time (UTC); None when none is published or a manifest is damaged.
     """
-    for _number, path in batchfmt.list_batches(storage, logs, master, first_batch):
+    for batch in store.batches(first_batch):
         try:
-            txns = batchfmt.read_manifest(storage, path).txns
+            txns = store.manifest(batch).txns
         except BatchError:
             return None
         for rec in txns:
@@ -269,7 +268,9 @@ def _lag(
         uncaptured(src.storage, src.root, mcfg, rep.master) if mcfg is not None and src.is_master else (0, None)
     )
     logs = st.logs or src.logs(mcfg)
-    first = next_published_time(src.storage, logs, rep.master, st.batches, st.tick) if behind else None
+    first = (
+        next_published_time(LogStore(src.storage, src.root, logs, rep.master), st.batches, st.tick) if behind else None
+    )
     times = [t for t in (first, oldest) if t is not None]
     if behind + pending == 0:
         return mtick, pending, 0, 0.0
@@ -452,12 +453,11 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
     master_path = Storage.join(st.masterfarm or farm, st.master)
     logs = st.logs or logs_of(None, master_path)
     source = recorded_source(st)
-    lstore = source.storage if source is not None else storage
-    commits = sorted(
-        (rec.time, rec.txn)
-        for _n, p in batchfmt.list_batches(lstore, logs, st.master)
-        for rec in batchfmt.read_manifest(lstore, p).txns
-    )
+    if source is not None:
+        store = LogStore(source.storage, source.root, logs, st.master)
+    else:
+        store = LogStore(storage, master_path, logs, st.master)
+    commits = sorted((rec.time, rec.txn) for b in store.batches() for rec in store.manifest(b).txns)
     ticks = []  # (time, replica tick)
     log_path = Storage.join(path, LOG_FILE)
     if storage.exists(log_path):

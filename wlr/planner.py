@@ -39,6 +39,7 @@ from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import Manifest
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
+from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
@@ -285,9 +286,7 @@ class Batch:
 
 
 def read_batches(
-    storage: Storage,
-    logs: str,
-    master: str,
+    store: LogStore,
     dbid: str,
     next_batch: int,
     tick: int,
@@ -298,9 +297,7 @@ def read_batches(
     """Yield the published batches from ``next_batch`` on, in order, each checked.
 
     Args:
-        storage: the filesystem of the log folder.
-        logs: the master's log folder.
-        master: the master's database name (batch folders are ``<master>_<12 digits>``).
+        store: the master's log folder (batch folders are ``<master>_<12 digits>``).
         dbid: the master's database id the replica follows.
         next_batch: first batch number to read.
         tick: the last transaction the replica handled; the first batch must hold ``tick + 1``.
@@ -317,13 +314,14 @@ def read_batches(
         LogError: a batch is missing, unreadable, misplaced, foreign or breaks the
             sequence of transaction ids; checked before anything of it is applied.
     """
+    storage, logs, master = store.storage, store.logs, store.database
     if not storage.isdir(logs):
         raise LogError(
             next_batch,
             f"the log folder {logs} is not there (unmounted, moved or deleted?); put it back where wlc.config says",
         )
     expected_batch, expected_txn = next_batch, tick + 1
-    for number, path in numbered(storage, logs, master, next_batch, published):
+    for number, path in numbered(store, next_batch, published):
         if number != expected_batch:
             raise LogError(
                 expected_batch,
@@ -375,11 +373,9 @@ PROBE = 16
 """At most this many batches behind, replay looks its next level-0 batches up by name."""
 
 
-def numbered(
-    storage: Storage, logs: str, master: str, next_batch: int, published: int | None
-) -> Iterator[tuple[int, str]]:
+def numbered(store: LogStore, next_batch: int, published: int | None) -> Iterator[tuple[int, str]]:
     """The level-0 batches from ``next_batch`` on, ``(number, path)`` ascending, as
-    :func:`wlcore.batch.list_batches` lists them, read lazily.
+    :meth:`wlcore.logstore.LogStore.batches` lists them, read lazily.
 
     A replica that follows is one or two batches behind a log that may hold tens of thousands:
     listing the whole folder every round would make each round cost as much as the log is long.
@@ -390,9 +386,7 @@ def numbered(
     lists the folder, so that a gap is named as it always was, from the batches found after it.
 
     Args:
-        storage (Storage): the filesystem of the log folder.
-        logs (str): the log folder.
-        master (str): the master's database name.
+        store (LogStore): the master's log folder.
         next_batch (int): the first batch number wanted.
         published (int | None): the number of level-0 batches published, from ``wlc.config``
             (None: not known; the folder is listed).
@@ -401,17 +395,17 @@ def numbered(
         tuple[int, str]: ``(number, batch folder)``.
     """
     if published is None or published - next_batch > PROBE:
-        yield from batchfmt.list_batches(storage, logs, master, next_batch)
+        yield from ((b.number, b.path) for b in store.batches(next_batch))
         return
     number = next_batch
     while True:
-        path = Storage.join(logs, batchfmt.batch_name(master, number))
-        if storage.is_published(path):
+        path = Storage.join(store.logs, batchfmt.batch_name(store.database, number))
+        if store.storage.is_published(path):
             yield number, path
             number += 1
             continue
         if number < published:  # counted as published but not there: a gap, or pruned
-            yield from batchfmt.list_batches(storage, logs, master, number)
+            yield from ((b.number, b.path) for b in store.batches(number))
         return
 
 
@@ -426,13 +420,11 @@ def reaches(manifest: Manifest, target: Target) -> bool:
     return target.reached_by(manifest.last_txn if manifest.txns else None, manifest.watermark)
 
 
-def manifest_of(storage: Storage, logs: str, master: str, number: int | None) -> Manifest | None:
+def manifest_of(store: LogStore, number: int | None) -> Manifest | None:
     """The manifest of batch ``number`` when it is there and intact.
 
     Args:
-        storage (Storage): the storage holding the logs.
-        logs (str): the log folder.
-        master (str): the master's name (the batches' name prefix).
+        store (LogStore): the master's log folder.
         number (int | None): the level-0 batch number (None: none).
 
     Returns:
@@ -440,9 +432,9 @@ def manifest_of(storage: Storage, logs: str, master: str, number: int | None) ->
     """
     if number is None:
         return None
-    path = Storage.join(logs, batchfmt.batch_name(master, number))
+    path = Storage.join(store.logs, batchfmt.batch_name(store.database, number))
     try:
-        return batchfmt.read_manifest(storage, path)
+        return batchfmt.read_manifest(store.storage, path)
     except BatchError:
         return None
 
@@ -580,25 +572,25 @@ class Route:
         return walked
 
     # ------------------------------------------------------------------ snapshots
-    def starts(self, mcfg: MasterState, logs: str) -> list[Start]:
+    def starts(self, mcfg: MasterState, store: LogStore) -> list[Start]:
         """The snapshots a new replica can start from: the empty start only while level 0
         (or a compacted batch) still begins at batch 0.
 
         Args:
             mcfg (MasterState): the master's ``wlc.config`` (names its snapshot in an earlier layout).
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
 
         Returns:
             list[Start]: oldest first (:func:`wlcore.snapshots.list_snapshots`).
         """
-        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, logs, self.master, mcfg.tick)
+        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, store, mcfg.tick)
 
-    def start_for(self, mcfg: MasterState, logs: str, target: Target, snapshot: int | None = None) -> Start:
+    def start_for(self, mcfg: MasterState, store: LogStore, target: Target, snapshot: int | None = None) -> Start:
         """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
 
         Args:
             mcfg (MasterState): the master's ``wlc.config``.
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
             target (Target): the replay target.
             snapshot (int | None): the transaction of the snapshot to start from; None: the newest
                 at or before ``target``.
@@ -612,7 +604,7 @@ class Route:
                 reachable point, which the message names), or ``snapshot`` names none, or one after
                 the target.
         """
-        starts = self.starts(mcfg, logs)
+        starts = self.starts(mcfg, store)
         if snapshot is not None:
             found = [s for s in starts if s.txn == snapshot]
             if not found:
@@ -640,20 +632,20 @@ class Route:
             )
         return best
 
-    def first_after(self, logs: str, start: Start) -> tuple[int, datetime] | None:
+    def first_after(self, store: LogStore, start: Start) -> tuple[int, datetime] | None:
         """The first transaction after ``start``, read from the level-0 batches after it.
 
         Args:
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
             start (Start): a snapshot.
 
         Returns:
             tuple[int, datetime] | None: ``(txn, commit time UTC)``; None when none is published,
             level 0 was pruned there, or a manifest is damaged (replay names it).
         """
-        for _number, path in batchfmt.list_batches(self.storage, logs, self.master, start.batch + 1):
+        for batch in store.batches(start.batch + 1):
             try:
-                txns = batchfmt.read_manifest(self.storage, path).txns
+                txns = store.manifest(batch).txns
             except BatchError:
                 return None  # replay names the damaged batch
             for rec in txns:
@@ -662,12 +654,14 @@ class Route:
         return None
 
     # ------------------------------------------------------------------ compacted batches
-    def units(self, logs: str, tick: int, next_batch: int, target: Target, published: int | None = None) -> list[Batch]:
+    def units(
+        self, store: LogStore, tick: int, next_batch: int, target: Target, published: int | None = None
+    ) -> list[Batch]:
         """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
         or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
 
         Args:
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
             tick (int): the replica's position: every transaction <= ``tick`` applied.
             next_batch (int): the next level-0 batch replay would read.
             target (Target): the replay target.
@@ -680,15 +674,16 @@ class Route:
         Raises:
             LogError: a compacted batch on the path is damaged or another database's.
         """
-        if self._level0_suffices(logs, next_batch, target, published):
+        if self._level0_suffices(store, next_batch, target, published):
             return []
         spans = []
-        for level, first, _last, path in batchfmt.list_compacted(self.storage, logs, self.master):
+        for batch in store.compacted():
+            level, first, path = batch.level, batch.first, batch.path
             if first < next_batch:
                 continue
             if path not in self._spans:
                 try:
-                    manifest = batchfmt.read_manifest(self.storage, path)
+                    manifest = store.manifest(batch)
                 except BatchError as exc:
                     raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
                 if manifest.dbid != self.dbid or manifest.database != self.master or manifest.level != level:
@@ -707,14 +702,14 @@ class Route:
             del self._spans[gone]
         return out
 
-    def _level0_suffices(self, logs: str, next_batch: int, target: Target, published: int | None) -> bool:
+    def _level0_suffices(self, store: LogStore, next_batch: int, target: Target, published: int | None) -> bool:
         """True when a compacted batch could stand only for level-0 batch ``next_batch`` and that is
         there: nothing is published after it (``published``, wlc.config's count), or it reaches the
         target. One lookup by name and one manifest (kept for the round's reading), instead of
         listing a log of tens of thousands of batches on every round of a follower."""
         if published is not None and published <= next_batch:
             return True
-        path = Storage.join(logs, batchfmt.batch_name(self.master, next_batch))
+        path = Storage.join(store.logs, batchfmt.batch_name(self.master, next_batch))
         if not self.storage.is_published(path):
             return False  # pruned, perhaps: a compacted batch may hold it
         if published is not None and published == next_batch + 1:
@@ -726,12 +721,14 @@ class Route:
         self._walked[path] = manifest
         return reaches(manifest, target)
 
-    def check_path(self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool = True) -> None:
+    def check_path(
+        self, store: LogStore, mcfg: MasterState, start: Start, target: Target, compacted: bool = True
+    ) -> None:
         """Walk a new replica's path from ``start`` to ``target`` (reading manifests only) and refuse
         it, before anything is written, where retention pruned what it needs.
 
         Args:
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
             mcfg (MasterState): the master's ``wlc.config``.
             start (Start): the snapshot the replica starts from.
             target (Target): the replay target.
@@ -741,29 +738,37 @@ class Route:
             TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
             LogError: a batch on the path is damaged or another database's.
         """
-        level0 = dict(batchfmt.list_batches(self.storage, logs, self.master))
-        compacted_batches = batchfmt.list_compacted(self.storage, logs, self.master)
+        level0 = {b.number: b.path for b in store.batches()}
+        compacted_batches = store.compacted()
         # the same path over the same published batches (a call's check, then its run): walked already
-        key = (logs, start, target, compacted, min(level0, default=-1), max(level0, default=-1), len(level0))
+        key = (store.logs, start, target, compacted, min(level0, default=-1), max(level0, default=-1), len(level0))
         if self._checked == (key, compacted_batches):
             return
-        self._walk(logs, mcfg, start, target, compacted, level0, compacted_batches)
+        self._walk(store, mcfg, start, target, compacted, level0, compacted_batches)
         self._checked = (key, compacted_batches)
 
     def _walk(
-        self, logs: str, mcfg: MasterState, start: Start, target: Target, compacted: bool, level0, compacted_batches
+        self,
+        store: LogStore,
+        mcfg: MasterState,
+        start: Start,
+        target: Target,
+        compacted: bool,
+        level0,
+        compacted_batches,
     ) -> None:
-        """:meth:`check_path`'s walk over the listed ``level0`` ({number: path}) and ``compacted_batches``."""
-        firsts = {first for _lv, first, _l, _p in compacted_batches if compacted}
-        last = max(list(level0) + [last for *_x, last, _p in compacted_batches] + [-1])
+        """:meth:`check_path`'s walk over the listed ``level0`` ({number: path}) and ``compacted_batches``
+        (BatchRef values)."""
+        firsts = {b.first for b in compacted_batches if compacted}
+        last = max(list(level0) + [b.last for b in compacted_batches] + [-1])
         pos, nb = start.txn, start.batch + 1
         while nb <= last and not target.reached_by(pos, None):  # by id alone: no watermark
-            units = self.units(logs, pos, nb, target) if nb in firsts else []
+            units = self.units(store, pos, nb, target) if nb in firsts else []
             if units:
                 pos, nb = units[-1].manifest.last_txn, units[-1].number + 1
                 continue
             if nb not in level0:
-                self.check_level0(logs, pos, nb, mcfg, True, target)
+                self.check_level0(store, pos, nb, mcfg, True, target)
                 return  # a gap in the logs: replay names it
             try:
                 manifest = batchfmt.read_manifest(self.storage, level0[nb])
@@ -774,7 +779,9 @@ class Route:
                 return
             pos, nb = manifest.last_txn, nb + 1
 
-    def check_level0(self, logs: str, tick: int, next_batch: int, mcfg: MasterState, new: bool, target: Target) -> None:
+    def check_level0(
+        self, store: LogStore, tick: int, next_batch: int, mcfg: MasterState, new: bool, target: Target
+    ) -> None:
         """Refuse a position whose next level-0 batch retention pruned.
 
         Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
@@ -783,7 +790,7 @@ class Route:
         names.
 
         Args:
-            logs (str): the log folder read.
+            store (LogStore): the log folder read.
             tick (int): the position: every transaction <= ``tick`` applied.
             next_batch (int): the level-0 batch replay needs next.
             mcfg (MasterState): the master's ``wlc.config`` (its snapshots name the earliest point).
@@ -795,30 +802,26 @@ class Route:
             TargetError: the target is not reachable exactly any more (a new replica's, or
                 one inside a compacted batch whose level-0 batches were pruned).
         """
-        if self.storage.exists(Storage.join(logs, batchfmt.batch_name(self.master, next_batch))):
+        if self.storage.exists(Storage.join(store.logs, batchfmt.batch_name(self.master, next_batch))):
             return
         count = published_batches(mcfg)
         if count is not None and next_batch >= count:
             return  # not published yet (a follower waiting): nothing to list
-        published = batchfmt.list_batches(self.storage, logs, self.master)
-        holders = [
-            (lv, first, last)
-            for lv, first, last, _p in batchfmt.list_compacted(self.storage, logs, self.master)
-            if first <= next_batch <= last
-        ]
-        if not published or (not holders and published[0][0] <= next_batch):
+        published = store.batches()
+        holders = [b for b in store.compacted() if b.first <= next_batch <= b.last]
+        if not published or (not holders and published[0].number <= next_batch):
             return  # nothing after it yet, or a gap in the logs: read_batches names that
-        starts = self.starts(mcfg, logs)
+        starts = self.starts(mcfg, store)
         earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
         what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
         if holders:
-            ends = sorted({last for _lv, first, last in holders if first == next_batch})
+            ends = sorted({b.last for b in holders if b.first == next_batch})
             what += (
                 f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
                 if ends
                 else "; it lies inside a compacted batch"
             )
-        if new or any(first == next_batch for _lv, first, _l in holders):
+        if new or any(b.first == next_batch for b in holders):
             raise TargetError(
                 f"the target {target} is not reachable exactly any more: {what}. The earliest "
                 f"reachable point is {earliest}; choose a target at a snapshot or at the end of "

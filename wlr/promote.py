@@ -35,11 +35,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from wlcore import batch as batchfmt, epochs, snapshots as snap
+from wlcore import epochs, snapshots as snap
 from wlcore.batch import CaptureState, Cursor
 from wlcore.databases import Dbfarm
 from wlcore.deltalog import discover_tables
 from wlcore.errors import BatchError, WlcError
+from wlcore.logstore import LogStore
 from wlcore.master_state import LOG_FILE as MASTER_LOG, MasterState, read_master_state, write_master_state
 from wlcore.promotion import (
     FENCE_FILE,
@@ -364,9 +365,9 @@ def left_out(state: ReplicaState, places: Sequence[Source], master: str) -> Left
                 out.unreachable.append(f"{place.label}: no wlc.config")
                 continue
             claimed.append(cfg.tick)
-            logs = place.logs(cfg)
-            for _number, path in batchfmt.list_batches(place.storage, logs, master, max(0, state.batches - 1)):
-                for rec in batchfmt.read_manifest(place.storage, path).txns:
+            store = LogStore(place.storage, place.root, place.logs(cfg), master)
+            for batch in store.batches(max(0, state.batches - 1)):
+                for rec in store.manifest(batch).txns:
                     found[rec.txn] = rec.gtid
             out.seen.append(place.label)
         except (OSError, BatchError, WlcError) as exc:
@@ -428,10 +429,10 @@ def _copy_history(
         except (OSError, ShipError, WlcError) as exc:
             tried.append(f"{place.label} ({type(exc).__name__}: {exc})")
             continue
-        have = batchfmt.list_batches(storage, Storage.join(staging, "wlc_logs"), database)
-        if state.batches == 0 or (have and have[-1][0] == state.batches - 1):
+        have = LogStore(storage, staging, Storage.join(staging, "wlc_logs"), database).batches()
+        if state.batches == 0 or (have and have[-1].number == state.batches - 1):
             break
-        tried.append(f"{place.label} (holds batches up to {have[-1][0] if have else 'none'} only)")
+        tried.append(f"{place.label} (holds batches up to {have[-1].number if have else 'none'} only)")
     for folder in ("wlc_logs", snap.SNAPSHOT_DIR):
         storage.rm(Storage.join(path, folder))
         if storage.exists(Storage.join(staging, folder)):
@@ -439,14 +440,15 @@ def _copy_history(
     storage.rm(staging)
     logs = Storage.join(path, "wlc_logs")
     storage.makedirs(logs)
-    kept = batchfmt.list_batches(storage, logs, database)
+    store = LogStore(storage, path, logs, database)
+    kept = store.batches()
     result.copied = len(kept)
-    if state.batches > 0 and (not kept or kept[-1][0] != state.batches - 1):
+    if state.batches > 0 and (not kept or kept[-1].number != state.batches - 1):
         result.notes.append(
             f"the old history's batches up to {state.batches - 1} are not all in {logs} (tried {'; '.join(tried)}): "
             f"replicas behind transaction {state.tick} may need a new copy"
         )
-    watermark = batchfmt.read_manifest(storage, kept[-1][1]).watermark if kept else None
+    watermark = store.manifest(kept[-1]).watermark if kept else None
     return snap.newest_folder(storage, path) or "", watermark
 
 

@@ -22,7 +22,7 @@ import logging
 from datetime import datetime
 from typing import Callable
 
-from wlcore import batch as batchfmt
+from wlcore.logstore import LogStore
 from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
 from wlcore.retention import PruneReport, keep_of
 from wlcore.ship import LOGS_DIR, read_config, ship
@@ -49,6 +49,8 @@ class Relay:
         self._source = source
         self.master = master
         self.name = book.name
+        path = Storage.join(book.path, RELAY_DIR)
+        self.store = LogStore(Storage.of(path), path, Storage.join(path, LOGS_DIR), master)  # the relay folder's
 
     @property
     def relay_path(self) -> str:
@@ -58,11 +60,10 @@ class Relay:
     def _held(self, number: int):
         """The manifest in the relay folder of the batch that ends at level-0 batch ``number``
         (itself, or a compacted batch ending there), None when the relay holds none."""
-        storage, logs = Storage.of(self.relay_path), Storage.join(self.relay_path, LOGS_DIR)
-        found = manifest_of(storage, logs, self.master, number)
+        found = manifest_of(self.store, number)
         if found is None:
-            ends = [p for _lv, _f, last, p in batchfmt.list_compacted(storage, logs, self.master) if last == number]
-            found = batchfmt.read_manifest(storage, ends[-1]) if ends else None
+            ends = [b for b in self.store.compacted() if b.last == number]
+            found = self.store.manifest(ends[-1]) if ends else None
         return found
 
     @property
@@ -85,7 +86,7 @@ class Relay:
         try:
             mcfg = read if read is not None else src.config()
             # mid-batch (replicate(until=N)): the relay holds the batches before, not N
-            nxt = manifest_of(src.storage, src.logs(mcfg), self.master, next_batch)
+            nxt = manifest_of(LogStore(src.storage, src.root, src.logs(mcfg), self.master), next_batch)
             claim_tick = tick if nxt is None or not nxt.txns else min(tick, nxt.first_txn - 1)
 
             def claim(cfg: MasterState) -> MasterState:

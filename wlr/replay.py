@@ -28,6 +28,7 @@ from wlcore.batch import TxnRecord
 from wlcore.deltalog import delta_ref
 from wlcore.errors import ConfigError, first_line
 from wlcore.faults import crash_point
+from wlcore.logstore import LogStore
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
@@ -463,6 +464,7 @@ class ReplicaSetup:
         self.selection: Selection | None = None
         self._asked: Selection | None = None
         self._route: Route | None = None
+        self._store: LogStore | None = None
 
     @property
     def source(self) -> Source:
@@ -555,17 +557,17 @@ class ReplicaSetup:
         )
         self.selection = select.choose(state, self._asked, self.name, self._spark)
         if state is None or state.state == "restoring":
-            logs = self.source.logs(mcfg)
-            start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
+            store = self.store(mcfg)
+            start = self.route(mcfg).start_for(mcfg, store, target, self.options.start_snapshot)
             if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
                 check_not_empty(
-                    target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path), empty, self.master
+                    target, until, self.route(mcfg).first_after(store, start), pub, bool(start.path), empty, self.master
                 )
             try:
-                self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
+                self.route(mcfg).check_path(store, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
                 raise ReplicationError(exc.batch, None, None, exc.cause) from None
-            select.check_selected(self.selection, self.source.storage, logs, self.master, start.path or "")
+            select.check_selected(self.selection, store, start.path or "")
             select.check_predicates(self.selection, self._spark, self.source.storage, start.path or "")
         return mcfg
 
@@ -581,6 +583,21 @@ class ReplicaSetup:
         """
         label = "the master" if self.source.is_master else self.source.label
         return Published.of(mcfg, datetime.now(timezone.utc), label, self.source.is_master)
+
+    def store(self, mcfg: MasterState) -> LogStore:
+        """The source's log folder as the replica reads it (made again when the source or the log
+        folder its ``wlc.config`` names changed).
+
+        Args:
+            mcfg (MasterState): the source's ``wlc.config`` (its ``logs``).
+
+        Returns:
+            LogStore: the source's log store, its batches named by the master's database.
+        """
+        src, logs, store = self.source, self.source.logs(mcfg), self._store
+        if store is None or store.storage is not src.storage or (store.root, store.logs) != (src.root, logs):
+            store = self._store = LogStore(src.storage, src.root, logs, self.master)
+        return store
 
     def route(self, mcfg: MasterState) -> Route:
         """The master's snapshots and compacted batches as this replica reads them (made again when
@@ -678,8 +695,8 @@ class ReplicaSetup:
             if self.selection is None:
                 self.selection = Selection.from_state(self.state)
             return
-        logs = self.source.logs(mcfg)
-        start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
+        store = self.store(mcfg)
+        start = self.route(mcfg).start_for(mcfg, store, target, self.options.start_snapshot)
         self.storage.makedirs(self.path)
         state = ReplicaState.of(
             master=self.master,
@@ -688,7 +705,7 @@ class ReplicaSetup:
             source=self.source.root,
             source_kind=self.source.kind,
             **(self.selection or Selection()).to_state(),
-            logs=logs,
+            logs=store.logs,
             batches=start.batch + 1,
             tick=start.txn,
             clock=start.time or None,
@@ -760,7 +777,7 @@ class ReplicaSetup:
             )
         return mcfg
 
-    def note_source(self, mcfg: MasterState) -> str:
+    def note_source(self, mcfg: MasterState) -> LogStore:
         """Record in wlr.config where this round reads (a replica may switch between the
         master, shipped copies and relays of one master), logging a switch.
 
@@ -768,9 +785,10 @@ class ReplicaSetup:
             mcfg (MasterState): the source's ``wlc.config`` (names its log folder).
 
         Returns:
-            str: the log folder read.
+            LogStore: the log folder read (:meth:`store`).
         """
-        logs = self.source.logs(mcfg)
+        store = self.store(mcfg)
+        logs = store.logs
         state = self.state
         if state.source_error:  # read again: status shows the replica's own state again
             self.book.log(f"reading {self.source.label} again (it was out of reach: {state.source_error})")
@@ -786,7 +804,7 @@ class ReplicaSetup:
                 )
             state.source, state.source_kind, state.logs = self.source.root, self.source.kind, logs
             self.book.save()
-        return logs
+        return store
 
 
 @dataclass
@@ -916,8 +934,8 @@ class Replay:
             ReplicationTimeout: the master stopped logging before a ``txn`` target.
             DivergedError: a batch read belongs to another history than the replica's.
         """
-        logs = self._prepare(mcfg, target)
-        read = self._read(mcfg, logs, target)
+        store = self._prepare(mcfg, target)
+        read = self._read(mcfg, store, target)
         todo = self._plan(read, target, mcfg)
         self.setup.check_batches(read.batches)  # read after the config was: a batch of another history is never applied
         wanted = {r.txn for r in todo.apply}
@@ -939,8 +957,8 @@ class Replay:
     def _tick(self) -> int:
         return self.state.tick
 
-    def _prepare(self, mcfg: MasterState, target: Target) -> str:
-        """Make the replica on first use, record a relay switch and the source; returns the log folder."""
+    def _prepare(self, mcfg: MasterState, target: Target) -> LogStore:
+        """Make the replica on first use, record a relay switch and the source; returns the log store read."""
         self.setup.ensure(mcfg, target)
         if self.options.relay_wanted is not None:
             self.state.relay = bool(self.options.relay_wanted)
@@ -948,28 +966,25 @@ class Replay:
         self.setup.check_history(self.state, mcfg)
         return self.setup.note_source(mcfg)
 
-    def _read(self, mcfg: MasterState, logs: str, target: Target) -> _Read:
+    def _read(self, mcfg: MasterState, store: LogStore, target: Target) -> _Read:
         """Read the compacted batches that fit, then level 0 up to the batch reaching ``target``."""
         next_batch, tick = self.state.batches, self._tick()
-        units = self._units(mcfg, logs, tick, next_batch, target)
+        units = self._units(mcfg, store, tick, next_batch, target)
         if units:  # level 0 continues after them
             self.book.log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
             tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
         route = self.setup.route(mcfg)
-        route.check_level0(logs, tick, next_batch, mcfg, False, target)
+        route.check_level0(store, tick, next_batch, mcfg, False, target)
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
         walked = route.take_walked()
         try:
-            source = self._source().storage
             published = published_batches(mcfg)
-            for b in read_batches(
-                source, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked, published
-            ):
+            for b in read_batches(store, self.state.dbid, next_batch, tick, target, walked, published):
                 read.batches.append(b)
                 if read.watermark is None or b.manifest.watermark > read.watermark:
                     read.watermark = b.manifest.watermark
         except LogError as exc:
-            if exc.batch > next_batch and self._compacted_from(logs, exc.batch):
+            if exc.batch > next_batch and self._compacted_from(store, exc.batch):
                 read.handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
             else:
                 read.broken = exc  # the intact batches before it are applied first
@@ -1035,20 +1050,19 @@ class Replay:
             self.fail(broken.batch, None, None, broken.cause)
         return None
 
-    def _compacted_from(self, logs: str, number: int) -> bool:
+    def _compacted_from(self, store: LogStore, number: int) -> bool:
         """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
         if not self.options.use_compacted or self._tick() < self.options.level0_until:
             return False
-        listed = batchfmt.list_compacted(self._source().storage, logs, self.setup.master)
-        return any(first == number for _lv, first, _l, _p in listed)
+        return any(b.first == number for b in store.compacted())
 
-    def _units(self, mcfg: MasterState, logs: str, tick: int, next_batch: int, target: Target) -> list:
+    def _units(self, mcfg: MasterState, store: LogStore, tick: int, next_batch: int, target: Target) -> list:
         """The compacted batches to apply first (none with ``collapse=False`` or
         ``compacted=False``, or inside a range that failed compacted)."""
         if not self.options.use_compacted or tick < self.options.level0_until:
             return []
         try:
-            return self.setup.route(mcfg).units(logs, tick, next_batch, target, published_batches(mcfg))
+            return self.setup.route(mcfg).units(store, tick, next_batch, target, published_batches(mcfg))
         except LogError as exc:  # level 0 holds everything a compacted batch does
             self.book.log(f"not using compacted batches: {exc.cause}")
             return []

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wlcore.fields import FieldOf
+from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
 from wlcore.session import active_session
@@ -385,11 +386,11 @@ class Replica:
         """
         self.stop()
         with self._parts.mutex, self._parts.lock.holding():
+            state = self._book.reload()
             txn = failure.skip(
-                self._book.reload(),
+                state,
                 self.name,
-                self.source.storage,
-                self.master,
+                LogStore(self.source.storage, self.source.root, state.logs, self.master),
                 lambda table: self._parts.applier().tables.current_version(table),
             )
             self._book.save()

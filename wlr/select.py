@@ -29,6 +29,7 @@ from typing import Any
 
 from wlcore import snapshots as snap
 from wlcore.errors import ConfigError
+from wlcore.logstore import LogStore
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
 from wlcore.settings import settings
@@ -208,15 +209,13 @@ def choose(state: ReplicaState | None, asked: Selection | None, replica: str, sp
     return chosen
 
 
-def check_selected(selection: Selection | None, storage: Storage, logs: str, master: str, start_path: str) -> None:
+def check_selected(selection: Selection | None, store: LogStore, start_path: str) -> None:
     """Refuse a new selective replica that names a table (or pattern) that neither a published
     transaction nor its start snapshot knows, naming the nearest.
 
     Args:
         selection (Selection | None): the replica's selection (None: every table).
-        storage (Storage): the storage holding the source's logs and snapshots.
-        logs (str): the log folder read.
-        master (str): the master's name.
+        store (LogStore): the source's log folder (its storage holds the snapshots too).
         start_path (str): the folder of the snapshot the replica starts from ("": an empty start).
 
     Raises:
@@ -226,8 +225,8 @@ def check_selected(selection: Selection | None, storage: Storage, logs: str, mas
         return
     from .txlog import check_tables, known_tables
 
-    known = known_tables(storage, logs, master, start_path)
-    where = f"in master {master!r} (its snapshot and published transactions)"
+    known = known_tables(store, start_path)
+    where = f"in master {store.database!r} (its snapshot and published transactions)"
     check_tables(selection.tables, known, where)
     check_tables([t for t, _p in selection.where], known, where)
 

@@ -14,12 +14,11 @@ n batches cost O(log n) manifest reads plus the batches shown; without one, ever
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Iterable
 
-from wlcore import batch as batchfmt
 from wlcore.batch import TxnRecord
+from wlcore.logstore import BatchRef, LogStore
 from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.promotion import database_of
 from wlcore.settings import dbfarm as resolve_dbfarm
@@ -95,14 +94,12 @@ def _snapshot_tables(storage: Storage, snapshot: str) -> set[str]:
         return set()
 
 
-def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -> set[str]:
-    """Every table named by a published batch (any level) of ``master`` in ``logs`` or held by
-    the snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only.
+def known_tables(store: LogStore, snapshot: str = "") -> set[str]:
+    """Every table named by a published batch (any level) in the log store or held by the
+    snapshot folder ``snapshot``: the names a user may ask for. Reads manifests only.
 
     Args:
-        storage (Storage): the storage holding the logs and the snapshot.
-        logs (str): the log folder.
-        master (str): the master's name.
+        store (LogStore): the master's log folder (its storage holds the snapshot too).
         snapshot (str): a snapshot's folder ("": none).
 
     Returns:
@@ -111,11 +108,9 @@ def known_tables(storage: Storage, logs: str, master: str, snapshot: str = "") -
     Raises:
         BatchError: a manifest is missing or damaged.
     """
-    out = _snapshot_tables(storage, snapshot)
-    paths = [p for _n, p in batchfmt.list_batches(storage, logs, master)]
-    paths += [p for _lv, _f, _l, p in batchfmt.list_compacted(storage, logs, master)]
-    for path in paths:
-        out |= {rec.table for rec in batchfmt.read_manifest(storage, path).txns}
+    out = _snapshot_tables(store.storage, snapshot)
+    for batch in store.batches() + store.compacted():
+        out |= {rec.table for rec in store.manifest(batch).txns}
     return out
 
 
@@ -153,18 +148,23 @@ def _check_table(table: str, seen: set[str], storage: Storage, cfg: MasterState,
     check_tables([table], known, f"in the published transactions of master {master!r}")
 
 
-def _sources(storage: Storage, logs: str, master: str) -> list[tuple[int, int, str, str]]:
-    """``[(first batch, last batch, name, path)]`` in batch order: every level-0 batch, and where
-    level 0 was pruned the finest compacted batch that remains."""
-    sources = [(number, number, str(number), p) for number, p in batchfmt.list_batches(storage, logs, master)]
-    covered = {first for first, *_x in sources}
-    compacted = batchfmt.list_compacted(storage, logs, master)
+def _sources(store: LogStore) -> list[BatchRef]:
+    """The batches to read, in batch order: every level-0 batch, and where level 0 was pruned the
+    finest compacted batch that remains."""
+    sources = store.batches()
+    covered = {b.number for b in sources}
+    compacted = store.compacted()
     for level in (1, 2):
-        for lv, first, last, p in compacted:
-            if lv == level and not covered & set(range(first, last + 1)):
-                sources.append((first, last, os.path.basename(p), p))
-                covered |= set(range(first, last + 1))
+        for b in compacted:
+            if b.level == level and not covered & set(range(b.first, b.last + 1)):
+                sources.append(b)
+                covered |= set(range(b.first, b.last + 1))
     return sorted(sources)
+
+
+def _label(batch: BatchRef) -> str:
+    """How a row names its batch: a level-0 batch's number, a compacted batch's folder name."""
+    return str(batch.number) if batch.level == 0 else batch.name
 
 
 class _Sources:
@@ -172,14 +172,14 @@ class _Sources:
     found by bisection (transaction ids follow commit time, as capture orders them), so a query
     of the newest transactions reads a few manifests, not the whole log."""
 
-    def __init__(self, storage: Storage, listed: list[tuple[int, int, str, str]]):
-        self.storage, self.listed = storage, listed
+    def __init__(self, store: LogStore, listed: list[BatchRef]):
+        self.store, self.listed = store, listed
         self._read: dict[int, list[TxnRecord]] = {}
 
     def records(self, index: int) -> list[TxnRecord]:
         """The records of the ``index``-th batch. Raises wlc.BatchError when it is damaged."""
         if index not in self._read:
-            self._read[index] = batchfmt.read_manifest(self.storage, self.listed[index][3]).txns
+            self._read[index] = self.store.manifest(self.listed[index]).txns
         return self._read[index]
 
     def _reaches(self, index: int, lo: Target) -> bool:
@@ -266,10 +266,11 @@ def transactions(
     """
     lo, hi = _bound(since), _bound(until)
     storage, path, cfg = _master(master, dbfarm, logs)
-    sources = _Sources(storage, _sources(storage, logs_of(cfg, path), database_of(cfg, master)))
+    store = LogStore(storage, path, logs_of(cfg, path), database_of(cfg, master))
+    sources = _Sources(store, _sources(store))
     out, seen = [], set()
     for index in range(sources.first_not_before(lo), len(sources.listed)):
-        name = sources.listed[index][2]
+        name = _label(sources.listed[index])
         records = sources.records(index)
         for rec in records:
             seen.add(rec.table)
@@ -282,7 +283,7 @@ def transactions(
         if hi is not None and records and not any(hi.admits(rec.txn, rec.time) for rec in records):
             break  # transaction ids follow commit time (wlc.capture): every later batch is past ``until`` too
     if table is not None and table.lower() not in {t.lower() for t in seen}:
-        seen = known_tables(storage, logs_of(cfg, path), master)  # the range read did not name it: every batch
+        seen = known_tables(store)  # the range read did not name it: every batch
     if table is not None:
         _check_table(table, seen, storage, cfg, master)
     return out
@@ -308,7 +309,9 @@ def snapshots(master: str, dbfarm: str | None = None, logs: str | None = None) -
     storage, path, cfg = _master(master, dbfarm, logs)
     return [
         {"txn": s.txn, "time": utc_iso(s.time) if s.time else None, "batch": s.batch, "path": s.path}
-        for s in list_snapshots(storage, path, cfg.snapshot, logs_of(cfg, path), database_of(cfg, master))
+        for s in list_snapshots(
+            storage, path, cfg.snapshot, LogStore(storage, path, logs_of(cfg, path), database_of(cfg, master))
+        )
     ]
 
 

@@ -91,11 +91,11 @@ def tree(path: str, ignore: tuple[str, ...] = ()) -> dict[str, tuple]:
 
 def published(logs: str, dbname: str):
     """Every published transaction record, in batch order."""
-    from wlcore import batch
+    from wlcore.logstore import LogStore
     from wlcore.storage import Storage
 
-    storage = Storage.of(logs)
-    return [t for _n, p in batch.list_batches(storage, logs, dbname) for t in batch.read_manifest(storage, p).txns]
+    store = LogStore(Storage.of(logs), os.path.dirname(logs), logs, dbname)
+    return [t for b in store.batches() for t in store.manifest(b).txns]
 
 
 def replay_tags(table_path: str, dbid: str) -> list[tuple[int, bool]]:

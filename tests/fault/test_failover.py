@@ -12,8 +12,8 @@ import pytest
 
 import wlr
 from wlc import Master
-from wlcore import batch as B
 from wlcore.errors import MasterStateError
+from wlcore.logstore import LogStore
 from wlcore.master_state import read_master_state
 from wlcore.promotion import read_fence
 from wlcore.storage import Storage
@@ -120,4 +120,4 @@ def test_a_capture_still_running_is_fenced(spark, master, dbfarm):
     with pytest.raises(MasterStateError, match="is fenced"):
         master.flush()
     assert _tick(dbfarm, "m") == 1
-    assert [n for n, _p in B.list_batches(Storage.of(dbfarm), master.logs, "m")] == [0, 1]
+    assert [b.number for b in LogStore(Storage.of(dbfarm), master.path, master.logs, "m").batches()] == [0, 1]

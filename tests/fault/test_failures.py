@@ -10,6 +10,7 @@ import pytest
 import wlc
 import wlr
 from wlcore.errors import ConfigError, MasterStateError
+from wlcore.logstore import LogStore
 
 from ..integration.helpers import master_rows, rows, sql
 from ..waiting import wait_until
@@ -124,7 +125,6 @@ def test_capture_resumes_after_restart_and_sees_other_applications(spark, master
 def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
     """A scan in the middle of an rmtree sees the log shrink; that is not a re-created table."""
     from wlc.master import Master
-    from wlcore import batch
 
     path = os.path.join(dbfarm, "d", "s", "t")
     spark.range(3).write.format("delta").save(path)
@@ -141,7 +141,8 @@ def test_table_deleted_file_by_file_is_one_drop(spark, dbfarm):
 
     shutil.rmtree(path)
     assert m.flush() == 2
-    txns = [t for _n, p in batch.list_batches(m.storage, m.logs, "d") for t in batch.read_manifest(m.storage, p).txns]
+    store = LogStore(m.storage, os.path.dirname(m.logs), m.logs, "d")
+    txns = [t for b in store.batches() for t in store.manifest(b).txns]
     assert [(t.txn, t.ddl) for t in txns] == [(0, None), (1, None), (2, "drop")]
     assert [t.time for t in txns] == sorted(t.time for t in txns)
 

@@ -9,8 +9,8 @@ import pytest
 
 import wlc
 import wlr
-from wlcore import batch
 from wlcore.deltalog import list_versions
+from wlcore.logstore import LogStore
 
 from ..waiting import wait_until
 from .helpers import rows
@@ -32,7 +32,8 @@ def test_master_registers_schemas_and_tables_at_their_folders(spark, dbfarm):
     spark.sql("DROP TABLE sales.orders")  # a managed table: its folder goes, capture sees a drop
     assert not os.path.exists(f"{db}/sales/orders")
     last = wlc.flush()
-    recs = [t for _n, p in batch.list_batches(m.storage, m.logs, "cat") for t in batch.read_manifest(m.storage, p).txns]
+    store = LogStore(m.storage, m.path, m.logs, "cat")
+    recs = [t for b in store.batches() for t in store.manifest(b).txns]
     assert [(t.table, t.ddl) for t in recs if t.ddl] == [("sales.items", "create"), ("sales.orders", "drop")]
     rep = wlr.replicate("cat", until=last, replica="cat_r", dbfarm=dbfarm)
     assert rows(rep.table("sales.items")) == [(1, "a")]

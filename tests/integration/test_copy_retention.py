@@ -13,7 +13,7 @@ import pytest
 import wlc
 import wlr
 from wlc import cli as wlc_cli
-from wlcore import batch as batchfmt
+from wlcore.logstore import LogStore
 from wlcore.ship import prune_if_due
 from wlcore.storage import Storage
 from wlr import cli as wlr_cli
@@ -46,7 +46,7 @@ def _history(spark, master) -> tuple[str, int]:
 
 def _batches(folder: str) -> list[str]:
     logs = os.path.join(folder, "wlc_logs")
-    return [os.path.basename(p) for _n, p in batchfmt.list_batches(Storage.of(logs), logs, "m")]
+    return [b.name for b in LogStore(Storage.of(logs), folder, logs, "m").batches()]
 
 
 def test_a_shipped_copy_pruned_by_its_own_retention_still_reaches_what_it_promises(

@@ -11,6 +11,7 @@ import wlc
 import wlr
 from wlc.lifecycle import Lifecycle
 from wlcore import batch as batchfmt
+from wlcore.logstore import LogStore
 from wlcore.settings import Every
 from wlr.errors import ReplicaStateError, TargetError
 
@@ -135,9 +136,11 @@ def test_prune_keeps_what_is_promised_and_refuses_what_is_not(spark, master, dbf
     assert not os.path.exists(os.path.join(dbfarm, "old"))
     # a target inside a compacted batch whose level-0 batches were pruned: not reachable exactly
     inside = [
-        (f, last)
-        for lv, f, last, _p in batchfmt.list_compacted(master.storage, master.logs, "m")
-        if lv == 1 and f > second_batch and not os.path.exists(os.path.join(master.logs, batchfmt.batch_name("m", f)))
+        (b.first, b.last)
+        for b in LogStore(master.storage, master.path, master.logs, "m").compacted()
+        if b.level == 1
+        and b.first > second_batch
+        and not os.path.exists(os.path.join(master.logs, batchfmt.batch_name("m", b.first)))
     ]
     assert inside, os.listdir(master.logs)
     first_txn = batchfmt.read_manifest(

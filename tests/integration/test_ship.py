@@ -13,6 +13,7 @@ import pytest
 import wlc
 import wlr
 from wlcore import batch as batchfmt
+from wlcore.logstore import LogStore
 from wlcore.ship import ShipError
 from wlcore.storage import MARKER, Storage
 
@@ -55,7 +56,7 @@ def test_ship_to_a_folder_each_batch_once_and_replicate_from_it(spark, master, d
     dest = str(tmp_path / "far" / "m")
     first = wlc.ship(dest)
     logs = master.logs
-    level0 = [os.path.basename(p) for _n, p in batchfmt.list_batches(Storage.of(logs), logs, "m")]
+    level0 = [b.name for b in LogStore(Storage.of(logs), master.path, logs, "m").batches()]
     assert first.batches == level0 and first.bytes > 0
     assert _published(dest) == level0
     again = wlc.ship(dest)
@@ -110,7 +111,7 @@ def _crash_then_resume(spark, master, dbfarm: str, dest: str, crash_at: str) -> 
     )
     assert proc.returncode == -9, proc.stderr[-2000:]  # killed by the crash point, in the middle of a batch
     src = Storage.of(master.logs)
-    batches = batchfmt.list_batches(src, master.logs, "m")[1:]
+    batches = [(b.number, b.path) for b in LogStore(src, master.path, master.logs, "m").batches()][1:]
     assert len(_published(dest)) == 1  # nothing half-copied is visible
     st = Storage.of(dest)
     assert [

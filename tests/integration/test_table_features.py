@@ -142,13 +142,10 @@ def _with_features(tmp_path, monkeypatch, features: str) -> None:
 
 
 def _records(m) -> list:
-    from wlcore import batch as batchfmt
+    from wlcore.logstore import LogStore
 
-    return [
-        t
-        for _n, path in batchfmt.list_batches(m.storage, m.logs, m.dbname)
-        for t in batchfmt.read_manifest(m.storage, path).txns
-    ]
+    store = LogStore(m.storage, m.path, m.logs, m.dbname)
+    return [t for b in store.batches() for t in store.manifest(b).txns]
 
 
 def test_capture_switches_on_only_what_table_features_allows(spark, dbfarm, tmp_path, monkeypatch):

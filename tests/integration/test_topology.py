@@ -11,6 +11,7 @@ import pytest
 import wlc
 import wlr
 from wlcore import batch as batchfmt
+from wlcore.logstore import LogStore
 from wlcore.storage import Storage
 from wlr.errors import DivergedError, ReplicaStateError
 
@@ -36,9 +37,9 @@ def test_two_level_cascade_switching_source_without_a_new_copy(spark, master, db
     _insert(spark, t, 1, 2)
     r1 = wlr.replicate("m", replica="r1", relay=True, follow=False)
     relay_logs = os.path.join(r1.path, "wlr_relay", "wlc_logs")
-    shipped = batchfmt.list_batches(Storage.of(relay_logs), relay_logs, "m")
+    shipped = [b.path for b in LogStore(Storage.of(relay_logs), os.path.dirname(relay_logs), relay_logs, "m").batches()]
     assert len(shipped) == 3
-    gtids = [rec.gtid for _n, p in shipped for rec in batchfmt.read_manifest(Storage.of(p), p).txns]
+    gtids = [rec.gtid for p in shipped for rec in batchfmt.read_manifest(Storage.of(p), p).txns]
     assert gtids == [f"{master.config.dbid}:{i}" for i in range(3)]  # the master's own GTIDs
     r2 = wlr.replicate(source="r1", replica="r2", follow=False)
     assert r2.master == "m" and r2.tick() == 2 and r2.state.source_kind == "relay"

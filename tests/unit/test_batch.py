@@ -9,16 +9,21 @@ import pytest
 from wlcore import batch as B
 from wlcore.batch import CaptureState
 from wlcore.errors import BatchError
+from wlcore.logstore import LogStore
 from wlcore.storage import Storage
 
 T = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def _store(st, logs, db="db"):
+    return LogStore(st, os.path.dirname(logs), logs, db)
 
 
 def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
     st = Storage.of(str(tmp_path))
     logs = str(tmp_path / "wlc_logs")
     st.makedirs(logs)
-    staging = B.open_staging(st, logs, "db", number)
+    staging = _store(st, logs).stage(number)
     rows = os.path.join(staging, "rows", "sys.t", "wlc_version=3")
     os.makedirs(rows)
     with open(os.path.join(rows, "part-0.parquet"), "wb") as fh:
@@ -48,14 +53,14 @@ def make_batch(tmp_path, number=0, payload=b"PAR1 rows PAR1"):
     man = B.Manifest(
         database="db", dbid="db1", batch=number, watermark=T, txns=[rec, ddl], cursors=CaptureState(next_txn=7)
     )
-    path = B.publish(st, logs, staging, man)
+    path = _store(st, logs).publish(staging, man).path
     return st, logs, path
 
 
 def test_round_trip(tmp_path):
     st, logs, path = make_batch(tmp_path)
     assert os.path.basename(path) == "db_000000000000"
-    assert B.list_batches(st, logs, "db") == [(0, path)]
+    assert [(b.number, b.path) for b in _store(st, logs).batches()] == [(0, path)]
     man = B.read_manifest(st, path)
     assert (man.first_txn, man.last_txn, man.watermark) == (5, 6, T)
     assert man.txns[0].time == T and man.txns[1].ddl == "create"
@@ -79,9 +84,9 @@ def test_capture_state_and_file_list_are_typed(tmp_path):
 
 def test_published_name_is_never_overwritten(tmp_path):
     st, logs, _ = make_batch(tmp_path)
-    staging = B.open_staging(st, logs, "db", 0)
+    staging = _store(st, logs).stage(0)
     with pytest.raises(FileExistsError):
-        B.publish(st, logs, staging, B.Manifest("db", "db1", 0, T, []))
+        _store(st, logs).publish(staging, B.Manifest("db", "db1", 0, T, []))
 
 
 def test_truncated_data_file_is_detected(tmp_path):
@@ -141,9 +146,9 @@ def test_unknown_format_version_is_refused(tmp_path):
 
 def test_staging_leftovers_are_not_batches(tmp_path):
     st, logs, _ = make_batch(tmp_path)
-    B.open_staging(st, logs, "db", 1)
-    other = B.open_staging(st, logs, "other", 0)  # another master sharing the log folder
-    assert [n for n, _ in B.list_batches(st, logs, "db")] == [0]
-    B.clear_staging(st, logs, "db")
+    _store(st, logs).stage(1)
+    other = _store(st, logs, "other").stage(0)  # another master sharing the log folder
+    assert [b.number for b in _store(st, logs).batches()] == [0]
+    _store(st, logs).clear_staging()
     assert [n for n in os.listdir(logs) if n.startswith(".open-")] == [os.path.basename(other)]
-    assert B.list_batches(st, logs, "other") == []
+    assert _store(st, logs, "other").batches() == []

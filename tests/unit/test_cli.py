@@ -18,6 +18,7 @@ def write(path, text):
 def _published(tmp_path, times, db="db"):
     """A master ``db`` whose one published batch holds txns 0.. at ``times``; returns its logs folder."""
     from wlcore import batch as B
+    from wlcore.logstore import LogStore
     from wlcore.storage import Storage
 
     st = Storage.of(str(tmp_path))
@@ -27,10 +28,9 @@ def _published(tmp_path, times, db="db"):
         B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t, table="s.t", version=k, operation="WRITE")
         for k, t in enumerate(times)
     ]
-    B.publish(
-        st,
-        logs,
-        B.open_staging(st, logs, db, 0),
+    store = LogStore(st, str(tmp_path / db), logs, db)
+    store.publish(
+        store.stage(0),
         B.Manifest(database=db, dbid="abc", batch=0, watermark=times[-1], txns=recs),
     )
     return logs

@@ -91,6 +91,7 @@ def test_each_command_names_the_other_kind(farm):
 
 def test_unknown_table_names_the_nearest(tmp_path):
     from wlcore import batch as B
+    from wlcore.logstore import LogStore
     from wlcore.storage import Storage
 
     st = Storage.of(str(tmp_path))
@@ -101,10 +102,9 @@ def test_unknown_table_names_the_nearest(tmp_path):
         B.TxnRecord(txn=k, gtid=f"abc:{k}", time=t + timedelta(seconds=k), table=name, version=k, operation="WRITE")
         for k, name in enumerate(["app.events", "app.users"])
     ]
-    B.publish(
-        st,
-        logs,
-        B.open_staging(st, logs, "ops", 0),
+    store = LogStore(st, str(tmp_path / "ops"), logs, "ops")
+    store.publish(
+        store.stage(0),
         B.Manifest(database="ops", dbid="abc", batch=0, watermark=recs[-1].time, txns=recs),
     )
     write(tmp_path / "ops" / "wlc.config", f"state=1\ndbid=abc\ntick=1\nlogs={logs}\n")

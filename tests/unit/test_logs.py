@@ -8,6 +8,7 @@ import pytest
 
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord
+from wlcore.logstore import LogStore
 from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
 from wlr import failure
@@ -18,11 +19,15 @@ T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 ALL = Target("all")
 
 
+def store_of(logs: str, storage: Storage | None = None, db: str = "m") -> LogStore:
+    return LogStore(storage or Storage.of(logs), os.path.dirname(logs), logs, db)
+
+
 def publish(logs: str, number: int, txns: list[int], db: str = "m", dbid: str = "id1") -> None:
-    storage = Storage.of(logs)
-    staging = batchfmt.open_staging(storage, logs, db, number)
+    store = store_of(logs, db=db)
+    staging = store.stage(number)
     recs = [TxnRecord(t, f"{dbid}:{t}", T0 + timedelta(seconds=t), "s.t", t, "WRITE") for t in txns]
-    batchfmt.publish(storage, logs, staging, Manifest(db, dbid, number, T0 + timedelta(seconds=max(txns)), recs))
+    store.publish(staging, Manifest(db, dbid, number, T0 + timedelta(seconds=max(txns)), recs))
 
 
 @pytest.fixture
@@ -35,7 +40,7 @@ def logs(tmp_path):
 
 
 def read(logs, next_batch=0, tick=-1, target=ALL):
-    return [b.number for b in read_batches(Storage.of(logs), logs, "m", "id1", next_batch, tick, target)]
+    return [b.number for b in read_batches(store_of(logs), "id1", next_batch, tick, target)]
 
 
 def batch(logs, n):
@@ -106,8 +111,8 @@ def test_the_first_batch_must_hold_the_next_transaction(logs):
 
 
 def test_manifest_of(logs):
-    assert manifest_of(Storage.of(logs), logs, "m", 2).last_txn == 4
-    assert manifest_of(Storage.of(logs), logs, "m", 7) is None
+    assert manifest_of(store_of(logs), 2).last_txn == 4
+    assert manifest_of(store_of(logs), 7) is None
 
 
 def test_failure_records_retries_and_skips():
@@ -144,14 +149,14 @@ def test_a_new_replicas_path_is_read_once(logs, monkeypatch):
         Route(Storage.of(logs), os.path.dirname(logs), "m", "id1", "wlc snapshot farm m"),
         Start(-1, None, -1),
     )
-    route.check_path(logs, None, start, ALL)
-    route.check_path(logs, None, start, ALL)
+    route.check_path(store_of(logs, route.storage), None, start, ALL)
+    route.check_path(store_of(logs, route.storage), None, start, ALL)
     assert len(read_paths) == 4
     walked = route.take_walked()
-    got = list(read_batches(Storage.of(logs), logs, "m", "id1", 0, -1, ALL, walked))
+    got = list(read_batches(store_of(logs), "id1", 0, -1, ALL, walked))
     assert [b.number for b in got] == [0, 1, 2, 3] and len(read_paths) == 4 and route.take_walked() == {}
     publish(logs, 4, [6])
-    route.check_path(logs, None, start, ALL)
+    route.check_path(store_of(logs, route.storage), None, start, ALL)
     assert len(read_paths) == 9
 
 
@@ -166,15 +171,15 @@ def counting(logs):
 def test_a_replica_near_the_end_looks_its_batches_up_by_name_without_listing(logs):
     """Published 4 batches (wlc.config's ``batches``): reading from batch 2 or from the end lists nothing."""
     storage, listed = counting(logs)
-    got = [b.number for b in read_batches(storage, logs, "m", "id1", 2, 3, ALL, None, 4)]
+    got = [b.number for b in read_batches(store_of(logs, storage), "id1", 2, 3, ALL, None, 4)]
     assert got == [2, 3] and listed == []
-    assert list(read_batches(storage, logs, "m", "id1", 4, 5, ALL, None, 4)) == [] and listed == []
+    assert list(read_batches(store_of(logs, storage), "id1", 4, 5, ALL, None, 4)) == [] and listed == []
     # the config read before capture published batch 4: it is read all the same
     publish(logs, 4, [6])
-    got = [b.number for b in read_batches(storage, logs, "m", "id1", 3, 5, ALL, None, 4)]
+    got = [b.number for b in read_batches(store_of(logs, storage), "id1", 3, 5, ALL, None, 4)]
     assert got == [3, 4] and listed == []
     # far behind, or the count unknown: one listing, as before
-    assert [b.number for b in read_batches(storage, logs, "m", "id1", 0, -1, ALL, None, None)] == [0, 1, 2, 3, 4]
+    assert [b.number for b in read_batches(store_of(logs, storage), "id1", 0, -1, ALL, None, None)] == [0, 1, 2, 3, 4]
     assert len(listed) == 1
 
 
@@ -182,7 +187,7 @@ def test_a_batch_missing_below_the_published_count_is_named_as_a_gap(logs):
     storage, listed = counting(logs)
     shutil.rmtree(batch(logs, 2))
     with pytest.raises(LogError, match="batch 2 is missing .*batch 3 follows") as err:
-        list(read_batches(storage, logs, "m", "id1", 1, 1, ALL, None, 4))
+        list(read_batches(store_of(logs, storage), "id1", 1, 1, ALL, None, 4))
     assert err.value.batch == 2 and listed == [logs]
 
 
@@ -191,15 +196,21 @@ def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
 
     storage, listed = counting(logs)
     route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")
-    assert route.units(logs, 5, 4, ALL, published=4) == [] and listed == []  # nothing left
-    assert route.units(logs, 4, 3, ALL, published=4) == [] and listed == []  # batch 3 there: level 0 it is
+    assert route.units(store_of(logs, route.storage), 5, 4, ALL, published=4) == [] and listed == []  # nothing left
+    assert (
+        route.units(store_of(logs, route.storage), 4, 3, ALL, published=4) == [] and listed == []
+    )  # batch 3 there: level 0 it is
     shutil.rmtree(batch(logs, 3))
-    assert route.units(logs, 4, 3, ALL, published=4) == [] and listed == [logs]  # batch 3 gone: listed
-    assert route.units(logs, 1, 1, ALL, published=4) == [] and len(listed) == 2
+    assert route.units(store_of(logs, route.storage), 4, 3, ALL, published=4) == [] and listed == [
+        logs
+    ]  # batch 3 gone: listed
+    assert route.units(store_of(logs, route.storage), 1, 1, ALL, published=4) == [] and len(listed) == 2
     from wlcore.master_state import MasterState
 
     listed.clear()
-    route.check_level0(logs, 5, 4, MasterState.of(batches=4), False, ALL)  # waiting for batch 4
+    route.check_level0(
+        store_of(logs, route.storage), 5, 4, MasterState.of(batches=4), False, ALL
+    )  # waiting for batch 4
     assert listed == []
 
 
@@ -208,7 +219,11 @@ def test_a_replica_one_batch_before_its_target_lists_no_compacted_batches(logs):
 
     storage, listed = counting(logs)
     route = Route(storage, os.path.dirname(logs), "m", "id1", "wlc snapshot farm m")
-    assert route.units(logs, 1, 1, Target("txn", txn=2), published=4) == [] and listed == []
+    assert route.units(store_of(logs, route.storage), 1, 1, Target("txn", txn=2), published=4) == [] and listed == []
     walked = route.take_walked()  # batch 1's manifest, read once for the round
-    assert [b.number for b in read_batches(storage, logs, "m", "id1", 1, 1, Target("txn", txn=2), walked, 4)] == [1]
-    assert route.units(logs, 1, 1, Target("txn", txn=3), published=4) == [] and listed == [logs]  # two batches
+    assert [b.number for b in read_batches(store_of(logs, storage), "id1", 1, 1, Target("txn", txn=2), walked, 4)] == [
+        1
+    ]
+    assert route.units(store_of(logs, route.storage), 1, 1, Target("txn", txn=3), published=4) == [] and listed == [
+        logs
+    ]  # two batches

@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from wlcore import batch as B
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.errors import LockHeldError
 from wlcore.logstore import BatchRef, LogStore
@@ -57,7 +56,9 @@ def test_batches_are_staged_then_published_whole_listed_typed_and_deleted(root):
     assert [b.number for b in other.batches()] == [0]  # another database's batches stay
     store.delete(store.batches()[:2])
     assert [b.number for b in store.batches()] == [2] and not st.exists(first.path)
-    assert B.list_batches(st, store.logs, "db") == [(2, store.batches()[0].path)]
+    assert [(b.number, b.path) for b in LogStore(st, root, store.logs, "db").batches()] == [
+        (2, store.batches()[0].path)
+    ]
 
 
 def test_the_state_file_and_the_lock_sit_in_the_root(root):

@@ -9,6 +9,7 @@ import wlr
 from wlcore import batch as B, epochs
 from wlcore.batch import CaptureState, Cursor
 from wlcore.errors import MasterStateError
+from wlcore.logstore import LogStore
 from wlcore.master_state import read_master_state
 from wlcore.promotion import (
     FENCE_FILE,
@@ -55,7 +56,8 @@ def _master(farm, name="m", txns=3, epochs="0:aa"):
         rec = B.TxnRecord(txn=k, gtid=f"abc:{k}", time=T0 + timedelta(seconds=k), table="s.t", version=k,
                           operation="WRITE")  # fmt: skip
         man = B.Manifest(database=name, dbid="abc", batch=k, watermark=rec.time, txns=[rec], epochs=epochs)
-        B.publish(st, logs, B.open_staging(st, logs, name, k), man)
+        store = LogStore(st, str(farm / name), logs, name)
+        store.publish(store.stage(k), man)
     text = f"logs={logs}\nstate=1\nbatches={txns}\nbeat=0\ndbid=abc\ntick={txns - 1}\nepoch=aa\nepochs={epochs}\n"
     (farm / name / "wlc.config").write_text(text)
 
@@ -97,7 +99,10 @@ def test_a_replica_behind_is_refused_then_forced(tmp_path, capsys):
     assert (cfg.database, cfg.dbid, cfg.tick, cfg.batches, cfg.promoted_tick) == ("m", "abc", 1, 2, 1)
     assert cfg.promoted_from == str(tmp_path / "m") and cfg.epochs == f"0:aa,2:{done.epoch}"
     assert cfg.logs == str(tmp_path / "r" / "wlc_logs") and cfg.write == T0 + timedelta(seconds=1)
-    assert [n for n, _p in B.list_batches(st, cfg.logs, "m")] == [0, 1]  # the old history up to the tick
+    assert [b.number for b in LogStore(st, str(tmp_path / "r"), cfg.logs, "m").batches()] == [
+        0,
+        1,
+    ]  # the old history up to the tick
     assert not (tmp_path / "r" / "wlr.config").exists() and (tmp_path / "r" / "wlr.config.promoted").exists()
     assert log_name(st, str(tmp_path / "r"), "r") == "m"  # capture names its batches m_<number>
     start = read_start(st, str(tmp_path / "r"))

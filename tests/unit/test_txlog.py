@@ -1,12 +1,14 @@
 """The transaction log viewer (`wlr log`, wlr.transactions): filters and output, no Spark."""
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from wlcore import batch as B
 from wlcore.errors import NotFoundError
+from wlcore.logstore import LogStore
 from wlcore.settings import format_kv
 from wlcore.storage import Storage
 from wlr import cli, transactions
@@ -46,11 +48,9 @@ def farm(tmp_path):
         ],
     ]
     for n, recs in enumerate(batches):
-        staging = B.open_staging(st, logs, "shop", n)
-        B.publish(
-            st,
-            logs,
-            staging,
+        store = LogStore(st, os.path.dirname(logs), logs, "shop")
+        store.publish(
+            store.stage(n),
             B.Manifest(database="shop", dbid="d1", batch=n, watermark=recs[-1].time, txns=recs),
         )
     return str(tmp_path)
@@ -109,8 +109,8 @@ def test_a_lower_bound_reads_a_few_manifests_of_a_long_log(tmp_path, monkeypatch
     for n in range(300):
         recs = [] if n % 7 == 3 else [_rec(txn + i, f"s.t{(txn + i) % 3}", "WRITE") for i in range(n % 3 + 1)]
         txn += len(recs)
-        staging = B.open_staging(st, logs, "long", n)
-        B.publish(st, logs, staging, B.Manifest("long", "d1", n, T0 + timedelta(minutes=txn), recs))
+        store = LogStore(st, os.path.dirname(logs), logs, "long")
+        store.publish(store.stage(n), B.Manifest("long", "d1", n, T0 + timedelta(minutes=txn), recs))
     everything = transactions("long", str(tmp_path))
     read = []
     real_read = B.read_manifest
