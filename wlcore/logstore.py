@@ -97,6 +97,19 @@ class LogStore:
                 out.append(BatchRef(n, 0, n, Storage.join(self.logs, name)))
         return sorted(out)
 
+    def batch(self, number: int) -> BatchRef | None:
+        """Level-0 batch ``number`` when it is published: one lookup by its name (a ``stat``, or
+        one request on an object store), no listing; a follower near the end reads this way.
+
+        Args:
+            number (int): the batch number.
+
+        Returns:
+            BatchRef | None: the batch; None when it is not published (not yet, or pruned).
+        """
+        path = Storage.join(self.logs, batchfmt.batch_name(self.database, number))
+        return BatchRef(number, 0, number, path) if self.storage.is_published(path) else None
+
     def compacted(self) -> list[BatchRef]:
         """The published compacted batches (levels 1 and 2), by first batch, then level (one listing).
 

@@ -384,9 +384,7 @@ def list_snapshots(
 def _starts_at_batch_zero(store: LogStore, no_snapshot: bool, tick: int) -> bool:
     """True when the log folder still begins at batch 0: it holds batch 0 (level 0 or compacted),
     or, for a master with no snapshot that published nothing (``tick`` -1), no batch at all yet."""
-    from .batch import batch_name
-
-    if store.storage.is_published(Storage.join(store.logs, batch_name(store.database, 0))):
+    if store.batch(0) is not None:
         return True
     compacted = store.compacted()
     if any(b.first == 0 for b in compacted):

@@ -399,9 +399,9 @@ def numbered(store: LogStore, next_batch: int, published: int | None) -> Iterato
         return
     number = next_batch
     while True:
-        path = Storage.join(store.logs, batchfmt.batch_name(store.database, number))
-        if store.storage.is_published(path):
-            yield number, path
+        found = store.batch(number)
+        if found is not None:
+            yield number, found.path
             number += 1
             continue
         if number < published:  # counted as published but not there: a gap, or pruned
@@ -709,9 +709,10 @@ class Route:
         listing a log of tens of thousands of batches on every round of a follower."""
         if published is not None and published <= next_batch:
             return True
-        path = Storage.join(store.logs, batchfmt.batch_name(self.master, next_batch))
-        if not self.storage.is_published(path):
+        found = store.batch(next_batch)
+        if found is None:
             return False  # pruned, perhaps: a compacted batch may hold it
+        path = found.path
         if published is not None and published == next_batch + 1:
             return True
         try:

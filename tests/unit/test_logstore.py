@@ -56,6 +56,7 @@ def test_batches_are_staged_then_published_whole_listed_typed_and_deleted(root):
     assert [b.number for b in other.batches()] == [0]  # another database's batches stay
     store.delete(store.batches()[:2])
     assert [b.number for b in store.batches()] == [2] and not st.exists(first.path)
+    assert store.batch(2) == store.batches()[0] and store.batch(0) is None  # looked up by name, no listing
     assert [(b.number, b.path) for b in LogStore(st, root, store.logs, "db").batches()] == [
         (2, store.batches()[0].path)
     ]
