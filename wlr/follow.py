@@ -5,7 +5,8 @@ until :meth:`Follower.stop`; and the wait of ``replicate(until=...)`` for a targ
 published (:class:`TargetWait`).
 
 A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state, its
-lock, the round to run (``step``) and what the source has published (``published``).
+lock, the rounds of replay it runs (:class:`wlr.replay.Replay`, with the replica's set-up: what the
+source has published) and the SQL names it moves after each round (:class:`wlr.catalog.ReplicaCatalog`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
@@ -26,9 +27,11 @@ from .book import ReplicaLock, StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
 from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
-from .replay import RoundResult
-from .source import Source
+from .replay import Replay, RoundResult
 from .target import Published, ahead, check_capture, meaning
+
+if TYPE_CHECKING:
+    from .catalog import ReplicaCatalog
 
 log = logging.getLogger("wlr.replica")
 
@@ -39,45 +42,50 @@ class Follower:
     Args:
         book: the replica's state and log.
         lock: the replica's ``wlr.lock`` (released when following ends).
-        mutex: held while a round runs (a re-entrant lock shared with the replica's calls).
-        stop: set by :meth:`stop`; rounds end after the segments being applied.
-        step: runs rounds toward a target (``step(target, progress)``).
-        published: what a source's wlc.config says is published (:class:`wlr.target.Published`).
-        source: returns where the replica reads now.
+        replay: the replica's rounds of replay (:meth:`wlr.replay.Replay.steps`); its ``stop`` event,
+            set by :meth:`stop`, ends a round after the segments being applied; its set-up says
+            what the source has published and where it is.
+        catalog: the replica's SQL names, moved to the last consistent tick after every round.
+        metrics: the replica's metrics (retries, a divergence stored).
         beat_seconds: the refresh rate of follow mode, in seconds.
-        capture_command: the command that starts capture (in messages).
         retry_max: the longest wait between two tries of a stored failure, in seconds
             (``replica.retry_max``; the first is after ``beat_seconds``).
-        metrics: the replica's metrics (retries, a divergence stored).
+
+    Attributes:
+        mutex: held while a round runs (re-entrant; the replica's calls hold it too).
     """
 
     def __init__(
         self,
         book: StateBook,
         lock: ReplicaLock,
-        mutex: threading.RLock,
-        stop: threading.Event,
-        step: Callable[[Target, bool], RoundResult],
-        published: Callable[[MasterState], Published],
-        source: Callable[[], Source],
-        beat_seconds: float,
-        capture_command: str,
-        retry_max: float,
+        replay: Replay,
+        catalog: ReplicaCatalog,
         metrics: ReplicaMetrics,
+        beat_seconds: float,
+        retry_max: float,
     ) -> None:
         self.book = book
         self.lock = lock
-        self.mutex = mutex
-        self.stop_event = stop
-        self._step = step
-        self._published = published
-        self._source = source
-        self.beat_seconds = beat_seconds
-        self.capture_command = capture_command
-        self.retry_max = retry_max
+        self.replay = replay
+        self.setup = replay.setup
+        self.catalog = catalog
         self.metrics = metrics
+        self.beat_seconds = beat_seconds
+        self.retry_max = retry_max
+        self.mutex = threading.RLock()
+        self.stop_event = replay.stop
+        self.capture_command = f"wlc capture {self.setup.master_dbfarm} {self.setup.master}"  # in messages
         self.thread: threading.Thread | None = None
         self.watch: FolderWatch | None = None
+
+    def _step(self, target: Target, progress: bool) -> RoundResult:
+        """Rounds of replay toward ``target``, then the SQL names moved to the last consistent tick
+        (also after a failed round: what it applied stays)."""
+        try:
+            return self.replay.steps(target, progress)
+        finally:
+            self.catalog.refresh()
 
     def _wait(self, seconds: float) -> None:
         logs = self.book.state.logs
@@ -87,7 +95,7 @@ class Follower:
         if self.watch is None and logs:
             # not recursive: a batch appears by one rename; None when the folder is missing or on a
             # storage that cannot be watched (an object store): then the wait is by timeout only
-            self.watch = self._source().storage.watcher(
+            self.watch = self.setup.source.storage.watcher(
                 logs, recursive=False, polling=settings().capture.polling, interval=self.beat_seconds, create=False
             )
         if self.watch is not None:
@@ -151,7 +159,7 @@ class Follower:
         """
         wait = TargetWait(target, until, timeout, lambda line: self.book.log(line, logging.WARNING))
         try:
-            pub = self._published(mcfg)
+            pub = self.setup.published(mcfg)
             if ahead(target, pub):
                 wait.update(pub)  # said at once, before the published part is applied
             deadline = time.monotonic() + timeout
@@ -159,7 +167,7 @@ class Follower:
                 result = self._step(target, True)
                 if result.reached or self.stop_event.is_set():
                     return
-                pub = self._published(result.master)  # as the round read it
+                pub = self.setup.published(result.master)  # as the round read it
                 check_capture(target, until, pub, self.capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:

@@ -61,11 +61,14 @@ from .planner import (
 )
 from .relay import Relay
 from .select import Selection
-from .source import Names, Source
+from .source import CurrentSource, Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
 if TYPE_CHECKING:
+    from wlcore.session import LateSession
+
     from .apply import Applier, Landed
+    from .book import ReplicaApplier
     from .monitor import ReplicaMetrics
 
 
@@ -425,12 +428,12 @@ class ReplicaSetup:
     Args:
         book (StateBook): the replica's state and log.
         lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
-        source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
+        source (CurrentSource): where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).
         default_timeout (float): seconds ``replicate`` waits for a target (``replica.timeout``).
-        spark (Callable[[], SparkSession]): returns the replay session.
-        applier (Callable[[], Applier]): returns the replica's applier.
+        spark (LateSession): the replay session (made at its first use).
+        applier (ReplicaApplier): the replica's applier (it keeps the selection settled here).
         view (ConsistentView): the replica's consistent view (set when a replica is made).
     """
 
@@ -438,12 +441,12 @@ class ReplicaSetup:
         self,
         book: StateBook,
         lock: ReplicaLock,
-        source: Callable[[], Source],
+        source: CurrentSource,
         names: Names,
         options: ReplayOptions,
         default_timeout: float,
-        spark: Callable[[], Any],
-        applier: Callable[[], Applier],
+        spark: LateSession,
+        applier: ReplicaApplier,
         view: ConsistentView,
     ) -> None:
         self.book = book
@@ -460,14 +463,23 @@ class ReplicaSetup:
         self.storage: Storage = book.storage
         self.path = book.path
         self.name = book.name
-        self.selection: Selection | None = None
         self._asked: Selection | None = None
         self._route: Route | None = None
 
     @property
     def source(self) -> Source:
         """Where the replica reads now."""
-        return self._source()
+        return self._source.source
+
+    @property
+    def selection(self) -> Selection | None:
+        """The tables (and rows) the replica carries, as :meth:`validate` settled them (None: not yet)."""
+        return self._applier.selection
+
+    @selection.setter
+    def selection(self, value: Selection | None) -> None:
+        """Settle the replica's selection; its applier lands only what it carries."""
+        self._applier.selection = value
 
     @property
     def state(self) -> ReplicaState:
@@ -702,7 +714,7 @@ class ReplicaSetup:
         if start.path:
             body = snap.read(self.source.storage, start.path)
             hist = epochs.upto(epochs.parse(body.epochs or mcfg.epochs), start.txn)
-            applier = self._applier()
+            applier = self._applier.current()
             sel = self.selection or Selection()
             for name in sorted(n for n in body.tables if sel.wants(n)):
                 schema, table = split_name(name)
@@ -832,9 +844,8 @@ class Replay:
         view: the replica's consistent view (moved with the tick).
         relay: the replica's relay (ships what was applied after the rounds).
         options: how replay runs.
-        source: returns where the replica reads now.
-        applier: returns the replica's applier.
-        selection: returns the replica's selection (None: every table).
+        source: where the replica reads now.
+        applier: the replica's applier (with the replica's selection).
         stop: when set, a round ends after the segments being applied.
         metrics: the replica's metrics (segments landed, failures stored).
     """
@@ -846,9 +857,8 @@ class Replay:
         view: ConsistentView,
         relay: Relay,
         options: ReplayOptions,
-        source: Callable[[], Source],
-        applier: Callable[[], Applier],
-        selection: Callable[[], Selection | None],
+        source: CurrentSource,
+        applier: ReplicaApplier,
         stop: threading.Event,
         metrics: ReplicaMetrics,
     ) -> None:
@@ -859,7 +869,6 @@ class Replay:
         self.options = options
         self._source = source
         self._applier = applier
-        self._selection = selection
         self.stop = stop
         self.metrics = metrics
 
@@ -960,7 +969,7 @@ class Replay:
         read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
         walked = route.take_walked()
         try:
-            source = self._source().storage
+            source = self._source.source.storage
             published = published_batches(mcfg)
             for b in read_batches(
                 source, logs, self.setup.master, self.state.dbid, next_batch, tick, target, walked, published
@@ -1039,7 +1048,7 @@ class Replay:
         """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
         if not self.options.use_compacted or self._tick() < self.options.level0_until:
             return False
-        listed = batchfmt.list_compacted(self._source().storage, logs, self.setup.master)
+        listed = batchfmt.list_compacted(self._source.source.storage, logs, self.setup.master)
         return any(first == number for _lv, first, _l, _p in listed)
 
     def _units(self, mcfg: MasterState, logs: str, tick: int, next_batch: int, target: Target) -> list:
@@ -1065,7 +1074,7 @@ class Replay:
         """``({txn: Item}, {txn: cause})`` of the wanted transactions, files verified; the
         causes are the transactions that cannot be applied as published."""
         items, bad = {}, {}
-        selection, storage = self._selection(), self._source().storage
+        selection, storage = self._applier.selection, self._source.source.storage
         for b in batches:
             records = [
                 t for t in b.manifest.txns if t.txn in wanted and (selection is None or selection.wants(t.table))
@@ -1110,13 +1119,13 @@ class Replay:
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
             self.book.save()
 
-        applier = self._applier()
+        applier = self._applier.current()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
         applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
         applier.deltars_limit = self.options.deltars_bytes
         rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
         rnd.observe = self.metrics.segment
-        sel = self._selection()
+        sel = self._applier.selection
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
         if skipped:  # tables this replica does not carry: handled without being applied
             rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})

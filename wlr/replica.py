@@ -10,32 +10,38 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wlcore.fields import FieldOf
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
-from wlcore.session import active_session
+from wlcore.session import LateSession
 from wlcore.settings import number, settings
 from wlcore.storage import Storage
 
 from . import failure, monitor
-from .book import ReplicaLock, StateBook
+from .book import ReplicaApplier, ReplicaLock, StateBook
 from .catalog import ConsistentView, ReplicaCatalog
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .monitor import ReplicaMetrics
-from .planner import Route, Target
+from .planner import Route
 from .relay import Relay
-from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateCall, RoundResult
+from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateCall
 from .select import Selection
-from .source import MasterLike, Names, Source, held_by, master_source, recorded_source, resolve, shipped_source
+from .source import (
+    CurrentSource,
+    MasterLike,
+    Names,
+    Source,
+    held_by,
+    master_source,
+    recorded_source,
+    resolve,
+    shipped_source,
+)
 from .target import Published, date_note
-
-if TYPE_CHECKING:
-    from .apply import Applier
 
 
 class Replica:
@@ -91,7 +97,7 @@ class Replica:
         default_logs = cfg.logs
         recorded = recorded_source(self.state)
         gone = recorded is None or (recorded.is_master and recorded.root.rstrip("/") == self.master_path.rstrip("/"))
-        self.source: Source = (
+        reads: Source = (
             chosen
             or (held_by(self.master_dbfarm, self.master) if gone else None)  # promoted elsewhere
             or recorded
@@ -99,11 +105,20 @@ class Replica:
             or master_source(self.master_dbfarm, self.master)
         )
         self._parts = ReplicaParts(
-            names, self._book, self._options, lambda: self.source, spark, self.beat_seconds, self.default_timeout
+            names, self._book, self._options, CurrentSource(reads), spark, self.beat_seconds, self.default_timeout
         )
-        self._parts.metrics.status = self.status  # wlr_tick, lag... are the figures wlr status prints
 
     # ------------------------------------------------------------------ options and state
+    @property
+    def source(self) -> Source:
+        """Where the replica reads (:mod:`wlr.source`): a master's folder, a shipped copy or a relay."""
+        return self._parts.source.source
+
+    @source.setter
+    def source(self, value: Source) -> None:
+        """Read from ``value`` from the next round on (the same master's batches)."""
+        self._parts.source.switch(value)
+
     @property
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
@@ -137,12 +152,12 @@ class Replica:
     @property
     def spark(self):
         """The replay session: a child of the SparkSession given (else the active one) with its own SQL settings."""
-        return self._parts.spark
+        return self._parts.session()
 
     @property
     def base_spark(self):
         """The SparkSession given to the replica, else the active one (made from config when none is)."""
-        return self._parts.base_spark
+        return self._parts.session.base()
 
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
@@ -368,7 +383,7 @@ class Replica:
         note = date_note(call.until, call.target)
         if note:
             warnings.warn(note, TargetWarning, stacklevel=3)
-        self._parts.metrics.serve(call.metrics_port)
+        self._parts.metrics.serve(call.metrics_port, self)  # wlr_tick, lag...: the figures of status()
         self.stop()
         self._options.relay_wanted = call.relay
         self._parts.follower.run_to(call.target, call.until, timeout, mcfg, follow, call.service)
@@ -390,7 +405,7 @@ class Replica:
                 self.name,
                 self.source.storage,
                 self.master,
-                lambda table: self._parts.applier().tables.current_version(table),
+                self._parts.applier.current().tables.current_version,
             )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")
@@ -423,16 +438,16 @@ class Replica:
 #
 # * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
 #   (:mod:`wlr.book`), shared by every part;
+# * where the replica reads now (:class:`wlr.source.CurrentSource`: ``replicate(source=...)``
+#   switches it between calls) and the replay session (:class:`wlcore.session.LateSession`, made
+#   at the first Spark use);
+# * the applier (:class:`wlr.apply.ReplicaApplier`: made again when the master's database id changes);
 # * the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
 # * the consistent view (:mod:`wlr.catalog`): reads at the last consistent tick, and its SQL
 #   names (:mod:`wlr.catalog`), moved after every round;
 # * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
 #   (:mod:`wlr.follow`), which retries a failure by itself;
-# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked;
-# * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
-#
-# The source (where batches are read) may change between calls (``replicate(source=...)``):
-# the parts read it through ``source()`` each time.
+# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked.
 
 
 class ReplicaParts:
@@ -442,7 +457,7 @@ class ReplicaParts:
         names: the replica's resolved names (dbfarm, master's dbfarm, master, replica).
         book: the replica's state book.
         options: the replay options of the last ``replicate()`` call.
-        source: returns where the replica reads now.
+        source: where the replica reads now.
         spark: the SparkSession given to the replica (None: the active one, at first use).
         beat_seconds: seconds between the follower's rounds (``replica.beat``).
         timeout: seconds a call waits for its target by default (``replica.timeout``).
@@ -453,83 +468,34 @@ class ReplicaParts:
         names: Names,
         book: StateBook,
         options: ReplayOptions,
-        source: Callable[[], Source],
+        source: CurrentSource,
         spark: Any,
         beat_seconds: float,
         timeout: float,
     ) -> None:
-        self.given_spark = spark
-        self._session: Any = None
-        self._applier: Applier | None = None
-        self._source = source
         self.book = book
-        self.mutex = threading.RLock()  # held while a round runs (follow thread and calls)
-        self.stop = threading.Event()
+        self.source = source
+        self.session = LateSession(spark, _replay_session)
+        self.applier = ReplicaApplier(self.session, book, source)
         self.lock = ReplicaLock(book.storage, book.path)
-        self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
-        self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
+        self.view = ConsistentView(book, self.session, self.applier)
+        self.catalog = ReplicaCatalog(book, self.view, self.session)
         self.setup = ReplicaSetup(
-            book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
+            book, self.lock, source, names, options, timeout, self.session, self.applier, self.view
         )
         self.relay = Relay(book, source, names.master)
-        self.metrics = ReplicaMetrics(names.master, names.replica, lambda: self.follower.following())
+        self.metrics = ReplicaMetrics(names.master, names.replica)
         self.replay = Replay(
-            book,
-            self.setup,
-            self.view,
-            self.relay,
-            options,
-            source,
-            self.applier,
-            lambda: self.setup.selection,
-            self.stop,
-            self.metrics,
+            book, self.setup, self.view, self.relay, options, source, self.applier, threading.Event(), self.metrics
         )
-        capture = f"wlc capture {names.master_dbfarm} {names.master}"
         self.follower = Follower(
-            book,
-            self.lock,
-            self.mutex,
-            self.stop,
-            self.steps,
-            self.setup.published,
-            source,
-            beat_seconds,
-            capture,
-            settings().replica.retry_max,
-            self.metrics,
+            book, self.lock, self.replay, self.catalog, self.metrics, beat_seconds, settings().replica.retry_max
         )
+        self.mutex = self.follower.mutex  # held while a round runs (follow thread and calls)
 
-    def steps(self, target: Target, progress: bool) -> RoundResult:
-        """Rounds of replay toward ``target`` (:meth:`wlr.replay.Replay.steps`), then the SQL
-        names moved to the last consistent tick (also after a failed round: what it applied stays)."""
-        try:
-            return self.replay.steps(target, progress)
-        finally:
-            self.catalog.refresh()
 
-    @property
-    def base_spark(self) -> Any:
-        """The SparkSession given to the replica, else the active one (made from config when none is)."""
-        return self.given_spark or active_session()
+def _replay_session(base: Any) -> Any:
+    """:func:`wlr.apply.replay_session` (imported at the first Spark use: ``wlr status`` imports no Spark)."""
+    from .apply import replay_session
 
-    @property
-    def spark(self) -> Any:
-        """The replay session: a child of :attr:`base_spark` with its own SQL settings (made once)."""
-        if self._session is None:
-            from . import apply
-
-            self._session = apply.replay_session(self.base_spark)
-        return self._session
-
-    def applier(self) -> Applier:
-        """The applier of the replica's master (made again when the replica's master database id
-        changes), reading change rows from the current source, with the replica's selection."""
-        from .apply import Applier
-
-        dbid = self.book.state.dbid
-        if self._applier is None or self._applier.dbid != dbid:
-            self._applier = Applier(lambda: self.spark, self.book.storage, self.book.path, dbid, self._source().storage)
-        self._applier.logs_storage = self._source().storage
-        self._applier.selection = self.setup.selection
-        return self._applier
+    return replay_session(base)
