@@ -212,6 +212,8 @@ class Round:
         note: writes a line to ``wlr.log``.
         stop: when set, each table stops after the segment it is applying (the round ends
             early; what landed is recorded, the rest is applied by a later round).
+        metrics: counts every segment landed (engine, transactions, change rows read and after
+            collapse, seconds; None: not counted).
     """
 
     def __init__(
@@ -224,8 +226,10 @@ class Round:
         on_progress: Callable[[dict[str, int]], None],
         note: Callable[[str], None],
         stop: threading.Event | None = None,
+        metrics: ReplicaMetrics | None = None,
     ):
         self.applier, self.state, self.lock = applier, state, lock
+        self.metrics = metrics
         self.stop = stop  # set: every table stops after its current segment (wlr.stop(), SIGTERM)
         self.items, self.bad = items, bad
         self.on_progress, self.note = on_progress, note
@@ -233,8 +237,6 @@ class Round:
         self.failures: list[Failure] = []
         self._halt = threading.Event()
         self.bar = None
-        # told of every segment landed: engine, transactions, change rows read and after collapse, seconds
-        self.observe: Callable[[str, int, int, int, float], None] = lambda *segment: None
 
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
@@ -390,7 +392,8 @@ class Round:
                 self.bar.update(len(items))
         if stats is None:
             return
-        self.observe(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
+        if self.metrics is not None:
+            self.metrics.segment(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
         span = span_text(items[0].rec.start, last.txn)
         what = last.operation if len(items) == 1 else f"{len(items)} transactions"
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
@@ -1123,8 +1126,7 @@ class Replay:
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
         applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
         applier.deltars_limit = self.options.deltars_bytes
-        rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
-        rnd.observe = self.metrics.segment
+        rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop, self.metrics)
         sel = self._applier.selection
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
         if skipped:  # tables this replica does not carry: handled without being applied
