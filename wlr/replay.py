@@ -1,7 +1,7 @@
 """Replay (:class:`Replay`): rounds that read the published batches up to the target, plan, apply, record.
 
-Its parts: the options of replay as the last ``replicate()`` call asked (:class:`ReplayOptions`,
-:class:`ReplicateCall`), the set-up that every round goes through (:class:`ReplicaSetup`: the
+Its parts: what one ``replicate()`` call asks, checked once (:class:`ReplicateOptions`), the
+options of replay as the last call left them (:class:`ReplayOptions`), the set-up that every round goes through (:class:`ReplicaSetup`: the
 checks before anything is written, a new replica's start from a snapshot, the route) and one
 round's segments applied tables in parallel (:class:`Round`).
 
@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -29,12 +29,13 @@ from wlcore.deltalog import delta_ref
 from wlcore.errors import ConfigError, first_line
 from wlcore.faults import crash_point
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
+from wlcore.metrics import port_of
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
-from wlcore.target import Target, parse_until
+from wlcore.target import EVERYTHING, Target, parse_until
 from wlcore.utc import utc_iso
 
 from . import failure, monitor, select
@@ -115,42 +116,100 @@ class ReplayOptions:
 
 
 @dataclass(frozen=True)
-class ReplicateCall:
-    """One ``replicate()`` call, its ``until`` parsed once (see :meth:`wlr.Replica.replicate` for
-    each option).
+class ReplicateOptions:
+    """What one ``replicate()`` call asks, checked once (:meth:`of`); :meth:`wlr.Replica.replicate`
+    says what each option means.
 
     Attributes:
-        target: ``until`` parsed (:func:`wlcore.target.parse_until`).
-        until: the target as the caller gave it (messages name it so).
-        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty, metrics_port:
-            as :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
-        service: following as a service (``wlr replicate --follow``): a failure of the first
+        target (Target): ``until`` parsed, carrying it as the caller gave it (:attr:`Target.given`).
+        follow (bool | None): keep following after an ``"all"`` target (None: ``replica.follow``).
+        timeout (float | None): seconds to wait for the target to be published (None: ``replica.timeout``).
+        collapse (bool | None): land each table's run of DML as one commit (None: ``replica.collapse``).
+        snapshot (int | None): the snapshot (its transaction id) a new replica starts from (None: the newest fit).
+        compacted (bool): replay through compacted batches where they fit.
+        relay (bool | None): turn relaying on or off (None: as recorded).
+        selection (Selection | None): the tables and rows asked (``tables=``, ``where=``; None: the
+            recorded selection, or for a new replica ``replica.tables``/``replica.where``).
+        empty (bool): a new replica may hold no transaction of the master.
+        metrics_port (int | str | None): the port to serve ``/metrics`` on, as given (None: ``metrics.port``).
+        service (bool): following as a service (``wlr replicate --follow``): a failure of the first
             catch-up is retried by the follower (:class:`wlr.follow.Follower`), not raised.
     """
 
-    target: Target
-    until: int | str | datetime | None = None
+    target: Target = EVERYTHING
     follow: bool | None = None
     timeout: float | None = None
     collapse: bool | None = None
     snapshot: int | None = None
     compacted: bool = True
     relay: bool | None = None
-    tables: str | list[str] | None = None
-    where: dict[str, str] | None = None
+    selection: Selection | None = None
     empty: bool = False
     metrics_port: int | str | None = None
     service: bool = False
 
     @classmethod
-    def of(cls, until: int | str | datetime | None = None, **options: Any) -> ReplicateCall:
-        """The call for ``until`` (parsed here, once) and ``options`` (keywords of :meth:`wlr.Replica.replicate`).
+    def of(
+        cls,
+        until: int | str | datetime | None = None,
+        *,
+        follow: bool | None = None,
+        timeout: float | None = None,
+        collapse: bool | None = None,
+        snapshot: int | None = None,
+        compacted: bool = True,
+        relay: bool | None = None,
+        tables: str | list[str] | None = None,
+        where: dict[str, str] | None = None,
+        empty: bool = False,
+        metrics_port: int | str | None = None,
+        service: bool = False,
+    ) -> ReplicateOptions:
+        """Check the arguments of one ``replicate()`` call (the keywords of :meth:`wlr.Replica.replicate`),
+        without reading the replica or its source.
+
+        Returns:
+            ReplicateOptions: the options, ``until`` parsed (:func:`wlcore.target.parse_until`).
 
         Raises:
             TargetError: ``until`` is malformed.
-            TypeError: an option that :meth:`wlr.Replica.replicate` does not take.
+            ConfigError: ``timeout`` is not a number of seconds >= 0; a ``tables`` pattern or a
+                ``where`` key is malformed (:meth:`wlr.select.Selection.of`).
+            MetricsError: ``metrics_port`` is not a port from 0 to 65535 or ``off``.
         """
-        return cls(parse_until(until), until, **options)
+        if metrics_port is not None:
+            port_of(metrics_port)  # kept as given: "off" turns the metrics.port setting off
+        return cls(
+            parse_until(until),
+            follow=None if follow is None else bool(follow),
+            timeout=None if timeout is None else number(timeout, "timeout"),
+            collapse=None if collapse is None else bool(collapse),
+            snapshot=snapshot,
+            compacted=bool(compacted),
+            relay=relay,
+            selection=None if tables is None and where is None else Selection.of(tables, where),
+            empty=bool(empty),
+            metrics_port=metrics_port,
+            service=bool(service),
+        )
+
+    def settled(self, follow: bool, collapse: bool, timeout: float) -> ReplicateOptions:
+        """These options with the replica's defaults where the call left them None.
+
+        Args:
+            follow (bool): ``replica.follow``.
+            collapse (bool): ``replica.collapse``.
+            timeout (float): ``replica.timeout``, seconds.
+
+        Returns:
+            ReplicateOptions: ``follow``, ``collapse`` and ``timeout`` set.
+        """
+        return replace(
+            self,
+            follow=follow if self.follow is None else self.follow,
+            collapse=collapse if self.collapse is None else self.collapse,
+            timeout=timeout if self.timeout is None else self.timeout,
+        )
 
 
 # A replay round: the planned transactions applied as segments, tables in parallel.
@@ -479,30 +538,22 @@ class ReplicaSetup:
         """The replay session."""
         return self._spark()
 
-    def ask_selection(self, tables=None, where=None) -> None:
+    def ask_selection(self, asked: Selection | None) -> None:
         """Keep what ``replicate(tables=, where=)`` asks for; :meth:`validate` settles it.
 
         Args:
-            tables (str | list[str] | None): table names or patterns (``fnmatch``) to replicate;
-                None with ``where`` None: the recorded selection, or for a new replica
-                ``replica.tables``/``replica.where`` in config.
-            where (dict[str, str] | None): ``{table: Spark SQL predicate}``: the rows to replicate.
-
-        Raises:
-            ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
+            asked (Selection | None): the tables and rows asked (:meth:`wlr.select.Selection.of`);
+                None: the recorded selection, or for a new replica ``replica.tables``/``replica.where``.
         """
-        self._asked = None if tables is None and where is None else Selection.of(tables, where)
+        self._asked = asked
 
-    def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
-        """Check, without writing anything, that ``replicate(until)`` may start (see :mod:`wlr.target`
+    def validate(self, options: ReplicateOptions) -> MasterState:
+        """Check, without writing anything, that a ``replicate()`` call may start (see :mod:`wlr.target`
         for the checks on the target).
 
         Args:
-            target (Target): ``until`` parsed (:func:`wlcore.target.parse_until`).
-            until (int | str | datetime | None): the target as the caller gave it, named in messages.
-            timeout (float | None): seconds ``replicate`` would wait for the target (None:
-                ``replica.timeout``).
-            empty (bool): a new replica may hold no transaction.
+            options (ReplicateOptions): the call: its ``target``, ``timeout`` (seconds; None:
+                ``replica.timeout``) and ``empty`` (a new replica may hold no transaction).
 
         Returns:
             MasterState: the source's ``wlc.config``.
@@ -520,6 +571,7 @@ class ReplicaSetup:
             ConfigError: the replica folder is a file; a predicate does not parse or fit.
             NotFoundError: a selected table is unknown to the master.
         """
+        target = options.target
         # Spark must reach S3 before anything is written. The URL's scheme, not the storage,
         # decides it: this is about Spark's configuration (its s3a filesystem on the
         # classpath, as wlcore.session decides from the same prefixes), not about files
@@ -538,29 +590,24 @@ class ReplicaSetup:
         if state is not None:
             self._check_follows(state, mcfg)
             self.check_history(state, mcfg)
-            check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
+            check_not_passed(target, state.tick, state.clock, named=meaning(target))
         elif any(
             n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in (LOCK_FILE, LOG_FILE)
         ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
-        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
-        check_in_time(
-            target,
-            until,
-            pub,
-            datetime.now(timezone.utc),
-            self.default_timeout if timeout is None else number(timeout, "timeout"),
-            settings().capture.settle,
-        )
+        check_capture(target, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
+        timeout = self.default_timeout if options.timeout is None else options.timeout
+        check_in_time(target, pub, datetime.now(timezone.utc), timeout, settings().capture.settle)
         self.selection = select.choose(state, self._asked, self.name, self._spark)
         if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)
             start = self.route(mcfg).start_for(mcfg, logs, target, self.options.start_snapshot)
-            if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
-                check_not_empty(
-                    target, until, self.route(mcfg).first_after(logs, start), pub, bool(start.path), empty, self.master
-                )
+            if (
+                state is None and start.txn < 0 and not options.empty and target.kind != "all"
+            ):  # reads the first manifest
+                first = self.route(mcfg).first_after(logs, start)
+                check_not_empty(target, first, pub, bool(start.path), options.empty, self.master)
             try:
                 self.route(mcfg).check_path(logs, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
