@@ -76,6 +76,11 @@ __all__ = [
 _current: Replica | None = None
 
 
+def __dir__() -> list[str]:
+    """The public API (``__all__``), not the package's submodules (PEP 562)."""
+    return sorted(__all__)
+
+
 def replicate(
     master: str | MasterLike | None = None,
     until: int | str | datetime | None = None,
