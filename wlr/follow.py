@@ -101,7 +101,7 @@ class Follower:
         the target is everything published.
 
         Args:
-            options (ReplicateOptions): the call, its defaults settled: ``target``, ``timeout``
+            options (ReplicateOptions): the call: ``target``, ``timeout``
                 (seconds to wait for the target to be published), ``follow`` (keep following
                 afterwards), ``service`` (following as a service, ``wlr replicate --follow``: a
                 ReplicationError of the catch-up is not raised; it stays stored and the follower
@@ -111,7 +111,7 @@ class Follower:
         Raises:
             TargetError: the target is passed already; as :meth:`wait_for` otherwise.
         """
-        target, timeout, follow = options.target, float(options.timeout or 0.0), bool(options.follow)
+        target, timeout, follow = options.target, options.timeout, options.follow
         self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
         book = self.book
         with self.mutex:

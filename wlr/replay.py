@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -35,7 +35,7 @@ from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.storage import Storage, copy_tree
-from wlcore.target import EVERYTHING, Target, parse_until
+from wlcore.target import Target, parse_until
 from wlcore.utc import utc_iso
 
 from . import failure, monitor, select
@@ -117,14 +117,14 @@ class ReplayOptions:
 
 @dataclass(frozen=True)
 class ReplicateOptions:
-    """What one ``replicate()`` call asks, checked once (:meth:`of`); :meth:`wlr.Replica.replicate`
-    says what each option means.
+    """What one ``replicate()`` call asks, checked once and its defaults filled in (:meth:`of`);
+    :meth:`wlr.Replica.replicate` says what each option means.
 
     Attributes:
         target (Target): ``until`` parsed, carrying it as the caller gave it (:attr:`Target.given`).
-        follow (bool | None): keep following after an ``"all"`` target (None: ``replica.follow``).
-        timeout (float | None): seconds to wait for the target to be published (None: ``replica.timeout``).
-        collapse (bool | None): land each table's run of DML as one commit (None: ``replica.collapse``).
+        follow (bool): keep following after an ``"all"`` target.
+        timeout (float): seconds to wait for the target to be published.
+        collapse (bool): land each table's run of DML as one commit a segment.
         snapshot (int | None): the snapshot (its transaction id) a new replica starts from (None: the newest fit).
         compacted (bool): replay through compacted batches where they fit.
         relay (bool | None): turn relaying on or off (None: as recorded).
@@ -136,10 +136,10 @@ class ReplicateOptions:
             catch-up is retried by the follower (:class:`wlr.follow.Follower`), not raised.
     """
 
-    target: Target = EVERYTHING
-    follow: bool | None = None
-    timeout: float | None = None
-    collapse: bool | None = None
+    target: Target
+    follow: bool
+    timeout: float
+    collapse: bool
     snapshot: int | None = None
     compacted: bool = True
     relay: bool | None = None
@@ -169,7 +169,9 @@ class ReplicateOptions:
         without reading the replica or its source.
 
         Returns:
-            ReplicateOptions: the options, ``until`` parsed (:func:`wlcore.target.parse_until`).
+            ReplicateOptions: the options, ``until`` parsed (:func:`wlcore.target.parse_until`);
+            ``follow``, ``timeout`` and ``collapse`` left None are ``replica.follow``,
+            ``replica.timeout`` and ``replica.collapse`` (:mod:`wlcore.settings`).
 
         Raises:
             TargetError: ``until`` is malformed.
@@ -177,13 +179,15 @@ class ReplicateOptions:
                 ``where`` key is malformed (:meth:`wlr.select.Selection.of`).
             MetricsError: ``metrics_port`` is not a port from 0 to 65535 or ``off``.
         """
+        target = parse_until(until)
         if metrics_port is not None:
             port_of(metrics_port)  # kept as given: "off" turns the metrics.port setting off
+        cfg = settings().replica
         return cls(
-            parse_until(until),
-            follow=None if follow is None else bool(follow),
-            timeout=None if timeout is None else number(timeout, "timeout"),
-            collapse=None if collapse is None else bool(collapse),
+            target,
+            follow=cfg.follow if follow is None else bool(follow),
+            timeout=cfg.timeout if timeout is None else number(timeout, "timeout"),
+            collapse=cfg.collapse if collapse is None else bool(collapse),
             snapshot=snapshot,
             compacted=bool(compacted),
             relay=relay,
@@ -191,24 +195,6 @@ class ReplicateOptions:
             empty=bool(empty),
             metrics_port=metrics_port,
             service=bool(service),
-        )
-
-    def settled(self, follow: bool, collapse: bool, timeout: float) -> ReplicateOptions:
-        """These options with the replica's defaults where the call left them None.
-
-        Args:
-            follow (bool): ``replica.follow``.
-            collapse (bool): ``replica.collapse``.
-            timeout (float): ``replica.timeout``, seconds.
-
-        Returns:
-            ReplicateOptions: ``follow``, ``collapse`` and ``timeout`` set.
-        """
-        return replace(
-            self,
-            follow=follow if self.follow is None else self.follow,
-            collapse=collapse if self.collapse is None else self.collapse,
-            timeout=timeout if self.timeout is None else self.timeout,
         )
 
 
@@ -487,7 +473,6 @@ class ReplicaSetup:
         source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).
-        default_timeout (float): seconds ``replicate`` waits for a target (``replica.timeout``).
         spark (Callable[[], SparkSession]): returns the replay session.
         applier (Callable[[], Applier]): returns the replica's applier.
         view (ConsistentView): the replica's consistent view (set when a replica is made).
@@ -500,7 +485,6 @@ class ReplicaSetup:
         source: Callable[[], Source],
         names: Names,
         options: ReplayOptions,
-        default_timeout: float,
         spark: Callable[[], Any],
         applier: Callable[[], Applier],
         view: ConsistentView,
@@ -512,7 +496,6 @@ class ReplicaSetup:
         self.master_dbfarm = names.master_dbfarm
         self.dbfarm = names.dbfarm
         self.options = options
-        self.default_timeout = default_timeout
         self._spark = spark
         self._applier = applier
         self.view = view
@@ -552,8 +535,8 @@ class ReplicaSetup:
         for the checks on the target).
 
         Args:
-            options (ReplicateOptions): the call: its ``target``, ``timeout`` (seconds; None:
-                ``replica.timeout``) and ``empty`` (a new replica may hold no transaction).
+            options (ReplicateOptions): the call: its ``target``, ``timeout`` (seconds the call
+                would wait for the target) and ``empty`` (a new replica may hold no transaction).
 
         Returns:
             MasterState: the source's ``wlc.config``.
@@ -597,8 +580,7 @@ class ReplicaSetup:
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
         check_capture(target, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
-        timeout = self.default_timeout if options.timeout is None else options.timeout
-        check_in_time(target, pub, datetime.now(timezone.utc), timeout, settings().capture.settle)
+        check_in_time(target, pub, datetime.now(timezone.utc), options.timeout, settings().capture.settle)
         self.selection = select.choose(state, self._asked, self.name, self._spark)
         if state is None or state.state == "restoring":
             logs = self.source.logs(mcfg)

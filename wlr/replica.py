@@ -81,9 +81,6 @@ class Replica:
         self.master_path: str = Storage.join(self.master_dbfarm, self.master)
         cfg = settings().replica
         self.beat_seconds: float = cfg.beat
-        self.default_timeout: float = cfg.timeout
-        self.default_follow: bool = cfg.follow
-        self.default_collapse: bool = cfg.collapse
         self._options = ReplayOptions.of(cfg)
         self._book = StateBook(self.storage, self.path, self.name)
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
@@ -98,9 +95,7 @@ class Replica:
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)
         )
-        self._parts = ReplicaParts(
-            names, self._book, self._options, lambda: self.source, spark, self.beat_seconds, self.default_timeout
-        )
+        self._parts = ReplicaParts(names, self._book, self._options, lambda: self.source, spark, self.beat_seconds)
         self._parts.metrics.status = self.status  # wlr_tick, lag... are the figures wlr status prints
 
     # ------------------------------------------------------------------ options and state
@@ -340,8 +335,7 @@ class Replica:
         Raises:
             as :meth:`replicate`.
         """
-        options = options.settled(self.default_follow, self.default_collapse, self.default_timeout)
-        self.collapse = bool(options.collapse)
+        self.collapse = options.collapse
         mcfg = self.check(options)
         note = date_note(options.target)
         if note:
@@ -423,7 +417,6 @@ class ReplicaParts:
         source: returns where the replica reads now.
         spark: the SparkSession given to the replica (None: the active one, at first use).
         beat_seconds: seconds between the follower's rounds (``replica.beat``).
-        timeout: seconds a call waits for its target by default (``replica.timeout``).
     """
 
     def __init__(
@@ -434,7 +427,6 @@ class ReplicaParts:
         source: Callable[[], Source],
         spark: Any,
         beat_seconds: float,
-        timeout: float,
     ) -> None:
         self.given_spark = spark
         self._session: Any = None
@@ -446,9 +438,7 @@ class ReplicaParts:
         self.lock = ReplicaLock(book.storage, book.path)
         self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
         self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
-        self.setup = ReplicaSetup(
-            book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
-        )
+        self.setup = ReplicaSetup(book, self.lock, source, names, options, lambda: self.spark, self.applier, self.view)
         self.relay = Relay(book, source, names.master)
         self.metrics = ReplicaMetrics(names.master, names.replica, lambda: self.follower.following())
         self.replay = Replay(

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from wlcore.master_state import MasterState
-from wlcore.settings import format_kv
+from wlcore.settings import format_kv, settings
 from wlr.errors import ReplicationTimeout, TargetError
 from wlr.follow import TargetWait
 from wlr.planner import Target, parse_until
@@ -211,8 +211,9 @@ def test_the_options_of_a_call_are_checked_once_before_anything_is_read():
     assert options.target == parse_until("2026-11-24") and options.target.given == "2026-11-24"
     assert options.timeout == 30.0 and options.selection is not None and options.metrics_port == "off"
     assert ReplicateOptions.of().selection is None and ReplicateOptions.of().target.kind == "all"
-    settled = options.settled(follow=True, collapse=False, timeout=600.0)
-    assert (settled.follow, settled.collapse, settled.timeout) == (True, False, 30.0)
+    cfg = settings().replica  # the defaults of what the call leaves out
+    assert (options.follow, options.collapse) == (cfg.follow, cfg.collapse)
+    assert ReplicateOptions.of().timeout == cfg.timeout and ReplicateOptions.of(follow=0).follow is False
     with pytest.raises(TargetError):
         ReplicateOptions.of("halo")
     with pytest.raises(ConfigError, match="timeout"):
