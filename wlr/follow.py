@@ -27,7 +27,7 @@ from .book import ReplicaLock, StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
 from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
-from .replay import Replay, RoundResult
+from .replay import Replay, ReplicateOptions, RoundResult
 from .target import Published, ahead, check_capture, meaning
 
 if TYPE_CHECKING:
@@ -103,23 +103,23 @@ class Follower:
         else:
             self.stop_event.wait(seconds)
 
-    def run_to(
-        self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool, service: bool = False
-    ) -> None:
-        """Replay up to ``target`` under the replica's lock (:meth:`wait_for`), record the
-        outcome (``until``, ``state``), then follow in the background when ``follow`` and the
-        target is everything published.
+    def run_to(self, options: ReplicateOptions, mcfg: MasterState) -> None:
+        """Replay up to the call's target under the replica's lock (:meth:`wait_for`), record the
+        outcome (``until``, ``state``), then follow in the background when the call follows and
+        the target is everything published.
 
         Args:
-            target: the parsed target; until: the target as the caller gave it (in messages).
-            timeout: seconds to wait for the target to be published; mcfg: the source's
-                wlc.config as validated; follow: keep following afterwards.
-            service: following as a service (``wlr replicate --follow``): a ReplicationError of
-                the catch-up is not raised; it stays stored and the follower retries it.
+            options (ReplicateOptions): the call: ``target``, ``timeout``
+                (seconds to wait for the target to be published), ``follow`` (keep following
+                afterwards), ``service`` (following as a service, ``wlr replicate --follow``: a
+                ReplicationError of the catch-up is not raised; it stays stored and the follower
+                retries it).
+            mcfg (MasterState): the source's wlc.config as validated.
 
         Raises:
             TargetError: the target is passed already; as :meth:`wait_for` otherwise.
         """
+        target, timeout, follow = options.target, options.timeout, options.follow
         self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
         book = self.book
         with self.mutex:
@@ -127,13 +127,13 @@ class Follower:
             try:
                 state = book.reload()
                 if not state.empty:
-                    check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
+                    check_not_passed(target, state.tick, state.clock, named=meaning(target))
                 try:
-                    self.wait_for(target, until, timeout, mcfg)
+                    self.wait_for(target, timeout, mcfg)
                 except ReplicationError:
-                    if not (service and follow and target.kind == "all"):
+                    if not (options.service and follow and target.kind == "all"):
                         raise  # stored in wlr.config; as a service, the follower below retries it
-                book.state.until = "" if until is None else str(until)
+                book.state.until = "" if target.until is None else str(target.until)
                 failed = bool(book.state.error_cause)
                 follow = follow and target.kind == "all" and not self.stop_event.is_set()
                 book.state.state = "failed" if failed else ("following" if follow else "idle")
@@ -144,12 +144,12 @@ class Follower:
         if follow:
             self.start()
 
-    def wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
+    def wait_for(self, target: Target, timeout: float, mcfg: MasterState) -> None:
         """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it
         to be published; the wait is said at once and shown (:mod:`wlr.follow`).
 
         Args:
-            target: the parsed target; until: the target as the caller gave it (in messages).
+            target: the target (carrying ``until`` as the caller gave it, for messages).
             timeout: seconds to wait for the target to be published.
             mcfg: the source's wlc.config as read before the first round.
 
@@ -157,7 +157,7 @@ class Follower:
             ReplicationTimeout: the target was not published in time, or cannot be (capture
                 stopped or went stale); ReplicationError, DivergedError: from the rounds.
         """
-        wait = TargetWait(target, until, timeout, lambda line: self.book.log(line, logging.WARNING))
+        wait = TargetWait(target, timeout, lambda line: self.book.log(line, logging.WARNING))
         try:
             pub = self.setup.published(mcfg)
             if ahead(target, pub):
@@ -168,7 +168,7 @@ class Follower:
                 if result.reached or self.stop_event.is_set():
                     return
                 pub = self.setup.published(result.master)  # as the round read it
-                check_capture(target, until, pub, self.capture_command)  # capture went away: it will not come
+                check_capture(target, pub, self.capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:
                     tick = self.book.current().tick
@@ -306,8 +306,7 @@ class TargetWait:
     """One ``replicate(until=...)`` call's wait for its target.
 
     Args:
-        target (Target): the target.
-        until (int | str | datetime | None): the target as the caller gave it (for the messages).
+        target (Target): the target (carrying ``until`` as the caller gave it, for the messages).
         timeout (float): seconds the call waits (``replica.timeout``).
         say (Callable[[str], None]): writes one line for people (the replica's log at WARNING level).
         every (float): seconds between lines where no progress bar is shown.
@@ -317,13 +316,12 @@ class TargetWait:
     def __init__(
         self,
         target: Target,
-        until,
         timeout: float,
         say: Callable[[str], None],
         every: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.target, self.until, self.timeout, self.say = target, until, timeout, say
+        self.target, self.timeout, self.say = target, timeout, say
         self.every, self.clock = every, clock
         self.started: float | None = None
         self._last_line = 0.0
@@ -342,7 +340,7 @@ class TargetWait:
             pub (Published): what the source has published now.
         """
         now = self.clock()
-        named = meaning(self.until, self.target)
+        named = meaning(self.target)
         if self.started is None:
             self.started = self._last_line = now
             self.say(f"waiting for {named}: {pub.describe()}; waiting up to {self.timeout:g} s (replica.timeout)")
@@ -379,7 +377,7 @@ class TargetWait:
             str: the message (a :class:`wlr.ReplicationTimeout` carries it).
         """
         text = (
-            f"waited {self.timeout:g} s for {meaning(self.until, self.target)}; the replica is at transaction "
+            f"waited {self.timeout:g} s for {meaning(self.target)}; the replica is at transaction "
             f"{replica_tick} and {pub.describe()}. "
         )
         if cli:
@@ -399,7 +397,7 @@ class TargetWait:
             self.bar = None
 
     def _short(self) -> str:
-        return f"transaction {self.target.upto_txn}" if self.target.kind == "txn" else meaning(self.until, self.target)
+        return f"transaction {self.target.upto_txn}" if self.target.kind == "txn" else meaning(self.target)
 
     @staticmethod
     def _status(pub: Published) -> str:
