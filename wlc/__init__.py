@@ -68,6 +68,11 @@ __all__ = [
 _current: Master | None = None
 
 
+def __dir__() -> list[str]:
+    """The public API (``__all__``), not the package's submodules (PEP 562)."""
+    return sorted(__all__)
+
+
 def master(
     dbname: str, dbfarm: str | None = None, logs: str | None = None, metrics_port: int | str | None = None
 ) -> Master:

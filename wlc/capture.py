@@ -146,6 +146,8 @@ from wlcore.storage import FileStat, Storage
 if TYPE_CHECKING:
     import pyarrow as pa  # imported by the first copy through delta-rs, not by `wlc status`
 
+    from .master_record import MasterRecord
+
 RACY_MS = 2000  # a log folder modified less than this before its listing is listed again
 
 
@@ -489,35 +491,19 @@ class Capture:
 
     Args:
         spark (SparkSession): the session that reads change rows and checkpoints.
-        storage (Storage): the storage holding the master.
-        db_path (str): the master's folder.
-        dbname (str): the master's name.
-        dbid (str): the master's database id.
+        record (MasterRecord): the master's record, read once here: its folder, the folders that
+            are not schemas (the log folder inside it) and the watermark published before this
+            capture began (``wlc.config``'s; none for a new master).
         state (CaptureState): capture's cursors (each table's last captured version).
-        skip_schemas (frozenset[str] | set[str]): schema folders not scanned.
         holds (Holds | None): the tables that cannot be read now (:class:`Holds`; None: new).
-        floor (datetime | None): the watermark (UTC) published before this capture began.
     """
 
-    def __init__(
-        self,
-        spark,
-        storage: Storage,
-        db_path: str,
-        dbname: str,
-        dbid: str,
-        state: CaptureState,
-        skip_schemas: frozenset[str] | set[str] = frozenset(),
-        holds: Holds | None = None,
-        floor: datetime | None = None,
-    ):
+    def __init__(self, spark, record: MasterRecord, state: CaptureState, holds: Holds | None = None):
         self.spark = spark
-        self.storage = storage
-        self.db_path = db_path
-        self.dbname = dbname
-        self.dbid = dbid
+        self.storage = record.storage
+        self.db_path = record.path
         self.state = state
-        self.skip = set(skip_schemas)
+        self.skip = record.skip_schemas()
         self._gone_since: dict[str, datetime] = {}
         self._first_sig: dict[str, tuple] = {}
         self._seen_sig: dict[str, tuple] = {}
@@ -525,13 +511,13 @@ class Capture:
         self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
         self.notices: dict[str, str] = {}  # {table: the last change-feed limit met there}
         self.new_notices: list[tuple[str, str]] = []  # (table, text) not yet told (the master logs them)
-        self.copier = Copier(spark, storage, db_path, self.note)
+        self.copier = Copier(spark, self.storage, self.db_path, self.note)
         self.holds = holds or Holds(1.0, 60.0)  # tables that cannot be read now
         self.switched = 0  # tables capture switched a feature on in at the last scan (a commit of its own)
-        self.floor = floor  # the watermark published before this capture began
+        self.floor = record.config.watermark_time  # the watermark published before this capture began
         self.complete: dict[str, datetime] = {}  # {table: the limit of the last scan that read it whole}
         self.taken_back: set[str] = set()  # tables whose transactions this scan took back (held for their rows)
-        self.quiet = QuietLogs(storage)  # tables whose log is unchanged since it was read (off until set on)
+        self.quiet = QuietLogs(self.storage)  # tables whose log is unchanged since it was read (off until set on)
 
     # ------------------------------------------------------------------ finding transactions
     def plan(self, limit: datetime | None, now: datetime) -> tuple[list[Planned], dict[str, Cursor]]:

@@ -47,7 +47,6 @@ import threading
 import uuid
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable
 
 from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.batch import CHANGE_TYPE, CHANGE_TYPES, VERSION_COLUMN, Manifest, SpanCache, TxnRecord
@@ -59,6 +58,7 @@ from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState
 from wlcore.names import batch_folder
 from wlcore.retention import PruneReport, keep_of, prune_folder, write_promise
+from wlcore.session import LateSession
 from wlcore.settings import Every, every, settings
 from wlcore.storage import Storage
 from wlcore.utc import utcnow
@@ -377,11 +377,11 @@ class MasterLifecycle:
 
     Args:
         record: the master's ``wlc.config`` and ``wlc.log``.
-        spark: returns the Spark session (called when a copy needs it: Spark starts late).
+        spark: the master's Spark session (made when a copy needs it: Spark starts late).
         lock: the master's lock, held while ``wlc.config`` changes.
     """
 
-    def __init__(self, record: MasterRecord, spark: Callable[[], Any], lock: threading.RLock):
+    def __init__(self, record: MasterRecord, spark: LateSession, lock: threading.RLock):
         self.record = record
         self.spark = spark
         self.lock = lock

@@ -39,7 +39,7 @@ import time
 import uuid
 import warnings
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from wlcore import batch as batchfmt, epochs, metrics, snapshots as snap
 from wlcore.batch import TxnRecord
@@ -64,7 +64,7 @@ from wlcore.master_state import (
 from wlcore.names import split_name
 from wlcore.promotion import read_start, resume_point
 from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
-from wlcore.session import active_session
+from wlcore.session import LateSession
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
 from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
 from wlcore.storage import HeldLock, Storage
@@ -130,14 +130,7 @@ class Master:
         self.record = MasterRecord(self.storage, self.path, self.dbname, settings().master.beat)
         self.notes = TableNotes(self.record)
         self.setup = MasterSetup(self.record, self.notes, self.dbfarm, logs, self.session)
-        self.catalog = MasterCatalog(
-            self.session,
-            self.storage,
-            self.path,
-            self.dbname,
-            self.setup.skip_schemas,
-            self.timing,
-        )
+        self.catalog = MasterCatalog(self.session, self.record, self.timing)
         self.cycle = MasterLifecycle(self.record, self.session, self._lock)
         self.shipping = MasterShipping(self.storage, self.path, self.record.dbname)
         self.capture: Capture | None = None  # from start() on
@@ -430,7 +423,9 @@ class Master:
 
         Raises:
             ShipError: the destination holds another database's copy, or a batch did not verify there."""
-        return self.shipping.ship(to, follow, flush=self.flush if self.running else None)
+        if self.running:
+            self.flush()
+        return self.shipping.ship(to, follow)
 
     def ship_stop(self, to: str | None = None) -> None:
         """Stop following shippers: the one to ``to`` (a destination folder or URL), or all (None)."""
@@ -721,24 +716,8 @@ class MasterSetup:
         Returns:
             tuple[Capture, Publisher]: the scanner and the open batch it stages into.
         """
-        capture = Capture(
-            spark,
-            self.storage,
-            self.path,
-            self.dbname,
-            self.record.config.dbid,
-            state,
-            skip_schemas=self.skip_schemas(),
-            floor=self.record.config.watermark_time,
-            holds=Holds(timing.poll_interval, timing.retry_max),
-        )
+        capture = Capture(spark, self.record, state, Holds(timing.poll_interval, timing.retry_max))
         return capture, Publisher(capture, self.record, self.notes, timing, last)
-
-    def skip_schemas(self) -> set[str]:
-        """The folders of the database that are not schemas: the log folder when it sits inside the database."""
-        logs = os.path.abspath(self.record.logs)
-        parent = os.path.dirname(logs)
-        return {os.path.basename(logs)} if os.path.abspath(self.path) == parent else set()
 
     def initialise(self) -> CaptureState:
         """Make a new master: its log folder, its id, the first snapshot of the tables it holds,
@@ -762,7 +741,7 @@ class MasterSetup:
         state = CaptureState()
         if tables:
             snapshot = snap.folder_of(self.path, -1)
-            capture = Capture(self.spark(), self.storage, self.path, self.dbname, dbid, state)
+            capture = Capture(self.spark(), self.record, state)  # a new master: no watermark yet
             # what capture switches on is on before the snapshot: its versions need no image later
             capture.enable_capture_properties({n: capture.start_cursor(p)[0] for n, p in tables.items()})
             starts = {n: capture.start_cursor(p) for n, p in tables.items()}
@@ -834,25 +813,6 @@ class MasterSetup:
         return CaptureState(), None
 
 
-class LateSession:
-    """The Spark session of one :class:`Master`, shared by its parts: the one given, else the active
-    one, made at the first call (Spark starts late: ``wlc master`` on a database without tables
-    starts none).
-
-    Args:
-        spark (SparkSession | None): the session to use (None: the active one, when first needed).
-    """
-
-    def __init__(self, spark: Any = None):
-        self._spark = spark
-
-    def __call__(self) -> Any:
-        """The session (made now when none was given or made before)."""
-        if self._spark is None:
-            self._spark = active_session()
-        return self._spark
-
-
 catalog_log = logging.getLogger("wlc.catalog")
 
 
@@ -860,30 +820,18 @@ class MasterCatalog:
     """The catalog calls of one :class:`wlc.Master`: its schema folders in the Spark session catalog.
 
     Args:
-        spark: the master's Spark session (called when a catalog call needs it: Spark starts late).
-        storage: the storage of the dbfarm.
-        path: the database folder.
-        dbname: the database name (in warnings).
-        skip_schemas: returns the folders of the database that are not schemas (the log folder
-            when it sits inside the database).
+        spark: the master's Spark session (made when a catalog call needs it: Spark starts late).
+        record: the master's ``wlc.config`` (its folder, and its log folder: not a schema).
         timing: capture's timing: its poll interval is the seconds between two looks at Spark's
             warehouse folder (at least 1).
     """
 
-    def __init__(
-        self,
-        spark: LateSession,
-        storage: Storage,
-        path: str,
-        dbname: str,
-        skip_schemas: Callable[[], set[str]],
-        timing: CaptureTiming,
-    ):
+    def __init__(self, spark: LateSession, record: MasterRecord, timing: CaptureTiming):
         self._spark = spark
-        self.storage = storage
-        self.path = path
-        self.dbname = dbname
-        self._skip_schemas = skip_schemas
+        self.record = record
+        self.storage = record.storage
+        self.path = record.path
+        self.dbname = posixpath.basename(record.path.rstrip("/"))  # the folder's name (in warnings)
         self._timing = timing
         self._known_schemas: set[str] | None = None  # schemas in Spark's warehouse folder already seen
         self._warehouse: str | None = None
@@ -915,7 +863,7 @@ class MasterCatalog:
         ``{"schema.table": reason}`` for tables whose names the session catalog does not take.
         """
         spark = self._spark()
-        left_out = register(spark, self.storage, self.path, self._skip_schemas())
+        left_out = register(spark, self.storage, self.path, self.record.skip_schemas())
         self._warehouse = warehouse_folder(spark)
         self._known_schemas = warehouse_schemas(self._warehouse)
         return left_out
@@ -959,14 +907,13 @@ class MasterShipping:
         self.dbname = dbname
         self._shippers: dict[str, Shipper] = {}  # {destination root: its following shipper}
 
-    def ship(self, to: str, follow: bool = False, flush: Callable[[], object] | None = None) -> ShipReport | Shipper:
+    def ship(self, to: str, follow: bool = False) -> ShipReport | Shipper:
         """Copy the master's published batches and snapshots to ``to`` (see :meth:`wlc.Master.ship`).
 
         Args:
             to: destination folder or URL (another folder or mount, or ``s3://bucket/path``).
             follow: False: one pass; True: one pass now, then keep shipping in a background
                 thread whenever a batch is published, until :meth:`stop`.
-            flush: called first (the capturing master's flush), or None.
 
         The destination is noted in ``<db>/wlc.copies``: ``wlc prune`` prunes it by its own retention.
 
@@ -977,8 +924,6 @@ class MasterShipping:
             ShipError: the destination holds another database's copy, or a batch did not
                 verify there (nothing unverified is published; ship again).
         """
-        if flush is not None:
-            flush()
         shipper = Shipper(self.storage, self.path, self.dbname, to)
         report = shipper.once()
         add_copy(self.storage, self.path, to)  # wlc prune prunes it too
@@ -1048,7 +993,7 @@ class CaptureThread:
         self._watch: FolderWatch | None = None
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None  # what the last scan raised (None: it went well)
-        self.metrics = CaptureMetrics(publisher, record, lambda: self.alive)  # Prometheus, while capturing
+        self.metrics = CaptureMetrics(publisher, record)  # Prometheus, while capturing
 
     @property
     def alive(self) -> bool:
@@ -1071,7 +1016,7 @@ class CaptureThread:
         for key in ("capture_error", "capture_error_since"):  # an earlier session's: this one says its own
             self.record.config.drop(key)
         self._thread = threading.Thread(target=self._run, name=f"wlc-capture-{self.record.dbname}", daemon=True)
-        self.metrics.start()
+        self.metrics.start(self._thread)
         self._thread.start()
 
     def wake(self) -> None:

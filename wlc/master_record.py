@@ -23,6 +23,7 @@ notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and c
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import time
 import warnings
@@ -68,6 +69,12 @@ class MasterRecord:
     def logs(self) -> str:
         """The log folder ``wlc.config`` names (``<db>/wlc_logs`` by default)."""
         return logs_of(self.config, self.path)
+
+    def skip_schemas(self) -> set[str]:
+        """The folders of the database that are not schemas: the log folder when it sits inside the database."""
+        logs = os.path.abspath(self.logs)
+        parent = os.path.dirname(logs)
+        return {os.path.basename(logs)} if os.path.abspath(self.path) == parent else set()
 
     @property
     def store(self) -> LogStore:

@@ -25,9 +25,10 @@ Read when Prometheus scrapes, from the master's ``wlc.config`` and log folder (w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Iterable
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -37,7 +38,6 @@ from wlcore.utc import utcnow
 
 if TYPE_CHECKING:
     from .master_record import MasterRecord
-    from .publisher import Publisher
 
 PUBLISH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -74,41 +74,77 @@ LIVE = Live(
 )
 
 
-class CaptureMetrics:
-    """The metrics of one capturing master, owned by its capture thread
-    (:class:`wlc.master.CaptureThread`).
+class PublishCounts:
+    """What one master's publisher publishes (``wlc_transactions_published_total``,
+    ``wlc_batches_published_total``, ``wlc_publish_seconds``), counted once its capture is
+    reported (:meth:`CaptureMetrics.start`: a master that does not capture here counts nothing).
 
     Args:
-        publisher: the master's open batch (staged transactions, held tables, notes).
-        record: the master's ``wlc.config`` and folders.
-        alive: returns True while the capture thread runs.
+        database: the master database's name (the ``database`` label).
+
+    Attributes:
+        on: True once counting (set by :meth:`CaptureMetrics.start`).
     """
 
-    def __init__(self, publisher: Publisher, record: MasterRecord, alive: Callable[[], bool]) -> None:
-        self.publisher, self.record, self.alive = publisher, record, alive
-        self.database = record.dbname
-        self.usage = LogUsage(record.storage, lambda: record.logs, record.dbname)
-
-    def start(self) -> None:
-        """Report this master from now on, and count what its publisher publishes."""
-        self.publisher.on_publish = self.published
-        LIVE.add(self)
-
-    def stop(self) -> None:
-        """Stop reporting this master's state (its counters stay, as counters do)."""
-        LIVE.remove(self)
+    def __init__(self, database: str) -> None:
+        self.database = database
+        self.on = False
 
     def published(self, transactions: int, seconds: float) -> None:
-        """Count a published batch.
+        """Count a published batch (nothing until :attr:`on`).
 
         Args:
             transactions (int): the transactions in it.
             seconds (float): how long publishing it took.
         """
+        if not self.on:
+            return
         events = EVENTS()
         events.transactions.labels(self.database).inc(transactions)
         events.batches.labels(self.database).inc()
         events.publish.labels(self.database).observe(seconds)
+
+
+class Publishing(Protocol):
+    """What the metrics read of a master's open batch (:class:`wlc.publisher.Publisher`)."""
+
+    counts: PublishCounts
+    capture: Any  # its capture (the tables held)
+
+    @property
+    def staged(self) -> int:
+        """Transactions captured into the open batch and not published yet."""
+        ...
+
+
+class CaptureMetrics:
+    """The metrics of one capturing master, owned by its capture thread
+    (:class:`wlc.master.CaptureThread`).
+
+    Args:
+        publisher: the master's open batch (staged transactions, held tables, what it publishes).
+        record: the master's ``wlc.config`` and folders.
+    """
+
+    def __init__(self, publisher: Publishing, record: MasterRecord) -> None:
+        self.publisher, self.record = publisher, record
+        self.database = record.dbname
+        self.usage = LogUsage(record.storage, record.logs, record.dbname)
+        self.thread: threading.Thread | None = None  # the capture thread, once started
+
+    def start(self, thread: threading.Thread) -> None:
+        """Report this master from now on, and count what its publisher publishes.
+
+        Args:
+            thread (threading.Thread): the capture thread (``wlc_capture_up`` is 1 while it runs).
+        """
+        self.thread = thread
+        self.publisher.counts.on = True
+        LIVE.add(self)
+
+    def stop(self) -> None:
+        """Stop reporting this master's state (its counters stay, as counters do)."""
+        LIVE.remove(self)
 
     def error(self, kind: str) -> None:
         """Count a failed scan (``kind``: the exception's class name)."""
@@ -133,7 +169,7 @@ class CaptureMetrics:
             yield "wlc_log_bytes", {**db, "level": str(level)}, size
         snaps = list_snapshots(self.record.storage, self.record.path, cfg.snapshot, self.record.store)
         yield "wlc_snapshots", db, len([s for s in snaps if s.path])
-        yield "wlc_capture_up", db, 1 if self.alive() else 0
+        yield "wlc_capture_up", db, 1 if self.thread is not None and self.thread.is_alive() else 0
 
     def __repr__(self) -> str:
         return f"<capture metrics of {self.database!r}>"

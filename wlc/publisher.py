@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -28,6 +28,7 @@ from wlcore.utc import utc_iso, utcnow
 
 from .capture import Capture, Cursor, place_in_order
 from .master_record import MasterRecord, TableNotes
+from .metrics import PublishCounts
 
 log = logging.getLogger("wlc.master")
 
@@ -162,8 +163,7 @@ class Publisher:
         self._unwritten_since: float | None = None  # time.monotonic() of the oldest of them
         self._open: OpenBatch | None = None
         self._watermark_saved = float("-inf")  # time.monotonic() of the last watermark or heartbeat write
-        # told of every batch published: its transactions and the seconds publishing took (wlc.metrics)
-        self.on_publish: Callable[[int, float], None] = lambda transactions, seconds: None
+        self.counts = PublishCounts(record.dbname)  # counted for Prometheus while capture is reported
 
     @property
     def staged(self) -> int:
@@ -241,7 +241,7 @@ class Publisher:
             if item.table not in opening:
                 old = cap.state.tables.get(item.table)
                 opening[item.table] = None if old is None else Cursor.from_json(old.to_json())
-        records = to_records(items, cap.state, cap.dbid)
+        records = to_records(items, cap.state, self.record.config.dbid)
         if self._unwritten_since is None:
             self._unwritten_since = time.monotonic()
         self._unwritten.extend(zip(records, items))
@@ -377,7 +377,7 @@ class Publisher:
             f"published batch {manifest.batch}: transactions {manifest.first_txn}..{manifest.last_txn} "
             f"({len(manifest.txns)}), watermark {utc_iso(watermark)}"
         )
-        self.on_publish(len(manifest.txns), time.monotonic() - began)
+        self.counts.published(len(manifest.txns), time.monotonic() - began)
 
     def _note_watermark(self, watermark: datetime, force: bool = False) -> None:
         """Record an idle master's advancing watermark, at most once per poll interval unless

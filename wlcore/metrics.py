@@ -204,13 +204,13 @@ class LogUsage:
 
     Args:
         storage: the storage holding the log folder.
-        logs: returns the log folder (it may move: ``wlc.config``'s ``logs``).
+        logs: the log folder (path or URL; ``wlc.config``'s ``logs``).
         dbname: the master database's name (its batches are ``<dbname>_<n>`` and
             ``<dbname>_L<level>_<first>_<last>``).
     """
 
-    def __init__(self, storage: Any, logs: Callable[[], str], dbname: str) -> None:
-        self.storage, self._logs, self.dbname = storage, logs, dbname
+    def __init__(self, storage: Any, logs: str, dbname: str) -> None:
+        self.storage, self.logs, self.dbname = storage, logs, dbname
         self._sizes: dict[str, int] = {}
 
     def level_of(self, name: str) -> int | None:
@@ -229,7 +229,7 @@ class LogUsage:
         """``{level: (batches, bytes)}`` for levels 0, 1 and 2 (zeros when none)."""
         from .storage import Storage
 
-        logs = self._logs()
+        logs = self.logs
         out = {level: [0, 0] for level in (0, 1, 2)}
         seen: dict[str, int] = {}
         for name in self.storage.published(logs) if logs else []:

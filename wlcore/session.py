@@ -32,7 +32,7 @@ import logging.handlers
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -307,6 +307,40 @@ def running_session() -> Any:
     if SparkContext._active_spark_context is None:
         return None
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+class LateSession:
+    """The Spark session of one master or replica, shared by its parts and made at its first use:
+    Spark starts late (``wlc master`` on a database without tables, a replica whose segments
+    delta-rs lands, ``wlr status`` start none).
+
+    Args:
+        given (SparkSession | None): the session given to the master or replica (None: the
+            active one, when first needed).
+        derive (Callable[[SparkSession], SparkSession] | None): makes the session the parts use
+            from the base one, once (a replica's replay session: a child with its own SQL
+            settings); None: the base session itself.
+    """
+
+    def __init__(self, given: Any = None, derive: Callable[[Any], Any] | None = None) -> None:
+        self.given = given
+        self._derive = derive
+        self._made: Any = None
+
+    def base(self) -> Any:
+        """The session given, else the active one (made from config when none is)."""
+        return self.given if self.given is not None else active_session()
+
+    def running(self) -> Any:
+        """The session given, else the process's running one; None when Spark does not run (starts none)."""
+        return self.given if self.given is not None else running_session()
+
+    def __call__(self) -> Any:
+        """The parts' session (made now, from :meth:`base`, at the first call)."""
+        if self._made is None:
+            base = self.base()
+            self._made = base if self._derive is None else self._derive(base)
+        return self._made
 
 
 # the settings that change what Ivy resolves: any of them makes a new record

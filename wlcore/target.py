@@ -17,7 +17,7 @@ routing) and the levels (:mod:`wlcore.levels`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .errors import TargetError
@@ -36,17 +36,27 @@ class Target:
             before ``time``, a UTC instant).
         txn: the transaction id of a ``"txn"`` target.
         time: the aware UTC instant of a ``"time"`` target.
+        given: the ``until`` this target was parsed from, as the caller wrote it (messages quote
+            it; not part of equality); None: built from its bound.
     """
 
     kind: str
     txn: int | None = None
     time: datetime | None = None
+    given: int | str | datetime | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """Raises TargetError when the kind lacks its bound (a ``"txn"`` target without
         ``txn``, a ``"time"`` one without ``time``)."""
         if (self.kind == TXN and self.txn is None) or (self.kind == TIME and self.time is None):
             raise TargetError(f"a {self.kind!r} target needs its {self.kind}; build targets with parse_until")
+
+    @property
+    def until(self) -> int | str | datetime | None:
+        """The ``until`` that asks for this target: :attr:`given`, else the bound (None for ``"all"``)."""
+        if self.given is not None:
+            return self.given
+        return self.txn if self.kind == TXN else self.time
 
     @property
     def upto_txn(self) -> int:
@@ -156,7 +166,7 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
             ``"2026-11-22"``, is the start of that day, UTC: see :mod:`wlr.target`).
 
     Returns:
-        the Target.
+        the Target, carrying ``until`` as given (:attr:`Target.given`).
 
     Raises:
         TargetError: any other value, e.g. ``Timestamp 'halo' has incorrect format``.
@@ -170,9 +180,9 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
     if isinstance(until, int):
         if until < -1:
             raise TargetError(f"transaction id {until} is negative; ids start at 0 (-1: before the first transaction)")
-        return Target(TXN, txn=until)
+        return Target(TXN, txn=until, given=until)
     if isinstance(until, datetime):
-        return Target(TIME, time=as_utc(until))
+        return Target(TIME, time=as_utc(until), given=until)
     if isinstance(until, str):
         text = until.strip()
         try:
@@ -182,7 +192,7 @@ def parse_until(until: Target | int | str | datetime | None) -> Target:
                 f"Timestamp '{until}' has incorrect format; use ISO-8601, "
                 "e.g. '2026-11-22T10:15:00Z', or an int transaction id"
             ) from None
-        return Target(TIME, time=as_utc(parsed))
+        return Target(TIME, time=as_utc(parsed), given=until)
     raise TargetError(
         f"until={until!r} ({type(until).__name__}) is neither a transaction id (int) "
         "nor an instant (datetime or ISO-8601 string)"

@@ -33,7 +33,7 @@ from .monitor import lag_history
 from .planner import parse_until
 from .promote import Promotion, promote as promote_replica
 from .relay import prune
-from .replay import ReplicateCall
+from .replay import ReplicateOptions
 from .replica import Replica
 from .txlog import transactions
 
@@ -76,6 +76,11 @@ __all__ = [
 _current: Replica | None = None
 
 
+def __dir__() -> list[str]:
+    """The public API (``__all__``), not the package's submodules (PEP 562)."""
+    return sorted(__all__)
+
+
 def replicate(
     master: str | MasterLike | None = None,
     until: int | str | datetime | None = None,
@@ -95,103 +100,58 @@ def replicate(
     empty: bool = False,
     metrics_port: int | str | None = None,
 ) -> Replica:
-    """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``.
+    """Make or continue replica ``replica`` of ``master`` and apply its logs up to ``until``
+    (MonetDB's ``wlr.replicate``). What each argument does: the docs' reference page "Replicating".
 
     Args:
-        master: master database name (or the ``wlc.Master``); may be left out when
-            ``source`` or ``logs`` names it.
-        until: None: everything published, then (by default) keep following in the
-            background until :func:`stop`. int N: every transaction with id <= N (inclusive,
-            as MonetDB's ``wlr.replicate(N)``). datetime or ISO-8601 string: every
-            transaction committed at or before that UTC instant, across all tables
-            (inclusive, as PostgreSQL's ``recovery_target_time`` with
-            ``recovery_target_inclusive``); naive datetimes are taken as UTC, and a date
-            alone (``"2026-11-24"``) as the start of that day, UTC, which a
-            :class:`TargetWarning` says. -1: before the first transaction (a new replica
-            then needs ``empty=True``). A target the master has not published yet is said
-            at once (a warning on the ``wlr.replica`` logger: the master's tick, watermark,
-            last commit and whether capture is alive), and the wait shows a progress bar on
-            a terminal or in a notebook, a line every 30 s elsewhere.
-        replica: replica database name; default ``<master>_replica``.
-        dbfarm: folder holding master and replica; default ``$WLC_DBFARM`` or config.
-        follow: override ``replica.follow`` from config for ``until=None``.
-        timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
-            an instant later than now + timeout (less ``capture.settle``, the delay before
-            capture publishes a commit) is refused at once.
-        collapse: True (default ``replica.collapse``): replay by segments, each table's run
-            of DML transactions collapsed to its net change and landed as one Delta commit,
-            tables in parallel (``replica.parallelism``); False: one replica commit per
-            master transaction (for jobs that read every intermediate state).
-        snapshot: the transaction of the master's snapshot a new replica starts from
-            (``wlr log --snapshots``); default the newest snapshot at or before ``until``.
-        compacted: True: replay through the master's compacted level-1/2 batches where they
-            fit (the coarsest that end at or before ``until``, then finer, then level 0 up
-            to the exact target, as Litestream restores); False: level 0 only.
-        logs: read a shipped copy of the master's logs and snapshots at this folder or URL
-            (``s3://bucket/path``, made by :func:`wlc.ship`), e.g. a replica far from the
-            master. Recorded: later calls read there until told otherwise.
-        source: read from this master or relaying replica (a name, a ``wlc.Master`` or a
-            ``wlr.Replica``; a relay ships what it has applied with the master's original
-            GTIDs). Switching between the master, shipped copies and relays of one master
-            continues from the same transaction without a new copy.
-        relay: True: this replica ships what it has applied to ``<replica>/wlr_relay`` after
-            every round, as a source for further replicas (``source=<this replica>``); False:
-            it stops; None: as before.
-        tables: a new replica carries only these tables (``["sales.*", "hr.employees"]``:
-            names or patterns on ``schema.table``); default ``replica.tables`` (all).
-        where: ``{"sales.orders": "o_region = 'EU'"}``: of these tables only the rows
-            matching the Spark SQL predicate after each change (rows moved in by an update
-            are inserted, rows moved out deleted). ``tables`` and ``where`` are recorded in
-            wlr.config; another selection needs a new replica.
-        empty: make a new replica even when ``until`` is before the master's first
-            transaction (it then holds none of the master's transactions: no table, or the
-            tables the master had when master mode began); refused without it.
-        metrics_port: serve Prometheus metrics of the replica (:mod:`wlr.monitor`) at
-            ``http://127.0.0.1:<port>/metrics`` while this process runs (0: any free port, then
-            ``Replica.metrics_port`` holds it); default the ``metrics.port`` setting (off).
+        master (str | wlc.Master | None): the master database; may be left out when ``source``
+            or ``logs`` names it.
+        until (int | str | datetime | None): None: everything published (then follow); int:
+            every transaction id <= it (-1: none); datetime or ISO-8601 string: every
+            transaction committed at or before that UTC instant (naive: UTC; a date alone: its
+            start, said by a :class:`TargetWarning`). Inclusive (:mod:`wlcore.target`).
+        replica (str | None): the replica database (None: ``<master>_replica``).
+        dbfarm (str | None): the folder holding master and replica (None: ``$WLC_DBFARM`` or config).
+        follow (bool | None): with ``until=None``, keep following in the background until
+            :func:`stop` (None: ``replica.follow``).
+        timeout (float | None): seconds to wait for ``until`` to be published (None: ``replica.timeout``).
+        collapse (bool | None): True: each table's run of DML lands as one commit a segment;
+            False: one commit a master transaction (None: ``replica.collapse``).
+        snapshot (int | None): the transaction of the master's snapshot a new replica starts
+            from (None: the newest at or before ``until``).
+        compacted (bool): replay through compacted level-1/2 batches where they fit (False: level 0 only).
+        logs (str | None): read a shipped copy of the logs at this folder or URL (recorded).
+        source (str | wlc.Master | Replica | None): read from this master or relaying replica (recorded).
+        relay (bool | None): True/False: ship what is applied to ``<replica>/wlr_relay``, or stop
+            (None: as recorded).
+        tables (str | list[str] | None): a new replica's tables, names or patterns on
+            ``schema.table`` (None: ``replica.tables``, all).
+        where (dict[str, str] | None): ``{"schema.table": Spark SQL predicate}``: a new replica's rows.
+        empty (bool): make a new replica whose ``until`` is before the master's first transaction.
+        metrics_port (int | str | None): serve Prometheus metrics at ``http://127.0.0.1:<port>/metrics``
+            (0: any free port; ``"off"``: none; None: ``metrics.port``).
 
     Returns:
-        wlr.Replica: when the target is reached (following: when all published is applied).
-
-    A new replica starts from the newest snapshot at or before ``until`` (or empty), then
-    replays only the logs after it; a replica that exists is never reset by a newer snapshot.
-    A later call continues from
-    where the replica stands, and retries a failure stored by an earlier call (its cause may
-    have been fixed), as PostgreSQL's apply worker does.
-
-    A refused call changes nothing: no file is written and the replica this process was
-    following goes on following. Once the call is accepted, module functions act on the
-    new replica and the previous one stops following.
+        Replica: the replica, once the target is reached (following: once all published is applied).
 
     Raises:
-        TargetError: ``until`` is malformed (``Timestamp 'halo' has incorrect format``), is
-            a point the replica has already passed (replay cannot go back), is older than
-            the earliest point the master's retention keeps (the message names it), is an
-            instant later than ``timeout`` can wait for, or, for a new replica without
-            ``empty``, is before the master's first transaction (the message names it and
-            its commit time).
-        ReplicationError: a transaction could not be applied (names batch, txn, table and
-            cause), or a batch of the logs is missing or damaged (names the batch).
-        ReplicationTimeout: ``until`` was not published within ``timeout`` seconds (the
-            message states what the master published and capture's liveness), or cannot be:
-            capture's heartbeat is stale or the master stopped logging before it (at once,
-            nothing written).
-        ReplicaStateError: the master is not a master; the replica folder is a master,
-            belongs to another master, is not empty, or is busy; the replica is further
-            behind than the master's retention keeps (the message names the earliest point).
-        ConfigError: the dbfarm or the replica folder is a file; a name is malformed; both
-            ``logs`` and ``source``; a ``tables`` pattern or ``where`` predicate is malformed
-            or does not fit its table; S3 without Spark's s3a (``spark.s3a``).
-        DivergedError (a ReplicaStateError): the source's epoch history is not the one this
-            replica followed (the master was restored from a copy); nothing was applied.
-        ReplicaStateError also: ``tables``/``where`` differ from the replica's recorded
-            selection (make a new replica); ``source`` is neither a master nor a relaying
-            replica, or ``logs`` holds no shipped copy.
+        TargetError: ``until`` is malformed, already passed, older than the master's retention
+            keeps, an instant later than ``timeout`` can wait for, or (a new replica without
+            ``empty``) before the master's first transaction.
+        ReplicationError: a transaction or a batch of the logs could not be applied or read.
+        ReplicationTimeout: ``until`` was not published within ``timeout`` seconds, or cannot be
+            (capture's heartbeat is stale, or the master stopped logging before it).
+        ReplicaStateError: the master is not a master; the replica folder is a master, another
+            master's replica, not empty, or busy; the replica is behind the master's retention;
+            ``tables``/``where`` differ from the recorded selection; ``source`` is neither a
+            master nor a relay, or ``logs`` holds no shipped copy.
+        DivergedError: the source's epoch history is not the one this replica followed.
+        ConfigError: a malformed name, ``timeout``, ``tables`` pattern or ``where`` predicate;
+            both ``logs`` and ``source``; the dbfarm or replica folder is a file; S3 without s3a.
+        MetricsError: ``metrics_port`` is malformed or taken.
     """
     global _current
-    rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)
-    rep.ask_selection(tables, where)
-    call = ReplicateCall.of(  # until parsed once; as given, it names the target in messages
+    options = ReplicateOptions.of(
         until,
         follow=follow,
         timeout=timeout,
@@ -204,20 +164,19 @@ def replicate(
         empty=empty,
         metrics_port=metrics_port,
     )
+    rep = Replica(master, replica=replica, dbfarm=dbfarm, logs=logs, source=source)
     if _current is not None and (_current.path, _current.master_path) == (rep.path, rep.master_path):
         if (logs is not None or source is not None) and rep.source.root != _current.source.root:
-            rep.check(call)
+            rep.check(options)
             _current.stop()
             _current.source = rep.source
         rep = _current
     else:
-        rep.start_snapshot, rep.compacted = snapshot, bool(compacted)
-        # refused here: the current follower goes on, nothing is written
-        rep.check(call)
+        rep.check(options)  # refused here: the current follower goes on, nothing is written
         if _current is not None:
             _current.stop()
     _current = rep
-    return rep.run(call)
+    return rep.run(options)
 
 
 def promote(replica: str, dbfarm: str | None = None, *, force: bool = False) -> Promotion:

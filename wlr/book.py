@@ -1,7 +1,8 @@
 """A replica's files in its folder: ``wlr.config`` (:mod:`wlcore.replica_state`), the event log
-``wlr.log`` beside it (:class:`StateBook`, its state in memory and on disk) and the lock
-``wlr.lock`` (:class:`ReplicaLock`: one process replays into a replica at a time); shared by the
-replica's set-up, replay rounds, follower, relay and consistent view."""
+``wlr.log`` beside it (:class:`StateBook`, its state in memory and on disk), the lock
+``wlr.lock`` (:class:`ReplicaLock`: one process replays into a replica at a time) and the applier
+that writes its tables (:class:`ReplicaApplier`); shared by the replica's set-up, replay rounds,
+follower, relay and consistent view."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from wlcore.errors import LockHeldError
 from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
@@ -17,6 +18,13 @@ from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 
 from .errors import ReplicaStateError, ReplicationError
+
+if TYPE_CHECKING:
+    from wlcore.session import LateSession
+
+    from .apply import Applier
+    from .select import Selection
+    from .source import CurrentSource
 
 LOG_FILE = "wlr.log"
 
@@ -142,3 +150,41 @@ class ReplicaLock:
             return self.storage.lock(path, blocking=False, what=f"replay into {self.path}")
         except LockHeldError:
             raise ReplicaStateError(f"another process is replaying into {self.path}; stop it first") from None
+
+
+class ReplicaApplier:
+    """The applier of one replica, shared by its parts (set-up, rounds, consistent view): made at
+    the first use and again when the replica's master database id changes, reading change rows
+    from where the replica reads now, with the replica's selection.
+
+    Args:
+        spark (LateSession): the replica's replay session (made when a segment first needs Spark).
+        book (StateBook): the replica's state (its folder, storage and master's database id).
+        source (CurrentSource): where the replica reads now.
+
+    Attributes:
+        selection: the replica's tables and rows (None: every table, every row), as its set-up settles them.
+    """
+
+    def __init__(self, spark: LateSession, book: StateBook, source: CurrentSource) -> None:
+        self.spark = spark
+        self.book = book
+        self.source = source
+        self.selection: Selection | None = None
+        self._applier: Applier | None = None
+
+    def current(self) -> Applier:
+        """The applier for the replica's master database id now (made again when it changed).
+
+        Returns:
+            Applier: reading from the current source, with :attr:`selection`.
+        """
+        dbid = self.book.state.dbid
+        storage = self.source.source.storage
+        if self._applier is None or self._applier.dbid != dbid:
+            from .apply import Applier
+
+            self._applier = Applier(self.spark, self.book.storage, self.book.path, dbid, storage)
+        self._applier.logs_storage = storage
+        self._applier.selection = self.selection
+        return self._applier

@@ -35,13 +35,12 @@ import logging
 import re
 import threading
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wlcore.names import catalog_name, quote_ident, split_name
 from wlcore.replica_state import ReplicaState
-from wlcore.session import active_session, running_session
+from wlcore.session import LateSession
 from wlcore.settings import settings
 from wlcore.storage import Storage
 from wlcore.tabledef import sql_string as _string
@@ -50,7 +49,7 @@ from .book import StateBook
 from .errors import ReadOnlyError, ReplicaStateError
 
 if TYPE_CHECKING:
-    from .apply import Applier
+    from .book import ReplicaApplier
 
 
 # Consistent reads of a replica while it catches up: every table at its Delta version of
@@ -62,11 +61,11 @@ class ConsistentView:
 
     Args:
         book: the replica's state (``view``, ``at.<table>`` and ``version.<table>``).
-        spark: returns the SparkSession reads go through (None: the active one).
-        applier: returns the replica's applier (Delta versions of its tables).
+        spark: the replica's session (reads go through the one given, else the active one).
+        applier: the replica's applier (Delta versions of its tables).
     """
 
-    def __init__(self, book: StateBook, spark: Callable[[], Any], applier: Callable[[], Applier]) -> None:
+    def __init__(self, book: StateBook, spark: LateSession, applier: ReplicaApplier) -> None:
         self.book = book
         self.storage = book.storage
         self.path = book.path
@@ -106,7 +105,7 @@ class ConsistentView:
             ReplicaStateError: the table is not on the replica at that tick.
         """
         st = self.book.current()
-        reader = (self._spark() or active_session()).read.format("delta")
+        reader = self._spark.base().read.format("delta")
         if st.has("view"):
             if table not in st.views:
                 from wlcore.databases import did_you_mean
@@ -143,7 +142,7 @@ class ConsistentView:
             tick (int): the transaction the view stands at (every transaction <= ``tick`` applied).
             done (dict[str, int]): ``{table: last transaction applied}`` of the round's tables.
         """
-        applier = self._applier()
+        applier = self._applier.current()
         state = self.book.state
         view = {}
         for name, version in list(state.versions.items()):
@@ -338,7 +337,7 @@ class ReplicaCatalog:
     Args:
         book: the replica's state (``view`` and ``at.<table>``).
         view: the replica's consistent view (the folders of its tables).
-        spark: returns the SparkSession given to the replica (None: the process's).
+        spark: the replica's session (the one given, else the process's).
 
     Attributes:
         left_out: ``{"schema.table": reason}`` of the tables the last registration gave no
@@ -346,7 +345,7 @@ class ReplicaCatalog:
             replica's, a view that could not be made); each is also said once in a warning.
     """
 
-    def __init__(self, book: StateBook, view: ConsistentView, spark: Callable[[], Any]) -> None:
+    def __init__(self, book: StateBook, view: ConsistentView, spark: LateSession) -> None:
         self.book = book
         self.view = view
         self._spark = spark
@@ -403,7 +402,7 @@ class ReplicaCatalog:
         """
         from wlcore.session import active_session, starting
 
-        session = spark or self._spark() or running_session()
+        session = spark or self._spark.running()
         if session is None:
             starting(f"to register the tables of replica {self.book.name}")
             session = active_session()
@@ -417,7 +416,7 @@ class ReplicaCatalog:
         query them). Never raises: a failure is logged and the views stay where they were."""
         if not settings().replica.names:
             return
-        session = self._spark() or running_session()  # no Spark here (a delta-rs follower): nobody to read
+        session = self._spark.running()  # no Spark here (a delta-rs follower): nobody to read
         if session is None or self._key() == self._seen:  # wlr.config read only when Spark runs
             return
         try:

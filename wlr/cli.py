@@ -27,7 +27,7 @@ from wlcore.settings import add_common, settings, use_config
 from .errors import NoStartError, ReplicaStateError, ReplicationError, RestoreError
 from .failure import retry_delay
 from .monitor import format_replica_status, shown
-from .replay import ReplicateCall
+from .replay import ReplicateOptions
 
 
 def _say(exc: WlcError, args: argparse.Namespace) -> str:
@@ -88,7 +88,7 @@ def open_replica(args: argparse.Namespace):
     return Replica(cfg.master, replica=args.replica, dbfarm=farm, master_dbfarm=cfg.masterfarm or None)
 
 
-def _follow(rep, call: ReplicateCall) -> int:
+def _follow(rep, call: ReplicateOptions) -> int:
     """``wlr replicate --follow``: follow until SIGINT/SIGTERM.
 
     Returns:
@@ -151,7 +151,7 @@ def _follow(rep, call: ReplicateCall) -> int:
     return 1 if rep.status()["error"] else 0
 
 
-def _say_target(call: ReplicateCall) -> None:
+def _say_target(call: ReplicateOptions) -> None:
     """``wlr replicate --until``: say at once what a date-only ``until`` was taken to mean, and
     print the replica's warnings (the wait for a target not published yet) as plain lines on
     stderr while it runs."""
@@ -160,7 +160,7 @@ def _say_target(call: ReplicateCall) -> None:
     from .errors import TargetWarning
     from .target import date_note
 
-    note = date_note(call.until, call.target, cli=True)
+    note = date_note(call.target, cli=True)
     if note:
         print(note, file=sys.stderr, flush=True)
     warnings.simplefilter("ignore", TargetWarning)  # said above, as the command line spells it
@@ -435,7 +435,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     if until is not None and until.lstrip("-").isdigit():
         until = int(until)
     tables, where = selection_args(args)
-    call = ReplicateCall.of(
+    call = ReplicateOptions.of(
         until,
         follow=bool(args.follow),
         snapshot=args.snapshot,
@@ -474,7 +474,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
 _SIGNALS = {"Ctrl-C": 2, "SIGTERM": 15}  # what stopped a catch-up -> its signal number (exit status 128 + it)
 
 
-def _catch_up(rep, call: ReplicateCall) -> str | None:
+def _catch_up(rep, call: ReplicateOptions) -> str | None:
     """``rep.run(call)`` in a thread, so that Ctrl-C or SIGTERM stops it at the next safe point:
     each table ends the segment (with ``replica.collapse: false``, the transaction) it is applying,
     what landed is recorded, and nothing is left half-applied. A second Ctrl-C quits at once.

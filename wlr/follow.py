@@ -5,7 +5,8 @@ until :meth:`Follower.stop`; and the wait of ``replicate(until=...)`` for a targ
 published (:class:`TargetWait`).
 
 A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state, its
-lock, the round to run (``step``) and what the source has published (``published``).
+lock, the rounds of replay it runs (:class:`wlr.replay.Replay`, with the replica's set-up: what the
+source has published) and the SQL names it moves after each round (:class:`wlr.catalog.ReplicaCatalog`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from wlcore.master_state import MasterState
 from wlcore.settings import settings
@@ -26,9 +27,11 @@ from .book import ReplicaLock, StateBook
 from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcError
 from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
-from .replay import RoundResult
-from .source import Source
+from .replay import Replay, ReplicateOptions, RoundResult
 from .target import Published, ahead, check_capture, meaning
+
+if TYPE_CHECKING:
+    from .catalog import ReplicaCatalog
 
 log = logging.getLogger("wlr.replica")
 
@@ -39,45 +42,50 @@ class Follower:
     Args:
         book: the replica's state and log.
         lock: the replica's ``wlr.lock`` (released when following ends).
-        mutex: held while a round runs (a re-entrant lock shared with the replica's calls).
-        stop: set by :meth:`stop`; rounds end after the segments being applied.
-        step: runs rounds toward a target (``step(target, progress)``).
-        published: what a source's wlc.config says is published (:class:`wlr.target.Published`).
-        source: returns where the replica reads now.
+        replay: the replica's rounds of replay (:meth:`wlr.replay.Replay.steps`); its ``stop`` event,
+            set by :meth:`stop`, ends a round after the segments being applied; its set-up says
+            what the source has published and where it is.
+        catalog: the replica's SQL names, moved to the last consistent tick after every round.
+        metrics: the replica's metrics (retries, a divergence stored).
         beat_seconds: the refresh rate of follow mode, in seconds.
-        capture_command: the command that starts capture (in messages).
         retry_max: the longest wait between two tries of a stored failure, in seconds
             (``replica.retry_max``; the first is after ``beat_seconds``).
-        metrics: the replica's metrics (retries, a divergence stored).
+
+    Attributes:
+        mutex: held while a round runs (re-entrant; the replica's calls hold it too).
     """
 
     def __init__(
         self,
         book: StateBook,
         lock: ReplicaLock,
-        mutex: threading.RLock,
-        stop: threading.Event,
-        step: Callable[[Target, bool], RoundResult],
-        published: Callable[[MasterState], Published],
-        source: Callable[[], Source],
-        beat_seconds: float,
-        capture_command: str,
-        retry_max: float,
+        replay: Replay,
+        catalog: ReplicaCatalog,
         metrics: ReplicaMetrics,
+        beat_seconds: float,
+        retry_max: float,
     ) -> None:
         self.book = book
         self.lock = lock
-        self.mutex = mutex
-        self.stop_event = stop
-        self._step = step
-        self._published = published
-        self._source = source
-        self.beat_seconds = beat_seconds
-        self.capture_command = capture_command
-        self.retry_max = retry_max
+        self.replay = replay
+        self.setup = replay.setup
+        self.catalog = catalog
         self.metrics = metrics
+        self.beat_seconds = beat_seconds
+        self.retry_max = retry_max
+        self.mutex = threading.RLock()
+        self.stop_event = replay.stop
+        self.capture_command = f"wlc capture {self.setup.master_dbfarm} {self.setup.master}"  # in messages
         self.thread: threading.Thread | None = None
         self.watch: FolderWatch | None = None
+
+    def _step(self, target: Target, progress: bool) -> RoundResult:
+        """Rounds of replay toward ``target``, then the SQL names moved to the last consistent tick
+        (also after a failed round: what it applied stays)."""
+        try:
+            return self.replay.steps(target, progress)
+        finally:
+            self.catalog.refresh()
 
     def _wait(self, seconds: float) -> None:
         logs = self.book.state.logs
@@ -87,7 +95,7 @@ class Follower:
         if self.watch is None and logs:
             # not recursive: a batch appears by one rename; None when the folder is missing or on a
             # storage that cannot be watched (an object store): then the wait is by timeout only
-            self.watch = self._source().storage.watcher(
+            self.watch = self.setup.source.storage.watcher(
                 logs, recursive=False, polling=settings().capture.polling, interval=self.beat_seconds, create=False
             )
         if self.watch is not None:
@@ -95,23 +103,23 @@ class Follower:
         else:
             self.stop_event.wait(seconds)
 
-    def run_to(
-        self, target: Target, until, timeout: float, mcfg: MasterState, follow: bool, service: bool = False
-    ) -> None:
-        """Replay up to ``target`` under the replica's lock (:meth:`wait_for`), record the
-        outcome (``until``, ``state``), then follow in the background when ``follow`` and the
-        target is everything published.
+    def run_to(self, options: ReplicateOptions, mcfg: MasterState) -> None:
+        """Replay up to the call's target under the replica's lock (:meth:`wait_for`), record the
+        outcome (``until``, ``state``), then follow in the background when the call follows and
+        the target is everything published.
 
         Args:
-            target: the parsed target; until: the target as the caller gave it (in messages).
-            timeout: seconds to wait for the target to be published; mcfg: the source's
-                wlc.config as validated; follow: keep following afterwards.
-            service: following as a service (``wlr replicate --follow``): a ReplicationError of
-                the catch-up is not raised; it stays stored and the follower retries it.
+            options (ReplicateOptions): the call: ``target``, ``timeout``
+                (seconds to wait for the target to be published), ``follow`` (keep following
+                afterwards), ``service`` (following as a service, ``wlr replicate --follow``: a
+                ReplicationError of the catch-up is not raised; it stays stored and the follower
+                retries it).
+            mcfg (MasterState): the source's wlc.config as validated.
 
         Raises:
             TargetError: the target is passed already; as :meth:`wait_for` otherwise.
         """
+        target, timeout, follow = options.target, options.timeout, options.follow
         self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
         book = self.book
         with self.mutex:
@@ -119,13 +127,13 @@ class Follower:
             try:
                 state = book.reload()
                 if not state.empty:
-                    check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
+                    check_not_passed(target, state.tick, state.clock, named=meaning(target))
                 try:
-                    self.wait_for(target, until, timeout, mcfg)
+                    self.wait_for(target, timeout, mcfg)
                 except ReplicationError:
-                    if not (service and follow and target.kind == "all"):
+                    if not (options.service and follow and target.kind == "all"):
                         raise  # stored in wlr.config; as a service, the follower below retries it
-                book.state.until = "" if until is None else str(until)
+                book.state.until = "" if target.until is None else str(target.until)
                 failed = bool(book.state.error_cause)
                 follow = follow and target.kind == "all" and not self.stop_event.is_set()
                 book.state.state = "failed" if failed else ("following" if follow else "idle")
@@ -136,12 +144,12 @@ class Follower:
         if follow:
             self.start()
 
-    def wait_for(self, target: Target, until, timeout: float, mcfg: MasterState) -> None:
+    def wait_for(self, target: Target, timeout: float, mcfg: MasterState) -> None:
         """Apply rounds until ``target`` is reached, waiting up to ``timeout`` seconds for it
         to be published; the wait is said at once and shown (:mod:`wlr.follow`).
 
         Args:
-            target: the parsed target; until: the target as the caller gave it (in messages).
+            target: the target (carrying ``until`` as the caller gave it, for messages).
             timeout: seconds to wait for the target to be published.
             mcfg: the source's wlc.config as read before the first round.
 
@@ -149,9 +157,9 @@ class Follower:
             ReplicationTimeout: the target was not published in time, or cannot be (capture
                 stopped or went stale); ReplicationError, DivergedError: from the rounds.
         """
-        wait = TargetWait(target, until, timeout, lambda line: self.book.log(line, logging.WARNING))
+        wait = TargetWait(target, timeout, lambda line: self.book.log(line, logging.WARNING))
         try:
-            pub = self._published(mcfg)
+            pub = self.setup.published(mcfg)
             if ahead(target, pub):
                 wait.update(pub)  # said at once, before the published part is applied
             deadline = time.monotonic() + timeout
@@ -159,8 +167,8 @@ class Follower:
                 result = self._step(target, True)
                 if result.reached or self.stop_event.is_set():
                     return
-                pub = self._published(result.master)  # as the round read it
-                check_capture(target, until, pub, self.capture_command)  # capture went away: it will not come
+                pub = self.setup.published(result.master)  # as the round read it
+                check_capture(target, pub, self.capture_command)  # capture went away: it will not come
                 wait.update(pub)
                 if time.monotonic() >= deadline:
                     tick = self.book.current().tick
@@ -298,8 +306,7 @@ class TargetWait:
     """One ``replicate(until=...)`` call's wait for its target.
 
     Args:
-        target (Target): the target.
-        until (int | str | datetime | None): the target as the caller gave it (for the messages).
+        target (Target): the target (carrying ``until`` as the caller gave it, for the messages).
         timeout (float): seconds the call waits (``replica.timeout``).
         say (Callable[[str], None]): writes one line for people (the replica's log at WARNING level).
         every (float): seconds between lines where no progress bar is shown.
@@ -309,13 +316,12 @@ class TargetWait:
     def __init__(
         self,
         target: Target,
-        until,
         timeout: float,
         say: Callable[[str], None],
         every: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.target, self.until, self.timeout, self.say = target, until, timeout, say
+        self.target, self.timeout, self.say = target, timeout, say
         self.every, self.clock = every, clock
         self.started: float | None = None
         self._last_line = 0.0
@@ -334,7 +340,7 @@ class TargetWait:
             pub (Published): what the source has published now.
         """
         now = self.clock()
-        named = meaning(self.until, self.target)
+        named = meaning(self.target)
         if self.started is None:
             self.started = self._last_line = now
             self.say(f"waiting for {named}: {pub.describe()}; waiting up to {self.timeout:g} s (replica.timeout)")
@@ -371,7 +377,7 @@ class TargetWait:
             str: the message (a :class:`wlr.ReplicationTimeout` carries it).
         """
         text = (
-            f"waited {self.timeout:g} s for {meaning(self.until, self.target)}; the replica is at transaction "
+            f"waited {self.timeout:g} s for {meaning(self.target)}; the replica is at transaction "
             f"{replica_tick} and {pub.describe()}. "
         )
         if cli:
@@ -391,7 +397,7 @@ class TargetWait:
             self.bar = None
 
     def _short(self) -> str:
-        return f"transaction {self.target.upto_txn}" if self.target.kind == "txn" else meaning(self.until, self.target)
+        return f"transaction {self.target.upto_txn}" if self.target.kind == "txn" else meaning(self.target)
 
     @staticmethod
     def _status(pub: Published) -> str:

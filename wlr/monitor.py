@@ -26,7 +26,7 @@ import posixpath
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -557,25 +557,36 @@ LIVE = Live(
 )
 
 
+class Reported(Protocol):
+    """What the live metrics of a replica read: a :class:`wlr.Replica`'s status and whether it follows."""
+
+    def status(self) -> dict[str, Any]:
+        """The replica's status (:func:`replica_status`)."""
+        ...
+
+    def following(self) -> bool:
+        """True while the replica's follow thread runs in this process."""
+        ...
+
+
 class ReplicaMetrics:
     """The metrics of one replica, owned by its parts (:class:`wlr.replica.ReplicaParts`).
 
     Args:
         database: the master's name; replica: the replica's name.
-        following: returns True while the replica's follow thread runs.
     """
 
-    def __init__(self, database: str, replica: str, following: Callable[[], bool]) -> None:
+    def __init__(self, database: str, replica: str) -> None:
         self.labels = {"database": database, "replica": replica}
-        self._following = following
-        self.status: Callable[[], dict[str, Any]] | None = None  # the replica's status(), set by its owner
+        self.reported: Reported | None = None  # the replica whose state is served (None: not served)
         self.port: int | None = None  # the port this process serves /metrics on for it (None: none)
 
-    def serve(self, port: int | str | None) -> int | None:
-        """Report this replica and serve ``/metrics`` (:func:`wlcore.metrics.serve`).
+    def serve(self, port: int | str | None, replica: Reported) -> int | None:
+        """Report ``replica`` and serve ``/metrics`` (:func:`wlcore.metrics.serve`).
 
         Args:
             port (int | str | None): the port (0: any free one; None: ``metrics.port``, off by default).
+            replica (Reported): the replica whose status is served (a :class:`wlr.Replica`).
 
         Returns:
             int | None: the port served, also kept in :attr:`port`; None: metrics are off.
@@ -586,6 +597,7 @@ class ReplicaMetrics:
         served = metrics.serve(port)
         if served is not None:
             self.port = served
+            self.reported = replica
             LIVE.add(self)
         return served
 
@@ -620,9 +632,9 @@ class ReplicaMetrics:
 
     def samples(self) -> Iterable[Sample]:
         """The replica's state now (see the module)."""
-        if self.status is None:
+        if self.reported is None:
             return
-        s = self.status()
+        s = self.reported.status()
         db = dict(self.labels)
         yield "wlr_tick", db, s["tick"]
         if s["master_tick"] is not None:
@@ -631,7 +643,7 @@ class ReplicaMetrics:
             yield "wlr_lag_transactions", db, s["lag_transactions"]
         if s["lag_seconds"] is not None:
             yield "wlr_lag_seconds", db, s["lag_seconds"]
-        state = state_of(s, self._following())
+        state = state_of(s, self.reported.following())
         for name in STATES:
             yield "wlr_state", {**db, "state": name}, 1 if name == state else 0
         yield "wlr_retry_attempts", db, s.get("retries") or 0

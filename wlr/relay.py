@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Callable
 
 from wlcore.logstore import LogStore
 from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
@@ -30,7 +29,7 @@ from wlcore.storage import Storage
 
 from .book import StateBook
 from .planner import manifest_of
-from .source import RELAY_DIR, Source
+from .source import RELAY_DIR, CurrentSource
 
 log = logging.getLogger("wlr.relay")
 
@@ -40,11 +39,11 @@ class Relay:
 
     Args:
         book: the replica's state (``relay``, ``source``, ``batches``, ``tick``) and log.
-        source: returns where the replica reads now (:mod:`wlr.source`).
+        source: where the replica reads now (:mod:`wlr.source`).
         master: the master's name.
     """
 
-    def __init__(self, book: StateBook, source: Callable[[], Source], master: str) -> None:
+    def __init__(self, book: StateBook, source: CurrentSource, master: str) -> None:
         self.book = book
         self._source = source
         self.master = master
@@ -82,7 +81,7 @@ class Relay:
         if not self.relaying or not state.source:
             return
         next_batch, tick = state.batches, state.tick
-        src = self._source()
+        src = self._source.source
         try:
             mcfg = read if read is not None else src.config()
             # mid-batch (replicate(until=N)): the relay holds the batches before, not N

@@ -1,7 +1,7 @@
 """Replay (:class:`Replay`): rounds that read the published batches up to the target, plan, apply, record.
 
-Its parts: the options of replay as the last ``replicate()`` call asked (:class:`ReplayOptions`,
-:class:`ReplicateCall`), the set-up that every round goes through (:class:`ReplicaSetup`: the
+Its parts: what one ``replicate()`` call asks, checked once (:class:`ReplicateOptions`), the
+options of replay as the last call left them (:class:`ReplayOptions`), the set-up that every round goes through (:class:`ReplicaSetup`: the
 checks before anything is written, a new replica's start from a snapshot, the route) and one
 round's segments applied tables in parallel (:class:`Round`).
 
@@ -30,6 +30,7 @@ from wlcore.errors import ConfigError, first_line
 from wlcore.faults import crash_point
 from wlcore.logstore import LogStore
 from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
+from wlcore.metrics import port_of
 from wlcore.names import split_name
 from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
@@ -62,11 +63,14 @@ from .planner import (
 )
 from .relay import Relay
 from .select import Selection
-from .source import Names, Source
+from .source import CurrentSource, Names, Source
 from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
 if TYPE_CHECKING:
+    from wlcore.session import LateSession
+
     from .apply import Applier, Landed
+    from .book import ReplicaApplier
     from .monitor import ReplicaMetrics
 
 
@@ -116,42 +120,86 @@ class ReplayOptions:
 
 
 @dataclass(frozen=True)
-class ReplicateCall:
-    """One ``replicate()`` call, its ``until`` parsed once (see :meth:`wlr.Replica.replicate` for
-    each option).
+class ReplicateOptions:
+    """What one ``replicate()`` call asks, checked once and its defaults filled in (:meth:`of`);
+    :meth:`wlr.Replica.replicate` says what each option means.
 
     Attributes:
-        target: ``until`` parsed (:func:`wlcore.target.parse_until`).
-        until: the target as the caller gave it (messages name it so).
-        follow, timeout, collapse, snapshot, compacted, relay, tables, where, empty, metrics_port:
-            as :meth:`wlr.Replica.replicate` takes them (timeout in seconds).
-        service: following as a service (``wlr replicate --follow``): a failure of the first
+        target (Target): ``until`` parsed, carrying it as the caller gave it (:attr:`Target.given`).
+        follow (bool): keep following after an ``"all"`` target.
+        timeout (float): seconds to wait for the target to be published.
+        collapse (bool): land each table's run of DML as one commit a segment.
+        snapshot (int | None): the snapshot (its transaction id) a new replica starts from (None: the newest fit).
+        compacted (bool): replay through compacted batches where they fit.
+        relay (bool | None): turn relaying on or off (None: as recorded).
+        selection (Selection | None): the tables and rows asked (``tables=``, ``where=``; None: the
+            recorded selection, or for a new replica ``replica.tables``/``replica.where``).
+        empty (bool): a new replica may hold no transaction of the master.
+        metrics_port (int | str | None): the port to serve ``/metrics`` on, as given (None: ``metrics.port``).
+        service (bool): following as a service (``wlr replicate --follow``): a failure of the first
             catch-up is retried by the follower (:class:`wlr.follow.Follower`), not raised.
     """
 
     target: Target
-    until: int | str | datetime | None = None
-    follow: bool | None = None
-    timeout: float | None = None
-    collapse: bool | None = None
+    follow: bool
+    timeout: float
+    collapse: bool
     snapshot: int | None = None
     compacted: bool = True
     relay: bool | None = None
-    tables: str | list[str] | None = None
-    where: dict[str, str] | None = None
+    selection: Selection | None = None
     empty: bool = False
     metrics_port: int | str | None = None
     service: bool = False
 
     @classmethod
-    def of(cls, until: int | str | datetime | None = None, **options: Any) -> ReplicateCall:
-        """The call for ``until`` (parsed here, once) and ``options`` (keywords of :meth:`wlr.Replica.replicate`).
+    def of(
+        cls,
+        until: int | str | datetime | None = None,
+        *,
+        follow: bool | None = None,
+        timeout: float | None = None,
+        collapse: bool | None = None,
+        snapshot: int | None = None,
+        compacted: bool = True,
+        relay: bool | None = None,
+        tables: str | list[str] | None = None,
+        where: dict[str, str] | None = None,
+        empty: bool = False,
+        metrics_port: int | str | None = None,
+        service: bool = False,
+    ) -> ReplicateOptions:
+        """Check the arguments of one ``replicate()`` call (the keywords of :meth:`wlr.Replica.replicate`),
+        without reading the replica or its source.
+
+        Returns:
+            ReplicateOptions: the options, ``until`` parsed (:func:`wlcore.target.parse_until`);
+            ``follow``, ``timeout`` and ``collapse`` left None are ``replica.follow``,
+            ``replica.timeout`` and ``replica.collapse`` (:mod:`wlcore.settings`).
 
         Raises:
             TargetError: ``until`` is malformed.
-            TypeError: an option that :meth:`wlr.Replica.replicate` does not take.
+            ConfigError: ``timeout`` is not a number of seconds >= 0; a ``tables`` pattern or a
+                ``where`` key is malformed (:meth:`wlr.select.Selection.of`).
+            MetricsError: ``metrics_port`` is not a port from 0 to 65535 or ``off``.
         """
-        return cls(parse_until(until), until, **options)
+        target = parse_until(until)
+        if metrics_port is not None:
+            port_of(metrics_port)  # kept as given: "off" turns the metrics.port setting off
+        cfg = settings().replica
+        return cls(
+            target,
+            follow=cfg.follow if follow is None else bool(follow),
+            timeout=cfg.timeout if timeout is None else number(timeout, "timeout"),
+            collapse=cfg.collapse if collapse is None else bool(collapse),
+            snapshot=snapshot,
+            compacted=bool(compacted),
+            relay=relay,
+            selection=None if tables is None and where is None else Selection.of(tables, where),
+            empty=bool(empty),
+            metrics_port=metrics_port,
+            service=bool(service),
+        )
 
 
 # A replay round: the planned transactions applied as segments, tables in parallel.
@@ -210,6 +258,8 @@ class Round:
         note: writes a line to ``wlr.log``.
         stop: when set, each table stops after the segment it is applying (the round ends
             early; what landed is recorded, the rest is applied by a later round).
+        metrics: counts every segment landed (engine, transactions, change rows read and after
+            collapse, seconds; None: not counted).
     """
 
     def __init__(
@@ -222,8 +272,10 @@ class Round:
         on_progress: Callable[[dict[str, int]], None],
         note: Callable[[str], None],
         stop: threading.Event | None = None,
+        metrics: ReplicaMetrics | None = None,
     ):
         self.applier, self.state, self.lock = applier, state, lock
+        self.metrics = metrics
         self.stop = stop  # set: every table stops after its current segment (wlr.stop(), SIGTERM)
         self.items, self.bad = items, bad
         self.on_progress, self.note = on_progress, note
@@ -231,8 +283,6 @@ class Round:
         self.failures: list[Failure] = []
         self._halt = threading.Event()
         self.bar = None
-        # told of every segment landed: engine, transactions, change rows read and after collapse, seconds
-        self.observe: Callable[[str, int, int, int, float], None] = lambda *segment: None
 
     def run(
         self, todo: list[TxnRef], collapse: bool = True, parallelism: int = 4, progress: bool = True
@@ -388,7 +438,8 @@ class Round:
                 self.bar.update(len(items))
         if stats is None:
             return
-        self.observe(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
+        if self.metrics is not None:
+            self.metrics.segment(stats.get("engine", "spark"), len(items), stats["rows_in"], stats["rows_out"], seconds)
         span = span_text(items[0].rec.start, last.txn)
         what = last.operation if len(items) == 1 else f"{len(items)} transactions"
         rows = f", {stats['rows_in']} change rows" if stats["rows_in"] else ""
@@ -426,12 +477,11 @@ class ReplicaSetup:
     Args:
         book (StateBook): the replica's state and log.
         lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
-        source (Callable[[], Source]): returns where the replica reads now (:mod:`wlr.source`).
+        source (CurrentSource): where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).
-        default_timeout (float): seconds ``replicate`` waits for a target (``replica.timeout``).
-        spark (Callable[[], SparkSession]): returns the replay session.
-        applier (Callable[[], Applier]): returns the replica's applier.
+        spark (LateSession): the replay session (made at its first use).
+        applier (ReplicaApplier): the replica's applier (it keeps the selection settled here).
         view (ConsistentView): the replica's consistent view (set when a replica is made).
     """
 
@@ -439,12 +489,11 @@ class ReplicaSetup:
         self,
         book: StateBook,
         lock: ReplicaLock,
-        source: Callable[[], Source],
+        source: CurrentSource,
         names: Names,
         options: ReplayOptions,
-        default_timeout: float,
-        spark: Callable[[], Any],
-        applier: Callable[[], Applier],
+        spark: LateSession,
+        applier: ReplicaApplier,
         view: ConsistentView,
     ) -> None:
         self.book = book
@@ -454,14 +503,12 @@ class ReplicaSetup:
         self.master_dbfarm = names.master_dbfarm
         self.dbfarm = names.dbfarm
         self.options = options
-        self.default_timeout = default_timeout
         self._spark = spark
         self._applier = applier
         self.view = view
         self.storage: Storage = book.storage
         self.path = book.path
         self.name = book.name
-        self.selection: Selection | None = None
         self._asked: Selection | None = None
         self._route: Route | None = None
         self._store: LogStore | None = None
@@ -469,7 +516,17 @@ class ReplicaSetup:
     @property
     def source(self) -> Source:
         """Where the replica reads now."""
-        return self._source()
+        return self._source.source
+
+    @property
+    def selection(self) -> Selection | None:
+        """The tables (and rows) the replica carries, as :meth:`validate` settled them (None: not yet)."""
+        return self._applier.selection
+
+    @selection.setter
+    def selection(self, value: Selection | None) -> None:
+        """Settle the replica's selection; its applier lands only what it carries."""
+        self._applier.selection = value
 
     @property
     def state(self) -> ReplicaState:
@@ -481,30 +538,22 @@ class ReplicaSetup:
         """The replay session."""
         return self._spark()
 
-    def ask_selection(self, tables=None, where=None) -> None:
+    def ask_selection(self, asked: Selection | None) -> None:
         """Keep what ``replicate(tables=, where=)`` asks for; :meth:`validate` settles it.
 
         Args:
-            tables (str | list[str] | None): table names or patterns (``fnmatch``) to replicate;
-                None with ``where`` None: the recorded selection, or for a new replica
-                ``replica.tables``/``replica.where`` in config.
-            where (dict[str, str] | None): ``{table: Spark SQL predicate}``: the rows to replicate.
-
-        Raises:
-            ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
+            asked (Selection | None): the tables and rows asked (:meth:`wlr.select.Selection.of`);
+                None: the recorded selection, or for a new replica ``replica.tables``/``replica.where``.
         """
-        self._asked = None if tables is None and where is None else Selection.of(tables, where)
+        self._asked = asked
 
-    def validate(self, target: Target, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
-        """Check, without writing anything, that ``replicate(until)`` may start (see :mod:`wlr.target`
+    def validate(self, options: ReplicateOptions) -> MasterState:
+        """Check, without writing anything, that a ``replicate()`` call may start (see :mod:`wlr.target`
         for the checks on the target).
 
         Args:
-            target (Target): ``until`` parsed (:func:`wlcore.target.parse_until`).
-            until (int | str | datetime | None): the target as the caller gave it, named in messages.
-            timeout (float | None): seconds ``replicate`` would wait for the target (None:
-                ``replica.timeout``).
-            empty (bool): a new replica may hold no transaction.
+            options (ReplicateOptions): the call: its ``target``, ``timeout`` (seconds the call
+                would wait for the target) and ``empty`` (a new replica may hold no transaction).
 
         Returns:
             MasterState: the source's ``wlc.config``.
@@ -522,6 +571,7 @@ class ReplicaSetup:
             ConfigError: the replica folder is a file; a predicate does not parse or fit.
             NotFoundError: a selected table is unknown to the master.
         """
+        target = options.target
         # Spark must reach S3 before anything is written. The URL's scheme, not the storage,
         # decides it: this is about Spark's configuration (its s3a filesystem on the
         # classpath, as wlcore.session decides from the same prefixes), not about files
@@ -540,29 +590,23 @@ class ReplicaSetup:
         if state is not None:
             self._check_follows(state, mcfg)
             self.check_history(state, mcfg)
-            check_not_passed(target, state.tick, state.clock, named=meaning(until, target))
+            check_not_passed(target, state.tick, state.clock, named=meaning(target))
         elif any(
             n for n in self.storage.listdir(self.path) if not n.startswith(".") and n not in (LOCK_FILE, LOG_FILE)
         ):
             raise ReplicaStateError(f"{self.path} exists and is not empty; replicate into a new database name")
         pub = self.published(mcfg)
-        check_capture(target, until, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
-        check_in_time(
-            target,
-            until,
-            pub,
-            datetime.now(timezone.utc),
-            self.default_timeout if timeout is None else number(timeout, "timeout"),
-            settings().capture.settle,
-        )
+        check_capture(target, pub, f"wlc capture {self.master_dbfarm} {self.source.capture_name(self.master)}")
+        check_in_time(target, pub, datetime.now(timezone.utc), options.timeout, settings().capture.settle)
         self.selection = select.choose(state, self._asked, self.name, self._spark)
         if state is None or state.state == "restoring":
             store = self.store(mcfg)
             start = self.route(mcfg).start_for(mcfg, store, target, self.options.start_snapshot)
-            if state is None and start.txn < 0 and not empty and target.kind != "all":  # reads the first manifest
-                check_not_empty(
-                    target, until, self.route(mcfg).first_after(store, start), pub, bool(start.path), empty, self.master
-                )
+            if (
+                state is None and start.txn < 0 and not options.empty and target.kind != "all"
+            ):  # reads the first manifest
+                first = self.route(mcfg).first_after(store, start)
+                check_not_empty(target, first, pub, bool(start.path), options.empty, self.master)
             try:
                 self.route(mcfg).check_path(store, mcfg, start, target, self.options.use_compacted)
             except LogError as exc:  # what an existing replica raises there, and nothing is written
@@ -719,7 +763,7 @@ class ReplicaSetup:
         if start.path:
             body = snap.read(self.source.storage, start.path)
             hist = epochs.upto(epochs.parse(body.epochs or mcfg.epochs), start.txn)
-            applier = self._applier()
+            applier = self._applier.current()
             sel = self.selection or Selection()
             for name in sorted(n for n in body.tables if sel.wants(n)):
                 schema, table = split_name(name)
@@ -850,9 +894,8 @@ class Replay:
         view: the replica's consistent view (moved with the tick).
         relay: the replica's relay (ships what was applied after the rounds).
         options: how replay runs.
-        source: returns where the replica reads now.
-        applier: returns the replica's applier.
-        selection: returns the replica's selection (None: every table).
+        source: where the replica reads now.
+        applier: the replica's applier (with the replica's selection).
         stop: when set, a round ends after the segments being applied.
         metrics: the replica's metrics (segments landed, failures stored).
     """
@@ -864,9 +907,8 @@ class Replay:
         view: ConsistentView,
         relay: Relay,
         options: ReplayOptions,
-        source: Callable[[], Source],
-        applier: Callable[[], Applier],
-        selection: Callable[[], Selection | None],
+        source: CurrentSource,
+        applier: ReplicaApplier,
         stop: threading.Event,
         metrics: ReplicaMetrics,
     ) -> None:
@@ -877,7 +919,6 @@ class Replay:
         self.options = options
         self._source = source
         self._applier = applier
-        self._selection = selection
         self.stop = stop
         self.metrics = metrics
 
@@ -1079,7 +1120,7 @@ class Replay:
         """``({txn: Item}, {txn: cause})`` of the wanted transactions, files verified; the
         causes are the transactions that cannot be applied as published."""
         items, bad = {}, {}
-        selection, storage = self._selection(), self._source().storage
+        selection, storage = self._applier.selection, self._source.source.storage
         for b in batches:
             records = [
                 t for t in b.manifest.txns if t.txn in wanted and (selection is None or selection.wants(t.table))
@@ -1124,13 +1165,12 @@ class Replay:
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
             self.book.save()
 
-        applier = self._applier()
+        applier = self._applier.current()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
         applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
         applier.deltars_limit = self.options.deltars_bytes
-        rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop)
-        rnd.observe = self.metrics.segment
-        sel = self._selection()
+        rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop, self.metrics)
+        sel = self._applier.selection
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
         if skipped:  # tables this replica does not carry: handled without being applied
             rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})

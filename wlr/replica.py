@@ -10,33 +10,39 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wlcore.fields import FieldOf
 from wlcore.logstore import LogStore
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
-from wlcore.session import active_session
-from wlcore.settings import number, settings
+from wlcore.session import LateSession
+from wlcore.settings import settings
 from wlcore.storage import Storage
 
 from . import failure, monitor
-from .book import ReplicaLock, StateBook
+from .book import ReplicaApplier, ReplicaLock, StateBook
 from .catalog import ConsistentView, ReplicaCatalog
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .monitor import ReplicaMetrics
-from .planner import Route, Target
+from .planner import Route
 from .relay import Relay
-from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateCall, RoundResult
+from .replay import Replay, ReplayOptions, ReplicaSetup, ReplicateOptions
 from .select import Selection
-from .source import MasterLike, Names, Source, held_by, master_source, recorded_source, resolve, shipped_source
+from .source import (
+    CurrentSource,
+    MasterLike,
+    Names,
+    Source,
+    held_by,
+    master_source,
+    recorded_source,
+    resolve,
+    shipped_source,
+)
 from .target import Published, date_note
-
-if TYPE_CHECKING:
-    from .apply import Applier
 
 
 class Replica:
@@ -82,9 +88,6 @@ class Replica:
         self.master_path: str = Storage.join(self.master_dbfarm, self.master)
         cfg = settings().replica
         self.beat_seconds: float = cfg.beat
-        self.default_timeout: float = cfg.timeout
-        self.default_follow: bool = cfg.follow
-        self.default_collapse: bool = cfg.collapse
         self._options = ReplayOptions.of(cfg)
         self._book = StateBook(self.storage, self.path, self.name)
         if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
@@ -92,19 +95,26 @@ class Replica:
         default_logs = cfg.logs
         recorded = recorded_source(self.state)
         gone = recorded is None or (recorded.is_master and recorded.root.rstrip("/") == self.master_path.rstrip("/"))
-        self.source: Source = (
+        reads: Source = (
             chosen
             or (held_by(self.master_dbfarm, self.master) if gone else None)  # promoted elsewhere
             or recorded
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)
         )
-        self._parts = ReplicaParts(
-            names, self._book, self._options, lambda: self.source, spark, self.beat_seconds, self.default_timeout
-        )
-        self._parts.metrics.status = self.status  # wlr_tick, lag... are the figures wlr status prints
+        self._parts = ReplicaParts(names, self._book, self._options, CurrentSource(reads), spark, self.beat_seconds)
 
     # ------------------------------------------------------------------ options and state
+    @property
+    def source(self) -> Source:
+        """Where the replica reads (:mod:`wlr.source`): a master's folder, a shipped copy or a relay."""
+        return self._parts.source.source
+
+    @source.setter
+    def source(self, value: Source) -> None:
+        """Read from ``value`` from the next round on (the same master's batches)."""
+        self._parts.source.switch(value)
+
     @property
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
@@ -138,12 +148,12 @@ class Replica:
     @property
     def spark(self):
         """The replay session: a child of the SparkSession given (else the active one) with its own SQL settings."""
-        return self._parts.spark
+        return self._parts.session()
 
     @property
     def base_spark(self):
         """The SparkSession given to the replica, else the active one (made from config when none is)."""
-        return self._parts.base_spark
+        return self._parts.session.base()
 
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
@@ -166,8 +176,12 @@ class Replica:
     # ------------------------------------------------------------------ set-up (wlr.replay)
     def ask_selection(self, tables=None, where=None) -> None:
         """What ``replicate(tables=, where=)`` asks for (None: the recorded selection, or
-        for a new replica ``replica.tables``/``replica.where`` in config)."""
-        self._parts.setup.ask_selection(tables, where)
+        for a new replica ``replica.tables``/``replica.where`` in config).
+
+        Raises:
+            ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
+        """
+        self._parts.setup.ask_selection(None if tables is None and where is None else Selection.of(tables, where))
 
     def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the
@@ -177,15 +191,24 @@ class Replica:
             TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
                 as :meth:`wlr.replay.ReplicaSetup.validate` says.
         """
-        return self.check(ReplicateCall.of(until, timeout=timeout, empty=empty))
+        return self._parts.setup.validate(ReplicateOptions.of(until, timeout=timeout, empty=empty))
 
-    def check(self, call: ReplicateCall) -> MasterState:
-        """:meth:`validate` for a call whose ``until`` is parsed already; returns the master's wlc.config.
+    def check(self, options: ReplicateOptions) -> MasterState:
+        """Take what ``options`` asks of the replica (its start snapshot, compacted batches, selection)
+        and check, without writing anything, that the call may start.
+
+        Args:
+            options (ReplicateOptions): the call.
+
+        Returns:
+            MasterState: the source's wlc.config.
 
         Raises:
             as :meth:`validate`.
         """
-        return self._parts.setup.validate(call.target, call.until, timeout=call.timeout, empty=call.empty)
+        self.start_snapshot, self.compacted = options.snapshot, options.compacted
+        self._parts.setup.ask_selection(options.selection)
+        return self._parts.setup.validate(options)
 
     def published(self, mcfg: MasterState) -> Published:
         """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness."""
@@ -275,65 +298,33 @@ class Replica:
         empty: bool = False,
         metrics_port: int | str | None = None,
     ) -> "Replica":
-        """Apply published batches up to ``until`` (see :mod:`wlr.planner` for the semantics).
+        """Apply published batches up to ``until``, as :func:`wlr.replicate` on this replica (its
+        arguments and the docs' reference page "Replicating" say what each does).
 
         Args:
-            until: None (all published), int txn id (inclusive; -1: before the first), or a
-                UTC instant (datetime or ISO-8601 string, inclusive, a consistent cut across
-                tables; a date alone is that day's start, said by a :class:`wlr.TargetWarning`).
-                A target not published yet is said at once and its wait shown (:mod:`wlr.follow`).
-            follow: with ``until=None``, keep following in a background thread until
-                :meth:`stop` (default: ``replica.follow`` in config, true).
-            timeout: seconds to wait for ``until`` to be published (default ``replica.timeout``);
-                an instant further ahead than that (plus ``capture.settle``) is refused at once.
-            collapse: True (default ``replica.collapse``): each table's run of DML lands as
-                one collapsed commit a segment; False: one replica commit per master
-                transaction, for jobs that read the replica's history or change feed
-                (and no compacted batches). Kept for follow mode.
-            snapshot: a new replica starts from the master's snapshot at this transaction
-                (``wlr log --snapshots`` lists them); default the newest at or before ``until``.
-            compacted: True: replay through level-1/2 compacted batches where they fit
-                (the coarsest first, as Litestream restores); False: level 0 only.
-            relay: True: after every round, ship what this replica has applied to
-                ``<replica>/wlr_relay`` for replicas made with ``source=<this replica>``
-                (:mod:`wlr.relay`); False: stop relaying; None: as before (kept in wlr.config).
-            tables: a new replica carries only these tables: names or patterns on
-                ``schema.table`` (``["sales.*", "hr.employees"]``); default ``replica.tables``
-                in config (empty: all). Recorded; another selection needs a new replica.
-            where: ``{"schema.table": "<Spark SQL predicate>"}``: of these tables a new replica
-                carries only the rows matching (after each change: rows an update moves in
-                are inserted, rows moved out deleted), as a PostgreSQL row filter.
-            empty: a new replica whose target is before the master's first transaction (it
-                would hold none of its transactions) is made anyway; refused otherwise.
-            metrics_port: serve Prometheus metrics (:mod:`wlr.monitor`) at ``http://127.0.0.1:<port>/metrics``
-                (0: any free port, kept in ``metrics_port``; default the ``metrics.port`` setting, off).
+            until (int | str | datetime | None): None: everything published; int: every
+                transaction id <= it (-1: none); datetime or ISO-8601 string: every transaction
+                committed at or before that UTC instant. Inclusive (:mod:`wlcore.target`).
+            follow (bool | None): with ``until=None``, keep following until :meth:`stop` (None: ``replica.follow``).
+            timeout (float | None): seconds to wait for ``until`` to be published (None: ``replica.timeout``).
+            collapse (bool | None): one commit a segment (True) or a master transaction (False)
+                (None: ``replica.collapse``).
+            snapshot (int | None): the snapshot a new replica starts from (None: the newest fit).
+            compacted (bool): replay through compacted batches where they fit.
+            relay (bool | None): ship what is applied to ``<replica>/wlr_relay`` (None: as recorded).
+            tables (str | list[str] | None): a new replica's tables (None: ``replica.tables``).
+            where (dict[str, str] | None): ``{"schema.table": Spark SQL predicate}``: a new replica's rows.
+            empty (bool): make a new replica whose target is before the master's first transaction.
+            metrics_port (int | str | None): the port of ``/metrics`` (0: any free; None: ``metrics.port``).
 
         Returns:
-            self, once the target is reached (or, following, once all published is applied).
-
-        Everything is checked before anything is written: a refused call leaves the
-        filesystem as it was. A failure stored by an earlier call is retried (its cause may
-        have been fixed: a batch restored, a table put back), as PostgreSQL's apply worker
-        retries; if it fails again it is stored and raised with the new cause, if it passes
-        ``wlr.log`` records the recovery.
+            Replica: self, once the target is reached (following: once all published is applied).
 
         Raises:
-            TargetError: ``until`` is malformed or already passed; an instant later than
-                ``timeout`` can wait for; a new replica's target before the master's first
-                transaction without ``empty``.
-            ReplicationError: a transaction or a batch failed and was not accepted.
-            ReplicationTimeout: the target was not published within ``timeout`` (the message
-                states capture's liveness as read), or cannot be: capture's heartbeat is
-                stale, or the master stopped logging before it (raised at once).
-            ReplicaStateError: the folder is not a replica of this master, or is busy, or
-                the replica is further behind than the master's retention keeps (the message
-                names the earliest reachable point); ``tables``/``where`` differ from the
-                replica's recorded selection; DivergedError: the source's history is not
-                the one this replica followed (a master restored from a copy).
-            ConfigError: a ``tables`` pattern or ``where`` predicate is malformed; MetricsError:
-                the metrics port is malformed or taken.
+            TargetError, ReplicationError, ReplicationTimeout, ReplicaStateError, DivergedError,
+                ConfigError, MetricsError: as :func:`wlr.replicate` says.
         """
-        call = ReplicateCall.of(
+        options = ReplicateOptions.of(
             until,
             follow=follow,
             timeout=timeout,
@@ -346,13 +337,13 @@ class Replica:
             empty=empty,
             metrics_port=metrics_port,
         )
-        return self.run(call)
+        return self.run(options)
 
-    def run(self, call: ReplicateCall) -> Replica:
-        """Carry out ``call`` (:meth:`replicate` with its ``until`` parsed once).
+    def run(self, options: ReplicateOptions) -> Replica:
+        """Carry out one ``replicate()`` call, its arguments checked already.
 
         Args:
-            call: the call.
+            options (ReplicateOptions): the call (:meth:`wlr.replay.ReplicateOptions.of`).
 
         Returns:
             self, as :meth:`replicate`.
@@ -360,19 +351,15 @@ class Replica:
         Raises:
             as :meth:`replicate`.
         """
-        self.start_snapshot, self.compacted = call.snapshot, bool(call.compacted)
-        self.ask_selection(call.tables, call.where)
-        follow = self.default_follow if call.follow is None else bool(call.follow)
-        self.collapse = self.default_collapse if call.collapse is None else bool(call.collapse)
-        timeout = self.default_timeout if call.timeout is None else number(call.timeout, "timeout")
-        mcfg = self._parts.setup.validate(call.target, call.until, timeout=timeout, empty=call.empty)
-        note = date_note(call.until, call.target)
+        self.collapse = options.collapse
+        mcfg = self.check(options)
+        note = date_note(options.target)
         if note:
             warnings.warn(note, TargetWarning, stacklevel=3)
-        self._parts.metrics.serve(call.metrics_port)
+        self._parts.metrics.serve(options.metrics_port, self)  # wlr_tick, lag...: the figures of status()
         self.stop()
-        self._options.relay_wanted = call.relay
-        self._parts.follower.run_to(call.target, call.until, timeout, mcfg, follow, call.service)
+        self._options.relay_wanted = options.relay
+        self._parts.follower.run_to(options, mcfg)
         return self
 
     def accept(self) -> int:
@@ -391,7 +378,7 @@ class Replica:
                 state,
                 self.name,
                 LogStore(self.source.storage, self.source.root, state.logs, self.master),
-                lambda table: self._parts.applier().tables.current_version(table),
+                self._parts.applier.current().tables.current_version,
             )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")
@@ -424,16 +411,16 @@ class Replica:
 #
 # * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
 #   (:mod:`wlr.book`), shared by every part;
+# * where the replica reads now (:class:`wlr.source.CurrentSource`: ``replicate(source=...)``
+#   switches it between calls) and the replay session (:class:`wlcore.session.LateSession`, made
+#   at the first Spark use);
+# * the applier (:class:`wlr.apply.ReplicaApplier`: made again when the master's database id changes);
 # * the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
 # * the consistent view (:mod:`wlr.catalog`): reads at the last consistent tick, and its SQL
 #   names (:mod:`wlr.catalog`), moved after every round;
 # * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
 #   (:mod:`wlr.follow`), which retries a failure by itself;
-# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked;
-# * the applier (:mod:`wlr.apply`) on the replay session, made at the first Spark use.
-#
-# The source (where batches are read) may change between calls (``replicate(source=...)``):
-# the parts read it through ``source()`` each time.
+# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked.
 
 
 class ReplicaParts:
@@ -443,10 +430,9 @@ class ReplicaParts:
         names: the replica's resolved names (dbfarm, master's dbfarm, master, replica).
         book: the replica's state book.
         options: the replay options of the last ``replicate()`` call.
-        source: returns where the replica reads now.
+        source: where the replica reads now.
         spark: the SparkSession given to the replica (None: the active one, at first use).
         beat_seconds: seconds between the follower's rounds (``replica.beat``).
-        timeout: seconds a call waits for its target by default (``replica.timeout``).
     """
 
     def __init__(
@@ -454,83 +440,31 @@ class ReplicaParts:
         names: Names,
         book: StateBook,
         options: ReplayOptions,
-        source: Callable[[], Source],
+        source: CurrentSource,
         spark: Any,
         beat_seconds: float,
-        timeout: float,
     ) -> None:
-        self.given_spark = spark
-        self._session: Any = None
-        self._applier: Applier | None = None
-        self._source = source
         self.book = book
-        self.mutex = threading.RLock()  # held while a round runs (follow thread and calls)
-        self.stop = threading.Event()
+        self.source = source
+        self.session = LateSession(spark, _replay_session)
+        self.applier = ReplicaApplier(self.session, book, source)
         self.lock = ReplicaLock(book.storage, book.path)
-        self.view = ConsistentView(book, lambda: self.given_spark, self.applier)
-        self.catalog = ReplicaCatalog(book, self.view, lambda: self.given_spark)
-        self.setup = ReplicaSetup(
-            book, self.lock, source, names, options, timeout, lambda: self.spark, self.applier, self.view
-        )
+        self.view = ConsistentView(book, self.session, self.applier)
+        self.catalog = ReplicaCatalog(book, self.view, self.session)
+        self.setup = ReplicaSetup(book, self.lock, source, names, options, self.session, self.applier, self.view)
         self.relay = Relay(book, source, names.master)
-        self.metrics = ReplicaMetrics(names.master, names.replica, lambda: self.follower.following())
+        self.metrics = ReplicaMetrics(names.master, names.replica)
         self.replay = Replay(
-            book,
-            self.setup,
-            self.view,
-            self.relay,
-            options,
-            source,
-            self.applier,
-            lambda: self.setup.selection,
-            self.stop,
-            self.metrics,
+            book, self.setup, self.view, self.relay, options, source, self.applier, threading.Event(), self.metrics
         )
-        capture = f"wlc capture {names.master_dbfarm} {names.master}"
         self.follower = Follower(
-            book,
-            self.lock,
-            self.mutex,
-            self.stop,
-            self.steps,
-            self.setup.published,
-            source,
-            beat_seconds,
-            capture,
-            settings().replica.retry_max,
-            self.metrics,
+            book, self.lock, self.replay, self.catalog, self.metrics, beat_seconds, settings().replica.retry_max
         )
+        self.mutex = self.follower.mutex  # held while a round runs (follow thread and calls)
 
-    def steps(self, target: Target, progress: bool) -> RoundResult:
-        """Rounds of replay toward ``target`` (:meth:`wlr.replay.Replay.steps`), then the SQL
-        names moved to the last consistent tick (also after a failed round: what it applied stays)."""
-        try:
-            return self.replay.steps(target, progress)
-        finally:
-            self.catalog.refresh()
 
-    @property
-    def base_spark(self) -> Any:
-        """The SparkSession given to the replica, else the active one (made from config when none is)."""
-        return self.given_spark or active_session()
+def _replay_session(base: Any) -> Any:
+    """:func:`wlr.apply.replay_session` (imported at the first Spark use: ``wlr status`` imports no Spark)."""
+    from .apply import replay_session
 
-    @property
-    def spark(self) -> Any:
-        """The replay session: a child of :attr:`base_spark` with its own SQL settings (made once)."""
-        if self._session is None:
-            from . import apply
-
-            self._session = apply.replay_session(self.base_spark)
-        return self._session
-
-    def applier(self) -> Applier:
-        """The applier of the replica's master (made again when the replica's master database id
-        changes), reading change rows from the current source, with the replica's selection."""
-        from .apply import Applier
-
-        dbid = self.book.state.dbid
-        if self._applier is None or self._applier.dbid != dbid:
-            self._applier = Applier(lambda: self.spark, self.book.storage, self.book.path, dbid, self._source().storage)
-        self._applier.logs_storage = self._source().storage
-        self._applier.selection = self.setup.selection
-        return self._applier
+    return replay_session(base)

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wlcore import snapshots as snap
 from wlcore.errors import ConfigError
@@ -36,6 +35,9 @@ from wlcore.settings import settings
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
+
+if TYPE_CHECKING:
+    from wlcore.session import LateSession
 
 _PATTERN = re.compile(r"^[^\s.]+\.[^\s.]+$")
 
@@ -169,14 +171,14 @@ def check_same(recorded: Selection, asked: Selection, replica: str) -> None:
         )
 
 
-def choose(state: ReplicaState | None, asked: Selection | None, replica: str, spark: Callable[[], Any]) -> Selection:
+def choose(state: ReplicaState | None, asked: Selection | None, replica: str, spark: LateSession) -> Selection:
     """Settle a replica's selection: the recorded one, or for a new replica the one asked or configured.
 
     Args:
         state (ReplicaState | None): the replica's state (None, or state ``restoring``: a new replica).
         asked (Selection | None): what ``replicate(tables=, where=)`` asks for (None: nothing).
         replica (str): the replica's name, for messages.
-        spark (Callable[[], SparkSession]): gives the session whose SQL parser checks a new
+        spark (LateSession): the replica's session (made when first needed) whose SQL parser checks a new
             replica's predicates (called only when there are predicates: a set-up without them
             starts no Spark session).
 
@@ -231,13 +233,13 @@ def check_selected(selection: Selection | None, store: LogStore, start_path: str
     check_tables([t for t, _p in selection.where], known, where)
 
 
-def check_predicates(selection: Selection | None, spark: Callable[[], Any], storage: Storage, start_path: str) -> None:
+def check_predicates(selection: Selection | None, spark: LateSession, storage: Storage, start_path: str) -> None:
     """Refuse a ``where`` predicate that does not fit its table in the snapshot a new replica
     starts from (an unknown column, a type error), before anything is written.
 
     Args:
         selection (Selection | None): the replica's selection (None: every row).
-        spark (Callable[[], SparkSession]): gives the session that analyses the predicates.
+        spark (LateSession): the replica's session (made when first needed) that analyses the predicates.
         storage (Storage): the storage holding the snapshot.
         start_path (str): the snapshot's folder ("": an empty start, nothing to check).
 

@@ -170,6 +170,26 @@ class Source:
         )
 
 
+class CurrentSource:
+    """Where one replica reads now, shared by its parts (set-up, rounds, relay, follower, applier):
+    a later ``wlr.replicate(source=...)`` of the same replica switches it (:meth:`switch`).
+
+    Args:
+        source (Source): the source the replica reads first.
+    """
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    def switch(self, source: Source) -> None:
+        """Read from ``source`` from the next round on.
+
+        Args:
+            source (Source): the new source (a master, a shipped copy or a relay of the same master).
+        """
+        self.source = source
+
+
 def master_source(master_dbfarm: str, master: str) -> Source:
     """The master's own folder as a source.
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
+from typing import TypeGuard
 
 from wlcore.master_state import MasterState, capture_liveness
 
@@ -39,7 +40,7 @@ def instant(ts: datetime | None) -> str:
     return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
-def date_only(until) -> bool:
+def date_only(until) -> TypeGuard[str]:
     """True when ``until`` is a string holding an ISO-8601 date without a time
     (``"2026-11-24"``, ``"20261124"``, ``"2026-W47-2"``), which is taken as midnight UTC."""
     if not isinstance(until, str):
@@ -58,9 +59,10 @@ def spelled(until, cli: bool = False) -> str:
     return f"until={instant(until) if isinstance(until, datetime) else repr(until)}"
 
 
-def meaning(until, target: Target) -> str:
+def meaning(target: Target) -> str:
     """The target as messages name it: ``transaction 42``, ``2030-01-01T00:00:00Z``, or for a
     date-only string ``2026-11-24 (taken as 2026-11-24T00:00:00Z, the start of that day, UTC)``."""
+    until = target.until
     if target.kind == "txn":
         return (
             "before the first transaction (transaction -1)"
@@ -74,9 +76,10 @@ def meaning(until, target: Target) -> str:
     return "everything published"
 
 
-def asked(until, target: Target, cli: bool = False) -> str:
-    """``until`` as the caller wrote it, with what it was taken to mean where that is not
+def asked(target: Target, cli: bool = False) -> str:
+    """``until`` as the caller wrote it (:attr:`Target.until`), with what it was taken to mean where that is not
     plain: ``--until 2026-11-24 (taken as 2026-11-24T00:00:00Z, the start of that day, UTC)``."""
+    until = target.until
     text = spelled(until.strip() if isinstance(until, str) else until, cli)
     return f"{text} ({_taken(target)})" if target.kind == "time" and date_only(until) else text
 
@@ -85,10 +88,11 @@ def _taken(target: Target) -> str:
     return f"taken as {instant(target.upto_time)}, the start of that day, UTC"
 
 
-def date_note(until, target: Target, cli: bool = False) -> str | None:
-    """What a date-only ``until`` was taken to mean (None for any other ``until``), e.g.
+def date_note(target: Target, cli: bool = False) -> str | None:
+    """What a date-only ``until`` (:attr:`Target.until`) was taken to mean (None for any other ``until``), e.g.
     ``--until 2026-11-24 taken as 2026-11-24T00:00:00Z (the start of that day, UTC); write
     the full instant to mean another time``."""
+    until = target.until
     if target.kind != "time" or not date_only(until):
         return None
     example = f"{until.strip()}T17:30:00Z"
@@ -155,11 +159,11 @@ def ahead(target: Target, pub: Published) -> bool:
     return not target.published_by(pub.tick, pub.watermark, pub.stopped)
 
 
-def check_capture(target: Target, until, pub: Published, capture_command: str) -> None:
+def check_capture(target: Target, pub: Published, capture_command: str) -> None:
     """Raise when ``target`` is not published and never will be while things stay as they are.
 
     Args:
-        target, until: the target and ``until`` as given (for the message).
+        target: the target (its ``until`` as given is named in the message).
         pub: what the source has published.
         capture_command: the command that starts capture on the master (``wlc capture <dbfarm> <master>``).
 
@@ -170,7 +174,7 @@ def check_capture(target: Target, until, pub: Published, capture_command: str) -
     """
     if not ahead(target, pub):
         return
-    named = meaning(until, target)
+    named = meaning(target)
     if pub.stopped:  # an instant is never ahead of a stopped master
         raise ReplicationTimeout(
             f"{pub.source} stopped logging at transaction {pub.tick}: {named} will never be "
@@ -185,7 +189,7 @@ def check_capture(target: Target, until, pub: Published, capture_command: str) -
         )
 
 
-def check_in_time(target: Target, until, pub: Published, now: datetime, timeout: float, settle: float) -> None:
+def check_in_time(target: Target, pub: Published, now: datetime, timeout: float, settle: float) -> None:
     """Refuse an instant the wait cannot cover: capture publishes an instant (its watermark
     passes it) ``settle`` seconds after it at the earliest, so one later than ``now +
     timeout - settle`` cannot be reached within ``timeout`` seconds.
@@ -204,16 +208,15 @@ def check_in_time(target: Target, until, pub: Published, now: datetime, timeout:
         f"{pub.describe()}. "
     )
     raise TargetError(
-        f"{asked(until, target)}{why}Follow the master instead (replicate(until=None) applies what is published "
+        f"{asked(target)}{why}Follow the master instead (replicate(until=None) applies what is published "
         "and keeps following), give a larger timeout= (replica.timeout), or an earlier until",
-        cli=f"{asked(until, target, True)}{why}Follow the master instead: wlr replicate <dbfarm> <master> "
+        cli=f"{asked(target, True)}{why}Follow the master instead: wlr replicate <dbfarm> <master> "
         "<replica> --follow; or set a larger replica.timeout (in a --config FILE); or give an earlier --until",
     )
 
 
 def check_not_empty(
     target: Target,
-    until,
     first: tuple[int, datetime] | None,
     pub: Published,
     initial_snapshot: bool,
@@ -223,7 +226,7 @@ def check_not_empty(
     """Refuse a new replica whose target is before the master's first transaction.
 
     Args:
-        target, until: the target and ``until`` as given.
+        target: the target (its ``until`` as given is named in the message).
         first: ``(txn, commit time)`` of the first transaction after the replica's start (a
             start at transaction -1), or None when none is published yet.
         pub: what the source has published.
@@ -257,9 +260,9 @@ def check_not_empty(
     )
     rest = f" is {where}: a new replica would hold {what}. "
     raise TargetError(
-        asked(until, target) + rest + "Give a later until (wlr.transactions() lists the transactions), "
+        asked(target) + rest + "Give a later until (wlr.transactions() lists the transactions), "
         "or pass empty=True to make such a replica anyway",
-        cli=asked(until, target, True) + rest + f"Give a later --until (wlr log <dbfarm> {master} lists "
+        cli=asked(target, True) + rest + f"Give a later --until (wlr log <dbfarm> {master} lists "
         "the transactions), or add --empty to make such a replica anyway",
     )
 

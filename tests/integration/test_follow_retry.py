@@ -82,7 +82,7 @@ def test_a_batch_damaged_while_following_is_retried_until_restored(spark, master
 def test_following_as_a_service_retries_a_failed_first_catch_up(spark, master, dbfarm, tmp_path, monkeypatch):
     """``wlr replicate --follow`` (a call with ``service``) does not end when its first catch-up
     meets a damaged batch: the follower retries it and goes on once the batch is restored."""
-    from wlr.replay import ReplicateCall
+    from wlr.replay import ReplicateOptions
 
     base = yaml.safe_load(open(os.path.join(ROOT, "tests", "wlc-test.yaml")).read())
     base["replica"].update(beat=0.5, retry_max=1)
@@ -97,7 +97,7 @@ def test_following_as_a_service_retries_a_failed_first_catch_up(spark, master, d
     with open(part, "r+b") as fh:
         fh.truncate(10)
     rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
-    rep.run(ReplicateCall.of(None, follow=True, service=True))  # no ReplicationError: the follower has it
+    rep.run(ReplicateOptions.of(None, follow=True, service=True))  # no ReplicationError: the follower has it
     try:
         assert rep.following()
         wait_until(lambda: rep.status()["retries"] >= 2, 60, "two retries of the damaged transaction")

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from wlc.master import CaptureThread, retry_wait
 from wlc.master_record import MasterRecord
+from wlc.metrics import PublishCounts
 from wlc.publisher import CaptureTiming
 from wlcore.health import format_status, status
 from wlcore.master_state import MasterState, read_master_state
@@ -28,7 +29,7 @@ class _Publisher:
         self.broken = threading.Event()
         self.broken.set()
         self.failed = 0  # scans that failed
-        self.on_publish = None
+        self.counts = PublishCounts("db")
         self.capture = SimpleNamespace(quiet=SimpleNamespace(on=False), holds=SimpleNamespace(held={}))
 
     def step(self, take_all: bool, look: bool) -> bool:

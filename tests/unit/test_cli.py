@@ -199,7 +199,6 @@ def test_register_says_it_starts_spark(tmp_path, capsys, monkeypatch):
         raise Started  # where Spark would start: the line must come before
 
     monkeypatch.setattr(session, "running_session", lambda: None)  # no Spark runs in this process
-    monkeypatch.setattr("wlr.catalog.running_session", lambda: None)
     monkeypatch.setattr(session, "active_session", start)
     with pytest.raises(Started):
         wlr.register("rep", dbfarm=str(tmp_path))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+from types import SimpleNamespace
 
 from wlcore.storage import Storage
 from wlr import failure
@@ -25,18 +26,17 @@ def _follower(tmp_path, step, name: str) -> Follower:
     book = StateBook(storage, path, name)
     book.state.tick = 4
     book.save()
+    setup = SimpleNamespace(published=lambda mcfg: None, source=None, master="m", master_dbfarm="farm")
+    replay = SimpleNamespace(steps=step, stop=threading.Event(), setup=setup)
+    catalog = SimpleNamespace(refresh=lambda: None)
     return Follower(
         book,
         ReplicaLock(storage, path),
-        threading.RLock(),
-        threading.Event(),
-        step,
-        lambda mcfg: None,  # type: ignore[arg-type,return-value]
-        lambda: None,  # type: ignore[arg-type,return-value]
+        replay,  # type: ignore[arg-type]
+        catalog,  # type: ignore[arg-type]
+        ReplicaMetrics("m", name),
         0.1,
-        "wlc capture farm m",
         0.4,
-        ReplicaMetrics("m", name, lambda: True),
     )
 
 

@@ -87,7 +87,7 @@ def test_log_usage_counts_batches_and_bytes_by_level(tmp_path):
         (logs / name / "manifest.json").write_bytes(b"x" * size)
     os.makedirs(logs / ".m_000000000002.tmp")  # staging: not published
     os.makedirs(logs / "other_000000000000")  # another database's batch
-    usage = LogUsage(Storage.of(str(tmp_path)), lambda: str(logs), "m")
+    usage = LogUsage(Storage.of(str(tmp_path)), str(logs), "m")
     assert usage.by_level() == {0: (2, 30), 1: (1, 25), 2: (0, 0)}
     import shutil
 

@@ -2,6 +2,7 @@
 
 import os
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 
@@ -371,8 +372,8 @@ def test_a_source_out_of_reach_is_a_state_of_its_own_in_status_and_metrics(tmp_p
     out = capsys.readouterr().out
     assert "state               unreachable" in out and "lag (transactions)  unknown" in out
     assert "source error        no database 'm'" in out
-    metrics = ReplicaMetrics("m", "r", lambda: True)
-    metrics.status = lambda: s
+    metrics = ReplicaMetrics("m", "r")
+    metrics.reported = SimpleNamespace(status=lambda: s, following=lambda: True)
     samples = {(n, labels.get("state")): v for n, labels, v in metrics.samples()}
     assert samples[("wlr_state", "unreachable")] == 1 and samples[("wlr_state", "following")] == 0
     assert ("wlr_master_tick", None) not in samples and ("wlr_lag_transactions", None) not in samples
