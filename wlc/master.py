@@ -503,7 +503,8 @@ class MasterSetup:
             )
 
     def take_lock(self) -> None:
-        """Hold ``<db>/wlc.lock`` (:meth:`Storage.lock`) for as long as this process captures the database.
+        """Hold ``<db>/wlc.lock`` (:meth:`wlcore.logstore.LogStore.lock`) for as long as this process
+        captures the database.
 
         Raises:
             MasterStateError: another process holds it; nothing was changed.
@@ -511,7 +512,7 @@ class MasterSetup:
         """
         lock_path = Storage.join(self.path, LOCK_FILE)
         try:
-            self.lockfile = self.storage.lock(lock_path, blocking=False, what=f"capture of {self.path}")
+            self.lockfile = self.record.store.lock(f"capture of {self.path}")
         except LockHeldError:
             raise MasterStateError(
                 f"another process is capturing {self.path} (it holds {lock_path}); stop it or use that process"

@@ -32,7 +32,7 @@ from wlcore import snapshots as snap
 from wlcore.databases import Dbfarm
 from wlcore.errors import NotReplicatedWarning
 from wlcore.logstore import LogStore
-from wlcore.master_state import LOG_FILE, MasterState, logs_of, write_master_state
+from wlcore.master_state import LOG_FILE, MasterState, logs_of
 from wlcore.promotion import check_not_fenced, log_name
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso, utcnow
@@ -100,7 +100,7 @@ class MasterRecord:
             self.adopt_snapshot(newest, snap.txn_of(newest))
         text = self.config.to_text()
         if text != self._saved:
-            write_master_state(self.storage, self.path, self.config)
+            self.store.write_state(self.config)
             self._saved = text
 
     def adopt_snapshot(self, path: str, txn: int) -> None:
