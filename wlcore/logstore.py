@@ -9,8 +9,12 @@ on local and mounted folders or by a commit marker written last on object stores
 file (``wlc.config``) sits in the folder above the logs, the database's folder or the copy's
 root, and the capture lock beside it.
 
-:class:`LogStore` is what capture, shipping, compaction, pruning and replay use to reach it:
-about eight methods, as Litestream's ``ReplicaClient`` is for its replicas. The difference
+:class:`LogStore` is what capture, shipping, compaction, pruning and replay use to reach it,
+as Litestream's ``ReplicaClient`` is for its replicas: list the published batches (level 0 from a
+number on, or the compacted ones), look one up by name, read its manifest, stage and publish a
+level-0 batch, delete some, read and write the state file, take the lock. Its owner builds it once
+(the master's record, its life cycle, the replica's set-up, a relay, a shipping pass) and passes it
+on as a value. The difference
 between a local folder and an object store lives in :class:`wlcore.storage.Storage`'s two
 implementations (a file lock or a lease, a rename or a marker); the log store is the same on
 both and passes one contract test on each. Batches are :class:`BatchRef` values.
