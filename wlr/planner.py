@@ -39,7 +39,7 @@ from wlcore import batch as batchfmt, epochs, snapshots as snap
 from wlcore.batch import Manifest
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
-from wlcore.logstore import LogStore
+from wlcore.logstore import BatchRef, LogStore
 from wlcore.master_state import MasterState
 from wlcore.replica_state import ReplicaState
 from wlcore.storage import Storage
@@ -321,7 +321,8 @@ def read_batches(
             f"the log folder {logs} is not there (unmounted, moved or deleted?); put it back where wlc.config says",
         )
     expected_batch, expected_txn = next_batch, tick + 1
-    for number, path in numbered(store, next_batch, published):
+    for ref in numbered(store, next_batch, published):
+        number, path = ref.number, ref.path
         if number != expected_batch:
             raise LogError(
                 expected_batch,
@@ -373,8 +374,8 @@ PROBE = 16
 """At most this many batches behind, replay looks its next level-0 batches up by name."""
 
 
-def numbered(store: LogStore, next_batch: int, published: int | None) -> Iterator[tuple[int, str]]:
-    """The level-0 batches from ``next_batch`` on, ``(number, path)`` ascending, as
+def numbered(store: LogStore, next_batch: int, published: int | None) -> Iterator[BatchRef]:
+    """The level-0 batches from ``next_batch`` on, ascending, as
     :meth:`wlcore.logstore.LogStore.batches` lists them, read lazily.
 
     A replica that follows is one or two batches behind a log that may hold tens of thousands:
@@ -392,20 +393,20 @@ def numbered(store: LogStore, next_batch: int, published: int | None) -> Iterato
             (None: not known; the folder is listed).
 
     Yields:
-        tuple[int, str]: ``(number, batch folder)``.
+        BatchRef: each batch (its number and folder).
     """
     if published is None or published - next_batch > PROBE:
-        yield from ((b.number, b.path) for b in store.batches(next_batch))
+        yield from store.batches(next_batch)
         return
     number = next_batch
     while True:
         found = store.batch(number)
         if found is not None:
-            yield number, found.path
+            yield found
             number += 1
             continue
         if number < published:  # counted as published but not there: a gap, or pruned
-            yield from ((b.number, b.path) for b in store.batches(number))
+            yield from store.batches(number)
         return
 
 
