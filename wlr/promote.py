@@ -59,7 +59,7 @@ from wlcore.utc import utc_iso
 
 from .book import LOCK_FILE, LOG_FILE as REPLICA_LOG, ReplicaLock
 from .errors import PromotionError, ReplicaStateError
-from .source import RELAY_DIR, Source, master_source, recorded_source
+from .source import RELAY_DIR, Source, SourceKind, master_source, recorded_source
 
 STAGING = ".wlc-promote"  # the history is assembled here, then moved into place
 
@@ -382,7 +382,7 @@ def _places(state: ReplicaState, old_path: str, path: str) -> list[Source]:
     out: list[Source] = []
     relay = Storage.join(path, RELAY_DIR)
     if Storage.of(relay).exists(Storage.join(relay, "wlc.config")):
-        out.append(Source(Storage.of(relay), relay, "relay"))
+        out.append(Source(Storage.of(relay), relay, SourceKind.RELAY))
     recorded = recorded_source(state)
     if recorded is not None:
         out.append(recorded)

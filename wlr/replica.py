@@ -36,6 +36,7 @@ from .source import (
     MasterLike,
     Names,
     Source,
+    SourceKind,
     held_by,
     master_source,
     recorded_source,
@@ -90,7 +91,11 @@ class Replica:
         self.beat_seconds: float = cfg.beat
         self._options = ReplayOptions.of(cfg)
         self._book = StateBook(self.storage, self.path, self.name)
-        if chosen is not None and chosen.kind == "relay" and chosen.root.startswith(self.path.rstrip("/") + "/"):
+        if (
+            chosen is not None
+            and chosen.kind is SourceKind.RELAY
+            and chosen.root.startswith(self.path.rstrip("/") + "/")
+        ):
             raise ReplicaStateError(f"a replica cannot read its own relay ({self.name!r}); name another source")
         default_logs = cfg.logs
         recorded = recorded_source(self.state)

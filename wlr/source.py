@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from wlcore.databases import Dbfarm
@@ -35,7 +36,14 @@ from wlcore.storage import Storage
 from .errors import ReplicaStateError
 
 RELAY_DIR = "wlr_relay"  # a relaying replica's shipped copy, inside its folder
-KINDS = ("master", "shipped", "relay")
+
+
+class SourceKind(StrEnum):
+    """What a source folder is (recorded as ``source_kind`` in ``wlr.config``, by its value)."""
+
+    MASTER = "master"  # the master's own folder
+    SHIPPED = "shipped"  # a shipped copy (wlc ship)
+    RELAY = "relay"  # a relaying replica's wlr_relay
 
 
 class MasterLike(Protocol):
@@ -60,21 +68,24 @@ class Source:
 
     storage: Storage
     root: str
-    kind: str
+    kind: SourceKind
+
+    def __post_init__(self) -> None:
+        self.kind = SourceKind(self.kind)  # also from its recorded text; ValueError for another
 
     @property
     def name(self) -> str:
         """The database the source is: the master's or the relaying replica's name (a
         shipped copy: its folder or URL)."""
         root = self.root.rstrip("/")
-        if self.kind == "shipped":
+        if self.kind is SourceKind.SHIPPED:
             return root
-        return posixpath.basename(posixpath.dirname(root) if self.kind == "relay" else root)
+        return posixpath.basename(posixpath.dirname(root) if self.kind is SourceKind.RELAY else root)
 
     @property
     def label(self) -> str:
         """``master 'm'``, ``relay 'r1'`` or ``shipped copy <url>``, for messages and status."""
-        return f"shipped copy {self.root}" if self.kind == "shipped" else f"{self.kind} {self.name!r}"
+        return f"shipped copy {self.root}" if self.kind is SourceKind.SHIPPED else f"{self.kind} {self.name!r}"
 
     def config(self) -> MasterState | None:
         """The source's wlc.config, or None when it has none (yet). A shipped
@@ -106,7 +117,7 @@ class Source:
     @property
     def is_master(self) -> bool:
         """True when the source is the master's own folder (not a shipped copy or a relay)."""
-        return self.kind == "master"
+        return self.kind is SourceKind.MASTER
 
     def fenced(self) -> ReplicaStateError | None:
         """The refusal of a master's folder fenced by a promotion (:mod:`wlcore.promotion`).
@@ -138,7 +149,7 @@ class Source:
             (NotFoundError naming the nearest masters, or ReplicaStateError); for a shipped copy or a
             relay, a ReplicaStateError naming how to fill it.
         """
-        if self.kind == "master":
+        if self.kind is SourceKind.MASTER:
             from wlcore.databases import Dbfarm
 
             farm, name = posixpath.split(self.root.rstrip("/"))
@@ -152,14 +163,14 @@ class Source:
                     f"{cause}; read from it: source={held!r}", cli=f"{cause}; read from it: --source {held}"
                 )
             return ReplicaStateError(f"{self.root} is not a master (no {MASTER_CONFIG})")
-        if self.kind == "shipped":
+        if self.kind is SourceKind.SHIPPED:
             return ReplicaStateError(
                 f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: wlc.ship({self.root!r})",
                 cli=f"{self.root} holds no shipped copy (no {MASTER_CONFIG}); ship there first: "
                 f"wlc ship <dbfarm> {master} {self.root}",
             )
         promoted = posixpath.dirname(self.root.rstrip("/"))
-        if self.kind == "relay" and self.storage.exists(Storage.join(promoted, MASTER_CONFIG)):
+        if self.kind is SourceKind.RELAY and self.storage.exists(Storage.join(promoted, MASTER_CONFIG)):
             return ReplicaStateError(
                 f"{self.label} was promoted to master of {master!r}; read from it as a master: source={self.name!r}",
                 cli=f"{self.label} was promoted to master of {master!r}; read from it as a master: --source {self.name}",
@@ -201,7 +212,7 @@ def master_source(master_dbfarm: str, master: str) -> Source:
         Source: ``<master_dbfarm>/<master>``, of kind ``master``.
     """
     path = Storage.join(master_dbfarm, master)
-    return Source(Storage.of(master_dbfarm), path, "master")
+    return Source(Storage.of(master_dbfarm), path, SourceKind.MASTER)
 
 
 def shipped_source(url: str) -> Source:
@@ -219,7 +230,7 @@ def shipped_source(url: str) -> Source:
     url = str(url).strip().rstrip("/")
     if not url:
         raise ConfigError("logs= names no folder or URL; give the URL that wlc ship shipped to")
-    return Source(Storage.of(url), url, "shipped")
+    return Source(Storage.of(url), url, SourceKind.SHIPPED)
 
 
 def named_source(name, dbfarm: str | None) -> Source:
@@ -249,7 +260,7 @@ def named_source(name, dbfarm: str | None) -> Source:
     if storage.exists(Storage.join(path, MASTER_CONFIG)):
         return master_source(farm, name)
     if storage.exists(Storage.join(path, REPLICA_CONFIG)):
-        return Source(storage, Storage.join(path, RELAY_DIR), "relay")
+        return Source(storage, Storage.join(path, RELAY_DIR), SourceKind.RELAY)
     raise ReplicaStateError(
         f"source {name!r} in {farm} is neither a master nor a replica; name the master or a replica that relays"
     )
@@ -265,9 +276,9 @@ def recorded_source(state: ReplicaState) -> Source | None:
         Source | None: None for a replica made before sources were recorded.
     """
     root, kind = state.source, state.source_kind
-    if not root or kind not in KINDS:
+    if not root or kind not in {k.value for k in SourceKind}:
         return None
-    return Source(Storage.of(root), root, kind)
+    return Source(Storage.of(root), root, SourceKind(kind))
 
 
 def master_name(source: Source) -> str:
