@@ -140,7 +140,7 @@ def restore_table(
     plan = check(replica, table, into, as_, replace, dbfarm)
     base = replica.base_spark
     spark = exact_session(base.newSession())
-    from wlcore.features import session_defaults
+    from wlcore.tabledef import session_defaults
 
     for key, value in session_defaults().items():  # what capture switches on in master tables, from the start
         spark.conf.set(key, value)
