@@ -326,13 +326,37 @@ class LateSession:
         self.given = given
         self._derive = derive
         self._made: Any = None
+        self._parent: LateSession | None = None
+
+    def derived(self, derive: Callable[[Any], Any]) -> LateSession:
+        """A session made from this one's at its own first use (this one is made then, not now).
+
+        Args:
+            derive (Callable[[SparkSession], SparkSession]): makes the new session from this one's
+                (e.g. a child session for another thread, or this one with a thread's job properties).
+
+        Returns:
+            LateSession: the new late session; its :meth:`base` is this one's session.
+        """
+        out = LateSession(None, derive)
+        out._parent = self
+        return out
+
+    @property
+    def made(self) -> Any:
+        """The parts' session when it was made already, else None (makes none)."""
+        return self._made
 
     def base(self) -> Any:
-        """The session given, else the active one (made from config when none is)."""
+        """The session given (or the session this one derives from), else the active one (made from config when none is)."""
+        if self._parent is not None:
+            return self._parent()
         return self.given if self.given is not None else active_session()
 
     def running(self) -> Any:
         """The session given, else the process's running one; None when Spark does not run (starts none)."""
+        if self._parent is not None:
+            return self._made if self._made is not None else self._parent.running()
         return self.given if self.given is not None else running_session()
 
     def __call__(self) -> Any:

@@ -76,6 +76,7 @@ from wlcore.deltalog import (
 )
 from wlcore.faults import crash_point
 from wlcore.names import quote_ident, split_name
+from wlcore.session import LateSession
 from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, create_sql, definition as table_definition, exact_session, sql_string
 
@@ -242,12 +243,12 @@ class Merger:
     """The MERGEs of :class:`wlr.apply.Applier`.
 
     Args:
-        spark: returns the applier's Spark session (the one of the thread applying).
+        spark (LateSession): the applier's Spark session (the one of the thread applying; made at its first use).
         tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
             ``text`` and Delta's idempotent marker ``version`` (:meth:`wlr.apply.Applier.tagged`).
     """
 
-    def __init__(self, spark: Callable[[], Any], tagged: Callable[[str, int], AbstractContextManager]):
+    def __init__(self, spark: LateSession, tagged: Callable[[str, int], AbstractContextManager]):
         self._session = spark
         self._tagged = tagged
 
@@ -528,13 +529,13 @@ class Rewriter:
     """Whole-table rewrites of :class:`wlr.apply.Applier`.
 
     Args:
-        spark: returns the applier's Spark session (the one of the thread applying).
+        spark (LateSession): the applier's Spark session (the one of the thread applying; made at its first use).
         tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
             ``text`` and Delta's idempotent marker ``version`` (:meth:`wlr.apply.Applier.tagged`).
         app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
     """
 
-    def __init__(self, spark: Callable[[], Any], tagged: Callable[..., AbstractContextManager], app_id: str):
+    def __init__(self, spark: LateSession, tagged: Callable[..., AbstractContextManager], app_id: str):
         self._session = spark
         self._tagged = tagged
         self._app_id = app_id
@@ -1567,8 +1568,8 @@ class Applier:
     """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
 
     Args:
-        spark (Callable[[], SparkSession]): returns the session to apply with, called once, at the
-            first Spark use (checks that read only Delta logs need no session).
+        spark (LateSession): the session to apply with, made at the first Spark use (checks that
+            read only Delta logs, and segments delta-rs lands, need no session).
         storage (Storage): the storage holding the replica.
         replica_path (str): the replica's folder (path or URL).
         dbid (str): the master's database id (in every replay tag and idempotent marker).
@@ -1578,14 +1579,13 @@ class Applier:
 
     def __init__(
         self,
-        spark: Callable[[], Any],
+        spark: LateSession,
         storage: Storage,
         replica_path: str,
         dbid: str,
         logs_storage: Storage | None = None,
     ):
-        self._make_spark = spark
-        self._spark: Any = None
+        self.session = spark.derived(self._with_job_properties)  # this thread's job properties set once made
         self._job_properties: dict[str, str] = {}  # Spark's local properties of this applier's thread
         self.storage = storage
         self.logs_storage = logs_storage or storage  # where the batches' change rows are read
@@ -1595,8 +1595,8 @@ class Applier:
         self.tables = ReplicaTables(storage, replica_path, dbid)
         self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
         self.ddl = TableDDL(self)
-        self.merger = Merger(lambda: self.spark, self.tagged)
-        self.rewriter = Rewriter(lambda: self.spark, self.tagged, self.app_id)
+        self.merger = Merger(self.session, self.tagged)
+        self.rewriter = Rewriter(self.session, self.tagged, self.app_id)
         self.deltars_limit = 0  # bytes up to which a table takes a segment through delta-rs; set by replay
         self._deltars: Any = None
 
@@ -1604,11 +1604,13 @@ class Applier:
     def spark(self):
         """The applier's SparkSession, made on first use (with the job properties set inside
         :meth:`job_property`)."""
-        if self._spark is None:
-            self._spark = self._make_spark()
-            for key, value in self._job_properties.items():
-                self._spark.sparkContext.setLocalProperty(key, value)
-        return self._spark
+        return self.session()
+
+    def _with_job_properties(self, spark: Any) -> Any:
+        """``spark`` with the job properties set so far (when the session is first made)."""
+        for key, value in self._job_properties.items():
+            spark.sparkContext.setLocalProperty(key, value)
+        return spark
 
     @contextmanager
     def job_property(self, key: str, value: str):
@@ -1616,14 +1618,14 @@ class Applier:
         for the jobs this thread runs inside: now when the session exists, else when a job first
         needs it (a segment delta-rs lands starts no session and makes no call to the JVM)."""
         self._job_properties[key] = value
-        if self._spark is not None:
-            self._spark.sparkContext.setLocalProperty(key, value)
+        if self.session.made is not None:
+            self.session.made.sparkContext.setLocalProperty(key, value)
         try:
             yield
         finally:
             del self._job_properties[key]
-            if self._spark is not None:
-                self._spark.sparkContext.setLocalProperty(key, None)
+            if self.session.made is not None:
+                self.session.made.sparkContext.setLocalProperty(key, None)
 
     @property
     def deltars(self):
@@ -1635,8 +1637,11 @@ class Applier:
         return self._deltars
 
     def fork(self) -> "Applier":
-        """An Applier on the same replica with its own Spark session (for another thread)."""
-        out = Applier(lambda: replay_session(self.spark), self.storage, self.replica_path, self.dbid, self.logs_storage)
+        """An Applier on the same replica with its own Spark session (for another thread): a child
+        of this applier's, made at the fork's first Spark use (a segment delta-rs lands starts none)."""
+        out = Applier(
+            self.session.derived(replay_session), self.storage, self.replica_path, self.dbid, self.logs_storage
+        )
         out.selection = self.selection
         out.rewriter.limit = self.rewriter.limit
         out.deltars_limit = self.deltars_limit

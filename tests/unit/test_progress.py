@@ -3,6 +3,7 @@
 import json
 import os
 
+from wlcore.session import LateSession
 from wlcore.storage import Storage
 from wlr.apply import Applier, tag
 
@@ -29,7 +30,7 @@ def commit(table: str, version: int, user_metadata: str | None, data_change: boo
 
 def test_progress_and_interrupted_transactions(tmp_path):
     table = str(tmp_path / "r" / "s" / "t")
-    applier = Applier(lambda: None, Storage.of(str(tmp_path)), str(tmp_path / "r"), DBID)
+    applier = Applier(LateSession(), Storage.of(str(tmp_path)), str(tmp_path / "r"), DBID)
     assert applier.tables.current_version("s.t") == -1 and applier.tables.last_final_txn("s.t") == -1
     os.makedirs(os.path.join(table, "_delta_log"))  # a CREATE killed in its first commit
     assert applier.tables.current_version("s.t") == -1 and not applier.tables.created_by_replay("s.t")
