@@ -576,7 +576,7 @@ class Reported(Protocol):
 
 
 class ReplicaMetrics:
-    """The metrics of one replica, owned by its parts (:class:`wlr.replica.ReplicaParts`).
+    """The metrics of one replica, owned by the replica (:class:`wlr.replica.Replica`).
 
     Args:
         database: the master's name; replica: the replica's name.

@@ -466,44 +466,40 @@ class _Stop(Exception):
 
 # Making a replica: the checks before anything is written, the start from a snapshot, the locks.
 #
-# A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's state
-# (:class:`wlr.book.StateBook`), its lock, its source, its options and its consistent view.
+# A part of :class:`wlr.replica.Replica`, built with what it uses: the replica's applier (with
+# its state book, its source and its session), its consistent view, its lock, names and options.
 
 
 class ReplicaSetup:
     """Set-up of :class:`wlr.replica.Replica`: validate, the first copy, the master's config.
 
     Args:
-        book (StateBook): the replica's state and log.
+        applier (ReplicaApplier): the replica's applier, with its state book, the source it reads
+            now and its replay session (it keeps the selection settled here).
+        view (ConsistentView): the replica's consistent view (set when a replica is made).
         lock (ReplicaLock): the replica's ``wlr.lock`` (probed by :meth:`validate`).
-        source (CurrentSource): where the replica reads now (:mod:`wlr.source`).
         names (Names): the replica's resolved names: its dbfarm, the master and the master's dbfarm.
         options (ReplayOptions): how replay runs (:class:`wlr.replay.ReplayOptions`).
-        spark (LateSession): the replay session (made at its first use).
-        applier (ReplicaApplier): the replica's applier (it keeps the selection settled here).
-        view (ConsistentView): the replica's consistent view (set when a replica is made).
     """
 
     def __init__(
         self,
-        book: StateBook,
-        lock: ReplicaLock,
-        source: CurrentSource,
-        names: Names,
-        options: ReplayOptions,
-        spark: LateSession,
         applier: ReplicaApplier,
         view: ConsistentView,
+        lock: ReplicaLock,
+        names: Names,
+        options: ReplayOptions,
     ) -> None:
+        book = applier.book
         self.book = book
         self.lock = lock
-        self._source = source
+        self.current: CurrentSource = applier.source
         self.master = names.master
         self.master_dbfarm = names.master_dbfarm
         self.dbfarm = names.dbfarm
         self.options = options
-        self._spark = spark
-        self._applier = applier
+        self._spark: LateSession = applier.spark
+        self.applier = applier
         self.view = view
         self.storage: Storage = book.storage
         self.path = book.path
@@ -515,17 +511,17 @@ class ReplicaSetup:
     @property
     def source(self) -> Source:
         """Where the replica reads now."""
-        return self._source.source
+        return self.current.source
 
     @property
     def selection(self) -> Selection | None:
         """The tables (and rows) the replica carries, as :meth:`validate` settled them (None: not yet)."""
-        return self._applier.selection
+        return self.applier.selection
 
     @selection.setter
     def selection(self, value: Selection | None) -> None:
         """Settle the replica's selection; its applier lands only what it carries."""
-        self._applier.selection = value
+        self.applier.selection = value
 
     @property
     def state(self) -> ReplicaState:
@@ -762,7 +758,7 @@ class ReplicaSetup:
         if start.path:
             body = snap.read(self.source.storage, start.path)
             hist = epochs.upto(epochs.parse(body.epochs or mcfg.epochs), start.txn)
-            applier = self._applier.current()
+            applier = self.applier.current()
             sel = self.selection or Selection()
             for name in sorted(n for n in body.tables if sel.wants(n)):
                 schema, table = split_name(name)
@@ -888,36 +884,22 @@ class Replay:
     """Runs rounds of replay for :class:`wlr.replica.Replica`.
 
     Args:
-        book: the replica's state and log.
-        setup: the replica's set-up (first copy, checks of the source, its route).
-        view: the replica's consistent view (moved with the tick).
-        relay: the replica's relay (ships what was applied after the rounds).
-        options: how replay runs.
-        source: where the replica reads now.
-        applier: the replica's applier (with the replica's selection).
-        stop: when set, a round ends after the segments being applied.
-        metrics: the replica's metrics (segments landed, failures stored).
+        setup (ReplicaSetup): the replica's set-up (first copy, checks of the source, its route),
+            with the state book, consistent view, options, source and applier it checks with
+            (the rounds use the same ones).
+        relay (Relay): the replica's relay (ships what was applied after the rounds).
+        stop (threading.Event): when set, a round ends after the segments being applied.
+        metrics (ReplicaMetrics): the replica's metrics (segments landed, failures stored).
     """
 
-    def __init__(
-        self,
-        book: StateBook,
-        setup: ReplicaSetup,
-        view: ConsistentView,
-        relay: Relay,
-        options: ReplayOptions,
-        source: CurrentSource,
-        applier: ReplicaApplier,
-        stop: threading.Event,
-        metrics: ReplicaMetrics,
-    ) -> None:
-        self.book = book
+    def __init__(self, setup: ReplicaSetup, relay: Relay, stop: threading.Event, metrics: ReplicaMetrics) -> None:
         self.setup = setup
-        self.view = view
+        self.book: StateBook = setup.book
+        self.view: ConsistentView = setup.view
+        self.options: ReplayOptions = setup.options
+        self._source: CurrentSource = setup.current
+        self._applier: ReplicaApplier = setup.applier
         self.relay = relay
-        self.options = options
-        self._source = source
-        self._applier = applier
         self.stop = stop
         self.metrics = metrics
 

@@ -32,7 +32,6 @@ from .select import Selection
 from .source import (
     CurrentSource,
     MasterLike,
-    Names,
     Source,
     SourceKind,
     held_by,
@@ -105,18 +104,35 @@ class Replica:
             or (shipped_source(default_logs) if default_logs and self.state.empty else None)
             or master_source(self.master_dbfarm, self.master)
         )
-        self._parts = ReplicaParts(names, self._book, self._options, CurrentSource(reads), spark, self.beat_seconds)
+        # the parts, each built with what it uses: where it reads now (``source=`` switches it
+        # between calls), the replay session (made at the first Spark use), the applier (made
+        # again when the master's database id changes), the set-up (checks, a new replica's
+        # start), the consistent view and its SQL names (moved after every round), the relay,
+        # the rounds of replay and the follower (which retries a failure by itself), the metrics
+        self._source: CurrentSource = CurrentSource(reads)
+        self._session: LateSession = LateSession(spark, _replay_session)
+        self._applier: ReplicaApplier = ReplicaApplier(self._session, self._book, self._source)
+        self._lock: ReplicaLock = ReplicaLock(self.storage, self.path)
+        self._view: ConsistentView = ConsistentView(self._book, self._session, self._applier)
+        self._catalog: ReplicaCatalog = ReplicaCatalog(self._book, self._view, self._session)
+        self._setup: ReplicaSetup = ReplicaSetup(self._applier, self._view, self._lock, names, self._options)
+        self._relay: Relay = Relay(self._book, self._source, self.master)
+        self._metrics: ReplicaMetrics = ReplicaMetrics(self.master, self.name)
+        self._replay: Replay = Replay(self._setup, self._relay, threading.Event(), self._metrics)
+        self._follower: Follower = Follower(
+            self._book, self._lock, self._replay, self._catalog, self._metrics, self.beat_seconds, cfg.retry_max
+        )
 
     # ------------------------------------------------------------------ options and state
     @property
     def source(self) -> Source:
         """Where the replica reads (:mod:`wlr.source`): a master's folder, a shipped copy or a relay."""
-        return self._parts.source.source
+        return self._source.source
 
     @source.setter
     def source(self, value: Source) -> None:
         """Read from ``value`` from the next round on (the same master's batches)."""
-        self._parts.source.switch(value)
+        self._source.switch(value)
 
     @property
     def state(self) -> ReplicaState:
@@ -162,7 +178,7 @@ class Replica:
     @property
     def catalog(self) -> ReplicaCatalog:
         """The tables' Spark SQL names: views at the last consistent tick (:mod:`wlr.catalog`)."""
-        return self._parts.catalog
+        return self._catalog
 
     @property
     def parallelism(self) -> int:
@@ -172,7 +188,7 @@ class Replica:
     @property
     def selection(self) -> Selection | None:
         """The tables (and rows) this replica carries; None until set up."""
-        return self._parts.setup.selection
+        return self._setup.selection
 
     def load_state(self) -> ReplicaState | None:
         """The replica's ``wlr.config`` read now (None: the folder is no replica yet)."""
@@ -181,12 +197,12 @@ class Replica:
     @property
     def spark(self):
         """The replay session: a child of the SparkSession given (else the active one) with its own SQL settings."""
-        return self._parts.session()
+        return self._session()
 
     @property
     def base_spark(self):
         """The SparkSession given to the replica, else the active one (made from config when none is)."""
-        return self._parts.session.base()
+        return self._session.base()
 
     # ------------------------------------------------------------------ public queries
     def tick(self) -> int:
@@ -204,7 +220,7 @@ class Replica:
     def status(self) -> dict:
         """State for people (``wlr status``) and metrics: master, tick, clock, lag, liveness, error and
         retries, exit code; the keys are listed at :func:`wlr.monitor.replica_status`."""
-        return monitor.replica_status(self, self._book.current(), self._parts.setup.check_history)
+        return monitor.replica_status(self, self._book.current(), self._setup.check_history)
 
     # ------------------------------------------------------------------ set-up (wlr.replay)
     def ask_selection(self, tables=None, where=None) -> None:
@@ -214,7 +230,7 @@ class Replica:
         Raises:
             ConfigError: a malformed name or pattern (:meth:`wlr.select.Selection.of`).
         """
-        self._parts.setup.ask_selection(None if tables is None and where is None else Selection.of(tables, where))
+        self._setup.ask_selection(None if tables is None and where is None else Selection.of(tables, where))
 
     def validate(self, until=None, timeout: float | None = None, empty: bool = False) -> MasterState:
         """Check, without writing anything, that ``replicate(until)`` may start; returns the
@@ -224,7 +240,7 @@ class Replica:
             TargetError, ReplicationTimeout, ReplicationError, ReplicaStateError, ConfigError:
                 as :meth:`wlr.replay.ReplicaSetup.validate` says.
         """
-        return self._parts.setup.validate(ReplicateOptions.of(until, timeout=timeout, empty=empty))
+        return self._setup.validate(ReplicateOptions.of(until, timeout=timeout, empty=empty))
 
     def check(self, options: ReplicateOptions) -> MasterState:
         """Take what ``options`` asks of the replica (its start snapshot, compacted batches, selection)
@@ -240,21 +256,21 @@ class Replica:
             as :meth:`validate`.
         """
         self.start_snapshot, self.compacted = options.snapshot, options.compacted
-        self._parts.setup.ask_selection(options.selection)
-        return self._parts.setup.validate(options)
+        self._setup.ask_selection(options.selection)
+        return self._setup.validate(options)
 
     def published(self, mcfg: MasterState) -> Published:
         """What the source's wlc.config ``mcfg`` says it has published, and capture's liveness."""
-        return self._parts.setup.published(mcfg)
+        return self._setup.published(mcfg)
 
     def route(self, mcfg: MasterState) -> Route:
         """The master's snapshots and compacted batches as this replica reads them."""
-        return self._parts.setup.route(mcfg)
+        return self._setup.route(mcfg)
 
     # ------------------------------------------------------------------ reads (wlr.catalog)
     def path_of(self, table: str) -> str:
         """Folder (URI) of replica table ``"schema.table"``."""
-        return self._parts.view.path_of(table)
+        return self._view.path_of(table)
 
     def table(self, table: str):
         """The replica table ``"schema.table"`` as a DataFrame as of the last consistent tick
@@ -263,52 +279,52 @@ class Replica:
         Raises:
             ReplicaStateError: the table is not on the replica at that tick.
         """
-        return self._parts.view.table(table)
+        return self._view.table(table)
 
     def tables(self) -> dict:
         """Every replica table as of the last consistent tick: ``{"schema.table": DataFrame}``."""
-        return self._parts.view.tables()
+        return self._view.tables()
 
     def versions(self) -> dict[str, int]:
         """``{"schema.table": Delta version}`` of every replica table at the last consistent tick."""
-        return self._parts.view.versions()
+        return self._view.versions()
 
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
-        return self._parts.view.view_tick()
+        return self._view.view_tick()
 
     @property
     def metrics_port(self) -> int | None:
         """The port this process serves the replica's ``/metrics`` on (None: none)."""
-        return self._parts.metrics.port
+        return self._metrics.port
 
     @property
     def relay_path(self) -> str:
         """The relay folder, ``<replica>/wlr_relay``."""
-        return self._parts.relay.relay_path
+        return self._relay.relay_path
 
     @property
     def relaying(self) -> bool:
         """True when this replica relays what it applied."""
-        return self._parts.relay.relaying
+        return self._relay.relaying
 
     def following(self) -> bool:
         """True while the follow thread runs (it ends at stop(), close() or a divergence, not at a failure)."""
-        return self._parts.follower.following()
+        return self._follower.following()
 
     def stop(self) -> None:
         """Stop following (MonetDB's wlr.stop()); each table first finishes the segment it is applying."""
-        self._parts.follower.stop()
+        self._follower.stop()
 
     def interrupt(self) -> None:
         """Have the replay under way (:meth:`run`, in another thread) stop at its next safe point:
         each table ends the segment it is applying, what landed is recorded. Takes no lock (a
         signal handler may call it); the call then returns as a :meth:`stop` makes it."""
-        self._parts.follower.stop_event.set()
+        self._follower.stop_event.set()
 
     def close(self) -> None:
         """Stop following and release the replica's lock and watcher."""
-        self._parts.follower.close()
+        self._follower.close()
 
     # ------------------------------------------------------------------ replay
     def raise_if_failed(self) -> None:
@@ -389,10 +405,10 @@ class Replica:
         note = date_note(options.target)
         if note:
             warnings.warn(note, TargetWarning, stacklevel=3)
-        self._parts.metrics.serve(options.metrics_port, self)  # wlr_tick, lag...: the figures of status()
+        self._metrics.serve(options.metrics_port, self)  # wlr_tick, lag...: the figures of status()
         self.stop()
         self._options.relay_wanted = options.relay
-        self._parts.follower.run_to(options, mcfg)
+        self._follower.run_to(options, mcfg)
         return self
 
     def accept(self) -> int:
@@ -405,13 +421,13 @@ class Replica:
                 tied to one transaction (e.g. a gap in the logs).
         """
         self.stop()
-        with self._parts.mutex, self._parts.lock.holding():
+        with self._follower.mutex, self._lock.holding():
             state = self._book.reload()
             txn = failure.skip(
                 state,
                 self.name,
                 LogStore(self.source.storage, self.source.root, state.logs, self.master),
-                self._parts.applier.current().tables.current_version,
+                self._applier.current().tables.current_version,
             )
             self._book.save()
             self._book.log(f"accepted: skipped transaction {txn}")
@@ -438,62 +454,6 @@ class Replica:
 
     def __repr__(self) -> str:
         return f"<wlr.Replica {self.name!r} of {self.master!r} tick={self.tick()}>"
-
-
-# The parts a :class:`wlr.Replica` owns, each built with what it uses.
-#
-# * the state book (``wlr.config`` and ``wlr.log``, :mod:`wlr.book`) and the replica's lock
-#   (:mod:`wlr.book`), shared by every part;
-# * where the replica reads now (:class:`wlr.source.CurrentSource`: ``replicate(source=...)``
-#   switches it between calls) and the replay session (:class:`wlcore.session.LateSession`, made
-#   at the first Spark use);
-# * the applier (:class:`wlr.apply.ReplicaApplier`: made again when the master's database id changes);
-# * the set-up (:mod:`wlr.replay`): checks before anything is written, a new replica's start;
-# * the consistent view (:mod:`wlr.catalog`): reads at the last consistent tick, and its SQL
-#   names (:mod:`wlr.catalog`), moved after every round;
-# * the relay (:mod:`wlr.relay`), the rounds of replay (:mod:`wlr.replay`) and the follower
-#   (:mod:`wlr.follow`), which retries a failure by itself;
-# * the metrics (:mod:`wlr.monitor`), served for Prometheus when asked.
-
-
-class ReplicaParts:
-    """The collaborators of one replica.
-
-    Args:
-        names: the replica's resolved names (dbfarm, master's dbfarm, master, replica).
-        book: the replica's state book.
-        options: the replay options of the last ``replicate()`` call.
-        source: where the replica reads now.
-        spark: the SparkSession given to the replica (None: the active one, at first use).
-        beat_seconds: seconds between the follower's rounds (``replica.beat``).
-    """
-
-    def __init__(
-        self,
-        names: Names,
-        book: StateBook,
-        options: ReplayOptions,
-        source: CurrentSource,
-        spark: Any,
-        beat_seconds: float,
-    ) -> None:
-        self.book = book
-        self.source = source
-        self.session = LateSession(spark, _replay_session)
-        self.applier = ReplicaApplier(self.session, book, source)
-        self.lock = ReplicaLock(book.storage, book.path)
-        self.view = ConsistentView(book, self.session, self.applier)
-        self.catalog = ReplicaCatalog(book, self.view, self.session)
-        self.setup = ReplicaSetup(book, self.lock, source, names, options, self.session, self.applier, self.view)
-        self.relay = Relay(book, source, names.master)
-        self.metrics = ReplicaMetrics(names.master, names.replica)
-        self.replay = Replay(
-            book, self.setup, self.view, self.relay, options, source, self.applier, threading.Event(), self.metrics
-        )
-        self.follower = Follower(
-            book, self.lock, self.replay, self.catalog, self.metrics, beat_seconds, settings().replica.retry_max
-        )
-        self.mutex = self.follower.mutex  # held while a round runs (follow thread and calls)
 
 
 def _replay_session(base: Any) -> Any:

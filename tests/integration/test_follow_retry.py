@@ -35,7 +35,7 @@ def test_a_batch_damaged_while_following_is_retried_until_restored(spark, master
     assert rep.following() and rep.tick() == 1
     r = {"database": "m", "replica": "r"}
     failures0 = value(scrape(rep.metrics_port), "wlr_failures_total", 0.0, kind="transaction", **r)
-    with rep._parts.mutex:  # the follower's next round waits until the batch is damaged
+    with rep._follower.mutex:  # the follower's next round waits until the batch is damaged
         bad = sql(spark, f"INSERT INTO delta.`{p}` VALUES (2)")
         after = sql(spark, f"INSERT INTO delta.`{p}` VALUES (3)")
         part = glob.glob(os.path.join(master.logs, "m_*", "rows", "s.t", f"wlc_version={bad}", "*.parquet"))[0]
