@@ -1,8 +1,9 @@
 """The planner: what replay reads and in which order.
 
 Where replay starts and which levels it reads (a snapshot, compacted batches, level 0:
-:class:`Route`), reading the next published batches and checking that they are whole
-(:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
+:func:`start_for`, :func:`units`, :func:`check_path`, decided from a :class:`LogView` value
+that :class:`Route` reads from the log store), reading the next published batches and checking
+that they are whole (:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
 (:func:`check_history`), and which transactions to apply (:func:`plan`, parsing ``until``
 and cutting segments at barriers, up to the consistent tick; pure, no Spark, no I/O).
 
