@@ -49,10 +49,16 @@ from wlcore.deltalog import RESERVED
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
 from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
-from wlcore.master_state import (
-    CONFIG_FILE,
+from wlcore.names import split_name
+from wlcore.promotion import read_start, resume_point
+from wlcore.session import LateSession
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
+from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
+from wlcore.state import (
     LOCK_FILE,
     LOG_FILE,
+    MASTER_CONFIG as CONFIG_FILE,
+    REPLICA_CONFIG as REPLICA_CONFIG_FILE,
     STARTED,
     STOPPED,
     WATERMARK_STOPPED,
@@ -61,12 +67,6 @@ from wlcore.master_state import (
     logs_of,
     read_master_state,
 )
-from wlcore.names import split_name
-from wlcore.promotion import read_start, resume_point
-from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
-from wlcore.session import LateSession
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
 from wlcore.storage import HeldLock, Storage
 from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch
@@ -144,7 +144,7 @@ class Master:
 
     @property
     def config(self) -> MasterState:
-        """``wlc.config`` as this object holds it (:class:`wlcore.master_state.MasterState`)."""
+        """``wlc.config`` as this object holds it (:class:`wlcore.state.MasterState`)."""
         return self.record.config
 
     @config.setter

@@ -1,7 +1,7 @@
 """A replica database: its state (``wlr.config``) and replay of published batches (follow mode: :mod:`wlr.follow`).
 
 ``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines, typed by
-:class:`wlcore.replica_state.ReplicaState`: the master followed, the next batch to read, ``tick``
+:class:`wlcore.state.ReplicaState`: the master followed, the next batch to read, ``tick``
 (last transaction handled), the failure, and each table's Delta version after replay's last
 commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
 """
@@ -15,10 +15,9 @@ from typing import Any
 
 from wlcore.fields import FieldOf
 from wlcore.logstore import LogStore
-from wlcore.master_state import MasterState
-from wlcore.replica_state import ReplicaState
 from wlcore.session import LateSession
 from wlcore.settings import settings
+from wlcore.state import MasterState, ReplicaState
 from wlcore.storage import Storage
 
 from . import failure, monitor
@@ -123,7 +122,7 @@ class Replica:
     @property
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
-        (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty before it is made)."""
+        (:class:`wlcore.state.ReplicaState`: ``state.tick``, ``state.versions``...; empty before it is made)."""
         return self._book.state
 
     @property
