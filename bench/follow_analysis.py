@@ -23,7 +23,7 @@ from bench.scale_common import Report
 from wlcore.batch import read_manifest
 from wlcore.deltalog import list_versions, read_commit
 from wlcore.logstore import LogStore
-from wlcore.master_state import logs_of, read_master_state
+from wlcore.state import logs_of, read_master_state
 from wlcore.storage import Storage
 from wlcore.utc import parse_utc
 from wlr.apply import parse_span

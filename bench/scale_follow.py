@@ -53,9 +53,8 @@ import yaml  # noqa: E402
 from bench import follow_analysis as fa  # noqa: E402
 from bench.follow_procs import Proc, ThreadSampler  # noqa: E402
 from bench.scale_common import Report, in_own_process  # noqa: E402
-from wlcore.master_state import read_master_state  # noqa: E402
-from wlcore.replica_state import read_replica_state  # noqa: E402
 from wlcore.settings import config_file  # noqa: E402
+from wlcore.state import read_master_state, read_replica_state  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 DB, REPLICA = "follow", "follow_replica"

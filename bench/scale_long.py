@@ -149,12 +149,12 @@ class Workload:
 
     # ------------------------------------------------------------------ the master
     def batches(self) -> int:
-        from wlcore.master_state import read_master_state
+        from wlcore.state import read_master_state
 
         return read_master_state(self.tpl.storage, self.tpl.db_path).batches
 
     def tick(self) -> int:
-        from wlcore.master_state import read_master_state
+        from wlcore.state import read_master_state
 
         return read_master_state(self.tpl.storage, self.tpl.db_path).tick
 

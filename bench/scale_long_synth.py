@@ -27,8 +27,8 @@ from wlcore import batch as batchfmt
 from wlcore.batch import CaptureState, Cursor, Manifest, TxnRecord
 from wlcore.deltalog import list_versions, monotonic, read_commit
 from wlcore.logstore import LogStore
-from wlcore.master_state import LOG_FILE, read_master_state, write_master_state
 from wlcore.names import batch_folder
+from wlcore.state import LOG_FILE, read_master_state, write_master_state
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 

@@ -11,7 +11,7 @@ import re
 from wlcore import batch
 from wlcore.errors import BatchError
 from wlcore.logstore import LogStore
-from wlcore.master_state import CONFIG_FILE, logs_of, read_master_state
+from wlcore.state import MASTER_CONFIG as CONFIG_FILE, logs_of, read_master_state
 from wlcore.storage import Storage
 
 _LEVEL0 = re.compile(r"^(.+)_(\d{12})$")

@@ -110,7 +110,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wlcore import features, tabledef
+from wlcore import tabledef
 from wlcore.batch import (  # noqa: F401 (re-exported)
     CHANGE_TYPE,
     CHANGE_TYPES,
@@ -716,7 +716,7 @@ class Capture:
         how = None
         if meta is not None and meta.change_feed:
             how = "was switched off"
-        elif not off and features.feed_switched_off(new):
+        elif not off and tabledef.feed_switched_off(new):
             how = "is set off (delta.enableChangeDataFeed = false)"
         if how is None:
             return off
@@ -804,26 +804,26 @@ class Capture:
 
     def enable_capture_properties(self, cursors: dict[str, Cursor]) -> None:
         """Switch on what capture may switch on (``capture.table_features``,
-        :func:`wlcore.features.switch_on`) on tables that lack it; a change feed a user switched
+        :func:`wlcore.tabledef.switch_on`) on tables that lack it; a change feed a user switched
         off stays off (its writes are carried by images). A commit of capture's own is
         marked ``wlc: switch on ...`` in its ``userMetadata``; a failure is logged and tried again.
 
         Args:
             cursors (dict[str, Cursor]): the tables scanned, by name, with their cursors.
         """
-        wanted = features.switch_on()
+        wanted = tabledef.switch_on()
         self.switched = 0
         for name, cur in cursors.items():
             if cur is None or cur.meta is None or name in self.holds.held:
                 continue
             missing = {k: v for k, v in wanted.items() if cur.meta.configuration.get(k) != v}
-            if cur.feed_off or features.feed_switched_off(cur.meta):
-                missing.pop(features.CHANGE_FEED, None)
+            if cur.feed_off or tabledef.feed_switched_off(cur.meta):
+                missing.pop(tabledef.CHANGE_FEED, None)
             if not missing:
                 continue
             uri = self.storage.uri(table_path(self.db_path, name))
             try:
-                features.enable(self.copier.spark, delta_ref(uri), missing)
+                tabledef.enable(self.copier.spark, delta_ref(uri), missing)
                 self.switched += 1
                 log.info("switched on %s for %s", ", ".join(missing), name)
             except Exception as exc:  # noqa: BLE001 (a concurrent writer won: try again next scan)

@@ -234,8 +234,8 @@ def cmd_master(args: argparse.Namespace) -> int:
         MasterStateError: the database is a replica.
     """
     from wlcore.databases import MASTER, PLAIN, REPLICA, Dbfarm
-    from wlcore.master_state import MasterState, read_master_state
     from wlcore.settings import number
+    from wlcore.state import MasterState, read_master_state
     from wlcore.storage import Storage
     from wlcore.utc import utc_iso
 

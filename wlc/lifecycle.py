@@ -55,11 +55,11 @@ from wlcore.errors import BatchError, MasterStateError
 from wlcore.faults import crash_point
 from wlcore.levels import Span, Start, runs_to_merge
 from wlcore.logstore import LogStore
-from wlcore.master_state import MasterState
 from wlcore.names import batch_folder
 from wlcore.retention import PruneReport, keep_of, prune_folder, write_promise
 from wlcore.session import LateSession
 from wlcore.settings import Every, every, settings
+from wlcore.state import MasterState
 from wlcore.storage import Storage
 from wlcore.utc import utcnow
 
@@ -118,7 +118,7 @@ class Lifecycle:
         Raises:
             MasterStateError: the database is not a master (the message names what it is).
         """
-        from wlcore.master_state import read_master_state
+        from wlcore.state import read_master_state
 
         cfg = read_master_state(self.storage, self.path)
         if cfg is None:
@@ -140,7 +140,7 @@ class Lifecycle:
         Raises:
             MasterStateError: ``cfg`` is None and the database is not a master.
         """
-        from wlcore.master_state import logs_of
+        from wlcore.state import logs_of
 
         return logs_of(cfg or self.config(), self.path)
 

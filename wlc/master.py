@@ -47,12 +47,17 @@ from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_
 from wlcore.databases import Dbfarm
 from wlcore.deltalog import RESERVED
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
-from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
-from wlcore.master_state import (
-    CONFIG_FILE,
+from wlcore.names import split_name
+from wlcore.promotion import read_start, resume_point
+from wlcore.session import LateSession
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
+from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
+from wlcore.state import (
     LOCK_FILE,
     LOG_FILE,
+    MASTER_CONFIG as CONFIG_FILE,
+    REPLICA_CONFIG as REPLICA_CONFIG_FILE,
     STARTED,
     STOPPED,
     WATERMARK_STOPPED,
@@ -61,12 +66,6 @@ from wlcore.master_state import (
     logs_of,
     read_master_state,
 )
-from wlcore.names import split_name
-from wlcore.promotion import read_start, resume_point
-from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG_FILE
-from wlcore.session import LateSession
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm, number, settings
-from wlcore.ship import Shipper, ShipReport, add_copy, dest_root
 from wlcore.storage import HeldLock, Storage
 from wlcore.utc import utcnow
 from wlcore.watch import FolderWatch
@@ -99,11 +98,50 @@ class Master:
         NotFoundError: the dbfarm does not exist.
     """
 
-    settle = FieldOf("timing")  # seconds a commit must be old before capture takes it (capture.settle)
-    polling = FieldOf("timing")  # poll the folder instead of waiting for filesystem events (capture.polling)
-    poll_interval = FieldOf("timing")  # seconds between scans of an idle master (capture.poll_interval)
-    stage_within = FieldOf("timing")  # seconds staged change rows may wait (capture.stage_within)
-    retry_max = FieldOf("timing")  # seconds, the longest wait between two reads of a held table (capture.retry_max)
+    @property
+    def settle(self) -> float:
+        """Seconds a commit must be old before capture takes it (``capture.settle``)."""
+        return self.timing.settle
+
+    @settle.setter
+    def settle(self, value: float) -> None:
+        self.timing.settle = value
+
+    @property
+    def polling(self) -> bool:
+        """True: poll the folder instead of waiting for filesystem events (``capture.polling``)."""
+        return self.timing.polling
+
+    @polling.setter
+    def polling(self, value: bool) -> None:
+        self.timing.polling = value
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between scans of an idle master (``capture.poll_interval``)."""
+        return self.timing.poll_interval
+
+    @poll_interval.setter
+    def poll_interval(self, value: float) -> None:
+        self.timing.poll_interval = value
+
+    @property
+    def stage_within(self) -> float:
+        """Seconds staged change rows may wait (``capture.stage_within``)."""
+        return self.timing.stage_within
+
+    @stage_within.setter
+    def stage_within(self, value: float) -> None:
+        self.timing.stage_within = value
+
+    @property
+    def retry_max(self) -> float:
+        """Seconds, the longest wait between two reads of a held table (``capture.retry_max``)."""
+        return self.timing.retry_max
+
+    @retry_max.setter
+    def retry_max(self, value: float) -> None:
+        self.timing.retry_max = value
 
     def __init__(
         self,
@@ -144,7 +182,7 @@ class Master:
 
     @property
     def config(self) -> MasterState:
-        """``wlc.config`` as this object holds it (:class:`wlcore.master_state.MasterState`)."""
+        """``wlc.config`` as this object holds it (:class:`wlcore.state.MasterState`)."""
         return self.record.config
 
     @config.setter

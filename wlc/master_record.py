@@ -1,7 +1,7 @@
 """The master's record of itself: ``<db>/wlc.config`` as this process holds it, and ``<db>/wlc.log``.
 
 The file's keys (MonetDB's, plus the database id, the batch format, ``tick``, the watermark and
-the epochs) and its one reader and writer are in :mod:`wlcore.master_state`.
+the epochs) and its one reader and writer are in :mod:`wlcore.state`.
 
 One object per :class:`wlc.Master`, shared by its collaborators (the publisher, the table
 notes, the life cycle): each reads and changes :attr:`MasterRecord.config` and calls
@@ -32,8 +32,8 @@ from wlcore import snapshots as snap
 from wlcore.databases import Dbfarm
 from wlcore.errors import NotReplicatedWarning
 from wlcore.logstore import LogStore
-from wlcore.master_state import LOG_FILE, MasterState, logs_of
 from wlcore.promotion import check_not_fenced, log_name
+from wlcore.state import LOG_FILE, MasterState, logs_of
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso, utcnow
 
@@ -41,7 +41,7 @@ log = logging.getLogger("wlc.master")
 
 
 class MasterRecord:
-    """``wlc.config`` (:class:`wlcore.master_state.MasterState`) and ``wlc.log`` of the master at ``path``.
+    """``wlc.config`` (:class:`wlcore.state.MasterState`) and ``wlc.log`` of the master at ``path``.
 
     Args:
         storage: the storage of the dbfarm.

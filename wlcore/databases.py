@@ -17,9 +17,8 @@ import posixpath
 from datetime import datetime, timezone
 
 from .errors import MasterStateError, NotFoundError, WlcError
-from .master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, read_master_state
 from .promotion import check_not_fenced, database_of, superseded_error, supersedes
-from .replica_state import CONFIG_FILE as REPLICA_CONFIG, read_replica_state
+from .state import MASTER_CONFIG, REPLICA_CONFIG, MasterState, read_master_state, read_replica_state
 from .storage import Storage
 
 log = logging.getLogger("wlcore.databases")

@@ -25,7 +25,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .master_state import MasterState
+    from .state import MasterState
 
 History = list[tuple[int, str]]  # (first txn, epoch id), first ascending
 
@@ -97,7 +97,7 @@ def start_session(config: "MasterState") -> str:
     transaction will be the published tick + 1.
 
     Args:
-        config (MasterState): the master's :class:`wlcore.master_state.MasterState`, updated in
+        config (MasterState): the master's :class:`wlcore.state.MasterState`, updated in
             place (``epoch``, ``epochs``); the caller saves it.
 
     A promoted master that has written nothing yet keeps the epoch its promotion began

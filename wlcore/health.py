@@ -20,7 +20,7 @@ from __future__ import annotations
 import posixpath
 from datetime import datetime
 
-from .master_state import MasterState, capture_liveness
+from .state import MasterState, capture_liveness
 from .utc import utc_iso, utcnow
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
@@ -33,7 +33,7 @@ def liveness_line(state: str, when: datetime | None, start: str = "wlc capture <
 
     Args:
         state (str): ``alive``, ``stale``, ``stopped``, ``not started`` or another word
-            (:func:`wlcore.master_state.capture_liveness`; another word is printed as it is).
+            (:func:`wlcore.state.capture_liveness`; another word is printed as it is).
         when (datetime | None): the instant it refers to (UTC): the last heartbeat, or when
             capture stopped.
         start (str): the command that starts capture, named when it never ran.
@@ -77,7 +77,7 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
 
     Args:
         dbname: the master database's name.
-        cfg: its ``wlc.config`` (:func:`wlcore.master_state.read_master_state`).
+        cfg: its ``wlc.config`` (:func:`wlcore.state.read_master_state`).
         now: the UTC instant liveness is judged at (default now).
         dbfarm: the dbfarm folder, for the command a message names.
 
@@ -184,7 +184,7 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
     Returns:
         the dict of :func:`master_status`, plus ``fenced`` (the line saying which replica was
         promoted in this master's place) when a promotion fenced it, ``stale_paths`` (what
-        :func:`wlcore.master_state.check_paths` refuses) when wlc.config names another folder's
+        :func:`wlcore.state.check_paths` refuses) when wlc.config names another folder's
         paths; ``exit`` is the code ``wlc
         status`` would exit with.
 
@@ -193,9 +193,9 @@ def status(dbname: str, dbfarm: str | None = None) -> dict:
         MasterStateError: the database is a replica or not a master.
     """
     from .databases import Dbfarm
-    from .master_state import read_master_state, stale_message
     from .promotion import promoted_at, read_fence
     from .settings import dbfarm as resolve_dbfarm
+    from .state import read_master_state, stale_message
     from .storage import Storage
 
     farm = resolve_dbfarm(dbfarm)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from . import batch as batchfmt
 from .batch import MANIFEST, STAGING_PREFIX, FileEntry, Manifest
 from .errors import BatchError
-from .master_state import LOCK_FILE, MasterState, read_master_state, write_master_state
+from .state import LOCK_FILE, MasterState, read_master_state, write_master_state
 from .storage import HeldLock, Storage
 
 

@@ -30,8 +30,7 @@ from typing import ClassVar
 
 from .batch import FORMAT_VERSION, CaptureState
 from .errors import ConfigError, MasterStateError
-from .master_state import STARTED, MasterState, read_master_state
-from .state_file import INT, TEXT, UTC, Codec, StateFile
+from .state import INT, STARTED, TEXT, UTC, Codec, MasterState, StateFile, read_master_state
 from .storage import Storage
 
 FENCE_FILE = "wlc.fenced"  # in the old master's folder: its capture may not publish

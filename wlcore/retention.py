@@ -8,7 +8,7 @@ plus level 0).
 
 Every folder that is pruned gets a retention state file: a master's (``<db>/wlc.retention``: the
 promise only; its retention is ``master.retention`` in config), a shipped copy's and a relay's
-(``<copy>/wlc.retention``). Keys, as ``key=value`` lines (:mod:`wlcore.state_file`):
+(``<copy>/wlc.retention``). Keys, as ``key=value`` lines (:mod:`wlcore.state`):
 
 ``level0``, ``level1``, ``level2``, ``snapshots``
     the copy's own retention of that level, a duration as in config (``1d``, ``30d``) or
@@ -46,7 +46,7 @@ from . import snapshots as snap
 from .errors import ConfigError
 from .levels import LEVELS, Span, Start
 from .settings import Every, every
-from .state_file import JSON_DICT, TEXT, UTC, Codec, StateFile
+from .state import JSON_DICT, TEXT, UTC, Codec, StateFile
 from .storage import Storage
 from .utc import utc_iso
 

@@ -90,7 +90,7 @@ def _start(conf: dict[str, Any]) -> SparkSession:
     from pyspark.sql import SparkSession
 
     cfg = settings().spark
-    from .features import session_defaults
+    from .tabledef import session_defaults
 
     merged = {**session_defaults(), **{str(k): str(v) for k, v in cfg.conf.items()}}
     master = str(conf.pop("master", cfg.master))

@@ -285,7 +285,7 @@ def port_number(value: Any) -> int | None:
 
 
 FEATURE_NAMES = {"change_feed": "delta.enableChangeDataFeed", "in_commit_timestamps": "delta.enableInCommitTimestamps"}
-"""The table features capture may switch on (:mod:`wlcore.features`), by their setting names."""
+"""The table features capture may switch on (:mod:`wlcore.tabledef`), by their setting names."""
 
 
 def feature_names(raw: Any) -> list[str]:

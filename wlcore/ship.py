@@ -80,7 +80,6 @@ from .errors import BatchError, LockHeldError, WlcError
 from .faults import crash_point
 from .levels import Span
 from .logstore import LogStore
-from .master_state import CONFIG_FILE, MasterState, logs_of, read_master_state as read_master_config, write_master_state
 from .metrics import Family, Live, Sample, once
 from .retention import (
     PRUNE_LOCK,
@@ -93,6 +92,13 @@ from .retention import (
     write_retention_state,
 )
 from .settings import Every, settings
+from .state import (
+    MASTER_CONFIG as CONFIG_FILE,
+    MasterState,
+    logs_of,
+    read_master_state as read_master_config,
+    write_master_state,
+)
 from .storage import HeldLock, Storage, copy_file
 from .utc import utcnow
 

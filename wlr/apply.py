@@ -62,8 +62,7 @@ from pyspark.sql.types import (
 
 from wlcore import collapse, tabledef
 from wlcore.batch import TxnRecord
-from wlcore.canonical import all_same, canon
-from wlcore.collapse import FIRST, OP
+from wlcore.collapse import FIRST, OP, all_same, canon
 from wlcore.deltalog import (
     TableMeta,
     checksum_size,
@@ -193,7 +192,7 @@ _DIVERGED = "wlr-diverged: "  # marks the error a keyed MERGE raises for a key m
 _KIND = "__wlr_kind"  # unkeyed MERGE source: "del" (match every copy), "ins" (a copy to insert), "bad"
 
 
-_CK = "__wlr_ck"  # a row image's canonical form (wlcore.canonical): what unkeyed matching compares
+_CK = "__wlr_ck"  # a row image's canonical form (wlcore.collapse): what unkeyed matching compares
 
 
 # key types whose order Delta's file statistics (min, max) keep exactly enough to skip files by a range

@@ -1,4 +1,4 @@
-"""A replica's files in its folder: ``wlr.config`` (:mod:`wlcore.replica_state`), the event log
+"""A replica's files in its folder: ``wlr.config`` (:mod:`wlcore.state`), the event log
 ``wlr.log`` beside it (:class:`StateBook`, its state in memory and on disk), the lock
 ``wlr.lock`` (:class:`ReplicaLock`: one process replays into a replica at a time) and the applier
 that writes its tables (:class:`ReplicaApplier`); shared by the replica's set-up, replay rounds,
@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator
 
 from wlcore.errors import LockHeldError
-from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
+from wlcore.state import ReplicaState, read_replica_state, write_replica_state
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 
@@ -41,7 +41,7 @@ class StateBook:
         name: the replica's name (in log lines).
 
     Attributes:
-        state: the values in memory, typed (:class:`wlcore.replica_state.ReplicaState`; empty
+        state: the values in memory, typed (:class:`wlcore.state.ReplicaState`; empty
             when the folder is not a replica yet); the caller saves with :meth:`save`.
         lock: held while replay's worker threads write ``state`` (a re-entrant lock).
         last_error: the failure replay raised last in this process (None: none, or resolved).

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wlcore.names import catalog_name, quote_ident, split_name
-from wlcore.replica_state import ReplicaState
 from wlcore.session import LateSession
 from wlcore.settings import settings
+from wlcore.state import ReplicaState
 from wlcore.storage import Storage
 from wlcore.tabledef import sql_string as _string
 

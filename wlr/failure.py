@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from wlcore.logstore import LogStore
-from wlcore.replica_state import ReplicaState
+from wlcore.state import ReplicaState
 
 from .errors import ReplicaStateError, ReplicationError
 from .planner import manifest_of

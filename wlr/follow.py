@@ -17,8 +17,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
-from wlcore.master_state import MasterState
 from wlcore.settings import settings
+from wlcore.state import MasterState
 from wlcore.utc import utc_iso
 from wlcore.watch import FolderWatch
 

@@ -35,11 +35,17 @@ from wlcore.deltalog import discover_tables, list_versions, read_commit
 from wlcore.errors import BatchError, WlcError
 from wlcore.health import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_STALE, EXIT_UNREACHABLE, aligned, liveness_line
 from wlcore.logstore import LogStore
-from wlcore.master_state import MasterState, capture_liveness, liveness, logs_of
 from wlcore.metrics import Family, Live, Sample, once
 from wlcore.promotion import read_start, resume_point
-from wlcore.replica_state import ReplicaState, read_replica_state as read_state_file
 from wlcore.settings import settings
+from wlcore.state import (
+    MasterState,
+    ReplicaState,
+    capture_liveness,
+    liveness,
+    logs_of,
+    read_replica_state as read_state_file,
+)
 from wlcore.storage import Storage
 from wlcore.utc import parse_utc
 

@@ -40,8 +40,7 @@ from wlcore.batch import Manifest
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
 from wlcore.logstore import BatchRef, LogStore
-from wlcore.master_state import MasterState
-from wlcore.replica_state import ReplicaState
+from wlcore.state import MasterState, ReplicaState
 from wlcore.storage import Storage
 from wlcore.target import Target, parse_until  # noqa: F401 (wlr.parse_until)
 from wlcore.utc import utc_iso

@@ -41,7 +41,6 @@ from wlcore.databases import Dbfarm
 from wlcore.deltalog import discover_tables
 from wlcore.errors import BatchError, WlcError
 from wlcore.logstore import LogStore
-from wlcore.master_state import LOG_FILE as MASTER_LOG, MasterState, read_master_state, write_master_state
 from wlcore.promotion import (
     FENCE_FILE,
     PROMOTED_REPLICA_FILE,
@@ -51,9 +50,17 @@ from wlcore.promotion import (
     write_fence,
     write_start,
 )
-from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState, read_replica_state
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm, settings
 from wlcore.ship import ShipError, ship
+from wlcore.state import (
+    LOG_FILE as MASTER_LOG,
+    REPLICA_CONFIG,
+    MasterState,
+    ReplicaState,
+    read_master_state,
+    read_replica_state,
+    write_master_state,
+)
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 

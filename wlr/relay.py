@@ -22,9 +22,9 @@ import logging
 from datetime import datetime
 
 from wlcore.logstore import LogStore
-from wlcore.master_state import CONFIG_FILE, STARTED, MasterState
 from wlcore.retention import PruneReport, keep_of
 from wlcore.ship import LOGS_DIR, read_config, ship
+from wlcore.state import MASTER_CONFIG as CONFIG_FILE, STARTED, MasterState
 from wlcore.storage import Storage
 
 from .book import StateBook

@@ -29,12 +29,11 @@ from wlcore.deltalog import delta_ref
 from wlcore.errors import ConfigError, first_line
 from wlcore.faults import crash_point
 from wlcore.logstore import LogStore
-from wlcore.master_state import CONFIG_FILE as MASTER_CONFIG, MasterState, check_paths
 from wlcore.metrics import port_of
 from wlcore.names import split_name
-from wlcore.replica_state import ReplicaState
 from wlcore.session import check_s3a
 from wlcore.settings import number, settings
+from wlcore.state import MASTER_CONFIG, MasterState, ReplicaState, check_paths
 from wlcore.storage import Storage, copy_tree
 from wlcore.target import Target, parse_until
 from wlcore.utc import utc_iso

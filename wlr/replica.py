@@ -1,7 +1,7 @@
 """A replica database: its state (``wlr.config``) and replay of published batches (follow mode: :mod:`wlr.follow`).
 
 ``<dbfarm>/<replica>/wlr.config`` holds ``key=value`` lines, typed by
-:class:`wlcore.replica_state.ReplicaState`: the master followed, the next batch to read, ``tick``
+:class:`wlcore.state.ReplicaState`: the master followed, the next batch to read, ``tick``
 (last transaction handled), the failure, and each table's Delta version after replay's last
 commit (to detect writes made by anyone else). ``wlr.log`` beside it keeps a line per event.
 """
@@ -13,12 +13,10 @@ import warnings
 from datetime import datetime
 from typing import Any
 
-from wlcore.fields import FieldOf
 from wlcore.logstore import LogStore
-from wlcore.master_state import MasterState
-from wlcore.replica_state import ReplicaState
 from wlcore.session import LateSession
 from wlcore.settings import settings
+from wlcore.state import MasterState, ReplicaState
 from wlcore.storage import Storage
 
 from . import failure, monitor
@@ -123,7 +121,7 @@ class Replica:
     @property
     def state(self) -> ReplicaState:
         """The replica's ``wlr.config`` as replay last read or set it, typed
-        (:class:`wlcore.replica_state.ReplicaState`: ``state.tick``, ``state.versions``...; empty before it is made)."""
+        (:class:`wlcore.state.ReplicaState`: ``state.tick``, ``state.versions``...; empty before it is made)."""
         return self._book.state
 
     @property
@@ -131,10 +129,37 @@ class Replica:
         """The failure replay raised last in this process (None: none, or resolved since)."""
         return self._book.last_error
 
-    collapse = FieldOf("_options", "Each table's run of DML lands as one commit a segment (replicate(collapse=)).")
-    compacted = FieldOf("_options", "Replay through compacted batches where they fit (replicate(compacted=)).")
-    start_snapshot = FieldOf("_options", "Snapshot a new replica starts from (replicate(snapshot=)); None: newest fit.")
-    catalog = FieldOf("_parts", "The tables' Spark SQL names: views at the last consistent tick (wlr.catalog).")
+    @property
+    def collapse(self) -> bool:
+        """Each table's run of DML lands as one commit a segment (``replicate(collapse=)``)."""
+        return self._options.collapse
+
+    @collapse.setter
+    def collapse(self, value: bool) -> None:
+        self._options.collapse = value
+
+    @property
+    def compacted(self) -> bool:
+        """Replay through compacted batches where they fit (``replicate(compacted=)``)."""
+        return self._options.compacted
+
+    @compacted.setter
+    def compacted(self, value: bool) -> None:
+        self._options.compacted = value
+
+    @property
+    def start_snapshot(self) -> int | None:
+        """The snapshot a new replica starts from (``replicate(snapshot=)``); None: the newest fit."""
+        return self._options.start_snapshot
+
+    @start_snapshot.setter
+    def start_snapshot(self, value: int | None) -> None:
+        self._options.start_snapshot = value
+
+    @property
+    def catalog(self) -> ReplicaCatalog:
+        """The tables' Spark SQL names: views at the last consistent tick (:mod:`wlr.catalog`)."""
+        return self._parts.catalog
 
     @property
     def parallelism(self) -> int:

@@ -37,8 +37,8 @@ from wlcore.databases import did_you_mean, nearest
 from wlcore.deltalog import RESERVED, TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
 from wlcore.names import qualified, quote_ident, split_name
-from wlcore.replica_state import ReplicaState
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.state import ReplicaState
 from wlcore.storage import Storage
 from wlcore.tabledef import CARRIED, CONSTRAINT_PREFIX, IDENTITY_START, constraints, create_sql, exact_session
 
@@ -140,7 +140,7 @@ def restore_table(
     plan = check(replica, table, into, as_, replace, dbfarm)
     base = replica.base_spark
     spark = exact_session(base.newSession())
-    from wlcore.features import session_defaults
+    from wlcore.tabledef import session_defaults
 
     for key, value in session_defaults().items():  # what capture switches on in master tables, from the start
         spark.conf.set(key, value)
@@ -214,7 +214,7 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     master = _check_master(storage, master, farm)  # a promoted master by its folder or its database's name
     master_path = Storage.join(farm, master)
     schema, name = split_name(as_ if as_ is not None else source)
-    from wlcore.master_state import logs_of, read_master_state
+    from wlcore.state import logs_of, read_master_state
 
     logs = logs_of(read_master_state(storage, master_path), master_path).rstrip("/")
     if schema in RESERVED or Storage.join(master_path, schema) == logs:
@@ -269,7 +269,7 @@ def _check_master(storage: Storage, master: str, farm: str) -> str:
     """The folder of master ``master`` (its own, or the promoted master's holding that database),
     checked to be a master that captures."""
     from wlcore.databases import Dbfarm
-    from wlcore.master_state import STOPPED, read_master_state
+    from wlcore.state import STOPPED, read_master_state
 
     dbs = Dbfarm(farm)
     master = dbs.require_master(master)  # no such database, a replica, a plain folder: each named with its fix

@@ -30,8 +30,8 @@ from wlcore import snapshots as snap
 from wlcore.errors import ConfigError
 from wlcore.logstore import LogStore
 from wlcore.names import split_name
-from wlcore.replica_state import ReplicaState
 from wlcore.settings import settings
+from wlcore.state import ReplicaState
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError
@@ -117,7 +117,7 @@ class Selection:
         return dict(self.where).get(table.lower())
 
     def to_state(self) -> dict[str, Any]:
-        """The selection as ``wlr.config`` records it (:class:`wlcore.replica_state.ReplicaState`'s
+        """The selection as ``wlr.config`` records it (:class:`wlcore.state.ReplicaState`'s
         fields): ``select_tables`` (a list) and ``select_where`` (a dict), each empty when not
         selected (:meth:`from_state` reads it)."""
         return {"select_tables": list(self.tables), "select_where": dict(self.where)}

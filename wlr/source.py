@@ -21,16 +21,17 @@ from typing import Protocol
 
 from wlcore.databases import Dbfarm
 from wlcore.errors import ConfigError, WlcError
-from wlcore.master_state import (
-    CONFIG_FILE as MASTER_CONFIG,
+from wlcore.promotion import database_of, read_fence
+from wlcore.settings import check_name, dbfarm as resolve_dbfarm
+from wlcore.ship import read_config as read_shipped_config
+from wlcore.state import (
+    MASTER_CONFIG,
+    REPLICA_CONFIG,
     MasterState,
+    ReplicaState,
     logs_of,
     read_master_state as read_master_config,
 )
-from wlcore.promotion import database_of, read_fence
-from wlcore.replica_state import CONFIG_FILE as REPLICA_CONFIG, ReplicaState
-from wlcore.settings import check_name, dbfarm as resolve_dbfarm
-from wlcore.ship import read_config as read_shipped_config
 from wlcore.storage import Storage
 
 from .errors import ReplicaStateError

@@ -17,7 +17,7 @@ waiting in silence:
   watermark passes an instant ``capture.settle`` seconds after it, at the earliest).
 
 :class:`Published` is what a source's ``wlc.config`` says it has published (tick,
-watermark, last commit) and capture's liveness (:func:`wlcore.master_state.capture_liveness`),
+watermark, last commit) and capture's liveness (:func:`wlcore.state.capture_liveness`),
 worded for these messages.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import TypeGuard
 
-from wlcore.master_state import MasterState, capture_liveness
+from wlcore.state import MasterState, capture_liveness
 
 from .errors import ReplicationTimeout, TargetError
 from .planner import Target
@@ -108,7 +108,7 @@ class Published:
     ``watermark`` (every commit at or before it is published; None: none yet or stopped),
     ``last_commit`` (commit time of ``tick``), ``stopped`` (the master stopped logging),
     ``capture`` (``alive``, ``stale``, ``stopped`` or ``not started`` as read from the master's
-    wlc.config, :func:`wlcore.master_state.capture_liveness`; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
+    wlc.config, :func:`wlcore.state.capture_liveness`; ``""`` for a shipped copy or a relay, where capture's liveness is not known)
     with its last ``heartbeat``, and ``source`` (who published, for messages)."""
 
     tick: int

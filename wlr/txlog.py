@@ -19,9 +19,9 @@ from typing import Iterable
 
 from wlcore.batch import TxnRecord
 from wlcore.logstore import BatchRef, LogStore
-from wlcore.master_state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.promotion import database_of
 from wlcore.settings import dbfarm as resolve_dbfarm
+from wlcore.state import MasterState, logs_of, read_master_state as read_master_config
 from wlcore.storage import Storage
 from wlcore.utc import utc_iso
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from tests.integration.helpers import local, table_definition
-from wlcore.canonical import canon
+from wlcore.collapse import canon
 from wlcore.names import quote_ident
 
 MODES = ("live", "late")

@@ -53,7 +53,7 @@ def stop(proc: subprocess.Popen) -> str:
 
 def master_state(farm: str, db: str, proc: subprocess.Popen | None = None):
     """Master ``db``'s ``wlc.config`` (None: none yet), checking first that its capture ``proc`` runs."""
-    from wlcore.master_state import read_master_state
+    from wlcore.state import read_master_state
     from wlcore.storage import Storage
 
     if proc is not None and proc.poll() is not None:

@@ -14,8 +14,8 @@ import wlr
 from wlc import Master
 from wlcore.errors import MasterStateError
 from wlcore.logstore import LogStore
-from wlcore.master_state import read_master_state
 from wlcore.promotion import read_fence
+from wlcore.state import read_master_state
 from wlcore.storage import Storage
 
 from ..integration.helpers import rows

@@ -12,8 +12,7 @@ import pytest
 
 import wlc
 import wlr
-from wlcore.master_state import read_master_state
-from wlcore.replica_state import read_replica_state
+from wlcore.state import read_master_state, read_replica_state
 from wlcore.storage import Storage
 
 from ..scrape import scrape, value

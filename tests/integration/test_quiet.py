@@ -144,7 +144,7 @@ def test_ctrl_c_stops_a_catch_up_between_transactions_and_says_how_to_go_on(spar
     on one line where the replica is and the command that goes on, and exits 130 (no traceback)."""
     import yaml
 
-    from wlcore.replica_state import read_replica_state
+    from wlcore.state import read_replica_state
     from wlcore.storage import Storage
 
     t = master.table_path("s.t")

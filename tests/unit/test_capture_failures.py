@@ -16,7 +16,7 @@ from wlc.master_record import MasterRecord
 from wlc.metrics import PublishCounts
 from wlc.publisher import CaptureTiming
 from wlcore.health import format_status, status
-from wlcore.master_state import MasterState, read_master_state
+from wlcore.state import MasterState, read_master_state
 from wlcore.storage import Storage
 
 from ..waiting import wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wlcore import epochs
-from wlcore.master_state import MasterState
+from wlcore.state import MasterState
 
 
 def test_parse_and_format_round_trip():

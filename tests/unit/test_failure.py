@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import wlr
-from wlcore.replica_state import ReplicaState, write_replica_state
+from wlcore.state import ReplicaState, write_replica_state
 from wlcore.storage import Storage
 from wlr import failure
 

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from wlcore import batch as batchfmt, snapshots as snap
 from wlcore.deltalog import list_versions, metadata_at
 from wlcore.levels import Span
-from wlcore.master_state import capture_liveness, read_master_state
+from wlcore.state import capture_liveness, read_master_state
 from wlcore.storage import Storage
 from wlr.monitor import read_replica_state
 

@@ -9,7 +9,7 @@ import pytest
 from wlcore import batch as batchfmt
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.logstore import LogStore
-from wlcore.replica_state import ReplicaState
+from wlcore.state import ReplicaState
 from wlcore.storage import Storage
 from wlr import failure
 from wlr.errors import ReplicaStateError
@@ -205,7 +205,7 @@ def test_a_follower_waiting_at_the_end_lists_no_compacted_batches(logs):
         logs
     ]  # batch 3 gone: listed
     assert route.units(store_of(logs, route.storage), 1, 1, ALL, published=4) == [] and len(listed) == 2
-    from wlcore.master_state import MasterState
+    from wlcore.state import MasterState
 
     listed.clear()
     route.check_level0(

@@ -11,7 +11,7 @@ import pytest
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.errors import LockHeldError
 from wlcore.logstore import BatchRef, LogStore
-from wlcore.master_state import MasterState
+from wlcore.state import MasterState
 from wlcore.storage import Storage
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 
 from wlc.cli import main as wlc_main
 from wlcore.errors import NotWritableError, StalePathError
-from wlcore.master_state import read_master_state, write_master_state
+from wlcore.state import read_master_state, write_master_state
 from wlcore.storage import Storage
 from wlr.cli import main as wlr_main
 
@@ -172,7 +172,7 @@ def test_a_copied_folder_with_absolute_paths_is_refused(tmp_path, capsys):
 def test_a_replica_keeps_the_paths_of_a_master_in_its_dbfarm_relative(tmp_path):
     """wlr.config names the master's dbfarm, folder and logs relative to the replica's folder when
     they are in the replica's dbfarm: the whole dbfarm moved, the replica still finds its master."""
-    from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
+    from wlcore.state import ReplicaState, read_replica_state, write_replica_state
 
     farm = tmp_path / "farm"
     (farm / "r").mkdir(parents=True)

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from wlcore import metrics
-from wlcore.master_state import MasterState, write_master_state
 from wlcore.metrics import Family, Live, LogUsage, MetricsError, port_of
 from wlcore.settings import settings
 from wlcore.ship import ShipMetrics
+from wlcore.state import MasterState, write_master_state
 from wlcore.storage import Storage
 
 from ..scrape import scrape, value

@@ -11,7 +11,6 @@ from wlcore import batch as B, epochs
 from wlcore.batch import CaptureState, Cursor
 from wlcore.errors import MasterStateError
 from wlcore.logstore import LogStore
-from wlcore.master_state import read_master_state
 from wlcore.promotion import (
     FENCE_FILE,
     PromotionStart,
@@ -21,7 +20,7 @@ from wlcore.promotion import (
     read_start,
     resume_point,
 )
-from wlcore.replica_state import ReplicaState, write_replica_state
+from wlcore.state import ReplicaState, read_master_state, write_replica_state
 from wlcore.storage import Storage
 from wlr.cli import main as wlr_main
 from wlr.promote import missing, ranges
@@ -279,8 +278,8 @@ def test_a_promoted_master_seen_only_in_a_shipped_copy_is_named_by_status_and_ca
     # m ships to a copy; r, promoted while m was out of reach, lives in another dbfarm now and ships
     # to the same copy: m's own dbfarm has no newer master, the copy says there is one
     from wlc.cli import main as wlc_main
-    from wlcore.master_state import write_master_state
     from wlcore.ship import add_copy
+    from wlcore.state import write_master_state
 
     farm, other = tmp_path / "farm", tmp_path / "dr"
     farm.mkdir()

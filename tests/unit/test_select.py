@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wlcore.errors import ConfigError
-from wlcore.replica_state import ReplicaState
+from wlcore.state import ReplicaState
 from wlr.errors import ReplicaStateError
 from wlr.select import Selection, check_same
 

@@ -1,4 +1,4 @@
-"""The state files as typed objects (wlcore.master_state.MasterState, wlcore.replica_state.ReplicaState):
+"""The state files as typed objects (wlcore.state.MasterState, wlcore.state.ReplicaState):
 texts written by the dict-based writers before them are read, typed and written back byte for byte.
 No Spark."""
 
@@ -9,16 +9,18 @@ from datetime import datetime, timezone
 import pytest
 
 from wlcore.errors import ConfigError
-from wlcore.master_state import (
+from wlcore.state import (
     STOPPED,
     WATERMARK_STOPPED,
     MasterState,
+    ReplicaState,
     capture_liveness,
     logs_of,
     read_master_state,
+    read_replica_state,
     write_master_state,
+    write_replica_state,
 )
-from wlcore.replica_state import ReplicaState, read_replica_state, write_replica_state
 from wlcore.storage import Storage
 
 # written by a master and its replicas (tests/integration/test_replay.py, before the typed objects)

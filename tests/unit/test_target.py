@@ -5,8 +5,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wlcore.master_state import MasterState
 from wlcore.settings import format_kv, settings
+from wlcore.state import MasterState
 from wlr.errors import ReplicationTimeout, TargetError
 from wlr.follow import TargetWait
 from wlr.planner import Target, parse_until
