@@ -17,7 +17,7 @@ transaction reducer). One rule, whichever engine collapses:
   key): :func:`compact_by_key` keeps its state before the piece there, :func:`net_by_key` its
   last delete row.
 * NULL keys are one key (``<=>``); keys compare by their canonical form
-  (:mod:`wlcore.canonical`).
+  (:func:`canon`).
 * ties: two change rows of one key at one version and position (the master holds the key
   twice) are ordered by the rows' canonical form; the greatest is the last.
 * unkeyed tables: the net signed count of each full row image (+1 at position 1, -1 at 0),
