@@ -47,7 +47,6 @@ from wlcore.catalog import create_schema, register, warehouse_folder, warehouse_
 from wlcore.databases import Dbfarm
 from wlcore.deltalog import RESERVED
 from wlcore.errors import BatchError, ConfigError, LockHeldError, MasterStateError, NotWritableError
-from wlcore.fields import FieldOf
 from wlcore.levels import Span, Start
 from wlcore.names import split_name
 from wlcore.promotion import read_start, resume_point
@@ -99,11 +98,55 @@ class Master:
         NotFoundError: the dbfarm does not exist.
     """
 
-    settle = FieldOf("timing")  # seconds a commit must be old before capture takes it (capture.settle)
-    polling = FieldOf("timing")  # poll the folder instead of waiting for filesystem events (capture.polling)
-    poll_interval = FieldOf("timing")  # seconds between scans of an idle master (capture.poll_interval)
-    stage_within = FieldOf("timing")  # seconds staged change rows may wait (capture.stage_within)
-    retry_max = FieldOf("timing")  # seconds, the longest wait between two reads of a held table (capture.retry_max)
+    @property
+    def settle(self) -> float:
+        """Seconds a commit must be old before capture takes it (``capture.settle``)."""
+        return self.timing.settle
+
+    @settle.setter
+    def settle(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
+        self.timing.settle = value
+
+    @property
+    def polling(self) -> bool:
+        """True: poll the folder instead of waiting for filesystem events (``capture.polling``)."""
+        return self.timing.polling
+
+    @polling.setter
+    def polling(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
+        self.timing.polling = value
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between scans of an idle master (``capture.poll_interval``)."""
+        return self.timing.poll_interval
+
+    @poll_interval.setter
+    def poll_interval(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
+        self.timing.poll_interval = value
+
+    @property
+    def stage_within(self) -> float:
+        """Seconds staged change rows may wait (``capture.stage_within``)."""
+        return self.timing.stage_within
+
+    @stage_within.setter
+    def stage_within(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
+        self.timing.stage_within = value
+
+    @property
+    def retry_max(self) -> float:
+        """Seconds, the longest wait between two reads of a held table (``capture.retry_max``)."""
+        return self.timing.retry_max
+
+    @retry_max.setter
+    def retry_max(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
+        self.timing.retry_max = value
 
     def __init__(
         self,

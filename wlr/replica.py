@@ -13,7 +13,6 @@ import warnings
 from datetime import datetime
 from typing import Any
 
-from wlcore.fields import FieldOf
 from wlcore.logstore import LogStore
 from wlcore.session import LateSession
 from wlcore.settings import settings
@@ -130,10 +129,40 @@ class Replica:
         """The failure replay raised last in this process (None: none, or resolved since)."""
         return self._book.last_error
 
-    collapse = FieldOf("_options", "Each table's run of DML lands as one commit a segment (replicate(collapse=)).")
-    compacted = FieldOf("_options", "Replay through compacted batches where they fit (replicate(compacted=)).")
-    start_snapshot = FieldOf("_options", "Snapshot a new replica starts from (replicate(snapshot=)); None: newest fit.")
-    catalog = FieldOf("_parts", "The tables' Spark SQL names: views at the last consistent tick (wlr.catalog).")
+    @property
+    def collapse(self) -> bool:
+        """Each table's run of DML lands as one commit a segment (``replicate(collapse=)``)."""
+        return self._options.collapse
+
+    @collapse.setter
+    def collapse(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
+        self._options.collapse = value
+
+    @property
+    def compacted(self) -> bool:
+        """Replay through compacted batches where they fit (``replicate(compacted=)``)."""
+        return self._options.compacted
+
+    @compacted.setter
+    def compacted(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
+        self._options.compacted = value
+
+    @property
+    def start_snapshot(self) -> int | None:
+        """The snapshot a new replica starts from (``replicate(snapshot=)``); None: the newest fit."""
+        return self._options.start_snapshot
+
+    @start_snapshot.setter
+    def start_snapshot(self, value: int | None) -> None:
+        """Set it (takes effect at the next use)."""
+        self._options.start_snapshot = value
+
+    @property
+    def catalog(self) -> ReplicaCatalog:
+        """The tables' Spark SQL names: views at the last consistent tick (:mod:`wlr.catalog`)."""
+        return self._parts.catalog
 
     @property
     def parallelism(self) -> int:
