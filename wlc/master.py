@@ -105,6 +105,7 @@ class Master:
 
     @settle.setter
     def settle(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
         self.timing.settle = value
 
     @property
@@ -114,6 +115,7 @@ class Master:
 
     @polling.setter
     def polling(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
         self.timing.polling = value
 
     @property
@@ -123,6 +125,7 @@ class Master:
 
     @poll_interval.setter
     def poll_interval(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
         self.timing.poll_interval = value
 
     @property
@@ -132,6 +135,7 @@ class Master:
 
     @stage_within.setter
     def stage_within(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
         self.timing.stage_within = value
 
     @property
@@ -141,6 +145,7 @@ class Master:
 
     @retry_max.setter
     def retry_max(self, value: float) -> None:
+        """Set it (takes effect at the next use)."""
         self.timing.retry_max = value
 
     def __init__(

@@ -587,6 +587,12 @@ VERSION, AT = "version.", "at."  # key prefixes: a table's Delta version, and it
 _INT_LIST = Codec(lambda t: [int(x) for x in t.split(",") if x.strip()], lambda v: ",".join(str(x) for x in v or []))
 
 
+ReplayStatus = Literal["", "restoring", "new", "idle", "following", "failed"]
+"""A replica's recorded ``state``: ``restoring`` (``wlr restore`` is copying it), ``new`` (made,
+nothing applied), ``idle`` (caught up, no follower), ``following``, ``failed`` (a transaction
+failed: ``error_*``); ``""`` in a file written before states were recorded."""
+
+
 @dataclass(eq=False)
 class ReplicaState(StateFile):
     """A replica's ``wlr.config``, typed; see the module. Keys keep their order; a file read
@@ -625,7 +631,7 @@ class ReplicaState(StateFile):
     tick: int = -1
     clock: datetime | None = None
     skipped: list[int] = field(default_factory=list)
-    state: str = ""
+    state: ReplayStatus = ""
     error_batch: int | None = None
     error_txn: int | None = None
     error_table: str = ""

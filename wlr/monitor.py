@@ -202,7 +202,7 @@ def replica_status(rep, st: ReplicaState, check_history: Callable[[ReplicaState,
     tick = st.tick
     mcfg, unreachable = _source_config(rep, src, st)
     mwrite = mcfg.write if mcfg is not None else None
-    state = st.state if st.has("state") else "new"
+    state: str = st.state if st.has("state") else "new"  # and what status adds: stale, unreachable
     follower, beat_at = liveness(st.heartbeat, rep.beat_seconds, now, settings().replica.stale_after)
     if state == "following" and follower == "stale":
         state = "stale"

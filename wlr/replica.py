@@ -136,6 +136,7 @@ class Replica:
 
     @collapse.setter
     def collapse(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
         self._options.collapse = value
 
     @property
@@ -145,6 +146,7 @@ class Replica:
 
     @compacted.setter
     def compacted(self, value: bool) -> None:
+        """Set it (takes effect at the next use)."""
         self._options.compacted = value
 
     @property
@@ -154,6 +156,7 @@ class Replica:
 
     @start_snapshot.setter
     def start_snapshot(self, value: int | None) -> None:
+        """Set it (takes effect at the next use)."""
         self._options.start_snapshot = value
 
     @property
