@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from wlcore.settings import settings
 from wlcore.state import MasterState
+from wlcore.target import Published, ahead, check_capture, meaning
 from wlcore.utc import utc_iso
 from wlcore.watch import FolderWatch
 
@@ -28,7 +29,6 @@ from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcErro
 from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
 from .replay import Replay, ReplicateOptions, RoundResult
-from .target import Published, ahead, check_capture, meaning
 
 if TYPE_CHECKING:
     from .catalog import ReplicaCatalog

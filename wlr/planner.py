@@ -124,7 +124,7 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, named: s
     """Refuse a target the replica has already passed (replay cannot go back).
 
     ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the
-    target as the message names it (default its instant; :func:`wlr.target.meaning` says
+    target as the message names it (default its instant; :func:`wlcore.target.meaning` says
     what a date-only ``until`` was taken to mean).
 
     Raises:
