@@ -39,13 +39,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
+from enum import StrEnum
 from typing import TypeGuard
 
 from .errors import ReplicationTimeout, TargetError
 from .state import MasterState, capture_liveness
 from .utc import as_utc
 
-ALL, TXN, TIME = "all", "txn", "time"
+
+class TargetKind(StrEnum):
+    """What a target bounds: everything published, a transaction id, or a commit instant."""
+
+    ALL = "all"
+    TXN = "txn"
+    TIME = "time"
+
+
+ALL, TXN, TIME = TargetKind.ALL, TargetKind.TXN, TargetKind.TIME
 
 
 @dataclass(frozen=True)
@@ -62,16 +72,20 @@ class Target:
             it; not part of equality); None: built from its bound.
     """
 
-    kind: str
+    kind: TargetKind
     txn: int | None = None
     time: datetime | None = None
     given: int | str | datetime | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """Raises TargetError when the kind lacks its bound (a ``"txn"`` target without
-        ``txn``, a ``"time"`` one without ``time``)."""
+        ``txn``, a ``"time"`` one without ``time``, or another kind)."""
+        try:
+            object.__setattr__(self, "kind", TargetKind(self.kind))  # also from its text
+        except ValueError:
+            raise TargetError(f"a target's kind is one of {', '.join(TargetKind)}, not {self.kind!r}") from None
         if (self.kind == TXN and self.txn is None) or (self.kind == TIME and self.time is None):
-            raise TargetError(f"a {self.kind!r} target needs its {self.kind}; build targets with parse_until")
+            raise TargetError(f"a {self.kind.value!r} target needs its {self.kind}; build targets with parse_until")
 
     @property
     def until(self) -> int | str | datetime | None:
@@ -88,7 +102,7 @@ class Target:
             TargetError: the target is not a ``"txn"`` one.
         """
         if self.kind != TXN or self.txn is None:
-            raise TargetError(f"a {self.kind!r} target has no transaction id; check target.kind first")
+            raise TargetError(f"a {self.kind.value!r} target has no transaction id; check target.kind first")
         return self.txn
 
     @property
@@ -99,7 +113,7 @@ class Target:
             TargetError: the target is not a ``"time"`` one.
         """
         if self.kind != TIME or self.time is None:
-            raise TargetError(f"a {self.kind!r} target has no instant; check target.kind first")
+            raise TargetError(f"a {self.kind.value!r} target has no instant; check target.kind first")
         return self.time
 
     def published_by(self, tick: int, watermark: datetime | None, stopped: bool = False) -> bool:
