@@ -1,27 +1,40 @@
 """Change rows -> net change: MusicBrainz's chain rules over a segment of transactions, by Spark or Arrow.
 
 A segment's change rows (the Change Data Feed rows of every transaction in it, from every
-batch) are read by Spark in one read and reduced so that each row of the replica table is
-touched once (Drizzle's transaction reducer):
+batch) are reduced so that each row of the replica table is touched once (Drizzle's
+transaction reducer). One rule, whichever engine collapses:
 
-* keyed tables (``wlc.key``): the last state of each key wins, in (master Delta version,
-  change order), where within one version a delete or pre-image comes before an insert or
-  post-image. That is MusicBrainz's packet chains: insert+update = insert, update+delete = delete,
-  insert+delete = nothing, delete+insert = update.
-* unkeyed tables: the net signed count of each full row image (+1 insert/post-image,
-  -1 delete/pre-image), so duplicate rows stay exact (deleting one of two equal rows
-  leaves one).
+* order: change rows are ordered by (master Delta version, position), position 0 for a
+  ``delete`` or ``update_preimage`` (a state before) and 1 for an ``insert`` or
+  ``update_postimage`` (a state after): within one version, as in Delta's change feed, the
+  states before come before the states after (a delete and an insert of one key in one
+  version is an update).
+* keyed tables (``wlc.key``): the last change row of each key gives its state (``OP``: there
+  after the segment, at position 1); ``FIRST`` is the position of its first change (1: it was
+  absent before). A key first inserted and last deleted is left out. That is MusicBrainz's
+  packet chains: insert+update = insert, update+delete = delete, insert+delete = nothing,
+  delete+insert = update. A deleted key's other columns carry nothing (the applier deletes by
+  key): :func:`compact_by_key` keeps its state before the piece there, :func:`net_by_key` its
+  last delete row.
+* NULL keys are one key (``<=>``); keys compare by their canonical form
+  (:func:`canon`).
+* ties: two change rows of one key at one version and position (the master holds the key
+  twice) are ordered by the rows' canonical form; the greatest is the last.
+* unkeyed tables: the net signed count of each full row image (+1 at position 1, -1 at 0),
+  images compared by their canonical form (NULL equals NULL, NaN equals NaN, ``-0.0``
+  differs from ``0.0``), so duplicate rows stay exact (deleting one of two equal rows leaves
+  one).
 
-Spark's functions (:func:`read_rows`, :func:`net_by_key`, :func:`net_by_image`...) pass no row
-through Python; they only build DataFrames.
-
-The same rules in Arrow (the ``*_arrow`` functions and :func:`after_images`) serve segments small
-enough to land without Spark (:mod:`wlr.apply`): on a pyarrow Table held in memory, vectorized
-(one sort, then the first and last row of each run of equal keys; no Python loop over rows).
-Spark breaks ties between two changes of one key at the same version and position by the rows'
-canonical form; Arrow refuses such a tie (a master table holding a key twice) with
-:class:`ArrowUnsupported`, and Spark collapses that segment. pyarrow is imported by the Arrow
-functions only, so replay's Spark path starts without it.
+Spark's functions (:func:`read_rows`, :func:`net_by_key`, :func:`net_by_image`,
+:func:`compact_by_key`...) pass no row through Python; they only build DataFrames. The Arrow
+functions (the ``*_arrow`` functions and :func:`after_images`) serve segments small enough to
+land without Spark (:mod:`wlr.apply`), on a pyarrow Table in memory, vectorized (one sort, then
+the first and last row of each run of equal keys; no Python loop over rows). Their domain is
+smaller, never their rule: :func:`net_by_key_arrow` refuses a tie and a NULL key with
+:class:`ArrowUnsupported` (delta-rs's MERGE matches keys by ``=``), and Spark collapses that
+segment. Both engines give the same net change on every segment Arrow takes
+(tests/integration/test_collapse_equivalence.py). pyarrow is imported by the Arrow functions
+only, so replay's Spark path starts without it.
 """
 
 from __future__ import annotations

@@ -36,6 +36,13 @@ class TargetError(ConfigError):
     master's first transaction."""
 
 
+class ReplicationTimeout(WlcError):
+    """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published,
+    or its target cannot be published: capture is not running (its heartbeat is stale) or the
+    master stopped logging before it. The message states what the master has published and
+    capture's liveness as read."""
+
+
 class MasterStateError(WlcError):
     """The database is not in the state the call needs (not a master, stopped, already a master elsewhere)."""
 

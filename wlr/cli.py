@@ -157,8 +157,9 @@ def _say_target(call: ReplicateOptions) -> None:
     stderr while it runs."""
     import warnings
 
+    from wlcore.target import date_note
+
     from .errors import TargetWarning
-    from .target import date_note
 
     note = date_note(call.target, cli=True)
     if note:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from wlcore.errors import ConfigError, NotFoundError, TargetError, WlcError  # noqa: F401 (wlr.TargetError)
+from wlcore.errors import (  # noqa: F401 (wlr.TargetError, wlr.ReplicationTimeout)
+    ConfigError,
+    NotFoundError,
+    ReplicationTimeout,
+    TargetError,
+    WlcError,
+)
 
 
 class ApplyError(Exception):
@@ -76,13 +82,6 @@ class PromotionError(ReplicaStateError):
     def __init__(self, message: str, left_out: list[int] | None = None, cli: str | None = None):
         super().__init__(message, cli=cli)
         self.left_out = list(left_out or [])
-
-
-class ReplicationTimeout(WlcError):
-    """``replicate(until=...)`` waited ``timeout`` seconds and its target was not published,
-    or its target cannot be published: capture is not running (its heartbeat is stale) or the
-    master stopped logging before it. The message states what the master has published and
-    capture's liveness as read."""
 
 
 class ReplicationError(WlcError):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from wlcore.settings import settings
 from wlcore.state import MasterState
+from wlcore.target import EVERYTHING, Published, ahead, check_capture, meaning
 from wlcore.utc import utc_iso
 from wlcore.watch import FolderWatch
 
@@ -28,7 +29,6 @@ from .errors import DivergedError, ReplicationError, ReplicationTimeout, WlcErro
 from .monitor import ReplicaMetrics
 from .planner import Target, check_not_passed
 from .replay import Replay, ReplicateOptions, RoundResult
-from .target import Published, ahead, check_capture, meaning
 
 if TYPE_CHECKING:
     from .catalog import ReplicaCatalog
@@ -192,7 +192,7 @@ class Follower:
                 with self.mutex:
                     if self.stop_event.is_set():
                         break
-                    self._step(Target("all"), False)  # no bar from a background thread
+                    self._step(EVERYTHING, False)  # no bar from a background thread
                     book.state.heartbeat = datetime.now(timezone.utc)  # alive: wlr status
                     if not book.state.error_cause:
                         book.state.state = "following"  # again, after a failure it got past

@@ -1,8 +1,9 @@
 """The planner: what replay reads and in which order.
 
 Where replay starts and which levels it reads (a snapshot, compacted batches, level 0:
-:class:`Route`), reading the next published batches and checking that they are whole
-(:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
+:func:`start_for`, :func:`units`, :func:`check_path`, decided from a :class:`LogView` value
+that :class:`Route` reads from the log store), reading the next published batches and checking
+that they are whole (:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
 (:func:`check_history`), and which transactions to apply (:func:`plan`, parsing ``until``
 and cutting segments at barriers, up to the consistent tick; pure, no Spark, no I/O).
 
@@ -123,7 +124,7 @@ def check_not_passed(target: Target, tick: int, clock: datetime | None, named: s
     """Refuse a target the replica has already passed (replay cannot go back).
 
     ``tick``/``clock``: id and commit time of the last transaction handled; ``named``: the
-    target as the message names it (default its instant; :func:`wlr.target.meaning` says
+    target as the message names it (default its instant; :func:`wlcore.target.meaning` says
     what a date-only ``until`` was taken to mean).
 
     Raises:
@@ -545,8 +546,365 @@ def describe(start: Start) -> str:
     return f"transaction {start.txn} ({when}, {where})"
 
 
+@dataclass(frozen=True)
+class LogView:
+    """What the planner knows of a master's log folder when it decides: a value, no storage.
+
+    :class:`Route` reads it from the :class:`~wlcore.logstore.LogStore` (the one place the
+    planner reads the folder); a test builds it from dicts and tuples. The deciding functions
+    below (:func:`start_for`, :func:`first_after`, :func:`units`, :func:`level0_suffices`,
+    :func:`check_path`, :func:`check_level0`) take it and read nothing else. The reader's
+    mappings are lazy: a key looks one batch up by name or reads one manifest, iterating lists
+    the folder once, so a follower near the end of a long log reads only what a decision asks for.
+
+    Attributes:
+        master (str): the master database's name its batches carry.
+        dbid (str): the master's database id; a batch of another id is refused.
+        level0 (Mapping[int, BatchRef]): the published level-0 batches, by number.
+        compacted (Sequence[BatchRef]): the published compacted batches, by first batch, then level.
+        starts (Sequence[Start]): the snapshots a new replica can start from, oldest first
+            (:func:`wlcore.snapshots.list_snapshots`).
+        manifests (Mapping[str, Manifest]): batch manifests by batch folder; a missing or damaged
+            one raises :class:`~wlcore.errors.BatchError`.
+        snapshot_command (str): the command that takes a snapshot on the master, for messages.
+    """
+
+    master: str
+    dbid: str
+    level0: Mapping[int, BatchRef]
+    compacted: Sequence[BatchRef]
+    starts: Sequence[Start]
+    manifests: Mapping[str, Manifest]
+    snapshot_command: str = ""
+
+
+def start_for(view: LogView, target: Target, snapshot: int | None = None) -> Start:
+    """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
+
+    Args:
+        view (LogView): the log folder (its ``starts``).
+        target (Target): the replay target.
+        snapshot (int | None): the transaction of the snapshot to start from; None: the newest
+            at or before ``target``.
+
+    Returns:
+        Start: the snapshot.
+
+    Raises:
+        NoStartError: the master has no starting point at all (snapshots and first batches pruned).
+        TargetError: no snapshot is at or before the target (it is older than the earliest
+            reachable point, which the message names), or ``snapshot`` names none, or one after
+            the target.
+    """
+    starts, master = list(view.starts), view.master
+    if snapshot is not None:
+        found = [s for s in starts if s.txn == snapshot]
+        if not found:
+            raise TargetError(
+                f"master {master!r} has no snapshot at transaction {snapshot}; its snapshots "
+                f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}"
+            )
+        chosen = found[0]
+        if not target.admits(chosen.txn, chosen.time):
+            raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
+        return chosen
+    best = choose_start(starts, target)
+    if best is None:
+        if not starts:
+            raise NoStartError(
+                f"master {master!r} has no reachable starting point: its snapshots and first "
+                "batches were pruned; take a snapshot on the master (wlc.snapshot())",
+                cli=f"master {master!r} has no reachable starting point; take a snapshot: {view.snapshot_command}",
+            )
+        raise TargetError(
+            f"the target {target} is older than the earliest reachable point of master "
+            f"{master!r}: {describe(starts[0])}; retention pruned what came before. "
+            "Choose a later target"
+        )
+    return best
+
+
+def first_after(view: LogView, start: Start) -> tuple[int, datetime] | None:
+    """The first transaction after ``start``, from the level-0 batches after it.
+
+    Args:
+        view (LogView): the log folder (its ``level0`` and their ``manifests``).
+        start (Start): a snapshot.
+
+    Returns:
+        tuple[int, datetime] | None: ``(txn, commit time UTC)``; None when none is published,
+        level 0 was pruned there, or a manifest is damaged (replay names it).
+    """
+    for number in sorted(n for n in view.level0 if n > start.batch):
+        try:
+            txns = view.manifests[view.level0[number].path].txns
+        except BatchError:
+            return None  # replay names the damaged batch
+        for rec in txns:
+            if rec.txn > start.txn:
+                return (rec.txn, rec.time) if rec.txn == start.txn + 1 else None
+    return None
+
+
+def units(view: LogView, tick: int, next_batch: int, target: Target, published: int | None = None) -> list[Batch]:
+    """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
+    or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
+
+    Args:
+        view (LogView): the log folder.
+        tick (int): the replica's position: every transaction <= ``tick`` applied.
+        next_batch (int): the next level-0 batch replay would read.
+        target (Target): the replay target.
+        published (int | None): the level-0 batches the source's ``wlc.config`` says are
+            published (None: not known); see :func:`level0_suffices`, which spares the listing.
+
+    Returns:
+        list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
+
+    Raises:
+        LogError: a compacted batch on the path is damaged or another database's.
+    """
+    if level0_suffices(view, next_batch, target, published):
+        return []
+    spans, manifests = [], {}
+    for batch in view.compacted:
+        level, first, path = batch.level, batch.first, batch.path
+        if first < next_batch:
+            continue
+        try:
+            manifest = view.manifests[path]
+        except BatchError as exc:
+            raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
+        if manifest.dbid != view.dbid or manifest.database != view.master or manifest.level != level:
+            raise LogError(
+                first,
+                f"{path} is not a level-{level} batch of this master (id {view.dbid}); move it out of the log folder",
+            )
+        spans.append(Span.of(manifest, path))
+        manifests[path] = manifest
+    return [Batch(span.last_batch, span.path, manifests[span.path]) for span in restore_path(tick, spans, target)]
+
+
+def level0_suffices(view: LogView, next_batch: int, target: Target, published: int | None) -> bool:
+    """True when a compacted batch could stand only for level-0 batch ``next_batch`` and that is
+    there: nothing is published after it (``published``, wlc.config's count), or it reaches the
+    target. One lookup by name and one manifest, instead of listing a log of tens of thousands of
+    batches on every round of a follower.
+
+    Args:
+        view (LogView): the log folder.
+        next_batch (int): the next level-0 batch replay would read.
+        target (Target): the replay target.
+        published (int | None): wlc.config's count of published level-0 batches (None: not known).
+
+    Returns:
+        bool: level 0 goes on from ``next_batch``; no compacted batch is needed.
+    """
+    if published is not None and published <= next_batch:
+        return True
+    found = view.level0.get(next_batch)
+    if found is None:
+        return False  # pruned, perhaps: a compacted batch may hold it
+    if published is not None and published == next_batch + 1:
+        return True
+    try:
+        manifest = view.manifests[found.path]
+    except BatchError:
+        return False  # damaged: a compacted batch may stand for it (read_batches names it otherwise)
+    return reaches(manifest, target)
+
+
+def check_path(
+    view: LogView, start: Start, target: Target, compacted: bool = True, published: int | None = None
+) -> None:
+    """Walk a new replica's path from ``start`` to ``target`` (manifests only) and refuse it,
+    before anything is written, where retention pruned what it needs.
+
+    Args:
+        view (LogView): the log folder (listed whole: the walk needs where it ends).
+        start (Start): the snapshot the replica starts from.
+        target (Target): the replay target.
+        compacted (bool): use compacted batches (False: level 0 only).
+        published (int | None): wlc.config's count of published level-0 batches (None: not known).
+
+    Raises:
+        TargetError: the target is not reachable exactly any more (see :func:`check_level0`).
+        LogError: a batch on the path is damaged or another database's.
+    """
+    level0 = dict(view.level0)
+    firsts = {b.first for b in view.compacted if compacted}
+    last = max(list(level0) + [b.last for b in view.compacted] + [-1])
+    pos, nb = start.txn, start.batch + 1
+    while nb <= last and not target.reached_by(pos, None):  # by id alone: no watermark
+        found = units(view, pos, nb, target) if nb in firsts else []
+        if found:
+            pos, nb = found[-1].manifest.last_txn, found[-1].number + 1
+            continue
+        if nb not in level0:
+            check_level0(view, pos, nb, True, target, published)
+            return  # a gap in the logs: replay names it
+        try:
+            manifest = view.manifests[level0[nb].path]
+        except BatchError as exc:
+            raise LogError(nb, f"batch {nb}: {exc}") from None
+        if reaches(manifest, target):
+            return
+        pos, nb = manifest.last_txn, nb + 1
+
+
+def check_level0(
+    view: LogView, tick: int, next_batch: int, new: bool, target: Target, published: int | None = None
+) -> None:
+    """Refuse a position whose next level-0 batch retention pruned.
+
+    Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
+    starts before the position or ends past the target), or level 0 now begins after it.
+    A batch missing with neither is a gap in the logs, which :func:`wlr.planner.read_batches`
+    names.
+
+    Args:
+        view (LogView): the log folder (its ``starts`` name the earliest point).
+        tick (int): the position: every transaction <= ``tick`` applied.
+        next_batch (int): the level-0 batch replay needs next.
+        new (bool): the replica is being made (a pruned batch is then the target's fault).
+        target (Target): the replay target.
+        published (int | None): wlc.config's count of published level-0 batches (None: not known).
+
+    Raises:
+        ReplicaStateError: an existing replica is further behind than what is kept.
+        TargetError: the target is not reachable exactly any more (a new replica's, or
+            one inside a compacted batch whose level-0 batches were pruned).
+    """
+    if next_batch in view.level0:
+        return
+    if published is not None and next_batch >= published:
+        return  # not published yet (a follower waiting): nothing to list
+    listed = sorted(view.level0)
+    holders = [b for b in view.compacted if b.first <= next_batch <= b.last]
+    if not listed or (not holders and listed[0] <= next_batch):
+        return  # nothing after it yet, or a gap in the logs: read_batches names that
+    starts = view.starts
+    earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
+    what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
+    if holders:
+        ends = sorted({b.last for b in holders if b.first == next_batch})
+        what += (
+            f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
+            if ends
+            else "; it lies inside a compacted batch"
+        )
+    if new or any(b.first == next_batch for b in holders):
+        raise TargetError(
+            f"the target {target} is not reachable exactly any more: {what}. The earliest "
+            f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
+            "a compacted batch (wlr log lists them), or after level 0 begins"
+        )
+    raise ReplicaStateError(
+        f"this replica is at transaction {tick}, further behind than the master keeps: "
+        f"{what}. The earliest reachable point is {earliest}: make a new replica",
+        cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
+        f"{what}. The earliest reachable point is {earliest}: make a new replica with "
+        "wlr replicate <dbfarm> <master> <new replica>",
+    )
+
+
+# The reader: what the deciding functions above know of the log folder, read from the LogStore.
+
+
+class _Level0(Mapping[int, BatchRef]):
+    """A log store's level-0 batches by number: a key is looked up by its name
+    (:meth:`~wlcore.logstore.LogStore.batch`) until the mapping is iterated, which lists the
+    folder once (:meth:`~wlcore.logstore.LogStore.batches`)."""
+
+    def __init__(self, store: LogStore):
+        self._store = store
+        self._found: dict[int, BatchRef | None] = {}
+        self._listed: dict[int, BatchRef] | None = None
+
+    def __getitem__(self, number: int) -> BatchRef:
+        if self._listed is not None:
+            return self._listed[number]
+        if number not in self._found:
+            self._found[number] = self._store.batch(number)
+        found = self._found[number]
+        if found is None:
+            raise KeyError(number)
+        return found
+
+    def _listing(self) -> dict[int, BatchRef]:
+        if self._listed is None:
+            self._listed = {b.number: b for b in self._store.batches()}
+        return self._listed
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._listing())
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+
+class _Compacted(Sequence[BatchRef]):
+    """A log store's compacted batches, listed on first use (:meth:`~wlcore.logstore.LogStore.compacted`)."""
+
+    def __init__(self, store: LogStore):
+        self._store = store
+        self.listed: list[BatchRef] | None = None
+
+    def _listing(self) -> list[BatchRef]:
+        if self.listed is None:
+            self.listed = self._store.compacted()
+        return self.listed
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._listing()[index]
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+
+class _Starts(Sequence[Start]):
+    """A master's snapshots, listed on first use (:func:`wlcore.snapshots.list_snapshots`)."""
+
+    def __init__(self, storage: Storage, master_path: str, mcfg: MasterState | None, store: LogStore):
+        self._args = (storage, master_path, mcfg, store)
+        self._listed: list[Start] | None = None
+
+    def _listing(self) -> list[Start]:
+        if self._listed is None:
+            storage, master_path, mcfg, store = self._args
+            snapshot, tick = (mcfg.snapshot, mcfg.tick) if mcfg is not None else ("", -1)
+            self._listed = snap.list_snapshots(storage, master_path, snapshot, store, tick)
+        return self._listed
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._listing()[index]
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+
+class _Manifests(Mapping[str, Manifest]):
+    """Batch manifests by folder, read once each into ``cache`` (a damaged one raises
+    :class:`~wlcore.errors.BatchError` and is read again when asked again)."""
+
+    def __init__(self, storage: Storage, cache: dict[str, Manifest]):
+        self._storage, self._cache = storage, cache
+
+    def __getitem__(self, path: str) -> Manifest:
+        if path not in self._cache:
+            self._cache[path] = batchfmt.read_manifest(self._storage, path)
+        return self._cache[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
 class Route:
-    """Reads a master's snapshots and compacted batches for one replica (manifests cached).
+    """Reads a master's log folder and snapshots for one replica's planning (:class:`LogView`,
+    manifests cached across rounds) and asks the deciding functions above.
 
     Args:
         storage (Storage): the storage holding the master (or its shipped copy).
@@ -561,277 +919,86 @@ class Route:
     def __init__(self, storage: Storage, master_path: str, master: str, dbid: str, snapshot_command: str):
         self.storage, self.master_path, self.master, self.dbid = storage, master_path, master, dbid
         self.snapshot_command = snapshot_command
-        self._spans: dict[str, tuple[Span, batchfmt.Manifest]] = {}
-        self._walked: dict[str, batchfmt.Manifest] = {}  # level-0 manifests check_path read, for the next round
+        self._manifests: dict[str, Manifest] = {}  # read so far: compacted ones kept, level-0 ones handed over
         self._checked: tuple | None = None  # what the last check_path walked, and the compacted batches then
 
-    def take_walked(self) -> dict[str, batchfmt.Manifest]:
-        """The level-0 manifests :meth:`check_path` read (by batch folder), handed over once: the
-        first round of a new replica reads each manifest of its path once, not twice."""
-        walked, self._walked = self._walked, {}
+    def view(self, store: LogStore, mcfg: MasterState | None = None) -> LogView:
+        """The log folder as the deciding functions see it: the one place planning reads it.
+
+        Args:
+            store (LogStore): the log folder read.
+            mcfg (MasterState | None): the master's ``wlc.config`` (names its snapshot in an
+                earlier layout, and its tick); None: not read.
+
+        Returns:
+            LogView: lazy: each listing and manifest is read when a decision first asks for it.
+        """
+        return LogView(
+            self.master,
+            self.dbid,
+            _Level0(store),
+            _Compacted(store),
+            _Starts(self.storage, self.master_path, mcfg, store),
+            _Manifests(self.storage, self._manifests),
+            self.snapshot_command,
+        )
+
+    def take_walked(self) -> dict[str, Manifest]:
+        """The level-0 manifests read so far (by batch folder), handed over once: the first round of
+        a new replica reads each manifest of its path once, not twice."""
+        walked = {p: m for p, m in self._manifests.items() if m.level == 0}
+        for path in walked:
+            del self._manifests[path]
         return walked
 
-    # ------------------------------------------------------------------ snapshots
     def starts(self, mcfg: MasterState, store: LogStore) -> list[Start]:
-        """The snapshots a new replica can start from: the empty start only while level 0
-        (or a compacted batch) still begins at batch 0.
-
-        Args:
-            mcfg (MasterState): the master's ``wlc.config`` (names its snapshot in an earlier layout).
-            store (LogStore): the log folder read.
-
-        Returns:
-            list[Start]: oldest first (:func:`wlcore.snapshots.list_snapshots`).
-        """
-        return snap.list_snapshots(self.storage, self.master_path, mcfg.snapshot, store, mcfg.tick)
+        """The snapshots a new replica can start from, oldest first (:attr:`LogView.starts`)."""
+        return list(self.view(store, mcfg).starts)
 
     def start_for(self, mcfg: MasterState, store: LogStore, target: Target, snapshot: int | None = None) -> Start:
-        """The snapshot a new replica starts from (PostgreSQL's base backup nearest the recovery target).
-
-        Args:
-            mcfg (MasterState): the master's ``wlc.config``.
-            store (LogStore): the log folder read.
-            target (Target): the replay target.
-            snapshot (int | None): the transaction of the snapshot to start from; None: the newest
-                at or before ``target``.
-
-        Returns:
-            Start: the snapshot.
-
-        Raises:
-            NoStartError: the master has no starting point at all (snapshots and first batches pruned).
-            TargetError: no snapshot is at or before the target (it is older than the earliest
-                reachable point, which the message names), or ``snapshot`` names none, or one after
-                the target.
-        """
-        starts = self.starts(mcfg, store)
-        if snapshot is not None:
-            found = [s for s in starts if s.txn == snapshot]
-            if not found:
-                raise TargetError(
-                    f"master {self.master!r} has no snapshot at transaction {snapshot}; its snapshots "
-                    f"are at transactions {', '.join(str(s.txn) for s in starts) or 'none'}"
-                )
-            chosen = found[0]
-            if not target.admits(chosen.txn, chosen.time):
-                raise TargetError(f"the snapshot at transaction {snapshot} is after the target {target}")
-            return chosen
-        best = choose_start(starts, target)
-        if best is None:
-            if not starts:
-                raise NoStartError(
-                    f"master {self.master!r} has no reachable starting point: its snapshots and first "
-                    "batches were pruned; take a snapshot on the master (wlc.snapshot())",
-                    cli=f"master {self.master!r} has no reachable starting point; take a snapshot: "
-                    f"{self.snapshot_command}",
-                )
-            raise TargetError(
-                f"the target {target} is older than the earliest reachable point of master "
-                f"{self.master!r}: {describe(starts[0])}; retention pruned what came before. "
-                "Choose a later target"
-            )
-        return best
+        """:func:`start_for` over the log folder ``store`` and ``mcfg``."""
+        return start_for(self.view(store, mcfg), target, snapshot)
 
     def first_after(self, store: LogStore, start: Start) -> tuple[int, datetime] | None:
-        """The first transaction after ``start``, read from the level-0 batches after it.
+        """:func:`first_after` over the log folder ``store``."""
+        return first_after(self.view(store), start)
 
-        Args:
-            store (LogStore): the log folder read.
-            start (Start): a snapshot.
-
-        Returns:
-            tuple[int, datetime] | None: ``(txn, commit time UTC)``; None when none is published,
-            level 0 was pruned there, or a manifest is damaged (replay names it).
-        """
-        for batch in store.batches(start.batch + 1):
-            try:
-                txns = store.manifest(batch).txns
-            except BatchError:
-                return None  # replay names the damaged batch
-            for rec in txns:
-                if rec.txn > start.txn:
-                    return (rec.txn, rec.time) if rec.txn == start.txn + 1 else None
-        return None
-
-    # ------------------------------------------------------------------ compacted batches
     def units(
         self, store: LogStore, tick: int, next_batch: int, target: Target, published: int | None = None
     ) -> list[Batch]:
-        """The compacted batches to apply from position ``tick``: the coarsest first, each ending at
-        or before the target (:func:`wlcore.levels.restore_path`, Litestream's restore plan).
-
-        Args:
-            store (LogStore): the log folder read.
-            tick (int): the replica's position: every transaction <= ``tick`` applied.
-            next_batch (int): the next level-0 batch replay would read.
-            target (Target): the replay target.
-            published (int | None): the level-0 batches the source's ``wlc.config`` says are
-                published (None: not known); see :meth:`_level0_suffices`, which spares the listing.
-
-        Returns:
-            list[Batch]: in order; empty when level 0 goes on from ``next_batch``.
-
-        Raises:
-            LogError: a compacted batch on the path is damaged or another database's.
-        """
-        if self._level0_suffices(store, next_batch, target, published):
-            return []
-        spans = []
-        for batch in store.compacted():
-            level, first, path = batch.level, batch.first, batch.path
-            if first < next_batch:
-                continue
-            if path not in self._spans:
-                try:
-                    manifest = store.manifest(batch)
-                except BatchError as exc:
-                    raise LogError(first, f"compacted batch {os.path.basename(path)}: {exc}") from None
-                if manifest.dbid != self.dbid or manifest.database != self.master or manifest.level != level:
-                    raise LogError(
-                        first,
-                        f"{path} is not a level-{level} batch of this master (id {self.dbid}); "
-                        "move it out of the log folder",
-                    )
-                self._spans[path] = (Span.of(manifest, path), manifest)
-            spans.append(self._spans[path][0])
-        out = []
-        for span in restore_path(tick, spans, target):
-            manifest = self._spans[span.path][1]
-            out.append(Batch(span.last_batch, span.path, manifest))
-        for gone in [p for p in self._spans if not self.storage.exists(p)]:
-            del self._spans[gone]
+        """:func:`units` over the log folder ``store``; forgets the compacted manifests of batches gone."""
+        view = self.view(store)
+        out = units(view, tick, next_batch, target, published)
+        listed = view.compacted.listed if isinstance(view.compacted, _Compacted) else None
+        if listed is not None:
+            there = {b.path for b in listed}
+            for gone in [p for p, m in self._manifests.items() if m.level > 0 and p not in there]:
+                del self._manifests[gone]
         return out
 
-    def _level0_suffices(self, store: LogStore, next_batch: int, target: Target, published: int | None) -> bool:
-        """True when a compacted batch could stand only for level-0 batch ``next_batch`` and that is
-        there: nothing is published after it (``published``, wlc.config's count), or it reaches the
-        target. One lookup by name and one manifest (kept for the round's reading), instead of
-        listing a log of tens of thousands of batches on every round of a follower."""
-        if published is not None and published <= next_batch:
-            return True
-        found = store.batch(next_batch)
-        if found is None:
-            return False  # pruned, perhaps: a compacted batch may hold it
-        path = found.path
-        if published is not None and published == next_batch + 1:
-            return True
-        try:
-            manifest = self._walked.get(path) or batchfmt.read_manifest(self.storage, path)
-        except BatchError:
-            return False  # damaged: a compacted batch may stand for it (read_batches names it otherwise)
-        self._walked[path] = manifest
-        return reaches(manifest, target)
-
     def check_path(
-        self, store: LogStore, mcfg: MasterState, start: Start, target: Target, compacted: bool = True
+        self, store: LogStore, mcfg: MasterState | None, start: Start, target: Target, compacted: bool = True
     ) -> None:
-        """Walk a new replica's path from ``start`` to ``target`` (reading manifests only) and refuse
-        it, before anything is written, where retention pruned what it needs.
-
-        Args:
-            store (LogStore): the log folder read.
-            mcfg (MasterState): the master's ``wlc.config``.
-            start (Start): the snapshot the replica starts from.
-            target (Target): the replay target.
-            compacted (bool): use compacted batches (False: level 0 only).
+        """:func:`check_path` over the log folder ``store``, once for the same path over the same
+        published batches (a call's check, then its run).
 
         Raises:
-            TargetError: the target is not reachable exactly any more (see :meth:`check_level0`).
-            LogError: a batch on the path is damaged or another database's.
+            TargetError, LogError: as :func:`check_path`.
         """
-        level0 = {b.number: b.path for b in store.batches()}
-        compacted_batches = store.compacted()
-        # the same path over the same published batches (a call's check, then its run): walked already
+        view = self.view(store, mcfg)
+        level0, compacted_batches = list(view.level0), list(view.compacted)
         key = (store.logs, start, target, compacted, min(level0, default=-1), max(level0, default=-1), len(level0))
         if self._checked == (key, compacted_batches):
             return
-        self._walk(store, mcfg, start, target, compacted, level0, compacted_batches)
+        check_path(view, start, target, compacted, published_batches(mcfg) if mcfg is not None else None)
         self._checked = (key, compacted_batches)
-
-    def _walk(
-        self,
-        store: LogStore,
-        mcfg: MasterState,
-        start: Start,
-        target: Target,
-        compacted: bool,
-        level0,
-        compacted_batches,
-    ) -> None:
-        """:meth:`check_path`'s walk over the listed ``level0`` ({number: path}) and ``compacted_batches``
-        (BatchRef values)."""
-        firsts = {b.first for b in compacted_batches if compacted}
-        last = max(list(level0) + [b.last for b in compacted_batches] + [-1])
-        pos, nb = start.txn, start.batch + 1
-        while nb <= last and not target.reached_by(pos, None):  # by id alone: no watermark
-            units = self.units(store, pos, nb, target) if nb in firsts else []
-            if units:
-                pos, nb = units[-1].manifest.last_txn, units[-1].number + 1
-                continue
-            if nb not in level0:
-                self.check_level0(store, pos, nb, mcfg, True, target)
-                return  # a gap in the logs: replay names it
-            try:
-                manifest = batchfmt.read_manifest(self.storage, level0[nb])
-            except BatchError as exc:
-                raise LogError(nb, f"batch {nb}: {exc}") from None
-            self._walked[level0[nb]] = manifest
-            if reaches(manifest, target):
-                return
-            pos, nb = manifest.last_txn, nb + 1
 
     def check_level0(
         self, store: LogStore, tick: int, next_batch: int, mcfg: MasterState, new: bool, target: Target
     ) -> None:
-        """Refuse a position whose next level-0 batch retention pruned.
-
-        Pruned, not damaged: a compacted batch holds that batch (replay did not take it: it
-        starts before the position or ends past the target), or level 0 now begins after it.
-        A batch missing with neither is a gap in the logs, which :func:`wlr.planner.read_batches`
-        names.
-
-        Args:
-            store (LogStore): the log folder read.
-            tick (int): the position: every transaction <= ``tick`` applied.
-            next_batch (int): the level-0 batch replay needs next.
-            mcfg (MasterState): the master's ``wlc.config`` (its snapshots name the earliest point).
-            new (bool): the replica is being made (a pruned batch is then the target's fault).
-            target (Target): the replay target.
+        """:func:`check_level0` over the log folder ``store`` and ``mcfg`` (its count of batches).
 
         Raises:
-            ReplicaStateError: an existing replica is further behind than what is kept.
-            TargetError: the target is not reachable exactly any more (a new replica's, or
-                one inside a compacted batch whose level-0 batches were pruned).
+            ReplicaStateError, TargetError: as :func:`check_level0`.
         """
-        if self.storage.exists(Storage.join(store.logs, batchfmt.batch_name(self.master, next_batch))):
-            return
-        count = published_batches(mcfg)
-        if count is not None and next_batch >= count:
-            return  # not published yet (a follower waiting): nothing to list
-        published = store.batches()
-        holders = [b for b in store.compacted() if b.first <= next_batch <= b.last]
-        if not published or (not holders and published[0].number <= next_batch):
-            return  # nothing after it yet, or a gap in the logs: read_batches names that
-        starts = self.starts(mcfg, store)
-        earliest = describe(starts[0]) if starts else "none (take a snapshot on the master)"
-        what = f"level-0 batch {next_batch} (transactions after {tick}) was pruned by retention"
-        if holders:
-            ends = sorted({b.last for b in holders if b.first == next_batch})
-            what += (
-                f"; the compacted batches holding it end at level-0 batch {', '.join(map(str, ends))}"
-                if ends
-                else "; it lies inside a compacted batch"
-            )
-        if new or any(b.first == next_batch for b in holders):
-            raise TargetError(
-                f"the target {target} is not reachable exactly any more: {what}. The earliest "
-                f"reachable point is {earliest}; choose a target at a snapshot or at the end of "
-                "a compacted batch (wlr log lists them), or after level 0 begins"
-            )
-        raise ReplicaStateError(
-            f"this replica is at transaction {tick}, further behind than the master keeps: "
-            f"{what}. The earliest reachable point is {earliest}: make a new replica",
-            cli=f"this replica is at transaction {tick}, further behind than the master keeps: "
-            f"{what}. The earliest reachable point is {earliest}: make a new replica with "
-            "wlr replicate <dbfarm> <master> <new replica>",
-        )
+        check_level0(self.view(store, mcfg), tick, next_batch, new, target, published_batches(mcfg))

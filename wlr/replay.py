@@ -35,7 +35,7 @@ from wlcore.session import check_s3a
 from wlcore.settings import number, settings
 from wlcore.state import MASTER_CONFIG, MasterState, ReplicaState, check_paths
 from wlcore.storage import Storage, copy_tree
-from wlcore.target import Target, parse_until
+from wlcore.target import Published, Target, check_capture, check_in_time, check_not_empty, meaning, parse_until
 from wlcore.utc import utc_iso
 
 from . import failure, monitor, select
@@ -63,7 +63,6 @@ from .planner import (
 from .relay import Relay
 from .select import Selection
 from .source import CurrentSource, Names, Source
-from .target import Published, check_capture, check_in_time, check_not_empty, meaning
 
 if TYPE_CHECKING:
     from wlcore.session import LateSession
@@ -543,7 +542,7 @@ class ReplicaSetup:
         self._asked = asked
 
     def validate(self, options: ReplicateOptions) -> MasterState:
-        """Check, without writing anything, that a ``replicate()`` call may start (see :mod:`wlr.target`
+        """Check, without writing anything, that a ``replicate()`` call may start (see :mod:`wlcore.target`
         for the checks on the target).
 
         Args:

@@ -18,6 +18,7 @@ from wlcore.session import LateSession
 from wlcore.settings import settings
 from wlcore.state import MasterState, ReplicaState
 from wlcore.storage import Storage
+from wlcore.target import Published, date_note
 
 from . import failure, monitor
 from .book import ReplicaApplier, ReplicaLock, StateBook
@@ -40,7 +41,6 @@ from .source import (
     resolve,
     shipped_source,
 )
-from .target import Published, date_note
 
 
 class Replica:

@@ -1,16 +1,16 @@
 """What a replay target is taken to mean, and which targets are refused before anything is written
-(wlr.target), and how the wait for a target not yet published is said (wlr.follow). No Spark."""
+(wlcore.target), and how the wait for a target not yet published is said (wlr.follow). No Spark."""
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from wlcore.errors import ReplicationTimeout, TargetError
 from wlcore.settings import format_kv, settings
 from wlcore.state import MasterState
-from wlr.errors import ReplicationTimeout, TargetError
+from wlcore.target import Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only, meaning
 from wlr.follow import TargetWait
 from wlr.planner import Target, parse_until
-from wlr.target import Published, ahead, check_capture, check_in_time, check_not_empty, date_note, date_only, meaning
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 ISO = "%Y-%m-%dT%H:%M:%S.%fZ"
