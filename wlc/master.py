@@ -832,7 +832,7 @@ class MasterSetup:
         if published:
             number, path = published[-1].number, published[-1].path
             try:
-                manifest = batchfmt.read_manifest(self.storage, path)
+                manifest = self.record.store.manifest(published[-1])
             except BatchError as exc:
                 raise MasterStateError(
                     f"capture resumes from the newest batch, and {path} is not a readable batch "

@@ -330,7 +330,7 @@ def read_batches(
                 "follows it): the logs have a gap; restore the missing batch from a copy",
             )
         try:
-            manifest = read[path] if read and path in read else batchfmt.read_manifest(storage, path)
+            manifest = read[path] if read and path in read else store.manifest(ref)
         except BatchError as exc:
             raise LogError(number, f"batch {number}: {exc}") from None
         if (manifest.database, manifest.batch) != (master, number):
