@@ -37,6 +37,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -81,7 +82,7 @@ from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, create_sql, definition as table_definition, exact_session, sql_string
 
 from .errors import ApplyError
-from .planner import span_text
+from .planner import Item, Limits, span_text
 from .select import Selection
 
 if TYPE_CHECKING:
@@ -539,14 +540,11 @@ class Rewriter:
         self._session = spark
         self._tagged = tagged
         self._app_id = app_id
-        self.limit = (
-            0  # tables up to this many bytes are rewritten (0: never); set by replay from replica.rewrite_bytes
-        )
 
-    def fits(self, uri: str, size: int, net: DataFrame, cols: list[str]) -> DataFrame | None:
+    def fits(self, uri: str, size: int, net: DataFrame, cols: list[str], limit: int) -> DataFrame | None:
         """The table at ``uri`` read for a rewrite, or None when a MERGE must land the segment.
 
-        A rewrite fits a table of at most :attr:`limit` bytes whose columns and types are the
+        A rewrite fits a table of at most ``limit`` bytes whose columns and types are the
         segment's.
 
         Args:
@@ -554,11 +552,13 @@ class Rewriter:
             size (int): the table's size in bytes (Delta's ``DESCRIBE DETAIL`` ``sizeInBytes``).
             net (DataFrame): the segment's net change (:func:`wlcore.collapse.net_by_key`).
             cols (list[str]): the segment's data columns.
+            limit (int): the size in bytes up to which a table is rewritten (0: never;
+                ``replica.rewrite_bytes``).
 
         Returns:
             DataFrame | None: the table's current rows, or None.
         """
-        if self.limit <= 0 or size > self.limit:
+        if limit <= 0 or size > limit:
             return None
         table = self._session().read.format("delta").load(uri)
         have = {f.name: f.dataType.simpleString() for f in table.schema.fields}
@@ -629,20 +629,25 @@ class Rewriter:
 
 
 class TableDDL:
-    """The DDL side of an :class:`wlr.apply.Applier` (it owns one; this one uses its Spark
-    session, tags and table inspection).
+    """The DDL side of an :class:`wlr.apply.Applier` (it owns one).
 
     Args:
-        applier (Applier): the applier that owns it.
+        spark (LateSession): the applier's Spark session (the one of the thread applying).
+        tagged: ``tagged(text)``, the context in which a commit carries the replay tag ``text``
+            (:meth:`wlr.apply.Applier.tagged`).
+        tables (ReplicaTables): the replica's tables, read back from their Delta logs.
     """
 
-    def __init__(self, applier):
-        self.applier = applier
+    def __init__(self, spark: LateSession, tagged: Callable[..., AbstractContextManager], tables: "ReplicaTables"):
+        self._session = spark
+        self._tagged = tagged
+        self.tables = tables
+        self.app_id = f"wlc:{tables.dbid}"
 
     @property
     def spark(self):
         """The applier's SparkSession (the one of the thread this DDL runs in)."""
-        return self.applier.spark
+        return self._session()
 
     def create(self, name: str, ref: str, meta: TableMeta, part: str) -> None:
         """Create the replica table ``name`` at ``ref`` as ``meta`` defines it (CHECK
@@ -655,8 +660,8 @@ class TableDDL:
             part (str): the replay tag of its commits (a part commit: the transaction's final
                 commit comes after).
         """
-        have = self.applier.tables.current_meta(name)
-        with self.applier.tagged(part):
+        have = self.tables.current_meta(name)
+        with self._tagged(part):
             for stmt in create_sql(ref, meta):
                 if (
                     " ADD CONSTRAINT " in stmt
@@ -682,7 +687,7 @@ class TableDDL:
             ApplyError: the change has no ALTER TABLE form, or the table is not defined as ``meta`` after it.
         """
         if ops is None:
-            ops = tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True)
+            ops = tabledef.diff(self.tables.current_meta(name), meta, by_name=True)
             if ops is None:
                 raise ApplyError(f"the change of table {name}'s definition has no ALTER TABLE form on the replica")
         # the features a record of an older capture does not list (a record that lists them switches
@@ -690,9 +695,9 @@ class TableDDL:
         needed = tabledef.features_needed(ops) if meta.features is None else {}
         if needed:
             ops = [{"op": "set_properties", "properties": needed}, *ops]
-        with self.applier.tagged(part):
+        with self._tagged(part):
             for op in ops:
-                if tabledef.done(op, self.applier.tables.current_meta(name)):
+                if tabledef.done(op, self.tables.current_meta(name)):
                     continue
                 for stmt in tabledef.statements(ref, [op]):
                     self.spark.sql(stmt)
@@ -719,13 +724,13 @@ class TableDDL:
         Raises:
             ApplyError: the table is not defined as ``meta`` afterwards.
         """
-        old = self.applier.tables.current_meta(name)
+        old = self.tables.current_meta(name)
         ops = tabledef.diff(old, meta, by_name=True) if old is not None else None
         reshape = ops is None or any(op["op"] in tabledef.COLUMN_OPS for op in ops)
-        part = self.applier.part(rec)
+        part = tag(self.tables.dbid, rec.txn, part=True)
         if reshape:
             if not self.written(name, rec.txn):
-                with self.applier.tagged(part):
+                with self._tagged(part):
                     for stmt in create_sql(ref, meta):
                         if stmt.startswith("CREATE TABLE IF NOT EXISTS "):
                             # REPLACE TABLE: a path's table (CREATE OR REPLACE refuses another schema there)
@@ -740,13 +745,13 @@ class TableDDL:
                 meta,
                 [
                     op
-                    for op in tabledef.diff(self.applier.tables.current_meta(name), meta, by_name=True) or []
+                    for op in tabledef.diff(self.tables.current_meta(name), meta, by_name=True) or []
                     if op["op"] in ("add_constraint", "drop_constraint")
                 ],
                 part,
             )
             return False
-        if not ops and not self.applier.tables.resuming(name, rec.txn):
+        if not ops and not self.tables.resuming(name, rec.txn):
             write_rows(rows, True)
             return True
         if not self.written(name, rec.txn):
@@ -763,14 +768,14 @@ class TableDDL:
             name (str): the table, ``schema.table``.
             txn (int): the transaction.
         """
-        path = self.applier.tables.table_path(name)
+        path = self.tables.table_path(name)
         from wlcore.deltalog import list_versions
 
-        for v in reversed(list_versions(self.applier.storage, path)):
-            commit = read_commit(self.applier.storage, path, v)
-            if commit.txns.get(self.applier.app_id) == txn:
+        for v in reversed(list_versions(self.tables.storage, path)):
+            commit = read_commit(self.tables.storage, path, v)
+            if commit.txns.get(self.app_id) == txn:
                 return True
-            found = self.applier.tables.tag_at(path, v)
+            found = self.tables.tag_at(path, v)
             if found is None or found[0] != txn:
                 return False
         return False
@@ -786,7 +791,7 @@ class TableDDL:
         Raises:
             ApplyError: the definitions differ; the message names each difference.
         """
-        have = self.applier.tables.current_meta(name)
+        have = self.tables.current_meta(name)
         want, got = table_definition(meta), table_definition(have) if have is not None else None
         if got is not None and "features" not in want:
             got.pop("features", None)  # a record of an older capture does not say the master's features
@@ -1192,93 +1197,89 @@ def why_not(meta: TableMeta, protocol) -> str | None:
 
 
 class DeltaRs:
-    """Lands small segments through delta-rs for :class:`wlr.apply.Applier`.
+    """The delta-rs engine of :class:`wlr.apply.Applier`: lands a small DML segment in this
+    process, with no Spark job, in the one commit Spark would make.
 
     Args:
         app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
-        limit (Callable[[], int]): gives the size in bytes up to which a table takes a segment
-            here (the Applier's ``deltars_limit``, set by replay from ``replica.deltars_bytes``;
-            0: none).
-        rewrite_limit (Callable[[], int]): gives the size in bytes up to which a table may be
-            rewritten whole (the Applier's :class:`wlr.apply.Rewriter` limit; 0: never): an
-            unkeyed table's segment lands through delta-rs as a rewrite only up to it.
         tables (OpenTables | None): the tables kept open between segments (shared by the
             appliers of one replay's threads; None: a new one).
     """
 
-    def __init__(
-        self,
-        app_id: str,
-        limit: Callable[[], int],
-        rewrite_limit: Callable[[], int] = lambda: 0,
-        tables: OpenTables | None = None,
-    ):
+    name = "delta-rs"
+
+    def __init__(self, app_id: str, tables: OpenTables | None = None):
         self.app_id = app_id
-        self.limit = limit
-        self.rewrite_limit = rewrite_limit
         self.tables = tables if tables is not None else OpenTables()
 
-    def land(
-        self,
-        path: str,
-        meta: TableMeta,
-        files: Sequence[str],
-        keys: list[str],
-        insert_only: bool,
-        text: str,
-        version: int,
-        shape: TableMeta | None = None,
-        part: str = "",
-    ) -> tuple[int, str] | None:
-        """Land a segment's change rows on the table at ``path`` in one commit, or leave it to Spark.
+    def refusal(self, seg: Changes) -> str | None:
+        """Why delta-rs may not land ``seg`` as Spark would (see the comment above), or None when
+        it may. The rest of the rule needs the change rows read and is :meth:`land`'s: Arrow
+        refuses ties and NULL keys (:mod:`wlcore.collapse`), and then Spark lands the segment.
 
         Args:
-            path (str): the replica table's local folder.
-            meta (TableMeta): the table's metadata now.
-            files (Sequence[str]): the segment's change-row files (local paths).
-            keys (list[str]): the key columns (``wlc.key``; empty: none).
-            insert_only (bool): every change row is an insert (one append lands them as they are).
-            text (str): the replay tag of the commit.
-            version (int): the segment's last transaction (Delta's idempotent ``txn`` version).
-            shape (TableMeta | None): the table's definition after the segment's ALTERs, which only
-                add nullable columns (None: the segment alters nothing).
-            part (str): the replay tag of the part commit that adds the columns ``shape`` adds.
+            seg (Changes): the segment.
 
         Returns:
-            tuple[int, str] | None: the rows after collapse and how they landed (``"append"``,
-            ``"merge"``, or ``"rewrite"``: an unkeyed table's rows after the segment overwrite it,
-            one commit, tables up to ``rewrite_limit()`` bytes); None when delta-rs may not land this
-            segment (Spark lands it).
+            str | None: the reason, or None.
+        """
+        if seg.limits.deltars_bytes <= 0:
+            return "replica.deltars_bytes is 0"
+        if seg.meta is None:
+            return "the table's definition is not known"
+        if seg.keep is not None:
+            return "the replica's row filter"
+        if seg.local is None or seg.files is None:
+            return "not in a local folder"
+        if not (seg.insert_only or seg.keys or seg.limits.rewrite_bytes > 0):
+            return "an unkeyed table, and whole rewrites are off"
+        dt = self.tables.take(seg.local)
+        try:
+            return _refusal(dt, seg)
+        finally:
+            self.tables.keep(seg.local, dt)
+
+    def land(self, seg: Changes) -> Landed | None:
+        """Land ``seg``, which :meth:`refusal` accepted, in one commit on its table.
+
+        Args:
+            seg (Changes): the segment.
+
+        Returns:
+            Landed | None: how it landed (``"append"``, ``"merge"``, or ``"rewrite"``: an unkeyed
+            table's rows after the segment overwrite it); None when Arrow refuses its change rows
+            (ties, NULL keys; Spark lands it).
 
         Raises:
             ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
                 more copies of a row than the table holds (the replica has diverged).
         """
-        if self.limit() <= 0 or not (insert_only or keys or self.rewrite_limit() > 0):
+        assert seg.local is not None
+        dt = self.tables.take(seg.local)
+        landed = self._land(dt, seg)
+        self.tables.keep(seg.local, dt)  # not reached when the segment raised: the table is opened again
+        if landed is None:
             return None
-        dt = self.tables.take(path)
-        landed = self._land(dt, path, meta, files, keys, insert_only, text, version, shape, part)
-        self.tables.keep(path, dt)  # not reached when the segment raised: the table is opened again
-        return landed
+        return {"rows_in": seg.rows_in, "rows_out": landed[0], "how": landed[1], "engine": self.name}
 
-    def _land(self, dt, path, meta, files, keys, insert_only, text, version, shape, part) -> tuple[int, str] | None:
-        """:meth:`land` on ``dt``, the table at ``path`` (None: delta-rs cannot read it)."""
+    def _land(self, dt, seg: Changes) -> tuple[int, str] | None:
+        """:meth:`land` on ``dt``, the table at ``seg.local``: the rows after collapse and how."""
         import pyarrow as pa
         from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
-        found = self._eligible(dt, meta, keys, insert_only, shape)
-        if isinstance(found, str):
-            rs_log.debug("%s: Spark lands it (%s)", path, found)
+        meta, shape, keys = seg.meta, seg.shape, seg.keys
+        assert meta is not None and seg.files is not None
+        added = _added(meta, shape) if shape is not None else []
+        if dt is None or isinstance(added, str):
             return None
-        added = found  # the fields the segment's ALTERs add
         before = dt.version()
         done = dt.transaction_version(self.app_id)
-        if done is not None and done >= version:  # Delta's idempotent write: already in the log
+        if done is not None and done >= seg.last:  # Delta's idempotent write: already in the log
             return 0, "merge"
         target = pa.schema((dt.schema() if shape is None else Schema.from_json(shape.schema_json)).to_arrow())
         try:
-            rows = _rows(files, target, added)
-            if insert_only:
+            rows = _rows(seg.files, target, added)
+            if seg.insert_only:
                 data, how, count = rows.select(target.names).cast(target), "append", rows.num_rows
             elif keys:
                 net = collapse.net_by_key_arrow(rows, keys)
@@ -1288,18 +1289,19 @@ class DeltaRs:
                 data, short, count = collapse.after_images(now, rows)
                 how = "rewrite"
         except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            rs_log.debug("%s: Spark lands it (%s)", path, exc)
+            rs_log.debug("%s: Spark lands it (%s)", seg.local, exc)
             return None
         if how == "merge":
             _check_present(dt, net, keys)
         elif how == "rewrite" and short.num_rows:
             _diverged(short.slice(0, 1).to_pylist()[0])
         commit = CommitProperties(
-            custom_metadata={"userMetadata": text}, app_transactions=[Transaction(self.app_id, version)]
+            custom_metadata={"userMetadata": seg.text}, app_transactions=[Transaction(self.app_id, seg.last)]
         )
         if added:
             fields = [Field.from_json(json.dumps(f)) for f in added]
-            dt.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata={"userMetadata": part}))
+            part = CommitProperties(custom_metadata={"userMetadata": seg.part})
+            dt.alter.add_columns(fields, commit_properties=part)
         if how != "merge":
             mode = "append" if how == "append" else "overwrite"
             write_deltalake(dt, data, mode=mode, commit_properties=commit)
@@ -1316,32 +1318,34 @@ class DeltaRs:
         _checkpoint(dt, before, meta)
         return count, how
 
-    def _eligible(self, dt, meta: TableMeta, keys: list[str], insert_only: bool, shape: TableMeta | None):
-        """The fields the segment's ALTERs add (``shape``; empty: none) when delta-rs may land the
-        segment on ``dt``, else why not (a str)."""
-        if dt is None:
-            return "delta-rs cannot read its log"
-        reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
-        if reason is not None:
-            return reason
-        added = _added(meta, shape) if shape is not None else []
-        if isinstance(added, str):
-            return added
-        if keys and not insert_only:
-            types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
-            bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
-            if bad:
-                return f"key columns {bad} of types delta-rs matches otherwise"
-        adds = _adds(dt)
-        size = _bytes(adds)
-        reason = _instants_out_of_range(meta, adds)
-        if reason is not None:
-            return reason
-        if size > self.limit():
-            return f"{size} bytes"
-        if not (keys or insert_only) and size > self.rewrite_limit():
-            return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+
+def _refusal(dt, seg: Changes) -> str | None:
+    """The part of :meth:`DeltaRs.refusal` that reads the table ``dt`` (None: delta-rs cannot read it)."""
+    meta, shape, keys = seg.meta, seg.shape, seg.keys
+    assert meta is not None
+    if dt is None:
+        return "delta-rs cannot read its log"
+    reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
+    if reason is not None:
+        return reason
+    added = _added(meta, shape) if shape is not None else []
+    if isinstance(added, str):
         return added
+    if keys and not seg.insert_only:
+        types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
+        bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
+        if bad:
+            return f"key columns {bad} of types delta-rs matches otherwise"
+    adds = _adds(dt)
+    size = _bytes(adds)
+    reason = _instants_out_of_range(meta, adds)
+    if reason is not None:
+        return reason
+    if size > seg.limits.deltars_bytes:
+        return f"{size} bytes"
+    if not (keys or seg.insert_only) and size > seg.limits.rewrite_bytes:
+        return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+    return None
 
 
 def _checkpoint(dt, before: int, meta: TableMeta) -> None:
@@ -1492,12 +1496,66 @@ log = logging.getLogger("wlr.apply")
 
 
 class Landed(TypedDict, total=False):
-    """How a segment landed (:meth:`Applier.apply_segment`)."""
+    """How a segment landed (:meth:`Applier.apply`)."""
 
     rows_in: int  # change rows read
     rows_out: int  # rows after collapse (-1: not known)
-    how: str  # "append", "merge", "rewrite" (:mod:`wlr.apply`) or "commit" (no rows)
-    engine: str  # "spark", or "delta-rs" (:mod:`wlr.apply`)
+    how: str  # "append", "merge", "rewrite", "commit" (no rows) or "ddl" (a barrier)
+    engine: str  # "spark" or "delta-rs"
+
+
+@dataclass(frozen=True)
+class Changes:
+    """A DML segment as an engine lands it: everything read from its records and its table once,
+    by :meth:`Applier.apply`.
+
+    Attributes:
+        table (str): ``schema.table``.
+        path (str): the replica table's folder (on the replica's storage).
+        uri (str): its URI, for Spark.
+        local (str | None): its local folder, for delta-rs (None: not a local folder).
+        meta (TableMeta | None): the table's definition now (None: not known).
+        shape (TableMeta | None): its definition after the segment's ALTERs, which only add
+            nullable columns (None: the segment alters nothing).
+        uris (tuple[str, ...]): the change-row folders of the segment, for Spark.
+        files (tuple[str, ...] | None): their Parquet files' local paths, for delta-rs (None: not
+            all local, or delta-rs is off).
+        first (int): the segment's first transaction.
+        last (int): its last (Delta's idempotent ``txnVersion``).
+        text (str): the replay tag of its commit.
+        part (str): the replay tag of a part commit (the columns added first).
+        rows_in (int): the change rows it carries.
+        insert_only (bool): every change row is an insert.
+        keep (str | None): the replica's row filter of the table (:mod:`wlr.select`; None: every row).
+        limits (Limits): the round's sizes.
+    """
+
+    table: str
+    path: str
+    uri: str
+    local: str | None
+    meta: TableMeta | None
+    shape: TableMeta | None
+    uris: tuple[str, ...]
+    files: tuple[str, ...] | None
+    first: int
+    last: int
+    text: str
+    part: str
+    rows_in: int
+    insert_only: bool
+    keep: str | None
+    limits: Limits
+
+    @property
+    def keys(self) -> list[str]:
+        """The table's declared key columns (``wlc.key``; empty: none)."""
+        return self.meta.key_columns if self.meta is not None else []
+
+    @property
+    def evolve(self) -> bool:
+        """True when the segment adds columns to the table."""
+        return self.shape is not None and bool(set(self.shape.columns) - set(self.meta.columns if self.meta else []))
 
 
 def replay_session(base):
@@ -1564,8 +1622,123 @@ def rows_of(rec: TxnRecord) -> str:
 SKIP_FILES_FROM = 16 * 1024 * 1024
 
 
+class SparkEngine:
+    """The Spark engine of :class:`wlr.apply.Applier`: lands a DML segment of any table by one
+    append (inserts only), one MERGE (:class:`Merger`) or one whole rewrite of a small table
+    (:class:`Rewriter`).
+
+    Args:
+        spark (LateSession): the applier's Spark session (made at its first use).
+        tagged: ``tagged(text, version)``, the context in which a commit carries the replay tag
+            ``text`` (:meth:`wlr.apply.Applier.tagged`).
+        tables (ReplicaTables): the replica's tables, read back from their Delta logs.
+    """
+
+    name = "spark"
+
+    def __init__(self, spark: LateSession, tagged: Callable[..., AbstractContextManager], tables: ReplicaTables):
+        self._session = spark
+        self._tagged = tagged
+        self.tables = tables
+        self.app_id = f"wlc:{tables.dbid}"
+        self.merger = Merger(spark, tagged)
+        self.rewriter = Rewriter(spark, tagged, self.app_id)
+
+    def land(self, seg: Changes) -> Landed:
+        """Land ``seg`` in one commit on its table.
+
+        Args:
+            seg (Changes): the segment.
+
+        Returns:
+            Landed: how it landed (``"append"``, ``"merge"`` or ``"rewrite"``).
+
+        Raises:
+            ApplyError: rows to delete or update are not on the replica (it has diverged).
+        """
+        from pyspark.sql.types import StructType
+
+        meta = seg.meta
+        # the files' own schema unless the segment adds columns: a file that lacked a column of
+        # an imposed schema would read NULL there without a word
+        rows = collapse.read_rows(
+            self._session(), list(seg.uris), StructType.fromJson(seg.shape.schema) if seg.shape is not None else None
+        )
+        cols = collapse.data_columns(rows)
+        have = set(meta.columns if meta else cols)
+        keys = [k for k in seg.keys if k in cols and k in have]
+        keep = None if seg.keep is None else F.coalesce(F.expr(seg.keep), F.lit(False))
+        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
+        if seg.insert_only:
+            how = "append"
+            out = rows.select(*[quote_ident(c) for c in cols])
+            self._append(seg, out if keep is None else out.filter(keep))
+        elif keys:
+            how = self._by_key(seg, rows, keys, keep)
+        else:
+            how = "merge"
+            net = collapse.net_by_image(rows)
+            net = net if keep is None else net.filter(keep)
+            self.merger.by_image(seg.text, seg.last, seg.uri, net, cols, have, seg.evolve, schema)
+        newest = read_commit(self.tables.storage, seg.path, self.tables.current_version(seg.table))
+        rows_out = seg.rows_in if how == "append" else int(newest.metrics.get("numSourceRows", -1))
+        return {"rows_in": seg.rows_in, "rows_out": rows_out, "how": how, "engine": self.name}
+
+    def _append(self, seg: Changes, rows: DataFrame) -> None:
+        """Append ``rows`` to the table in one commit, idempotent for the segment's last transaction
+        (Delta's txnAppId/txnVersion)."""
+        with self._tagged(seg.text):
+            (
+                rows.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.app_id)
+                .option("txnVersion", seg.last)
+                .option("mergeSchema", str(seg.evolve).lower())
+                .save(seg.uri)
+            )
+
+    def _by_key(self, seg: Changes, rows: DataFrame, keys: list[str], keep) -> str:
+        """Land keyed change ``rows``: one whole rewrite of a small table, else one MERGE (reading
+        only the files that may hold the segment's keys, on a big table). Returns how."""
+        from pyspark.sql.types import StructType
+
+        meta = seg.meta
+        cols = collapse.data_columns(rows)
+        identity = tuple(
+            f["name"]
+            for f in (meta.schema.get("fields", []) if meta else [])
+            if (f.get("metadata") or {}).get(IDENTITY_START) is not None
+        )
+        net = collapse.net_by_key(rows, keys)
+        size, files = self._detail(seg)
+        limit = seg.limits.rewrite_bytes
+        table = None if identity or seg.evolve else self.rewriter.fits(seg.uri, size, net, cols, limit)
+        if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
+            self.rewriter.by_key(seg.text, seg.last, seg.uri, table, net, keys, keep)
+            return "rewrite"
+        prune = key_range(rows, keys) if files > 1 and size > SKIP_FILES_FROM else None
+        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
+        self.merger.by_key(seg.text, seg.last, seg.uri, net, cols, keys, seg.evolve, keep, identity, schema, prune)
+        return "merge"
+
+    def _detail(self, seg: Changes) -> tuple[int, int]:
+        """The size in bytes and the number of data files of the segment's table: from its current
+        version's checksum file, else its log read by delta-rs (local folders), else Delta's
+        ``DESCRIBE DETAIL`` (which rebuilds the table's state: three Spark jobs on a small table)."""
+        found = checksum_size(self.tables.storage, seg.path, self.tables.current_version(seg.table))
+        if found is None and seg.local is not None:  # a commit delta-rs made has no checksum
+            found = size_of(seg.local)
+        if found is not None:
+            return found
+        row = self._session().sql(f"DESCRIBE DETAIL {delta_ref(seg.uri)}").select("sizeInBytes", "numFiles").first()
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
+
 class Applier:
-    """Applies transaction records of master ``dbid`` to the replica database at ``replica_path``.
+    """Applies the transactions of master ``dbid`` to the replica database at ``replica_path``:
+    :meth:`apply` lands one segment. A barrier (DDL, a full image) lands through Spark; a DML
+    segment through one of two engines, :class:`DeltaRs` for small tables and
+    :class:`SparkEngine` for the rest, chosen in :meth:`engine_for`.
 
     Args:
         spark (LateSession): the session to apply with, made at the first Spark use (checks that
@@ -1594,11 +1767,10 @@ class Applier:
         self.app_id = f"wlc:{dbid}"
         self.tables = ReplicaTables(storage, replica_path, dbid)
         self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
-        self.ddl = TableDDL(self)
-        self.merger = Merger(self.session, self.tagged)
-        self.rewriter = Rewriter(self.session, self.tagged, self.app_id)
-        self.deltars_limit = 0  # bytes up to which a table takes a segment through delta-rs; set by replay
-        self._deltars: Any = None
+        self.limits = Limits()  # set by replay for each round, from the replicate options
+        self.ddl = TableDDL(self.session, self.tagged, self.tables)
+        self.engine = SparkEngine(self.session, self.tagged, self.tables)
+        self.deltars = DeltaRs(self.app_id, self.tables.opened)
 
     @property
     def spark(self):
@@ -1627,15 +1799,6 @@ class Applier:
             if self.session.made is not None:
                 self.session.made.sparkContext.setLocalProperty(key, None)
 
-    @property
-    def deltars(self):
-        """The applier's :class:`wlr.apply.DeltaRs`, made on first use (delta-rs and pyarrow are
-        imported by the first segment, not by a replica's set-up or ``wlr status``)."""
-        if self._deltars is None:
-            opened = self.tables.opened
-            self._deltars = DeltaRs(self.app_id, lambda: self.deltars_limit, lambda: self.rewriter.limit, opened)
-        return self._deltars
-
     def fork(self) -> "Applier":
         """An Applier on the same replica with its own Spark session (for another thread): a child
         of this applier's, made at the fork's first Spark use (a segment delta-rs lands starts none)."""
@@ -1643,9 +1806,8 @@ class Applier:
             self.session.derived(replay_session), self.storage, self.replica_path, self.dbid, self.logs_storage
         )
         out.selection = self.selection
-        out.rewriter.limit = self.rewriter.limit
-        out.deltars_limit = self.deltars_limit
-        out.tables.opened = self.tables.opened  # delta-rs's tables kept open, shared by the threads
+        out.limits = self.limits
+        out.tables.opened = out.deltars.tables = self.tables.opened  # delta-rs's open tables, shared by the threads
         return out
 
     # ------------------------------------------------------------------ applying
@@ -1666,18 +1828,138 @@ class Applier:
                 conf.unset("spark.databricks.delta.write.txnAppId")
                 conf.unset("spark.databricks.delta.write.txnVersion")
 
-    def row_filter(self, table: str):
-        """The replica's row filter of ``table`` (:mod:`wlr.select`) as a Column (NULL counts as false), or None."""
-        pred = self.selection.predicate(table) if self.selection is not None else None
-        return None if pred is None else F.coalesce(F.expr(pred), F.lit(False))
+    def _keep(self, table: str) -> str | None:
+        """The replica's row filter of ``table`` (:mod:`wlr.select`) as SQL, or None."""
+        return self.selection.predicate(table) if self.selection is not None else None
 
-    def part(self, rec: TxnRecord) -> str:
-        """The tag of a part commit of ``rec`` (every commit of a transaction but its last)."""
-        return tag(self.dbid, rec.txn, part=True)
+    def apply(self, segment: Sequence[Item]) -> Landed:
+        """Apply one segment (:func:`wlr.planner.segments`): one transaction alone (a barrier, or
+        one replayed by itself) or a run of DML transactions of one table in one commit.
 
-    def apply(self, batch_path: str, rec: TxnRecord) -> Landed | None:
-        """Apply ``rec`` (its rows under ``batch_path``). Returns how its change rows landed
-        (:meth:`apply_segment`; None: a DDL or image transaction). Raises ApplyError with the cause."""
+        A DML run (change-feed transactions, and ALTERs that only add nullable columns,
+        ``TxnRecord.adds``, which the commit adds) lands through the engine
+        :meth:`engine_for` chooses; a barrier (create, alter, drop, a full image) through Spark.
+
+        Args:
+            segment (Sequence[Item]): the transactions, of one table, ascending.
+
+        Returns:
+            Landed: the change rows read, the rows after collapse and how the segment landed
+            (an append, a MERGE, a whole rewrite of a small table, a commit without rows, or
+            ``"ddl"``: a barrier).
+
+        Raises:
+            ApplyError: the table is missing (or there already and not made by replay), rows to
+                delete or update are not on the replica (it has diverged), or a record lacks
+                what its kind carries (a damaged batch).
+        """
+        if len(segment) == 1 and segment[0].rec.change != "cdf":
+            rec = segment[0].rec
+            self._barrier(segment[0])
+            return {"rows_in": sum(rec.counts.values()), "rows_out": -1, "how": "ddl", "engine": SparkEngine.name}
+        if len(segment) == 1:  # one change-feed transaction: its table exists, or its create failed
+            rec = segment[0].rec
+            if rec.ddl is not None:
+                self._barrier(segment[0])
+        seg = self._changes(segment)
+        if seg is None:
+            return {"rows_in": 0, "rows_out": 0, "how": "commit"}
+        engine = self.engine_for(seg)
+        landed = engine.land(seg)
+        if landed is None:  # delta-rs hands it back: Arrow refuses its change rows (ties, NULL keys)
+            landed = self.engine.land(seg)
+        log.debug(
+            "txns %d-%d on %s: %d change rows, %d after collapse (%s)",
+            seg.first,
+            seg.last,
+            seg.table,
+            seg.rows_in,
+            landed["rows_out"],
+            landed.get("engine"),
+        )
+        return landed
+
+    def engine_for(self, seg: Changes) -> DeltaRs | SparkEngine:
+        """The engine that lands ``seg``, the one place it is chosen: delta-rs where it writes the
+        table exactly as Spark would (:meth:`DeltaRs.refusal`), else Spark.
+
+        Args:
+            seg (Changes): the segment.
+
+        Returns:
+            DeltaRs | SparkEngine: the engine.
+        """
+        reason = self.deltars.refusal(seg)
+        if reason is None:
+            return self.deltars
+        rs_log.debug("%s: Spark lands it (%s)", seg.table, reason)
+        return self.engine
+
+    def _changes(self, segment: Sequence[Item]) -> Changes | None:
+        """The DML ``segment`` read once for the engines; None when it carries no change rows
+        (then its added columns and one tagged final commit are made here).
+
+        Raises:
+            ApplyError: the table is missing, or a record lacks its rows or definition.
+        """
+        first, last = segment[0].rec, segment[-1].rec
+        name = first.table
+        path = self.tables.table_path(name)
+        uri = self.storage.uri(path)
+        if self.tables.current_version(name) < 0:
+            raise ApplyError(f"table {name} does not exist on the replica")
+        text = tag(self.dbid, last.txn, first=first.start)
+        alters = [it.rec for it in segment if it.rec.ddl == "alter"]
+        shape = definition(alters[-1]) if alters else None
+        with_rows = [it for it in segment if it.rec.change == "cdf" and any(it.rec.counts.values())]
+        if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
+            for alter in alters:
+                part = tag(self.dbid, last.txn, part=True, first=first.txn)
+                self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
+            self._mark_final(text, last.txn, uri)
+            return None
+        folders = [Storage.join(it.path, rows_of(it.rec)) for it in with_rows]
+        kinds = {k for it in with_rows for k, v in it.rec.counts.items() if v}
+        return Changes(
+            table=name,
+            path=path,
+            uri=uri,
+            local=self.storage.os_path(path),
+            meta=self.tables.current_meta(name),
+            shape=shape,
+            uris=tuple(self.logs_storage.uri(f) for f in folders),
+            files=self._files(folders) if self.limits.deltars_bytes > 0 else None,
+            first=first.txn,
+            last=last.txn,
+            text=text,
+            part=tag(self.dbid, last.txn, part=True, first=first.txn),
+            rows_in=sum(sum(it.rec.counts.values()) for it in with_rows),
+            insert_only=kinds <= {"insert"},
+            keep=self._keep(name),
+            limits=self.limits,
+        )
+
+    def _files(self, folders: list[str]) -> tuple[str, ...] | None:
+        """The change rows' Parquet files in ``folders`` as local paths (None: not all local)."""
+        files = []
+        for folder in folders:
+            local = self.logs_storage.os_path(folder)
+            if local is None:
+                return None
+            for rel in self.logs_storage.walk_files(local):
+                # Spark's reader leaves out files and folders whose names start with "_" or "."
+                if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel.split("/")):
+                    files.append(os.path.join(local, rel))
+        return tuple(files)
+
+    def _barrier(self, item: Item) -> None:
+        """Apply one transaction that is not a DML run: a create, alter or drop, a full image, or
+        the DDL part of a change-feed record that carries one.
+
+        Raises:
+            ApplyError: the cause.
+        """
+        rec = item.rec
         path = self.tables.table_path(rec.table)
         uri = self.storage.uri(path)
         exists = self.tables.current_version(rec.table) >= 0  # a Delta table with at least one commit
@@ -1686,27 +1968,28 @@ class Applier:
         if rec.ddl == "drop":
             if is_delta_table(self.storage, path):
                 self.storage.rm(path)
-            return None
+            return
+        part = tag(self.dbid, rec.txn, part=True)
         if rec.ddl == "create":
             if exists and self.tables.last_final_txn(rec.table) < 0 and not self.tables.created_by_replay(rec.table):
                 raise ApplyError(f"table {rec.table} already exists on the replica and was not made by replay")
             if not exists and self.storage.exists(path):
                 self.storage.rm(path)  # left by a CREATE killed before its first commit: nothing in it is visible
-            self.ddl.create(rec.table, delta_ref(uri), definition(rec), self.part(rec))
+            self.ddl.create(rec.table, delta_ref(uri), definition(rec), part)
         elif not exists:
             raise ApplyError(f"table {rec.table} does not exist on the replica")
         elif rec.ddl == "alter" and rec.change != "image":
-            self.ddl.alter(rec.table, delta_ref(uri), definition(rec), rec.ops, self.part(rec))
+            self.ddl.alter(rec.table, delta_ref(uri), definition(rec), rec.ops, part)
         if rec.change == "cdf":
-            return self.apply_segment([(batch_path, rec)])
+            return
         if rec.change == "image":
-            rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(batch_path, rows_of(rec))))
-            keep = self.row_filter(rec.table)
-            self._replace(rec, uri, rows if keep is None else rows.filter(keep), definition(rec))
-            return None
+            rows = self.spark.read.parquet(self.logs_storage.uri(Storage.join(item.path, rows_of(rec))))
+            keep = self._keep(rec.table)
+            rows = rows if keep is None else rows.filter(F.coalesce(F.expr(keep), F.lit(False)))
+            self._replace(rec, uri, rows, definition(rec))
+            return
         # DDL only: one tagged commit records the transaction
         self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
-        return None
 
     def _mark_final(self, text: str, txn: int, uri: str) -> None:
         """The final commit (tag ``text``) when the last step was not one: a property commit."""
@@ -1736,150 +2019,3 @@ class Applier:
 
         if not self.ddl.replace(rec.table, delta_ref(uri), rec, rows, meta, write_rows):
             self._mark_final(tag(self.dbid, rec.txn), rec.txn, uri)
-
-    # ------------------------------------------------------------------ DML
-    def _detail(self, name: str, uri: str) -> tuple[int, int]:
-        """The size in bytes and the number of data files of replica table ``name`` (at ``uri``):
-        from its current version's checksum file, else its log read by delta-rs (local folders),
-        else Delta's ``DESCRIBE DETAIL`` (which rebuilds the table's state: three Spark jobs on a
-        small table)."""
-        path = self.tables.table_path(name)
-        found = checksum_size(self.storage, path, self.tables.current_version(name))
-        local = self.storage.os_path(path)
-        if found is None and local is not None:  # a commit delta-rs made has no checksum
-            found = size_of(local)
-        if found is not None:
-            return found
-        row = self.spark.sql(f"DESCRIBE DETAIL {delta_ref(uri)}").select("sizeInBytes", "numFiles").first()
-        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
-
-    def _append(self, text: str, txn: int, uri: str, rows: DataFrame, evolve: bool) -> None:
-        """Append ``rows`` to the table at ``uri`` in one commit tagged ``text``, idempotent for
-        ``txn`` (Delta's txnAppId/txnVersion); ``evolve``: the rows add columns."""
-        with self.tagged(text):
-            (
-                rows.write.format("delta")
-                .mode("append")
-                .option("txnAppId", self.app_id)
-                .option("txnVersion", txn)
-                .option("mergeSchema", str(evolve).lower())
-                .save(uri)
-            )
-
-    def apply_segment(self, items: list[tuple[str, TxnRecord]]) -> Landed:
-        """Apply a DML segment as one commit: ``items`` are ``(batch path, record)`` of one
-        table, ascending: change-feed transactions and ALTERs that only add nullable columns
-        (``TxnRecord.adds``; the commit adds them, by MERGE schema evolution).
-
-        Returns :class:`Landed`: the change rows read, the rows after collapse and how the segment
-        landed (an append, a MERGE, a whole rewrite of a small table, or a commit without rows).
-
-        Raises:
-            ApplyError: the table is missing, or rows to delete or update are not on the
-                replica (it has diverged from the master).
-        """
-        from pyspark.sql.types import StructType
-
-        first, last = items[0][1], items[-1][1]
-        name = first.table
-        uri = self.storage.uri(self.tables.table_path(name))
-        if self.tables.current_version(name) < 0:
-            raise ApplyError(f"table {name} does not exist on the replica")
-        text = tag(self.dbid, last.txn, first=first.start)
-        alters = [r for _, r in items if r.ddl == "alter"]
-        shape = definition(alters[-1]) if alters else None
-        meta = self.tables.current_meta(name)
-        evolve = shape is not None and bool(set(shape.columns) - set(meta.columns if meta else []))
-        with_rows = [(p, r) for p, r in items if r.change == "cdf" and any(r.counts.values())]
-        rows_in = sum(sum(r.counts.values()) for _, r in with_rows)
-        if not with_rows:  # no change rows: the columns (when added) and one tagged final commit
-            for alter in alters:
-                part = tag(self.dbid, last.txn, part=True, first=first.txn)
-                self.ddl.alter(name, delta_ref(uri), definition(alter), alter.ops, part)
-            self._mark_final(text, last.txn, uri)
-            return {"rows_in": 0, "rows_out": 0, "how": "commit"}
-        landed = self._land_deltars(name, meta, shape, with_rows, text, first.txn, last.txn)
-        if landed is not None:
-            return {"rows_in": rows_in, "rows_out": landed[0], "how": landed[1], "engine": "delta-rs"}
-        # the files' own schema unless the segment adds columns: a file that lacked a column of
-        # an imposed schema would read NULL there without a word
-        rows = collapse.read_rows(
-            self.spark,
-            [self.logs_storage.uri(Storage.join(p, rows_of(r))) for p, r in with_rows],
-            StructType.fromJson(shape.schema) if shape is not None else None,
-        )
-        cols = collapse.data_columns(rows)
-        have = set(meta.columns if meta else cols)
-        keys = [k for k in (meta.key_columns if meta else []) if k in cols and k in have]
-        kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
-        keep = self.row_filter(name)  # selective replication: the rows the replica carries
-        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
-        how = "append" if kinds <= {"insert"} else "merge"
-        if how == "append":
-            out = rows.select(*[quote_ident(c) for c in cols])
-            self._append(text, last.txn, uri, out if keep is None else out.filter(keep), evolve)
-        elif keys:
-            how = self._by_key(name, uri, text, last.txn, rows, meta, keys, evolve, keep)
-        else:
-            net = collapse.net_by_image(rows)
-            net = net if keep is None else net.filter(keep)
-            self.merger.by_image(text, last.txn, uri, net, cols, have, evolve, schema)
-        newest = read_commit(self.storage, self.tables.table_path(name), self.tables.current_version(name))
-        rows_out = rows_in if how == "append" else int(newest.metrics.get("numSourceRows", -1))
-        log.debug("txns %d-%d on %s: %d change rows, %d after collapse", first.txn, last.txn, name, rows_in, rows_out)
-        return {"rows_in": rows_in, "rows_out": rows_out, "how": how, "engine": "spark"}
-
-    def _by_key(
-        self, name: str, uri: str, text: str, txn: int, rows: DataFrame, meta, keys: list[str], evolve: bool, keep
-    ) -> str:
-        """Land keyed change ``rows`` by Spark: one whole rewrite of a small table, else one MERGE
-        (reading only the files that may hold the segment's keys, on a big table). Returns how."""
-        from pyspark.sql.types import StructType
-
-        cols = collapse.data_columns(rows)
-        identity = tuple(
-            f["name"]
-            for f in (meta.schema.get("fields", []) if meta else [])
-            if (f.get("metadata") or {}).get(IDENTITY_START) is not None
-        )
-        net = collapse.net_by_key(rows, keys)
-        size, files = self._detail(name, uri)
-        table = None if identity or evolve else self.rewriter.fits(uri, size, net, cols)
-        if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
-            self.rewriter.by_key(text, txn, uri, table, net, keys, keep)
-            return "rewrite"
-        prune = key_range(rows, keys) if files > 1 and size > SKIP_FILES_FROM else None
-        schema = StructType.fromJson(meta.schema) if meta else None  # the table's, as its log says
-        self.merger.by_key(text, txn, uri, net, cols, keys, evolve, keep, identity, schema, prune)
-        return "merge"
-
-    def _land_deltars(
-        self,
-        name: str,
-        meta: TableMeta | None,
-        shape: TableMeta | None,
-        with_rows: list[tuple[str, TxnRecord]],
-        text: str,
-        first: int,
-        txn: int,
-    ) -> tuple[int, str] | None:
-        """The segment (transactions ``first`` to ``txn``) landed through delta-rs (:mod:`wlr.apply`)
-        when it may be: no row filter, local folders, and a table, change rows and added columns
-        (``shape``: the definition after the segment's ALTERs, None: none) delta-rs writes
-        exactly; None: Spark lands it."""
-        path = self.storage.os_path(self.tables.table_path(name))
-        filtered = self.selection is not None and self.selection.predicate(name) is not None
-        if self.deltars_limit <= 0 or meta is None or filtered or path is None:
-            return None
-        files = []
-        for p, r in with_rows:
-            folder = self.logs_storage.os_path(Storage.join(p, rows_of(r)))
-            if folder is None:
-                return None
-            for rel in self.logs_storage.walk_files(folder):
-                # Spark's reader leaves out files and folders whose names start with "_" or "."
-                if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel.split("/")):
-                    files.append(os.path.join(folder, rel))
-        kinds = {k for _, r in with_rows for k, v in r.counts.items() if v}
-        part = tag(self.dbid, txn, part=True, first=first)
-        return self.deltars.land(path, meta, files, meta.key_columns, kinds <= {"insert"}, text, txn, shape, part)

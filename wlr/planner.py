@@ -37,7 +37,7 @@ from itertools import takewhile
 from typing import Iterator, Mapping, Sequence
 
 from wlcore import batch as batchfmt, epochs, snapshots as snap
-from wlcore.batch import Manifest
+from wlcore.batch import Manifest, TxnRecord
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
 from wlcore.logstore import BatchRef, LogStore
@@ -104,6 +104,32 @@ class Segment:
 
     def __str__(self) -> str:
         return f"{self.table} [{span_text(self.first, self.last)}]"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A transaction of the plan as the applier takes it (:meth:`wlr.apply.Applier.apply`): its
+    batch number, its batch's folder (on the logs' storage) and its record."""
+
+    batch: int
+    path: str
+    rec: TxnRecord
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The sizes that choose how the applier lands a segment (:meth:`wlr.apply.Applier.engine_for`),
+    from the replicate options of the round.
+
+    Attributes:
+        deltars_bytes (int): tables up to this many bytes take a segment through delta-rs
+            (``replica.deltars_bytes``; 0: never).
+        rewrite_bytes (int): tables up to this many bytes may be rewritten whole instead of
+            merged (``replica.rewrite_bytes``; 0: never).
+    """
+
+    deltars_bytes: int = 0
+    rewrite_bytes: int = 0
 
 
 def span_text(first: int, last: int) -> str:

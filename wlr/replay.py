@@ -44,6 +44,8 @@ from .catalog import ConsistentView
 from .errors import ApplyError, DivergedError, ReplicaStateError, ReplicationError, ReplicationTimeout
 from .planner import (
     Batch,
+    Item,
+    Limits,
     LogError,
     Route,
     Segment,
@@ -222,15 +224,6 @@ POOL = "wlr"  # Spark FAIR scheduler pools of replay jobs: "wlr:<table>"
 
 
 @dataclass
-class Item:
-    """A transaction to apply: its batch number, batch folder and record."""
-
-    batch: int
-    path: str
-    rec: TxnRecord
-
-
-@dataclass
 class Failure:
     """Where a round of replay stopped: the ``batch`` number (None when not known), the
     transaction ``txn``, its ``table`` and the ``cause`` (the error's message), as
@@ -376,7 +369,7 @@ class Round:
         if not todo:
             return
         try:
-            stats = applier.apply_segment([(it.path, it.rec) for it in todo])
+            stats = applier.apply(todo)
             crash_point("replay.applied")
         except Exception as exc:  # replayed one by one: the failure names its exact transaction
             log.info("segment %s failed (%s); replaying it transaction by transaction", seg, first_line(exc))
@@ -393,9 +386,8 @@ class Round:
         stats: Landed | None = None
         try:
             if self._progress(applier, rec) < rec.txn:
-                landed = applier.apply(it.path, rec)
+                stats = applier.apply([it])
                 crash_point("replay.applied")
-                stats = landed or {"rows_in": sum(rec.counts.values()), "rows_out": -1}
         except Exception as exc:
             self._failed(it, exc)
         self._applied(applier, [it], stats, time.monotonic() - started)
@@ -1147,8 +1139,10 @@ class Replay:
 
         applier = self._applier.current()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
-        applier.rewriter.limit = self.options.rewrite_bytes if self.options.collapse else 0
-        applier.deltars_limit = self.options.deltars_bytes
+        applier.limits = Limits(
+            deltars_bytes=self.options.deltars_bytes,
+            rewrite_bytes=self.options.rewrite_bytes if self.options.collapse else 0,
+        )
         rnd = Round(applier, self.state, self.book.lock, items, bad, progressed, self.book.log, self.stop, self.metrics)
         sel = self._applier.selection
         skipped = {r.table for r in todo if sel is not None and not sel.wants(r.table)}
