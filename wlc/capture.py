@@ -128,7 +128,6 @@ from wlcore.deltalog import (  # noqa: F401 (re-exported)
     delta_ref,
     delta_rs_refusal,
     discover_tables,
-    kernel_metadata_at,
     list_versions,
     log_path,
     meta_after,
@@ -623,7 +622,7 @@ class Capture:
         at ``cur.version`` is the cursor's. A log shorter than the cursor is another table's."""
         if versions[-1] < cur.version or cur.meta is None:
             return False
-        here = metadata_at(self.storage, path, cur.version) or self.meta_at(path, cur.version)
+        here = self.meta_at(path, cur.version)
         return here.table_id == cur.meta.table_id
 
     def _signature(self, path: str, version: int) -> tuple:
@@ -762,7 +761,7 @@ class Capture:
         """The transaction ``commit`` is (None: none) and the metadata after it (:func:`classify`)."""
 
         def read_meta(version: int) -> TableMeta:
-            return metadata_at(self.storage, path, version) or self.meta_at(path, version)
+            return self.meta_at(path, version)
 
         return classify(name, commit, meta, first, read_meta, image)
 
@@ -783,14 +782,22 @@ class Capture:
         return cursor, cursor.meta
 
     def meta_at(self, path: str, version: int) -> TableMeta:
-        """The table's metadata at ``version`` from its checkpoints (Delta Kernel), for when the
-        JSON commits holding it were cleaned up.
+        """The table's metadata at ``version`` (:func:`wlcore.deltalog.metadata_at`: its commits,
+        else the checkpoint log clean-up left).
 
         Args:
             path (str): the table's folder.
             version (int): the Delta version.
+
+        Raises:
+            FileNotFoundError: neither its commits nor a checkpoint hold that version.
         """
-        return kernel_metadata_at(self.spark, self.storage.uri(path), version)
+        meta = metadata_at(self.storage, path, version)
+        if meta is None:
+            raise FileNotFoundError(
+                f"version {version} of the Delta table at {path} cannot be read: its commits and checkpoint are gone"
+            )
+        return meta
 
     # ------------------------------------------------------------------ writing change rows
     def write_rows(self, staging: str, items: list[Planned]) -> Written:

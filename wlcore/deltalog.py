@@ -10,8 +10,8 @@ operation and whether they change data or schema; replay uses it to see who wrot
 table. Only the JSON commit files are read (the Delta protocol's actions ``commitInfo``,
 ``metaData``, ``add``, ``remove``, ``cdc``, ``txn``, ``domainMetadata``); where log clean-up
 removed the commits that hold a table's state and only a checkpoint (classic, multi-part or
-v2) records it, :func:`kernel_metadata_at` reads it through Delta Kernel (``io.delta.kernel``,
-on Spark's classpath with delta-spark).
+v2) records it, :func:`checkpoint_state` reads that checkpoint with pyarrow. A table's
+definition at a version is read one way, :func:`metadata_at`.
 
 Commit times follow Delta's own rule for time travel (``DeltaHistoryManager``): the
 In-Commit Timestamp where the commit has one, else the commit file's modification time,
@@ -568,7 +568,9 @@ def meta_after(meta: TableMeta | None, commit: Commit) -> TableMeta | None:
 
 def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | None:
     """The ``metaData`` in force at ``version`` (with its clustering columns and the table
-    features of its ``protocol``), read back through the JSON commits.
+    features of its ``protocol``): the one way a table's definition is read, as Delta rebuilds
+    a snapshot: the JSON commits back from ``version``, and where log clean-up removed the older
+    ones, the newest checkpoint (classic, multi-part or v2) they leave (:func:`checkpoint_state`).
 
     Args:
         storage (Storage): the storage holding the table.
@@ -576,8 +578,8 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
         version (int): the Delta version.
 
     Returns:
-        TableMeta | None: the metadata; None when the commits holding it were cleaned up (only
-        a checkpoint has it): callers then ask Delta Kernel (:func:`kernel_metadata_at`).
+        TableMeta | None: the metadata; None when neither the commits nor a checkpoint hold it
+        (the version cannot be rebuilt).
     """
     meta: TableMeta | None = None
     clustering: tuple[tuple[str, ...], ...] | None | Literal[False] = False  # False: not found yet
@@ -585,8 +587,17 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     for v in range(version, -1, -1):
         try:
             commit = read_commit(storage, table_path, v)
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError:  # cleaned up: the newest checkpoint from v on holds the rest
+            found = [cp for cp in checkpoint_versions(storage, table_path) if v <= cp <= version]
+            if not found:
+                return None
+            cp_meta, protocol, domains = checkpoint_state(storage, table_path, found[-1])
+            meta = meta or cp_meta
+            if clustering is False:
+                clustering = clustering_of(domains[CLUSTERING_DOMAIN]) if domains.get(CLUSTERING_DOMAIN) else None
+            if features is None and protocol is not None:
+                features = protocol_features(protocol)
+            break
         if clustering is False and CLUSTERING_DOMAIN in commit.domains:
             clustering = clustering_of(commit.domains[CLUSTERING_DOMAIN])
         if meta is None and commit.metadata is not None:
@@ -598,6 +609,67 @@ def metadata_at(storage: Storage, table_path: str, version: int) -> TableMeta | 
     if meta is None:
         return None
     return meta.with_clustering(None if clustering is False else clustering).with_features(features)
+
+
+def checkpoint_state(
+    storage: Storage, table_path: str, version: int
+) -> tuple[TableMeta | None, dict[str, Any] | None, dict[str, str | None]]:
+    """The ``metaData``, ``protocol`` and ``domainMetadata`` a checkpoint at ``version`` records
+    (Delta's protocol: a classic or multi-part checkpoint, or a v2 checkpoint's top-level file in
+    JSON or Parquet; its sidecars hold only files), read with pyarrow.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        version (int): a version with a checkpoint (:func:`checkpoint_versions`).
+
+    Returns:
+        tuple: the metadata (None: the checkpoint has none), the protocol action's body (None:
+        none) and ``{domain: configuration}`` of the domains not removed.
+
+    Raises:
+        FileNotFoundError: no checkpoint file of ``version`` is there.
+    """
+    names = sorted(
+        n
+        for n in storage.listdir(log_path(table_path))
+        if (m := _CHECKPOINT_FILE.match(n)) and int(m.group(1)) == version
+    )
+    if not names:
+        raise FileNotFoundError(f"no checkpoint of version {version} in {log_path(table_path)}")
+    parts = [n for n in names if _CHECKPOINT_FILE.match(n).group(2)]  # type: ignore[union-attr]
+    names = parts or names[:1]  # a multi-part checkpoint's parts, or one whole checkpoint
+    actions: list[dict[str, Any]] = []
+    for name in names:
+        path = Storage.join(log_path(table_path), name)
+        if name.endswith(".json"):
+            actions.extend(json.loads(line) for line in storage.read_text(path).splitlines() if line.strip())
+            continue
+        import pyarrow.parquet as pq
+
+        with storage.open_read(path) as fh:
+            pf = pq.ParquetFile(fh)
+            cols = [c for c in ("metaData", "protocol", "domainMetadata") if c in pf.schema_arrow.names]
+            table = pf.read(columns=cols)
+        for col in cols:
+            actions.extend({col: row} for row in table.column(col).to_pylist() if row is not None)
+    meta: TableMeta | None = None
+    protocol: dict[str, Any] | None = None
+    domains: dict[str, str | None] = {}
+    for action in actions:
+        if action.get("metaData"):
+            body = dict(action["metaData"])
+            conf = body.get("configuration")
+            if isinstance(conf, list):  # a Parquet map reads as (key, value) pairs
+                body["configuration"] = dict(conf)
+            meta = TableMeta.from_action(body)
+        elif action.get("protocol"):
+            protocol = action["protocol"]
+        elif action.get("domainMetadata"):
+            d = action["domainMetadata"]
+            if not d.get("removed"):
+                domains[str(d.get("domain"))] = str(d.get("configuration") or "")
+    return meta, protocol, domains
 
 
 def checkpoint_versions(storage: Storage, table_path: str) -> list[int]:
@@ -641,50 +713,6 @@ def readable_from(storage: Storage, table_path: str, versions: list[int] | None 
         if all(v in have for v in range(cp + 1, versions[-1] + 1)):
             best = cp if best is None else min(best, cp)
     return best
-
-
-def kernel_metadata_at(spark, uri: str, version: int) -> TableMeta:
-    """The metadata (schema, partitioning, configuration, id, comment, clustering columns, table features) of
-    the Delta table at ``uri`` as of ``version``, read by Delta Kernel from the newest
-    checkpoint at or before it and the commits after.
-
-    Args:
-        spark (SparkSession): the session whose JVM runs Delta Kernel (and whose Hadoop
-            configuration reaches the store).
-        uri (str): the table's URI as Spark reads it.
-        version (int): the Delta version.
-
-    Returns:
-        TableMeta: the metadata at that version.
-
-    Raises:
-        Exception: Kernel's, when the version cannot be rebuilt (its commits and checkpoint
-            are gone).
-    """
-    jvm = spark.sparkContext._jvm
-    engine = jvm.io.delta.kernel.defaults.engine.DefaultEngine.create(spark.sparkContext._jsc.hadoopConfiguration())
-    snapshot = jvm.io.delta.kernel.Table.forPath(engine, uri).getSnapshotAsOfVersion(engine, int(version))
-    md = snapshot.getMetadata()
-    domain = snapshot.getDomainMetadata("delta.clustering")
-    description = md.getDescription()
-    protocol = snapshot.getProtocol()
-    features = protocol_features(
-        {
-            "minReaderVersion": protocol.getMinReaderVersion(),
-            "minWriterVersion": protocol.getMinWriterVersion(),
-            "readerFeatures": [str(f) for f in protocol.getReaderFeatures()],
-            "writerFeatures": [str(f) for f in protocol.getWriterFeatures()],
-        }
-    )
-    return TableMeta(
-        schema_json=str(md.getSchemaString()),
-        partition_columns=tuple(str(c) for c in snapshot.getPartitionColumnNames()),
-        configuration={str(k): str(v) for k, v in dict(md.getConfiguration()).items()},
-        table_id=str(md.getId()),
-        clustering=clustering_of(str(domain.get())) if domain.isPresent() else None,
-        description=str(description.get()) if description.isPresent() else None,
-        features=features,
-    )
 
 
 RESERVED = {"wlc_logs", "wlc_snapshot"}  # the master's own folders, never schemas

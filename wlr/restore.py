@@ -226,12 +226,14 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     path, target = Storage.join(master_path, schema, name), qualified(schema, name)
     existing = _target(storage, path, target, master, replace)
     src_path = Storage.join(replica.path, *split_name(source))
-    meta = metadata_at(replica.storage, src_path, version)
+    meta = metadata_at(replica.storage, src_path, version)  # the commits, else the checkpoint clean-up left
     uri = replica.storage.uri(src_path)
-    if meta is None:  # log clean-up removed the commits: Delta Kernel reads the checkpoint
-        from wlcore.deltalog import kernel_metadata_at
-
-        meta = kernel_metadata_at(replica.base_spark, uri, version)
+    if meta is None:
+        gone = f"version {version} of replica table {source} cannot be read: log clean-up removed its commits and checkpoint"
+        raise RestoreError(
+            f"{gone}; catch the replica up (wlr.replicate) and restore again",
+            cli=f"{gone}; catch the replica up (wlr replicate) and restore again",
+        )
     notes = []
     keep = Selection.from_state(state).predicate(source)
     if keep is not None:

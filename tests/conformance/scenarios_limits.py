@@ -66,7 +66,8 @@ def log_clean_up(ctx):
 
 def checkpoint_only(ctx):
     """A table whose early commits are gone before capture saw it: its state (schema,
-    properties) is only in a v2 checkpoint; capture reads it through Delta Kernel."""
+    properties) is only in a v2 checkpoint; capture reads it there (and the harness checks it
+    against Delta Kernel's reading)."""
     ctx.sql(
         "CREATE TABLE {t} (k INT, v STRING COMMENT 'kept in the checkpoint') USING delta TBLPROPERTIES "
         "('delta.logRetentionDuration' = 'interval 1 hours', 'delta.checkpointInterval' = '2', "

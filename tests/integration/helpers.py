@@ -42,20 +42,69 @@ def local(path: str) -> str:
 
 def table_definition(path: str, spark=None) -> dict:
     """A Delta table's definition as replication compares it (:func:`wlcore.tabledef.definition`,
-    path or ``file:`` URI) at its newest version, from its log; with ``spark``, from its
-    checkpoint through Delta Kernel where log clean-up removed the commits."""
+    path or ``file:`` URI) at its newest version, from its log (:func:`wlcore.deltalog.metadata_at`);
+    with ``spark``, where log clean-up removed the first commits, Delta Kernel reads it too from
+    the checkpoint, an independent reader that must agree."""
     from wlcore.deltalog import list_versions, metadata_at
     from wlcore.storage import Storage
 
     path = local(path)
     store = Storage.of(path)
-    version = list_versions(store, path)[-1]
-    meta = metadata_at(store, path, version)
-    if meta is None and spark is not None:
-        from wlcore.deltalog import kernel_metadata_at
-
-        meta = kernel_metadata_at(spark, path, version)
+    versions = list_versions(store, path)
+    meta = metadata_at(store, path, versions[-1])
+    assert meta is not None, f"{path} at version {versions[-1]}: no definition read"
+    if spark is not None and versions[0] > 0:
+        kernel = kernel_metadata_at(spark, path, versions[-1])
+        assert meta.shape() == kernel.shape(), (
+            f"{path}: the checkpoint read {meta.shape()}, Delta Kernel {kernel.shape()}"
+        )
     return meta.shape()
+
+
+def kernel_metadata_at(spark, uri: str, version: int):
+    """The metadata (schema, partitioning, configuration, id, comment, clustering columns, table features) of
+    the Delta table at ``uri`` as of ``version``, read by Delta Kernel from the newest
+    checkpoint at or before it and the commits after.
+
+    Args:
+        spark (SparkSession): the session whose JVM runs Delta Kernel (and whose Hadoop
+            configuration reaches the store).
+        uri (str): the table's URI as Spark reads it.
+        version (int): the Delta version.
+
+    Returns:
+        TableMeta: the metadata at that version.
+
+    Raises:
+        Exception: Kernel's, when the version cannot be rebuilt (its commits and checkpoint
+            are gone).
+    """
+    from wlcore.deltalog import TableMeta, clustering_of, protocol_features
+
+    jvm = spark.sparkContext._jvm
+    engine = jvm.io.delta.kernel.defaults.engine.DefaultEngine.create(spark.sparkContext._jsc.hadoopConfiguration())
+    snapshot = jvm.io.delta.kernel.Table.forPath(engine, uri).getSnapshotAsOfVersion(engine, int(version))
+    md = snapshot.getMetadata()
+    domain = snapshot.getDomainMetadata("delta.clustering")
+    description = md.getDescription()
+    protocol = snapshot.getProtocol()
+    features = protocol_features(
+        {
+            "minReaderVersion": protocol.getMinReaderVersion(),
+            "minWriterVersion": protocol.getMinWriterVersion(),
+            "readerFeatures": [str(f) for f in protocol.getReaderFeatures()],
+            "writerFeatures": [str(f) for f in protocol.getWriterFeatures()],
+        }
+    )
+    return TableMeta(
+        schema_json=str(md.getSchemaString()),
+        partition_columns=tuple(str(c) for c in snapshot.getPartitionColumnNames()),
+        configuration={str(k): str(v) for k, v in dict(md.getConfiguration()).items()},
+        table_id=str(md.getId()),
+        clustering=clustering_of(str(domain.get())) if domain.isPresent() else None,
+        description=str(description.get()) if description.isPresent() else None,
+        features=features,
+    )
 
 
 def replay_log(rep, table: str) -> list[dict]:

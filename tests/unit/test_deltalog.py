@@ -144,3 +144,32 @@ def test_a_version_checksum_gives_size_and_files_without_spark(tmp_path):
     shutil.copytree(table, copy)
     (copy / "_delta_log" / f"{1:020d}.crc").write_text('{"tableSizeBytes": 6')  # cut short
     assert checksum_size(storage, str(copy), 1) is None
+
+
+def test_a_definition_whose_commits_were_cleaned_up_is_read_from_the_checkpoint(tmp_path):
+    """Log clean-up leaves a checkpoint as the only record of the metadata and protocol: the
+    definition is read from it (with the commits after it), the same as from the whole log."""
+    import os
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from wlcore.deltalog import checkpoint_versions, metadata_at
+    from wlcore.storage import Storage
+
+    path = str(tmp_path / "t")
+    data = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"])})
+    write_deltalake(path, data, configuration={"delta.appendOnly": "true"}, description="kept")
+    write_deltalake(path, data, mode="append")
+    DeltaTable(path).create_checkpoint()  # at version 1
+    write_deltalake(path, data, mode="append")  # version 2, after it
+    store = Storage.of(path)
+    whole = metadata_at(store, path, 2)
+    assert whole is not None and checkpoint_versions(store, path) == [1]
+    for v in (0, 1):
+        os.remove(os.path.join(path, "_delta_log", f"{v:020d}.json"))
+    read = metadata_at(store, path, 2)
+    assert read == whole and read.description == "kept" and read.configuration["delta.appendOnly"] == "true"
+    assert read.features == whole.features and "appendOnly" in read.features
+    assert metadata_at(store, path, 1) == whole  # the checkpoint's own version
+    assert metadata_at(store, path, 0) is None  # gone: nothing holds it
