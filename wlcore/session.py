@@ -327,6 +327,7 @@ class LateSession:
         self._derive = derive
         self._made: Any = None
         self._parent: LateSession | None = None
+        self._lock = threading.Lock()  # threads that share it make it once
 
     def derived(self, derive: Callable[[Any], Any]) -> LateSession:
         """A session made from this one's at its own first use (this one is made then, not now).
@@ -360,10 +361,13 @@ class LateSession:
         return self.given if self.given is not None else running_session()
 
     def __call__(self) -> Any:
-        """The parts' session (made now, from :meth:`base`, at the first call)."""
+        """The parts' session (made now, from :meth:`base`, at the first call; once, whichever
+        thread calls first)."""
         if self._made is None:
-            base = self.base()
-            self._made = base if self._derive is None else self._derive(base)
+            with self._lock:
+                if self._made is None:
+                    base = self.base()
+                    self._made = base if self._derive is None else self._derive(base)
         return self._made
 
 

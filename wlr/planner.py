@@ -457,11 +457,11 @@ def manifest_of(store: LogStore, number: int | None) -> Manifest | None:
     Returns:
         Manifest | None: None when ``number`` is None or the batch is missing or damaged.
     """
-    if number is None:
+    ref = store.batch(number) if number is not None else None
+    if ref is None:
         return None
-    path = Storage.join(store.logs, batchfmt.batch_name(store.database, number))
     try:
-        return batchfmt.read_manifest(store.storage, path)
+        return store.manifest(ref)
     except BatchError:
         return None
 
