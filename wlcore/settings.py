@@ -5,8 +5,9 @@ The defaults ship inside the package (``wlcore/defaults/wlc.yaml``, read with
 folder when it exists (the documented place for overrides), the YAML file chosen with
 :func:`use_config` (the command lines' ``--config``) or else named by the environment
 variable ``WLC_CONFIG``, and ``WLC_DBFARM`` for the dbfarm. :func:`settings` returns them as
-one typed object (:class:`wlcore.settings.Settings`), validated once when loaded and
-loaded again only when one of those files, the chosen file or ``WLC_DBFARM`` changes. A key
+one typed object (:class:`wlcore.settings.Settings`), loaded and validated once per process
+and loaded again only when the working folder, the chosen file or ``WLC_DBFARM`` changes
+(an edit of a file already loaded is read by :func:`reload`). A key
 the defaults do not have is an error naming the nearest valid key (except under
 ``spark.conf``, which takes any Spark setting). State files use MonetDB's ``wlc.config``
 form: one ``key=value`` a line.
@@ -34,7 +35,6 @@ import difflib
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -193,14 +193,17 @@ def every(value: Any, what: str, counts: tuple[str, ...] = ()) -> Every | None:
         raise ConfigError(f"{what} {exc}") from None
 
 
+# pydantic's float takes true as 1.0 and says 'greater than or equal'; tests assert 'must be >= 0.01 seconds'
 def _seconds_from(minimum: float):
     return PlainValidator(lambda value: seconds(value, minimum))
 
 
+# pydantic has no type for '6h' or '500 transactions' (its timedelta takes ISO 8601 'PT6H', not units or counts)
 def _interval_of(*counts: str):
     return PlainValidator(lambda value: interval(value, counts))
 
 
+# pydantic's bool also takes 't', 'y', '1' and 1.0; StrictBool refuses YAML's quoted 'yes'/'on' that ours takes
 def _flag(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -211,6 +214,7 @@ def _flag(value: Any) -> bool:
     raise ValueError(f"must be true or false, not {value!r}")
 
 
+# pydantic's str refuses None (an empty YAML value, ours "") and numbers unless coerced model-wide
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -219,6 +223,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+# PositiveInt takes true as 1 and says 'greater than 0'; tests assert 'must be a whole number >= 1, not 0'
 def _count(value: Any) -> int:
     try:
         out = float(value) if not isinstance(value, bool) else float("nan")
@@ -229,6 +234,7 @@ def _count(value: Any) -> int:
     return int(out)
 
 
+# ByteSize takes '0.5' as 0 and true as 1, which tests refuse ('size in bytes >= 0 (a number, or with KiB ...')
 _BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
@@ -245,6 +251,7 @@ def _bytes(value: Any) -> int:
     return int(out)
 
 
+# list[str] refuses one bare name and an empty YAML value (None), which ours takes as [name] and []
 def _names(value: Any) -> list[str]:
     value = [value] if isinstance(value, str) else [] if value is None else value
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -252,6 +259,7 @@ def _names(value: Any) -> list[str]:
     return list(value)
 
 
+# bool | Literal['auto'] would take 'yes' and word its error by union member; tests assert 'true, false or auto'
 def _s3a(value: Any) -> bool | Literal["auto"]:
     if isinstance(value, bool):
         return value
@@ -541,23 +549,16 @@ def _merge(base: dict, over: Mapping) -> dict:
     return out
 
 
-# the coarsest modification-time granularity of the filesystems met (FAT: 2 s): a file whose
-# modification time is not this much older than the moment it was read may have been written
-# again since with the same status (git's "racily clean" entries), so its text is compared
-_RACY_NS = 2_000_000_000
-
-
 class _Loader:
-    """The chosen configuration file and the settings last loaded, with what they came from:
-    ``key`` the files' status (:func:`_stamp`) and ``WLC_DBFARM``, ``texts`` their contents,
-    ``read_ns`` when they were read (``time.time_ns()``)."""
+    """The chosen configuration file and the settings last loaded, with what they were loaded
+    for: ``choice`` (:func:`_choice`: the working folder, the chosen file, ``WLC_DBFARM``) and
+    ``texts`` the files' contents."""
 
     def __init__(self) -> None:
         self.chosen: Path | None = None
         self.lock = threading.Lock()
-        self.key: tuple | None = None
+        self.choice: tuple | None = None
         self.texts: tuple[tuple[Path, str], ...] = ()
-        self.read_ns = 0
         self.value: Settings | None = None
 
 
@@ -586,54 +587,63 @@ def choose_config(path: str | os.PathLike | None) -> None:
         _loader.chosen = None if path is None else Path(path)
 
 
+def _choice() -> tuple[str | None, Path | None, str | None]:
+    """What the settings are loaded for: the working folder (``config/wlc.yaml`` is relative to
+    it; None: it was deleted), :func:`config_file` and ``WLC_DBFARM``. No file is looked at."""
+    try:
+        cwd: str | None = os.getcwd()
+    except FileNotFoundError:
+        cwd = None
+    return cwd, config_file(), os.environ.get("WLC_DBFARM") or None
+
+
 def settings() -> Settings:
     """Return the settings: the packaged defaults, then ``config/wlc.yaml`` of the working
     folder (when present), then :func:`config_file`, then ``$WLC_DBFARM``, as one
     :class:`~wlcore.settings.Settings` (durations in seconds, intervals as
-    :class:`~wlcore.settings.Every`). Loaded and validated once; loaded again when one of
-    the files' contents, the chosen file or ``WLC_DBFARM`` changes. A call reads no file
-    while each file's status (:func:`os.stat`: modification and change times, size, inode)
-    is unchanged; a file modified less than 2 s before it was last read (the coarsest
-    modification-time granularity) is read again and compared by its text, as git treats
-    "racily clean" index entries.
+    :class:`~wlcore.settings.Every`). Loaded and validated once per process; loaded again only
+    when the choice changes (the working folder, :func:`choose_config` / :func:`use_config`,
+    ``WLC_CONFIG`` or ``WLC_DBFARM``). A call looks at no file: an edit of a file already
+    loaded is seen after :func:`reload`.
 
     Raises:
         ConfigError: the YAML file named by ``WLC_CONFIG`` is missing, a file is not a YAML
             mapping, it has a key the defaults do not have (the message names the nearest
             valid key) or a malformed value (the message names the file and the key).
     """
-    files = [LOCAL_FILE] if LOCAL_FILE.is_file() else []
-    extra = config_file()
-    if extra is not None:
-        files.append(extra)
-    stamps = tuple(_stamp(path) for path in files)
-    farm = os.environ.get("WLC_DBFARM") or None
-    key = (stamps, farm)
+    choice = _choice()
     with _loader.lock:
         value = _loader.value
-        if value is not None and _loader.key == key and all(s[3] + _RACY_NS < _loader.read_ns for s in stamps):
-            return value  # the files' status unchanged, and none written too near its reading
-    read_ns = time.time_ns()
+        if value is not None and _loader.choice == choice:
+            return value
+    return _load_for(choice)
+
+
+def reload() -> Settings:
+    """Read the settings' files again and return the settings (the same object when no file's
+    text changed), for a process that must see an edit of a file it already loaded.
+
+    Raises:
+        ConfigError: as :func:`settings`.
+    """
+    return _load_for(_choice())
+
+
+def _load_for(choice: tuple[str | None, Path | None, str | None]) -> Settings:
+    cwd, extra, farm = choice
+    files = [LOCAL_FILE] if cwd is not None and LOCAL_FILE.is_file() else []
+    if extra is not None:
+        files.append(extra)
     texts = tuple((path, _read(path)) for path in files)
     with _loader.lock:
-        if _loader.value is not None and _loader.key is not None and (_loader.texts, _loader.key[1]) == (texts, farm):
-            _loader.key, _loader.read_ns = key, read_ns  # touched, or racily unchanged: the same text
-            return _loader.value
+        same = _loader.value is not None and _loader.choice is not None and _loader.choice[2] == farm
+        if same and _loader.texts == texts:
+            _loader.choice = choice
+            return _loader.value  # type: ignore[return-value]
     value = _load(texts, farm)
     with _loader.lock:
-        _loader.key, _loader.texts, _loader.read_ns, _loader.value = key, texts, read_ns, value
+        _loader.choice, _loader.texts, _loader.value = choice, texts, value
     return value
-
-
-def _stamp(path: Path) -> tuple[str, int, int, int, int, int]:
-    """What tells a file changed without reading it: its absolute path (``config/wlc.yaml``
-    is relative to the working folder), device, inode, modification time (ns), status
-    change time (ns) and size (bytes), from :func:`os.stat`."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError as exc:
-        raise _missing(path) from exc
-    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _load(texts: tuple[tuple[Path, str], ...], farm: str | None) -> Settings:

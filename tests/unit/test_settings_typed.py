@@ -27,6 +27,8 @@ def test_loaded_once_and_again_when_a_file_changes(tmp_path, monkeypatch):
     first = config.settings()
     assert config.settings() is first and first.master.beat == 7
     extra.write_text("master:\n  beat: 8\n")  # same size, at once: the contents tell
+    assert config.settings() is first  # loaded once per process: an edit is read by reload()
+    config.reload()
     assert config.settings().master.beat == 8
     monkeypatch.setenv("WLC_DBFARM", str(tmp_path / "other"))
     assert config.settings().dbfarm == str(tmp_path / "other")
@@ -42,9 +44,11 @@ def test_an_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
     reads = []
     monkeypatch.setattr(config, "_read", lambda path: reads.append(path) or path.read_text())
     assert config.settings() is first and reads == []
-    os.utime(extra, ns=(old + 1, old + 1))  # touched: read again, the same text keeps the settings
+    os.utime(extra, ns=(old + 1, old + 1))  # touched and reloaded: read again, the same text keeps the settings
+    config.reload()
     assert config.settings() is first and extra in reads
     extra.write_text("master:\n  beat: 8\n")
+    config.reload()
     assert config.settings().master.beat == 8
 
 
