@@ -20,7 +20,7 @@ from __future__ import annotations
 import posixpath
 from datetime import datetime
 
-from .state import MasterState, capture_liveness
+from .state import SECONDS, MasterState, capture_liveness
 from .utc import utc_iso, utcnow
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_DIVERGED, EXIT_STALE = 0, 1, 2, 3, 4, 5
@@ -62,14 +62,14 @@ def _status_value(cfg: MasterState, key: str) -> object:
     """What status gives for ``key`` of ``cfg``: a number as an int, per-table notes as a dict
     (sorted by table, as the file holds them), anything else (an empty number too) as the
     file's text of it."""
-    if key not in MasterState.CODECS:
+    if not MasterState.is_key(key):
         return cfg.extra[key]  # a key this version does not know, as read
     value = getattr(cfg, key)
     if key in _NOTES:
         return dict(sorted(value.items()))
     if key in _NUMBERS and value is not None:
         return int(value)
-    return MasterState.CODECS[key].render(value)
+    return cfg.text(key)
 
 
 def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, dbfarm: str = "<dbfarm>") -> dict:
@@ -96,7 +96,7 @@ def master_status(dbname: str, cfg: MasterState, now: datetime | None = None, db
         out[key] = _status_value(cfg, key)
     out["database"] = database_of(cfg, dbname)
     if cfg.beat is None:  # none recorded: capture runs at master.beat of config
-        out["beat"] = MasterState.CODECS["beat"].render(settings().master.beat)
+        out["beat"] = SECONDS.render(settings().master.beat)
         out["beat_from"] = "master.beat of config"
     out["state_name"] = STATES.get(out.get("state", 1), str(out.get("state")))
     state, when = capture_liveness(cfg, now or utcnow())

@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Annotated
 
 from .batch import FORMAT_VERSION, CaptureState
 from .errors import ConfigError, MasterStateError
-from .state import INT, STARTED, TEXT, UTC, Codec, MasterState, StateFile, read_master_state
+from .state import INT, STARTED, TEXT, UTC, MasterState, StateFile, read_master_state
 from .storage import Storage
 
 FENCE_FILE = "wlc.fenced"  # in the old master's folder: its capture may not publish
@@ -38,7 +38,6 @@ START_FILE = "wlc.promotion"  # in the promoted folder: where capture starts
 PROMOTED_REPLICA_FILE = "wlr.config.promoted"  # the promoted replica's wlr.config, kept for people
 
 
-@dataclass(eq=False)
 class Fence(StateFile):
     """The old master's ``wlc.fenced``, ``key=value`` lines as ``wlc.config``.
 
@@ -50,19 +49,11 @@ class Fence(StateFile):
         epoch: the promoted master's epoch (its history starts at ``tick + 1``).
     """
 
-    fenced: datetime | None = None
-    promoted: str = ""
-    database: str = ""
-    tick: int | None = None
-    epoch: str = ""
-
-    CODECS: ClassVar[dict[str, Codec]] = {
-        "fenced": UTC,
-        "promoted": TEXT,
-        "database": TEXT,
-        "tick": INT,
-        "epoch": TEXT,
-    }
+    fenced: Annotated[datetime | None, UTC] = None
+    promoted: Annotated[str, TEXT] = ""
+    database: Annotated[str, TEXT] = ""
+    tick: Annotated[int | None, INT] = None
+    epoch: Annotated[str, TEXT] = ""
 
 
 def read_fence(storage: Storage, db_path: str) -> Fence | None:

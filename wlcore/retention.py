@@ -40,13 +40,15 @@ import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, ClassVar, Sequence
+from typing import Annotated, Callable, Sequence
+
+from pydantic import Field
 
 from . import snapshots as snap
 from .errors import ConfigError
 from .levels import LEVELS, Span, Start
 from .settings import Every, every
-from .state import JSON_DICT, TEXT, UTC, Codec, StateFile
+from .state import JSON_DICT, TEXT, UTC, StateFile
 from .storage import Storage
 from .utc import utc_iso
 
@@ -291,7 +293,6 @@ def covered(ranges: Ranges, lo: int, hi: int) -> bool:
     return any(a <= lo and hi <= b for a, b in ranges)
 
 
-@dataclass(eq=False)
 class RetentionState(StateFile):
     """``<folder>/wlc.retention``, typed (see the module).
 
@@ -303,23 +304,13 @@ class RetentionState(StateFile):
         promise: what the folder promises since the last prune (``{}``: never pruned).
     """
 
-    level0: str = ""
-    level1: str = ""
-    level2: str = ""
-    snapshots: str = ""
-    pruned: datetime | None = None
-    deleted: dict[str, Ranges] = field(default_factory=dict)
-    promise: dict = field(default_factory=dict)
-
-    CODECS: ClassVar[dict[str, Codec]] = {
-        "level0": TEXT,
-        "level1": TEXT,
-        "level2": TEXT,
-        "snapshots": TEXT,
-        "pruned": UTC,
-        "deleted": JSON_DICT,
-        "promise": JSON_DICT,
-    }
+    level0: Annotated[str, TEXT] = ""
+    level1: Annotated[str, TEXT] = ""
+    level2: Annotated[str, TEXT] = ""
+    snapshots: Annotated[str, TEXT] = ""
+    pruned: Annotated[datetime | None, UTC] = None
+    deleted: Annotated[dict[str, Ranges], JSON_DICT] = Field(default_factory=dict)
+    promise: Annotated[dict, JSON_DICT] = Field(default_factory=dict)
 
     def keep(self, default: dict[str, Every | None]) -> dict[str, Every | None]:
         """The retention in force: each key set here, else ``default``'s.

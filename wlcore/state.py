@@ -49,9 +49,12 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Final, Literal, TypeVar
+from typing import Annotated, Any, Callable, ClassVar, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, PrivateAttr, ValidationError, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 from .errors import ConfigError, StalePathError
 from .names import name_of_key, state_key
@@ -65,10 +68,27 @@ S = TypeVar("S", bound="StateFile")
 @dataclass(frozen=True)
 class Codec:
     """How one key's text becomes a typed value (``parse``) and back (``render``); ``render``
-    of ``parse(text)`` is ``text`` for every text today's writers produce."""
+    of ``parse(text)`` is ``text`` for every text today's writers produce.
+
+    A codec is pydantic metadata: a field annotated ``Annotated[int, INT]`` is validated by
+    ``parse`` when given text (a file's line) and kept as given otherwise (a value set in
+    code), and serialized (``model_dump``) by ``render``.
+    """
 
     parse: Callable[[str], Any]
     render: Callable[[Any], str]
+
+    def validate(self, value: Any) -> Any:
+        """``value`` as the field holds it: text parsed, anything else as given."""
+        return self.parse(value) if isinstance(value, str) else value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            self.validate,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                self.render, return_schema=core_schema.str_schema()
+            ),
+        )
 
 
 def _int_or_none(text: str) -> int | None:
@@ -105,25 +125,42 @@ def utc_or(word: str) -> Codec:
     return Codec(lambda t: word if t == word else UTC.parse(t), lambda v: word if v == word else UTC.render(v))
 
 
-@dataclass(eq=False)
-class StateFile:
-    """Base of the typed state files: subclasses are dataclasses whose fields (other than
-    ``extra``) are keys of the file, each with its codec in ``CODECS``.
+class StateFile(BaseModel):
+    """Base of the typed state files: a pydantic model whose fields (other than ``extra`` and
+    the :attr:`FAMILIES`) are keys of the file, each annotated with its :class:`Codec`
+    (``tick: Annotated[int, INT] = -1``).
 
     ``extra`` holds keys no field knows (a newer version's), as text, written back as read.
+    The keys keep the order they were set in (a file's: its lines'): pydantic validates each
+    assignment, and the validator of the model appends a key it sees set for the first time.
     """
 
-    CODECS: ClassVar[dict[str, Codec]] = {}
-    extra: dict[str, str] = field(default_factory=dict)
+    model_config = ConfigDict(validate_assignment=True)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_keys", [])
+    FAMILIES: ClassVar[tuple[str, ...]] = ()  # fields that hold a family of keys (``version.<table>``)
+    extra: dict[str, str] = Field(default_factory=dict)
+    _keys: list[str] = PrivateAttr(default_factory=list)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        keys = self.__dict__.get("_keys")
-        if keys is not None and name in self.CODECS and name not in keys:
-            keys.append(name)
+    __hash__ = object.__hash__  # one state is one file: compared and hashed by identity
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    @model_validator(mode="after")
+    def _keep_order(self) -> "StateFile":
+        """Append a key set for the first time (one assignment at a time: their order is kept)."""
+        private = self.__pydantic_private__
+        if private is not None and "_keys" in private:  # not while constructing: keyword values are not keys
+            keys = private["_keys"]
+            for name in self.model_fields_set:
+                if name not in keys and self.is_key(name):
+                    keys.append(name)
+        return self
+
+    @classmethod
+    def is_key(cls, name: str) -> bool:
+        """True when the field ``name`` is a key of the file (not ``extra`` nor a family)."""
+        return name in cls.model_fields and name != "extra" and name not in cls.FAMILIES
 
     # -------------------------------------------------------------- keys
     @classmethod
@@ -136,57 +173,67 @@ class StateFile:
 
     def has(self, key: str) -> bool:
         """True when ``key`` is in the file (possibly empty)."""
-        return key in self.__dict__["_keys"] or key in self.extra
+        return key in self._keys or key in self.extra
 
     def _holds(self, key: str) -> bool:
         """True when ``key`` is one this state can hold (subclasses add their key families)."""
-        return key in self.CODECS or key in self.extra
+        return self.is_key(key) or key in self.extra
 
     def keys(self) -> list[str]:
         """The file's keys, in the order they are written."""
-        keys = [k for k in self.__dict__["_keys"] if self._holds(k)]
+        keys = [k for k in self._keys if self._holds(k)]
         return keys + [k for k in self.extra if k not in keys]
 
     def drop(self, key: str) -> None:
         """Remove ``key`` from the file (its field returns to its default)."""
-        keys = self.__dict__["_keys"]
-        if key in keys:
-            keys.remove(key)
+        self._untrack(key)
         self.extra.pop(key, None)
-        for f in fields(self):
-            if f.name == key and key in self.CODECS:
-                default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
-                object.__setattr__(self, key, default)
+        if self.is_key(key):
+            self.__dict__[key] = type(self).model_fields[key].get_default(call_default_factory=True)
+            self.model_fields_set.discard(key)
 
     def _track(self, key: str) -> None:
         """Record ``key`` as set (for keys kept outside the typed fields, e.g. ``version.<table>``)."""
-        keys = self.__dict__["_keys"]
-        if key not in keys:
-            keys.append(key)
+        if key not in self._keys:
+            self._keys.append(key)
 
     def _untrack(self, key: str) -> None:
-        keys = self.__dict__["_keys"]
-        if key in keys:
-            keys.remove(key)
+        if key in self._keys:
+            self._keys.remove(key)
+
+    def copy(self: S) -> S:  # type: ignore[override]  # pydantic's deprecated copy(): this one keeps the keys' order
+        """An independent copy (same keys, same order)."""
+        return type(self).from_text(self.to_text())
 
     # -------------------------------------------------------------- text
+    def text(self, key: str) -> str | None:
+        """The file's text of ``key`` (its codec's rendering; None: not a key this state holds).
+
+        Args:
+            key (str): the key.
+
+        Returns:
+            str | None: the text written for it.
+        """
+        return self._text_of(key)
+
     def _text_of(self, key: str) -> str | None:
         """The text of ``key`` (None: not held). Subclasses add their key families here."""
-        if key in self.CODECS:
-            return self.CODECS[key].render(getattr(self, key))
+        if self.is_key(key):
+            return self.model_dump(include={key})[key]
         return self.extra.get(key)
 
     def _take(self, key: str, text: str, source: str) -> None:
         """Set ``key`` from its ``text`` read from ``source``. Subclasses add their key families here."""
-        codec = self.CODECS.get(key)
-        if codec is None:
+        if not self.is_key(key):
             self.extra[key] = text
             self._track(key)
             return
         try:
-            setattr(self, key, codec.parse(text))
-        except ValueError as exc:
-            raise ConfigError(f"{source}: {key}={text!r} is malformed ({exc}); fix or remove the line") from None
+            setattr(self, key, text)
+        except ValidationError as exc:
+            cause = exc.errors()[0].get("ctx", {}).get("error", exc)
+            raise ConfigError(f"{source}: {key}={text!r} is malformed ({cause}); fix or remove the line") from None
 
     def to_text(self) -> str:
         """The file's text: ``key=value`` lines (:func:`wlcore.settings.format_kv`), its keys in order."""
@@ -216,9 +263,9 @@ LOCK_FILE = "wlc.lock"  # held (Storage.lock) by the process that captures the d
 LOG_FILE = "wlc.log"  # a line per published batch
 STARTED, STOPPED = 1, 2
 WATERMARK_STOPPED: Final = "stopped"  # ``watermark`` once the master stopped logging
+WATERMARK = utc_or(WATERMARK_STOPPED)  # the ``watermark`` key's codec
 
 
-@dataclass(eq=False)
 class MasterState(StateFile):
     """A master's ``wlc.config`` (MonetDB's keys and wlc's), typed; see the module.
 
@@ -256,63 +303,33 @@ class MasterState(StateFile):
             since when (UTC), while they do (absent once a scan went well again).
     """
 
-    snapshot: str = ""
-    logs: str = ""
-    state: int = STARTED
-    batches: int = 0
-    beat: float | None = None
-    write: datetime | None = None
-    dbid: str = ""
-    format: int | None = None
-    tick: int = -1
-    watermark: datetime | Literal["stopped"] | None = None
-    created: datetime | None = None
-    not_replicated: dict[str, str] = field(default_factory=dict)
-    epoch: str = ""
-    epochs: str = ""
-    heartbeat: datetime | None = None
-    capture_stopped: datetime | None = None
-    feed_notes: dict[str, str] = field(default_factory=dict)
-    held: dict[str, str] = field(default_factory=dict)
-    database: str = ""
-    shipped: datetime | None = None
-    shipped_from: str = ""
-    relay_of: str = ""
-    promoted: datetime | None = None
-    promoted_from: str = ""
-    promoted_tick: int | None = None
-    capture_error: str = ""
-    capture_error_since: datetime | None = None
-
-    CODECS: ClassVar[dict[str, Codec]] = {
-        "snapshot": TEXT,
-        "logs": TEXT,
-        "state": INT,
-        "batches": INT,
-        "beat": SECONDS,
-        "write": UTC,
-        "dbid": TEXT,
-        "format": INT,
-        "tick": INT,
-        "watermark": utc_or(WATERMARK_STOPPED),
-        "created": UTC,
-        "not_replicated": JSON_DICT,
-        "epoch": TEXT,
-        "epochs": TEXT,
-        "heartbeat": UTC,
-        "capture_stopped": UTC,
-        "feed_notes": JSON_DICT,
-        "held": JSON_DICT,
-        "database": TEXT,
-        "shipped": UTC,
-        "shipped_from": TEXT,
-        "relay_of": TEXT,
-        "promoted": UTC,
-        "promoted_from": TEXT,
-        "promoted_tick": INT,
-        "capture_error": TEXT,
-        "capture_error_since": UTC,
-    }
+    snapshot: Annotated[str, TEXT] = ""
+    logs: Annotated[str, TEXT] = ""
+    state: Annotated[int, INT] = STARTED
+    batches: Annotated[int, INT] = 0
+    beat: Annotated[float | None, SECONDS] = None
+    write: Annotated[datetime | None, UTC] = None
+    dbid: Annotated[str, TEXT] = ""
+    format: Annotated[int | None, INT] = None
+    tick: Annotated[int, INT] = -1
+    watermark: Annotated[datetime | Literal["stopped"] | None, WATERMARK] = None
+    created: Annotated[datetime | None, UTC] = None
+    not_replicated: Annotated[dict[str, str], JSON_DICT] = Field(default_factory=dict)
+    epoch: Annotated[str, TEXT] = ""
+    epochs: Annotated[str, TEXT] = ""
+    heartbeat: Annotated[datetime | None, UTC] = None
+    capture_stopped: Annotated[datetime | None, UTC] = None
+    feed_notes: Annotated[dict[str, str], JSON_DICT] = Field(default_factory=dict)
+    held: Annotated[dict[str, str], JSON_DICT] = Field(default_factory=dict)
+    database: Annotated[str, TEXT] = ""
+    shipped: Annotated[datetime | None, UTC] = None
+    shipped_from: Annotated[str, TEXT] = ""
+    relay_of: Annotated[str, TEXT] = ""
+    promoted: Annotated[datetime | None, UTC] = None
+    promoted_from: Annotated[str, TEXT] = ""
+    promoted_tick: Annotated[int | None, INT] = None
+    capture_error: Annotated[str, TEXT] = ""
+    capture_error_since: Annotated[datetime | None, UTC] = None
 
     @property
     def stopped(self) -> bool:
@@ -328,10 +345,6 @@ class MasterState(StateFile):
     def is_shipped(self) -> bool:
         """True for a shipped copy's or relay's state (it has ``shipped``)."""
         return bool(self.has("shipped") and self.shipped)
-
-    def copy(self) -> "MasterState":
-        """An independent copy (same keys, same order)."""
-        return MasterState.from_text(self.to_text())
 
 
 def logs_of(cfg: MasterState | None, db_path: str) -> str:
@@ -593,7 +606,6 @@ nothing applied), ``idle`` (caught up, no follower), ``following``, ``failed`` (
 failed: ``error_*``); ``""`` in a file written before states were recorded."""
 
 
-@dataclass(eq=False)
 class ReplicaState(StateFile):
     """A replica's ``wlr.config``, typed; see the module. Keys keep their order; a file read
     and written back is the same text.
@@ -619,67 +631,38 @@ class ReplicaState(StateFile):
             when the old master's folder cannot be read; None: not known).
     """
 
-    master: str = ""
-    masterfarm: str = ""
-    dbid: str = ""
-    source: str = ""
-    source_kind: str = ""
-    select_tables: list[str] = field(default_factory=list)
-    select_where: dict[str, str] = field(default_factory=dict)
-    logs: str = ""
-    batches: int = 0
-    tick: int = -1
-    clock: datetime | None = None
-    skipped: list[int] = field(default_factory=list)
-    state: ReplayStatus = ""
-    error_batch: int | None = None
-    error_txn: int | None = None
-    error_table: str = ""
-    error_cause: str = ""
-    retries: int = 0
-    retry_at: datetime | None = None
-    epochs: str = ""
-    epoch: str = ""
-    view: int | None = None
-    until: str = ""
-    relay: bool = False
-    heartbeat: datetime | None = None
-    master_beat: float | None = None
-    source_error: str = ""
-    source_error_since: datetime | None = None
-    versions: dict[str, int] = field(default_factory=dict)
-    views: dict[str, int] = field(default_factory=dict)
+    master: Annotated[str, TEXT] = ""
+    masterfarm: Annotated[str, TEXT] = ""
+    dbid: Annotated[str, TEXT] = ""
+    source: Annotated[str, TEXT] = ""
+    source_kind: Annotated[str, TEXT] = ""
+    select_tables: Annotated[list[str], JSON_LIST] = Field(default_factory=list)
+    select_where: Annotated[dict[str, str], JSON_DICT] = Field(default_factory=dict)
+    logs: Annotated[str, TEXT] = ""
+    batches: Annotated[int, INT] = 0
+    tick: Annotated[int, INT] = -1
+    clock: Annotated[datetime | None, UTC] = None
+    skipped: Annotated[list[int], _INT_LIST] = Field(default_factory=list)
+    state: Annotated[ReplayStatus, TEXT] = ""
+    error_batch: Annotated[int | None, INT] = None
+    error_txn: Annotated[int | None, INT] = None
+    error_table: Annotated[str, TEXT] = ""
+    error_cause: Annotated[str, TEXT] = ""
+    retries: Annotated[int, INT] = 0
+    retry_at: Annotated[datetime | None, UTC] = None
+    epochs: Annotated[str, TEXT] = ""
+    epoch: Annotated[str, TEXT] = ""
+    view: Annotated[int | None, INT] = None
+    until: Annotated[str, TEXT] = ""
+    relay: Annotated[bool, FLAG] = False
+    heartbeat: Annotated[datetime | None, UTC] = None
+    master_beat: Annotated[float | None, SECONDS] = None
+    source_error: Annotated[str, TEXT] = ""
+    source_error_since: Annotated[datetime | None, UTC] = None
+    versions: dict[str, int] = Field(default_factory=dict)
+    views: dict[str, int] = Field(default_factory=dict)
 
-    CODECS: ClassVar[dict[str, Codec]] = {
-        "master": TEXT,
-        "masterfarm": TEXT,
-        "dbid": TEXT,
-        "source": TEXT,
-        "source_kind": TEXT,
-        "select_tables": JSON_LIST,
-        "select_where": JSON_DICT,
-        "logs": TEXT,
-        "batches": INT,
-        "tick": INT,
-        "clock": UTC,
-        "skipped": _INT_LIST,
-        "state": TEXT,
-        "error_batch": INT,
-        "error_txn": INT,
-        "error_table": TEXT,
-        "error_cause": TEXT,
-        "retries": INT,
-        "retry_at": UTC,
-        "epochs": TEXT,
-        "epoch": TEXT,
-        "view": INT,
-        "until": TEXT,
-        "relay": FLAG,
-        "heartbeat": UTC,
-        "master_beat": SECONDS,
-        "source_error": TEXT,
-        "source_error_since": UTC,
-    }
+    FAMILIES: ClassVar[tuple[str, ...]] = ("versions", "views")
 
     def _family(self, key: str) -> dict[str, int] | None:
         if key.startswith(VERSION):
@@ -762,10 +745,6 @@ class ReplicaState(StateFile):
 
     def _holds(self, key: str) -> bool:
         return self._family(key) is not None or super()._holds(key)
-
-    def copy(self) -> "ReplicaState":
-        """An independent copy (same keys, same order)."""
-        return ReplicaState.from_text(self.to_text())
 
 
 def read_replica_state(storage: Storage, db_path: str) -> ReplicaState | None:
