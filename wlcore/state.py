@@ -138,29 +138,44 @@ class StateFile(BaseModel):
     model_config = ConfigDict(validate_assignment=True)
 
     FAMILIES: ClassVar[tuple[str, ...]] = ()  # fields that hold a family of keys (``version.<table>``)
+    KEY_FIELDS: ClassVar[frozenset[str]] = frozenset()  # the fields that are keys of the file (set per subclass)
     extra: dict[str, str] = Field(default_factory=dict)
     _keys: list[str] = PrivateAttr(default_factory=list)
+    _seen: set[str] = PrivateAttr(default_factory=set)  # the fields of model_fields_set already looked at
 
     __hash__ = object.__hash__  # one state is one file: compared and hashed by identity
 
     def __eq__(self, other: object) -> bool:
         return self is other
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Take the fields given to the constructor as seen: keyword values are not keys of the file."""
+        self._seen = set(self.model_fields_set)
+
     @model_validator(mode="after")
     def _keep_order(self) -> "StateFile":
         """Append a key set for the first time (one assignment at a time: their order is kept)."""
         private = self.__pydantic_private__
-        if private is not None and "_keys" in private:  # not while constructing: keyword values are not keys
+        if private is None or "_seen" not in private:  # constructing: model_post_init takes it from here
+            return self
+        seen, given = private["_seen"], self.__pydantic_fields_set__
+        if len(given) != len(seen):  # a field set for the first time (pydantic adds it to model_fields_set)
             keys = private["_keys"]
-            for name in self.model_fields_set:
-                if name not in keys and self.is_key(name):
+            for name in given - seen:
+                if name in self.KEY_FIELDS and name not in keys:
                     keys.append(name)
+            seen.update(given)
         return self
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.KEY_FIELDS = frozenset(n for n in cls.model_fields if n != "extra" and n not in cls.FAMILIES)
 
     @classmethod
     def is_key(cls, name: str) -> bool:
         """True when the field ``name`` is a key of the file (not ``extra`` nor a family)."""
-        return name in cls.model_fields and name != "extra" and name not in cls.FAMILIES
+        return name in cls.KEY_FIELDS
 
     # -------------------------------------------------------------- keys
     @classmethod
@@ -191,6 +206,7 @@ class StateFile(BaseModel):
         if self.is_key(key):
             self.__dict__[key] = type(self).model_fields[key].get_default(call_default_factory=True)
             self.model_fields_set.discard(key)
+            self._seen.discard(key)
 
     def _track(self, key: str) -> None:
         """Record ``key`` as set (for keys kept outside the typed fields, e.g. ``version.<table>``)."""
@@ -238,8 +254,9 @@ class StateFile(BaseModel):
     def to_text(self) -> str:
         """The file's text: ``key=value`` lines (:func:`wlcore.settings.format_kv`), its keys in order."""
         pairs = {}
+        rendered = self.model_dump(exclude={"extra", *self.FAMILIES})  # each typed key's text, by its codec
         for key in self.keys():
-            text = self._text_of(key)
+            text = rendered[key] if key in rendered else self._text_of(key)
             if text is not None:
                 pairs[key] = text
         return format_kv(pairs)
