@@ -73,6 +73,7 @@ class Follower:
         self.metrics = metrics
         self.beat_seconds = beat_seconds
         self.retry_max = retry_max
+        self.polling = settings().capture.polling  # watch the log folder by polling (capture.polling), read once
         self.mutex = threading.RLock()
         self.stop_event = replay.stop
         self.capture_command = f"wlc capture {self.setup.master_dbfarm} {self.setup.master}"  # in messages
@@ -96,7 +97,7 @@ class Follower:
             # not recursive: a batch appears by one rename; None when the folder is missing or on a
             # storage that cannot be watched (an object store): then the wait is by timeout only
             self.watch = self.setup.source.storage.watcher(
-                logs, recursive=False, polling=settings().capture.polling, interval=self.beat_seconds, create=False
+                logs, recursive=False, polling=self.polling, interval=self.beat_seconds, create=False
             )
         if self.watch is not None:
             self.watch.wait(seconds)
