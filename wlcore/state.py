@@ -2,10 +2,10 @@
 
 ## The form: typed files that write back what they read
 
-A state file is a dataclass whose fields are its keys, each with a :class:`Codec` turning
-the file's text into a typed value (an int, a UTC datetime, a dict) and back. The keys keep
+A state file is a pydantic model whose fields are its keys, each annotated with a :class:`Codec`
+turning the file's text into a typed value (an int, a UTC datetime, a dict) and back. The keys keep
 the order they have in the file, as a Python dict keeps insertion order: assigning a field
-that is not in the file yet appends its key, :meth:`StateFile.drop` removes one, and keys
+that is not in the file yet appends its key (the model validates each assignment), :meth:`StateFile.drop` removes one, and keys
 no field knows are kept as text in ``extra`` and written back where they stood. So a file
 read and written again is the same text, byte for byte, and a new one lists its keys in
 the order they were first set (the order the dict-based writers used).
