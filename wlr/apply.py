@@ -1853,14 +1853,11 @@ class Applier:
                 delete or update are not on the replica (it has diverged), or a record lacks
                 what its kind carries (a damaged batch).
         """
-        if len(segment) == 1 and segment[0].rec.change != "cdf":
-            rec = segment[0].rec
-            self._barrier(segment[0])
-            return {"rows_in": sum(rec.counts.values()), "rows_out": -1, "how": "ddl", "engine": SparkEngine.name}
-        if len(segment) == 1:  # one change-feed transaction: its table exists, or its create failed
-            rec = segment[0].rec
-            if rec.ddl is not None:
-                self._barrier(segment[0])
+        one = segment[0] if len(segment) == 1 else None
+        if one is not None and (one.rec.change != "cdf" or one.rec.ddl is not None):
+            self._barrier(one)  # DDL, an image, or the DDL a change-feed transaction also carries
+            if one.rec.change != "cdf":
+                return {"rows_in": sum(one.rec.counts.values()), "rows_out": -1, "how": "ddl", "engine": "spark"}
         seg = self._changes(segment)
         if seg is None:
             return {"rows_in": 0, "rows_out": 0, "how": "commit"}
