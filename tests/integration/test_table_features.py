@@ -135,10 +135,13 @@ def test_delta_rs_keeps_writing_a_captured_master(spark, master, dbfarm):
 
 def _with_features(tmp_path, monkeypatch, features: str) -> None:
     """Run with ``capture.table_features: <features>`` over the suite's settings."""
+    from wlcore.settings import reload
+
     cfg = tmp_path / "features.yaml"
     base = open(os.path.join(os.path.dirname(__file__), "..", "wlc-test.yaml")).read()
     cfg.write_text(base.replace("capture:\n", f"capture:\n  table_features: {features}\n", 1))
     monkeypatch.setenv("WLC_CONFIG", str(cfg))
+    reload()  # the file may be one this process loaded before: settings are loaded once per process
 
 
 def _records(m) -> list:
