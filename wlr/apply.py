@@ -1211,6 +1211,7 @@ class DeltaRs:
     def __init__(self, app_id: str, tables: OpenTables | None = None):
         self.app_id = app_id
         self.tables = tables if tables is not None else OpenTables()
+        self._checked: dict[str, Any] = {}  # the table refusal() accepted, for land(): opened once
 
     def refusal(self, seg: Changes) -> str | None:
         """Why delta-rs may not land ``seg`` as Spark would (see the comment above), or None when
@@ -1235,9 +1236,15 @@ class DeltaRs:
             return "an unkeyed table, and whole rewrites are off"
         dt = self.tables.take(seg.local)
         try:
-            return _refusal(dt, seg)
-        finally:
+            reason = _refusal(dt, seg)
+        except BaseException:
             self.tables.keep(seg.local, dt)
+            raise
+        if reason is None:
+            self._checked[seg.local] = dt  # land() writes the table this check read
+        else:
+            self.tables.keep(seg.local, dt)
+        return reason
 
     def land(self, seg: Changes) -> Landed | None:
         """Land ``seg``, which :meth:`refusal` accepted, in one commit on its table.
@@ -1255,7 +1262,9 @@ class DeltaRs:
                 more copies of a row than the table holds (the replica has diverged).
         """
         assert seg.local is not None
-        dt = self.tables.take(seg.local)
+        dt = self._checked.pop(seg.local, None)
+        if dt is None:
+            dt = self.tables.take(seg.local)
         landed = self._land(dt, seg)
         self.tables.keep(seg.local, dt)  # not reached when the segment raised: the table is opened again
         if landed is None:
