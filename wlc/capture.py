@@ -610,8 +610,8 @@ class Capture:
         return self._scan_table(name, path, cur, versions, limit, planned)
 
     def _first_id(self, path: str, version: int) -> str:
-        """The Delta table id in force at ``version`` (the log's first), "" when its commits
-        do not say (log clean-up left only a checkpoint)."""
+        """The Delta table id in force at ``version`` (the log's first; from the checkpoint where log
+        clean-up removed the commits), "" when nothing holds that version any more."""
         first = metadata_at(self.storage, path, version)
         return first.table_id if first is not None else ""
 

@@ -231,8 +231,8 @@ def check(replica, table: str, into, as_: str | None, replace: bool, dbfarm: str
     if meta is None:
         gone = f"version {version} of replica table {source} cannot be read: log clean-up removed its commits and checkpoint"
         raise RestoreError(
-            f"{gone}; catch the replica up (wlr.replicate) and restore again",
-            cli=f"{gone}; catch the replica up (wlr replicate) and restore again",
+            f"{gone}; restore once the replica has replayed a newer transaction of {source} (wlr.replicate)",
+            cli=f"{gone}; restore once the replica has replayed a newer transaction of {source} (wlr replicate)",
         )
     notes = []
     keep = Selection.from_state(state).predicate(source)
