@@ -642,7 +642,7 @@ class TableDDL:
         self._session = spark
         self._tagged = tagged
         self.tables = tables
-        self.app_id = f"wlc:{tables.dbid}"
+        self.app_id = tables.app_id
 
     @property
     def spark(self):
@@ -921,6 +921,11 @@ class ReplicaTables:
         self.dbid = dbid
         self._meta: dict[str, tuple[int, TableMeta | None]] = {}
         self.opened = OpenTables()  # the tables delta-rs landed segments on, kept open between segments
+
+    @property
+    def app_id(self) -> str:
+        """Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``)."""
+        return f"wlc:{self.dbid}"
 
     def forget(self, name: str) -> None:
         """Drop what is cached of table ``name`` (it is dropped or made again: its versions start anew).
@@ -1528,7 +1533,8 @@ class Changes:
             nullable columns (None: the segment alters nothing).
         uris (tuple[str, ...]): the change-row folders of the segment, for Spark.
         files (tuple[str, ...] | None): their Parquet files' local paths, for delta-rs (None: not
-            all local, or delta-rs is off).
+            all local, delta-rs is off, or the table is not one it may write: not in a local folder,
+            or with a row filter).
         first (int): the segment's first transaction.
         last (int): its last (Delta's idempotent ``txnVersion``).
         text (str): the replay tag of its commit.
@@ -1649,7 +1655,7 @@ class SparkEngine:
         self._session = spark
         self._tagged = tagged
         self.tables = tables
-        self.app_id = f"wlc:{tables.dbid}"
+        self.app_id = tables.app_id
         self.merger = Merger(spark, tagged)
         self.rewriter = Rewriter(spark, tagged, self.app_id)
 
@@ -1773,8 +1779,8 @@ class Applier:
         self.logs_storage = logs_storage or storage  # where the batches' change rows are read
         self.replica_path = replica_path
         self.dbid = dbid
-        self.app_id = f"wlc:{dbid}"
         self.tables = ReplicaTables(storage, replica_path, dbid)
+        self.app_id = self.tables.app_id
         self.selection: Selection | None = None  # the replica's tables and rows (None: every table, every row)
         self.limits = Limits()  # set by replay for each round, from the replicate options
         self.ddl = TableDDL(self.session, self.tagged, self.tables)
@@ -1926,22 +1932,24 @@ class Applier:
             return None
         folders = [Storage.join(it.path, rows_of(it.rec)) for it in with_rows]
         kinds = {k for it in with_rows for k, v in it.rec.counts.items() if v}
+        local, keep = self.storage.os_path(path), self._keep(name)
+        deltars = self.limits.deltars_bytes > 0 and local is not None and keep is None  # else no file is read here
         return Changes(
             table=name,
             path=path,
             uri=uri,
-            local=self.storage.os_path(path),
+            local=local,
             meta=self.tables.current_meta(name),
             shape=shape,
             uris=tuple(self.logs_storage.uri(f) for f in folders),
-            files=self._files(folders) if self.limits.deltars_bytes > 0 else None,
+            files=self._files(folders) if deltars else None,
             first=first.txn,
             last=last.txn,
             text=text,
             part=tag(self.dbid, last.txn, part=True, first=first.txn),
             rows_in=sum(sum(it.rec.counts.values()) for it in with_rows),
             insert_only=kinds <= {"insert"},
-            keep=self._keep(name),
+            keep=keep,
             limits=self.limits,
         )
 
