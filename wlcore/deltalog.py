@@ -630,15 +630,9 @@ def checkpoint_state(
     Raises:
         FileNotFoundError: no checkpoint file of ``version`` is there.
     """
-    names = sorted(
-        n
-        for n in storage.listdir(log_path(table_path))
-        if (m := _CHECKPOINT_FILE.match(n)) and int(m.group(1)) == version
-    )
+    names = _checkpoints(storage, table_path).get(version)
     if not names:
-        raise FileNotFoundError(f"no checkpoint of version {version} in {log_path(table_path)}")
-    parts = [n for n in names if _CHECKPOINT_FILE.match(n).group(2)]  # type: ignore[union-attr]
-    names = parts or names[:1]  # a multi-part checkpoint's parts, or one whole checkpoint
+        raise FileNotFoundError(f"no complete checkpoint of version {version} in {log_path(table_path)}")
     actions: list[dict[str, Any]] = []
     for name in names:
         path = Storage.join(log_path(table_path), name)
@@ -682,12 +676,31 @@ def checkpoint_versions(storage: Storage, table_path: str) -> list[int]:
     Returns:
         list[int]: the versions; ``[]`` when there is none (or no log).
     """
-    out = set()
+    return sorted(_checkpoints(storage, table_path))
+
+
+def _checkpoints(storage: Storage, table_path: str) -> dict[int, list[str]]:
+    """Each version's checkpoint files that Delta would read: a complete multi-part set (parts
+    1..n of one n; a writer that died mid-checkpoint leaves a partial one, which Delta's protocol
+    says to ignore), else one single-file checkpoint (classic, or v2's top-level file)."""
+    found: dict[int, list[re.Match[str]]] = {}
     for name in storage.listdir(log_path(table_path)):
-        m = _CHECKPOINT_FILE.match(name)
-        if m:
-            out.add(int(m.group(1)))
-    return sorted(out)
+        if m := _CHECKPOINT_FILE.match(name):
+            found.setdefault(int(m.group(1)), []).append(m)
+    out: dict[int, list[str]] = {}
+    for version, matches in found.items():
+        sets: dict[int, dict[int, str]] = {}
+        for m in matches:
+            if m.group(2):
+                part, total = (int(x) for x in m.group(2)[1:].split("."))
+                sets.setdefault(total, {})[part] = m.group(0)
+        complete = [parts for total, parts in sorted(sets.items()) if set(parts) == set(range(1, total + 1))]
+        singles = sorted(m.group(0) for m in matches if not m.group(2))
+        if complete:
+            out[version] = [complete[0][i] for i in sorted(complete[0])]
+        elif singles:
+            out[version] = singles[:1]
+    return out
 
 
 def readable_from(storage: Storage, table_path: str, versions: list[int] | None = None) -> int | None:

@@ -173,3 +173,46 @@ def test_a_definition_whose_commits_were_cleaned_up_is_read_from_the_checkpoint(
     assert read.features == whole.features and "appendOnly" in read.features
     assert metadata_at(store, path, 1) == whole  # the checkpoint's own version
     assert metadata_at(store, path, 0) is None  # gone: nothing holds it
+
+
+def test_a_partial_multi_part_checkpoint_is_ignored(tmp_path):
+    """A writer that died mid-checkpoint leaves parts 1..k of n: Delta's protocol ignores such a
+    set, so the definition comes from a complete set or single file of that version, else from
+    an older checkpoint; a version whose only checkpoint is partial is not listed."""
+    import os
+    import shutil
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from wlcore.deltalog import checkpoint_state, checkpoint_versions, metadata_at
+    from wlcore.storage import Storage
+
+    path = str(tmp_path / "t")
+    data = pa.table({"k": pa.array([1, 2], pa.int64())})
+    write_deltalake(path, data, description="first")
+    DeltaTable(path).create_checkpoint()  # at version 0
+    write_deltalake(path, data, mode="append")
+    DeltaTable(path).create_checkpoint()  # at version 1
+    log = os.path.join(path, "_delta_log")
+    whole = f"{1:020d}.checkpoint.parquet"
+    # Parts 1 of 2 and 2 of 3 of version 1, neither holding the metaData.
+    import pyarrow.parquet as pq
+
+    part = pa.table({"txn": pa.array([None], pa.struct([("appId", pa.string())]))})
+    pq.write_table(part, os.path.join(log, f"{1:020d}.checkpoint.{1:010d}.{2:010d}.parquet"))
+    pq.write_table(part, os.path.join(log, f"{1:020d}.checkpoint.{2:010d}.{3:010d}.parquet"))
+    store = Storage.of(path)
+    assert checkpoint_versions(store, path) == [0, 1]  # the whole file of version 1 is read instead
+    assert checkpoint_state(store, path, 1)[0].description == "first"
+    os.remove(os.path.join(log, whole))
+    assert checkpoint_versions(store, path) == [0]  # only partial sets are left at version 1
+    os.remove(os.path.join(log, f"{0:020d}.json"))
+    read = metadata_at(store, path, 1)  # commit 0 gone, version 1's checkpoint partial: version 0's is read
+    assert read is not None and read.description == "first"
+    try:
+        checkpoint_state(store, path, 1)
+    except FileNotFoundError as e:
+        assert "no complete checkpoint of version 1" in str(e)
+    else:
+        raise AssertionError("a partial checkpoint was read")
