@@ -149,8 +149,10 @@ class StateFile(BaseModel):
         return self is other
 
     def model_post_init(self, context: Any, /) -> None:
-        """Take the fields given to the constructor as seen: keyword values are not keys of the file."""
-        self._seen = set(self.model_fields_set)
+        """The keys given to the constructor are the file's first keys, in the fields' order."""
+        given = self.model_fields_set
+        self._keys = [k for k in type(self).model_fields if k in given and k in self.KEY_FIELDS]
+        self._seen = set(given)
 
     @model_validator(mode="after")
     def _keep_order(self) -> "StateFile":

@@ -194,6 +194,16 @@ def test_keys_keep_their_order_and_new_ones_are_appended_as_a_dict_would():
     assert text.endswith("until=\nheartbeat=2026-11-25T05:12:40.816985Z\nversion.s.g=7\nat.s.g=7\n")
 
 
+def test_keys_given_to_the_constructor_are_written_and_stay_keys_when_set_again():
+    cfg = MasterState(tick=-1, dbid="abc", state=1)
+    assert cfg.to_text() == "state=1\ndbid=abc\ntick=-1\n"  # the fields' order
+    cfg.dbid, cfg.batches = "def", 3
+    assert cfg.to_text() == "state=1\ndbid=def\ntick=-1\nbatches=3\n"
+    cfg.drop("dbid")
+    cfg.dbid = "ghi"  # dropped, then set again: appended
+    assert cfg.to_text() == "state=1\ntick=-1\nbatches=3\ndbid=ghi\n"
+
+
 def test_unknown_keys_are_kept_where_they_stood():
     text = MASTER_TEXT.replace("format=1\n", "format=1\nfuture_key=a=b\n") + "later=x\n"
     cfg = MasterState.from_text(text)
