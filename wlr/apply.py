@@ -82,7 +82,7 @@ from wlcore.storage import Storage
 from wlcore.tabledef import IDENTITY_START, create_sql, definition as table_definition, exact_session, sql_string
 
 from .errors import ApplyError
-from .planner import Item, Limits, span_text
+from .planner import Item, Limits, is_barrier, span_text
 from .select import Selection
 
 if TYPE_CHECKING:
@@ -1869,7 +1869,7 @@ class Applier:
                 what its kind carries (a damaged batch).
         """
         one = segment[0] if len(segment) == 1 else None
-        if one is not None and (one.rec.change != "cdf" or one.rec.ddl is not None):
+        if one is not None and is_barrier(one.rec.ddl, one.rec.change, one.rec.adds):
             self._barrier(one)  # DDL, an image, or the DDL a change-feed transaction also carries
             if one.rec.change != "cdf":
                 return {"rows_in": sum(one.rec.counts.values()), "rows_out": -1, "how": "ddl", "engine": "spark"}

@@ -183,6 +183,26 @@ def test_unkeyed_run_with_added_columns_lands_as_one_segment(spark, master, dbfa
     assert replay_tags(rep, "s.u")[-1] == f"{first}-{last}"  # one segment, the ALTER inside it
 
 
+def test_a_transaction_that_adds_columns_with_its_rows_lands_in_one_commit(spark, master, dbfarm, spark_only):
+    """An append that adds a nullable column (mergeSchema) is no barrier: replayed alone (one
+    commit a transaction, or the one transaction of a segment left after a crash) Spark lands it
+    in one commit that adds the column, as inside a run (delta-rs adds the columns in a commit
+    of their own first)."""
+    k = master.table_path("s.k")
+    sql(spark, f"CREATE TABLE delta.`{k}` (id INT, v STRING) USING delta")
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (1, 'a')")
+    rep = wlr.replicate("m", replica="s", dbfarm=dbfarm, follow=False, collapse=False)
+    before = len(replay_tags(rep, "s.k"))
+    more = spark.createDataFrame([(2, "b", 7)], "id INT, v STRING, extra INT")
+    more.write.format("delta").mode("append").option("mergeSchema", "true").save(k)
+    txn = wlc.flush()
+    rep.replicate(follow=False, collapse=False)
+    assert rep.tick() == txn
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
+    assert rep.table("s.k").columns == ["id", "v", "extra"]
+    assert replay_tags(rep, "s.k")[before:] == [str(txn)]  # one commit, with the transaction's tag
+
+
 def test_reads_stay_consistent_while_tables_land(spark, master, dbfarm):
     a, b = master.table_path("s.a"), master.table_path("s.b")
     sql(spark, f"CREATE TABLE delta.`{a}` (i INT) USING delta")
