@@ -128,11 +128,11 @@ class LogStore:
                 out.append(BatchRef(first, level, last, Storage.join(self.logs, name)))
         return sorted(out)
 
-    def manifest(self, batch: BatchRef) -> Manifest:
+    def manifest(self, batch: BatchRef | str) -> Manifest:
         """The batch's manifest, checked (format, version, checksum).
 
         Args:
-            batch (BatchRef): a published batch.
+            batch (BatchRef | str): a published batch, or its folder.
 
         Returns:
             Manifest: its manifest.
@@ -140,7 +140,7 @@ class LogStore:
         Raises:
             BatchError: the manifest is missing or damaged.
         """
-        return batchfmt.read_manifest(self.storage, batch.path)
+        return batchfmt.read_manifest(self.storage, batch if isinstance(batch, str) else batch.path)
 
     def stage(self, number: int) -> str:
         """A new hidden staging folder for level-0 batch ``number``:

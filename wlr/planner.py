@@ -36,7 +36,7 @@ from datetime import datetime
 from itertools import takewhile
 from typing import Iterator, Mapping, Sequence
 
-from wlcore import batch as batchfmt, epochs, snapshots as snap
+from wlcore import epochs, snapshots as snap
 from wlcore.batch import Manifest, TxnRecord
 from wlcore.errors import BatchError
 from wlcore.levels import Span, Start, choose_start, restore_path
@@ -913,12 +913,12 @@ class _Manifests(Mapping[str, Manifest]):
     """Batch manifests by folder, read once each into ``cache`` (a damaged one raises
     :class:`~wlcore.errors.BatchError` and is read again when asked again)."""
 
-    def __init__(self, storage: Storage, cache: dict[str, Manifest]):
-        self._storage, self._cache = storage, cache
+    def __init__(self, store: LogStore, cache: dict[str, Manifest]):
+        self._store, self._cache = store, cache
 
     def __getitem__(self, path: str) -> Manifest:
         if path not in self._cache:
-            self._cache[path] = batchfmt.read_manifest(self._storage, path)
+            self._cache[path] = self._store.manifest(path)
         return self._cache[path]
 
     def __iter__(self) -> Iterator[str]:
@@ -965,7 +965,7 @@ class Route:
             _Level0(store),
             _Compacted(store),
             _Starts(self.storage, self.master_path, mcfg, store),
-            _Manifests(self.storage, self._manifests),
+            _Manifests(store, self._manifests),
             self.snapshot_command,
         )
 
