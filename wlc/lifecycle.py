@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import uuid
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -281,9 +280,7 @@ class Lifecycle:
         cfg, every, watermark = self._compaction_inputs(every_)
         store = self.store(cfg)
         with self.locked():
-            for name in self.storage.listdir(store.logs):
-                if name.startswith(f"{STAGING}{self.dbname}-"):
-                    self.storage.rm(Storage.join(store.logs, name))  # an interrupted run's: we hold the lock
+            store.clear_staging(level=1)  # an interrupted run's: we hold the lock
             return compact_levels(
                 spark,
                 store,
@@ -364,7 +361,7 @@ class Lifecycle:
         now = now or utcnow()
         store = self.store(cfg)
         with self.locked():
-            report = prune_folder(self.storage, self.snapshots(cfg), self.spans(store), now, keep, dry_run)
+            report = prune_folder(store, self.snapshots(cfg), self.spans(store), now, keep, dry_run)
             if not dry_run:
                 for item in report.decision.delete if report.decision else []:
                     self._spans.forget(item.path)
@@ -544,7 +541,6 @@ class AutoLifecycle:
 
 
 # ---------------------------------------------------------------------- compaction
-STAGING = ".compact-"  # the folder prefix a compacted batch is built in
 
 
 def level_spans(store: LogStore, level: int, after_batch: int = -1, span_of=None) -> list[Span]:
@@ -704,8 +700,7 @@ def merge_run(spark, store: LogStore, dbid: str, level: int, run: list[Span], me
                 + "; restore it from a copy, then compact again"
             )
         manifests.append((s.path, m))
-    staging = Storage.join(store.logs, f"{STAGING}{dbname}-L{level}-{run[0].first_batch:012d}-{uuid.uuid4().hex[:8]}")
-    storage.makedirs(staging)
+    staging = store.stage(run[0].first_batch, level)
     try:
         metas = dict(metas_before(run[0].first_batch))
         records: list[TxnRecord] = []
@@ -746,7 +741,7 @@ def merge_run(spark, store: LogStore, dbid: str, level: int, run: list[Span], me
         )
         final = store.publish(staging, manifest).path
     except BaseException:
-        storage.rm(staging)
+        store.discard(staging)
         raise
     return Span.of(manifest, final)
 

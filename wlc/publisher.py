@@ -339,7 +339,7 @@ class Publisher:
             watermark = previous  # never back: what an earlier watermark promised stays promised
         if not self._pending or self._open is None:  # every staged transaction was taken back: its table is held
             if self._open is not None:
-                self.storage.rm(self._open.staging)
+                self.record.store.discard(self._open.staging)
             self._open = None
             self._note_watermark(watermark)
             return

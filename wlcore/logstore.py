@@ -12,7 +12,7 @@ root, and the capture lock beside it.
 :class:`LogStore` is what capture, shipping, compaction, pruning and replay use to reach it,
 as Litestream's ``ReplicaClient`` is for its replicas: list the published batches (level 0 from a
 number on, or the compacted ones), look one up by name, read its manifest, stage and publish a
-level-0 batch, delete some, read and write the state file, take the lock. Its owner builds it once
+batch, delete some, read and write the state file, take the lock. Its owner builds it once
 (the master's record, its life cycle, the replica's set-up, a relay, a shipping pass) and passes it
 on as a value. The difference
 between a local folder and an object store lives in :class:`wlcore.storage.Storage`'s two
@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from . import batch as batchfmt
 from .batch import MANIFEST, STAGING_PREFIX, FileEntry, Manifest
 from .errors import BatchError
+from .levels import Span
 from .state import LOCK_FILE, MasterState, read_master_state, write_master_state
 from .storage import HeldLock, Storage
+
+COMPACT_STAGING = ".compact-"  # the folder prefix a compacted batch is built in (capture's: STAGING_PREFIX)
 
 
 @dataclass(frozen=True, order=True)
@@ -142,26 +145,46 @@ class LogStore:
         """
         return batchfmt.read_manifest(self.storage, batch if isinstance(batch, str) else batch.path)
 
-    def stage(self, number: int) -> str:
-        """A new hidden staging folder for level-0 batch ``number``:
-        ``<logs>/.open-<database>-<number, 12 digits>-<8 hex>``, made.
+    def stage(self, number: int, level: int = 0) -> str:
+        """A new hidden staging folder, made: ``<logs>/.open-<database>-<number, 12 digits>-<8 hex>``
+        for capture's level-0 batch ``number``, ``<logs>/.compact-<database>-L<level>-<number>-<8 hex>``
+        for compaction's batch of ``level`` starting at level-0 batch ``number``.
 
         Args:
-            number (int): the batch number it will be published as.
+            number (int): the (first) level-0 batch number it will be published as.
+            level (int): 0 for capture's batch; 1 or 2 for a compacted batch.
 
         Returns:
             str: the staging folder.
         """
-        path = Storage.join(self.logs, f"{self._staging}{number:012d}-{uuid.uuid4().hex[:8]}")
+        name = f"{number:012d}" if level == 0 else f"L{level}-{number:012d}"
+        path = Storage.join(self.logs, f"{self._prefix(level)}{name}-{uuid.uuid4().hex[:8]}")
         self.storage.makedirs(path)
         return path
 
-    def clear_staging(self) -> None:
-        """Remove this database's staging folders left by a capture that stopped before
-        publishing (other databases' in a shared folder stay); the caller holds the lock."""
+    def _prefix(self, level: int) -> str:
+        return self._staging if level == 0 else f"{COMPACT_STAGING}{self.database}-"
+
+    def clear_staging(self, level: int = 0) -> None:
+        """Remove this database's staging folders left by a run that stopped before publishing:
+        capture's (``level`` 0; the caller holds the capture lock) or compaction's (``level`` 1
+        or 2, any; the caller holds the life-cycle lock). Other databases' in a shared folder stay.
+
+        Args:
+            level (int): 0 for capture's staging folders, above for compaction's.
+        """
+        prefix = self._prefix(level)
         for name in self.storage.listdir(self.logs):
-            if name.startswith(self._staging):
+            if name.startswith(prefix):
                 self.storage.rm(Storage.join(self.logs, name))
+
+    def discard(self, staging: str) -> None:
+        """Remove one staging folder that will not be published (:meth:`stage`).
+
+        Args:
+            staging (str): the folder.
+        """
+        self.storage.rm(staging)
 
     def publish(self, staging: str, manifest: Manifest) -> BatchRef:
         """Checksum the staged files, write the manifest last, and publish the folder at once
@@ -204,12 +227,12 @@ class LogStore:
         storage.publish_dir(staging, final)
         return BatchRef(manifest.batch, manifest.level, manifest.end_batch, final)
 
-    def delete(self, batches: Iterable[BatchRef]) -> None:
+    def delete(self, batches: Iterable[BatchRef | Span]) -> None:
         """Delete published batches: each disappears whole for readers, then its files go
         (:meth:`wlcore.storage.Storage.unpublish`).
 
         Args:
-            batches (Iterable[BatchRef]): the batches.
+            batches (Iterable[BatchRef | Span]): the batches.
 
         Raises:
             OSError: the store cannot be reached, or a file cannot be deleted.

@@ -47,6 +47,7 @@ from pydantic import Field
 from . import snapshots as snap
 from .errors import ConfigError
 from .levels import LEVELS, Span, Start
+from .logstore import LogStore
 from .settings import Every, every
 from .state import JSON_DICT, TEXT, UTC, StateFile
 from .storage import Storage
@@ -539,7 +540,7 @@ class PruneReport:
 
 
 def prune_folder(
-    storage: Storage,
+    store: LogStore,
     starts: Sequence[Start],
     spans: Sequence[Span],
     now: datetime,
@@ -552,7 +553,8 @@ def prune_folder(
     The caller holds the folder's lock (the master's life-cycle lock, a copy's shipping lock).
 
     Args:
-        storage (Storage): the storage holding the folder.
+        store (LogStore): the log folder (its batches are deleted through it; its snapshots,
+            in the folder above, through its storage).
         starts (Sequence[Start]): its snapshots (:func:`wlcore.snapshots.list_snapshots`).
         spans (Sequence[Span]): its published batches, every level.
         now (datetime): the instant retention counts back from (UTC).
@@ -570,6 +572,7 @@ def prune_folder(
         OSError: the store cannot be reached or a file cannot be deleted (what was unpublished
             stays unseen; the next prune deletes the rest).
     """
+    storage = store.storage
     decision = retain(starts, spans, now, keep)
     report = PruneReport(dry_run, decision=decision)
     doomed = list(decision.delete) + [s for s in decision.delete_snapshots if s.path]
@@ -581,6 +584,8 @@ def prune_folder(
         return report
     if decided is not None:
         decided(report)
-    for item in doomed:
-        storage.unpublish(item.path)
+    store.delete(decision.delete)
+    for start in decision.delete_snapshots:
+        if start.path:
+            storage.unpublish(start.path)
     return report

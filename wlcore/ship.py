@@ -544,7 +544,7 @@ def prune_copy(
         def note(report: PruneReport) -> None:  # before deleting: a shipping pass skips them from now on
             write_promise(dst, to, report, now, ranges=True)
 
-        report = prune_folder(dst, starts, _listed(store), now, keep, dry_run, note)
+        report = prune_folder(store, starts, _listed(store), now, keep, dry_run, note)
     if report.deleted and not dry_run:
         log.info("pruned %d folders of the copy %s (%.1f MB)", len(report.deleted), to, report.bytes_freed / 1e6)
     return report

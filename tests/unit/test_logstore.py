@@ -62,6 +62,25 @@ def test_batches_are_staged_then_published_whole_listed_typed_and_deleted(root):
     ]
 
 
+def test_capture_and_compaction_stage_apart_and_each_clears_only_its_own(root):
+    st = Storage.of(root)
+    store = LogStore(st, root, Storage.join(root, "wlc_logs"), "db")
+    other = LogStore(st, root, store.logs, "db2")
+    capture, compaction, theirs = store.stage(3), store.stage(0, level=2), other.stage(0, level=1)
+    for folder in (capture, compaction, theirs):
+        st.write_atomic(Storage.join(folder, "s.t/part-0.parquet"), b"rows")
+    names = sorted(n.rsplit("-", 1)[0] for n in st.listdir(store.logs))
+    assert names == [".compact-db-L2-000000000000", ".compact-db2-L1-000000000000", ".open-db-000000000003"]
+    store.clear_staging()  # capture's, under the capture lock: a compaction in flight keeps its folder
+    assert not st.exists(Storage.join(capture, "s.t/part-0.parquet"))
+    assert st.exists(Storage.join(compaction, "s.t/part-0.parquet"))
+    store.clear_staging(level=1)  # compaction's, under the life-cycle lock
+    assert not st.exists(Storage.join(compaction, "s.t/part-0.parquet"))
+    assert st.exists(Storage.join(theirs, "s.t/part-0.parquet"))  # another database's stays
+    other.discard(theirs)
+    assert not st.exists(Storage.join(theirs, "s.t/part-0.parquet")) and store.batches() == []
+
+
 def test_the_state_file_and_the_lock_sit_in_the_root(root):
     st = Storage.of(root)
     store = LogStore(st, root, Storage.join(root, "wlc_logs"), "db")
