@@ -5,7 +5,8 @@ Where replay starts and which levels it reads (a snapshot, compacted batches, le
 that :class:`Route` reads from the log store), reading the next published batches and checking
 that they are whole (:func:`read_batches`, :class:`LogError`), the replica's epoch history against its source's
 (:func:`check_history`), and which transactions to apply (:func:`plan`, parsing ``until``
-and cutting segments at barriers, up to the consistent tick; pure, no Spark, no I/O).
+and cutting segments at barriers, up to the consistent tick; pure, no Spark, no I/O). A replay
+round asks once, :meth:`Route.round`: the batches it reads and its plan.
 
 
 Semantics of the plan:
@@ -31,6 +32,7 @@ replication packets collapsed, Drizzle's reduce-then-apply).
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import takewhile
@@ -1028,3 +1030,112 @@ class Route:
             ReplicaStateError, TargetError: as :func:`check_level0`.
         """
         check_level0(self.view(store, mcfg), tick, next_batch, new, target, published_batches(mcfg))
+
+    def round(
+        self, store: LogStore, mcfg: MasterState, dbid: str, tick: int, next_batch: int, target: Target, compacted: bool
+    ) -> RoundRead:
+        """Read and plan one replay round: the compacted batches that fit (:func:`units`), then
+        level 0 from ``next_batch`` up to the batch reaching ``target`` (:func:`read_batches`),
+        then what to apply (:func:`plan`), the compacted batches' transactions first.
+
+        Args:
+            store (LogStore): the log folder read.
+            mcfg (MasterState): the source's ``wlc.config``, read for this round.
+            dbid (str): the replica's master's database id (a batch of another is refused).
+            tick (int): every transaction <= ``tick`` is applied (-1: none).
+            next_batch (int): the first level-0 batch not read yet.
+            target (Target): the replay target.
+            compacted (bool): compacted batches may be used this round.
+
+        Returns:
+            RoundRead: the batches read and the plan. A missing or damaged level-0 batch is
+            ``broken`` (the batches before it are planned), or the ``handoff`` to a compacted
+            batch beginning there.
+
+        Raises:
+            ReplicaStateError, TargetError: as :func:`check_level0`.
+        """
+        published = published_batches(mcfg)
+        read = RoundRead([], [], tick, next_batch, mcfg.watermark_time)
+        if compacted:
+            try:
+                read.units = self.units(store, tick, next_batch, target, published)
+            except LogError as exc:  # level 0 holds everything a compacted batch does
+                read.notes.append(f"not using compacted batches: {exc.cause}")
+        if read.units:  # level 0 continues after them
+            read.notes.append("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in read.units))
+            read.tick, read.next_batch = read.units[-1].manifest.last_txn, read.units[-1].number + 1
+        read.batches = list(read.units)
+        self.check_level0(store, read.tick, read.next_batch, mcfg, False, target)
+        try:
+            walked = self.take_walked()
+            for b in read_batches(store, dbid, read.next_batch, read.tick, target, walked, published):
+                read.batches.append(b)
+                if read.watermark is None or b.manifest.watermark > read.watermark:
+                    read.watermark = b.manifest.watermark
+        except LogError as exc:
+            if exc.batch > read.next_batch and compacted and any(b.first == exc.batch for b in store.compacted()):
+                read.handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
+            else:
+                read.broken = exc  # the intact batches before it are applied first
+        batches, units = read.batches, read.units
+        reached_read = bool(batches and reaches(batches[-1].manifest, target))
+        # the last batch read; every batch there is, when reading did not stop at the target
+        read.read_up_to = batches[-1].number if batches else read.next_batch - 1
+        if not reached_read:
+            read.read_up_to = sys.maxsize
+        if read.handoff is not None:
+            read.read_up_to = read.handoff - 1
+        if read.broken is not None:
+            read.read_up_to = read.broken.batch - 1
+        read.unit_refs = [
+            TxnRef(
+                t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), b.manifest.first_txn, t.committed
+            )
+            for b in units
+            for t in b.manifest.txns
+        ]
+        refs = [
+            TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
+            for b in batches[len(units) :]
+            for t in b.manifest.txns
+            if t.txn > read.tick
+        ]
+        todo = plan(read.tick, refs, target, read.watermark, mcfg.stopped)
+        if read.handoff is not None and not reached_read:
+            todo.reached = False  # the batches after the hand-off are not read yet
+        todo.apply = read.unit_refs + todo.apply
+        read.plan = todo
+        return read
+
+
+@dataclass
+class RoundRead:
+    """What one replay round read and planned (:meth:`Route.round`).
+
+    Attributes:
+        units (list[Batch]): the compacted batches applied first.
+        batches (list[Batch]): every batch read: the ``units``, then level 0.
+        tick (int): where level 0 continues: the replica's tick, or the last unit's last transaction.
+        next_batch (int): the first level-0 batch read after the units.
+        watermark (datetime | None): the newest watermark read (UTC).
+        handoff (int | None): a level-0 batch gone or damaged where a compacted batch begins.
+        broken (LogError | None): the first missing or damaged batch (the ones before it are planned).
+        unit_refs (list[TxnRef]): the units' transactions.
+        plan (Plan | None): what to apply, the units' transactions first.
+        read_up_to (int): the last batch the round read every batch up to (a stored failure
+            before it has passed).
+        notes (list[str]): lines for the replica's log (compacted batches used, or why not).
+    """
+
+    units: list[Batch]
+    batches: list[Batch]
+    tick: int
+    next_batch: int
+    watermark: datetime | None = None
+    handoff: int | None = None
+    broken: LogError | None = None
+    unit_refs: list[TxnRef] = field(default_factory=list)
+    plan: Plan | None = None
+    read_up_to: int = -1
+    notes: list[str] = field(default_factory=list)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -47,18 +46,14 @@ from .planner import (
     Item,
     Limits,
     LogError,
+    RoundRead,
     Route,
     Segment,
     TxnRef,
     check_history,
     check_not_passed,
     consistent_tick,
-    is_barrier,
     note_history,
-    plan,
-    published_batches,
-    reaches,
-    read_batches,
     segments,
     span_text,
 )
@@ -857,20 +852,6 @@ class RoundResult:
     tick: int = -1
 
 
-@dataclass
-class _Read:
-    """The batches a round read: compacted ``units`` first, then level 0 (``batches`` holds both)."""
-
-    units: list[Any]
-    batches: list[Any]
-    tick: int
-    next_batch: int
-    watermark: Any = None
-    handoff: int | None = None
-    broken: LogError | None = None
-    unit_refs: list[TxnRef] = field(default_factory=list)
-
-
 class Replay:
     """Runs rounds of replay for :class:`wlr.replica.Replica`.
 
@@ -948,8 +929,14 @@ class Replay:
             DivergedError: a batch read belongs to another history than the replica's.
         """
         store = self._prepare(mcfg, target)
-        read = self._read(mcfg, store, target)
-        todo = self._plan(read, target, mcfg)
+        tick = self._tick()
+        compacted = self.options.use_compacted and tick >= self.options.level0_until
+        read = self.setup.route(mcfg).round(store, mcfg, self.state.dbid, tick, self.state.batches, target, compacted)
+        for line in read.notes:
+            self.book.log(line)
+        self._note_recovery(read.read_up_to)  # a batch's failure
+        todo = read.plan
+        assert todo is not None
         self.setup.check_batches(read.batches)  # read after the config was: a batch of another history is never applied
         wanted = {r.txn for r in todo.apply}
         failed = self._round(todo.apply, read.batches, *self._items(read.batches, wanted), progress)
@@ -979,60 +966,6 @@ class Replay:
         self.setup.check_history(self.state, mcfg)
         return self.setup.note_source(mcfg)
 
-    def _read(self, mcfg: MasterState, store: LogStore, target: Target) -> _Read:
-        """Read the compacted batches that fit, then level 0 up to the batch reaching ``target``."""
-        next_batch, tick = self.state.batches, self._tick()
-        units = self._units(mcfg, store, tick, next_batch, target)
-        if units:  # level 0 continues after them
-            self.book.log("replaying through compacted " + ", ".join(os.path.basename(b.path) for b in units))
-            tick, next_batch = units[-1].manifest.last_txn, units[-1].number + 1
-        route = self.setup.route(mcfg)
-        route.check_level0(store, tick, next_batch, mcfg, False, target)
-        read = _Read(units, list(units), tick, next_batch, mcfg.watermark_time)
-        walked = route.take_walked()
-        try:
-            published = published_batches(mcfg)
-            for b in read_batches(store, self.state.dbid, next_batch, tick, target, walked, published):
-                read.batches.append(b)
-                if read.watermark is None or b.manifest.watermark > read.watermark:
-                    read.watermark = b.manifest.watermark
-        except LogError as exc:
-            if exc.batch > next_batch and self._compacted_from(store, exc.batch):
-                read.handoff = exc.batch  # pruned or damaged at level 0: a compacted batch starts there
-            else:
-                read.broken = exc  # the intact batches before it are applied first
-        return read
-
-    def _plan(self, read: _Read, target: Target, mcfg: MasterState):
-        """Plan the round (:func:`wlr.planner.plan`): the compacted units' transactions first."""
-        batches, units, tick = read.batches, read.units, read.tick
-        reached_read = bool(batches and reaches(batches[-1].manifest, target))
-        # the last batch read; every batch there is, when reading did not stop at the target
-        read_up_to = batches[-1].number if batches else read.next_batch - 1
-        if not reached_read:
-            read_up_to = sys.maxsize
-        if read.handoff is not None:
-            read_up_to = read.handoff - 1
-        self._note_recovery(read_up_to if read.broken is None else read.broken.batch - 1)  # a batch's failure
-        read.unit_refs = [
-            TxnRef(
-                t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), b.manifest.first_txn, t.committed
-            )
-            for b in units
-            for t in b.manifest.txns
-        ]
-        refs = [
-            TxnRef(t.txn, t.time, b.number, t.table, is_barrier(t.ddl, t.change, t.adds), None, t.committed)
-            for b in batches[len(units) :]
-            for t in b.manifest.txns
-            if t.txn > tick
-        ]
-        todo = plan(tick, refs, target, read.watermark, mcfg.stopped)
-        if read.handoff is not None and not reached_read:
-            todo.reached = False  # the batches after the hand-off are not read yet
-        todo.apply = read.unit_refs + todo.apply
-        return todo
-
     def _record(self, batches: list[Any], tick: int) -> None:
         """Save where the round got: the next batch, the epoch history, a ``tick`` line in wlr.log."""
         self._advance(batches)
@@ -1043,7 +976,7 @@ class Replay:
             self.book.log(f"{monitor.TICK_LINE} {self.state.tick} (committed {utc_iso(clock) if clock else ''})")
         self._note_recovery(-1)  # a transaction's failure, passed now
 
-    def _after_failure(self, failed: Failure | None, read: _Read, target: Target) -> str | None:
+    def _after_failure(self, failed: Failure | None, read: RoundRead, target: Target) -> str | None:
         """Store and raise the round's failure; returns what replay waits for when a compacted
         batch failed (its range is replayed from level 0 next), else None."""
         if failed is not None and any(r.txn == failed.txn for r in read.unit_refs):
@@ -1062,23 +995,6 @@ class Replay:
         if broken is not None and not target.reached_by(read.tick, None):  # by id alone: no watermark
             self.fail(broken.batch, None, None, broken.cause)
         return None
-
-    def _compacted_from(self, store: LogStore, number: int) -> bool:
-        """True when replay may use compacted batches and one begins at level-0 batch ``number``."""
-        if not self.options.use_compacted or self._tick() < self.options.level0_until:
-            return False
-        return any(b.first == number for b in store.compacted())
-
-    def _units(self, mcfg: MasterState, store: LogStore, tick: int, next_batch: int, target: Target) -> list:
-        """The compacted batches to apply first (none with ``collapse=False`` or
-        ``compacted=False``, or inside a range that failed compacted)."""
-        if not self.options.use_compacted or tick < self.options.level0_until:
-            return []
-        try:
-            return self.setup.route(mcfg).units(store, tick, next_batch, target, published_batches(mcfg))
-        except LogError as exc:  # level 0 holds everything a compacted batch does
-            self.book.log(f"not using compacted batches: {exc.cause}")
-            return []
 
     def _note_recovery(self, read_up_to: int) -> None:
         """Clear a stored failure once replay got past it (a later retry succeeded)."""
