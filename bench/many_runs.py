@@ -21,7 +21,7 @@ LOGS_WORK = {  # the goal's share: listing the log folder, manifests, checksums,
     "list the log folder": [("wlcore.logstore", "LogStore.batches"), ("wlcore.logstore", "LogStore.compacted")],
     "read manifests": [("wlcore.batch", "read_manifest")],
     "verify checksums": [("wlcore.batch", "verify_files")],
-    "plan": [("wlr.replay", "plan"), ("wlr.replay", "segments"), ("wlr.replay", "consistent_tick")],
+    "plan": [("wlr.planner", "plan"), ("wlr.replay", "segments"), ("wlr.replay", "consistent_tick")],
 }
 SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds the others)
     "segments (all their work)": [("wlr.replay", "Round._segment_jobs")],
@@ -30,7 +30,8 @@ SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds 
     "  change rows read (plan + schema)": [("wlcore.collapse", "read_rows")],
     "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
     "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
-    "  append (insert-only segments)": [("wlr.apply", "Applier._append")],
+    "  append (insert-only segments)": [("wlr.apply", "SparkEngine._append")],
+    "  delta-rs (small tables, in the process)": [("wlr.apply", "DeltaRs.land")],
     "  progress recorded (wlr.config, view)": [("wlr.replay", "Round._applied")],
 }
 FLOOR_WORK = {
