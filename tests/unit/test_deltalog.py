@@ -180,7 +180,6 @@ def test_a_partial_multi_part_checkpoint_is_ignored(tmp_path):
     set, so the definition comes from a complete set or single file of that version, else from
     an older checkpoint; a version whose only checkpoint is partial is not listed."""
     import os
-    import shutil
 
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
