@@ -575,7 +575,8 @@ def prune_folder(
     storage = store.storage
     decision = retain(starts, spans, now, keep)
     report = PruneReport(dry_run, decision=decision)
-    doomed = list(decision.delete) + [s for s in decision.delete_snapshots if s.path]
+    snapshots = [s for s in decision.delete_snapshots if s.path]
+    doomed = list(decision.delete) + snapshots
     for item in doomed:
         name = os.path.basename(item.path.rstrip("/"))
         report.deleted.append(name if isinstance(item, Span) else f"{snap.SNAPSHOT_DIR}/{name}")
@@ -585,7 +586,6 @@ def prune_folder(
     if decided is not None:
         decided(report)
     store.delete(decision.delete)
-    for start in decision.delete_snapshots:
-        if start.path:
-            storage.unpublish(start.path)
+    for start in snapshots:
+        storage.unpublish(start.path)
     return report

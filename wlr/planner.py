@@ -1122,7 +1122,7 @@ class RoundRead:
         handoff (int | None): a level-0 batch gone or damaged where a compacted batch begins.
         broken (LogError | None): the first missing or damaged batch (the ones before it are planned).
         unit_refs (list[TxnRef]): the units' transactions.
-        plan (Plan | None): what to apply, the units' transactions first.
+        plan (Plan): what to apply, the units' transactions first.
         read_up_to (int): the last batch the round read every batch up to (a stored failure
             before it has passed).
         notes (list[str]): lines for the replica's log (compacted batches used, or why not).
@@ -1136,6 +1136,6 @@ class RoundRead:
     handoff: int | None = None
     broken: LogError | None = None
     unit_refs: list[TxnRef] = field(default_factory=list)
-    plan: Plan | None = None
+    plan: Plan = field(default_factory=Plan)
     read_up_to: int = -1
     notes: list[str] = field(default_factory=list)

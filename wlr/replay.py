@@ -936,7 +936,6 @@ class Replay:
             self.book.log(line)
         self._note_recovery(read.read_up_to)  # a batch's failure
         todo = read.plan
-        assert todo is not None
         self.setup.check_batches(read.batches)  # read after the config was: a batch of another history is never applied
         wanted = {r.txn for r in todo.apply}
         failed = self._round(todo.apply, read.batches, *self._items(read.batches, wanted), progress)
