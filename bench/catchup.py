@@ -26,7 +26,11 @@ replay runs once (its 300 transactions average out):
             (it has no duplicate-row semantics: the unkeyed table is merged by full row);
 4. floor:   one batch read of each table's change-feed range, net change per key, one
             MERGE per table (the unkeyed table rewritten from its net counts);
-5. recopy:  a full copy of every table at the end of the backlog.
+5. recopy:  a full copy of every table at the end of the backlog;
+6. deltars: what a Python data engineer writes in twenty lines without Spark: delta-rs reads
+            each table's change feed, pandas keeps the last change per key, one delta-rs MERGE
+            per table (the unkeyed table rewritten from its net counts); the floor replay is
+            measured against (``bench.methods.deltars_floor``).
 
 Then a growth run: ``--growth`` N and 4N transactions of hot-key edits on the same keys,
 replayed grouped. Prints a table and a summary line with the ratios.
@@ -49,12 +53,12 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
-from bench.methods import checksum, copy_tables, equal, floor, recipe, recopy, timed  # noqa: E402
+from bench.methods import checksum, copy_tables, deltars_floor, equal, floor, recipe, recopy, timed  # noqa: E402
 from bench.tpch_backlog import KEYS, MAIN_TABLES, MASTER, Bench  # noqa: E402
 from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
-METHODS = ("grouped", "serial", "recipe", "floor", "recopy")
+METHODS = ("grouped", "serial", "recipe", "floor", "recopy", "deltars")
 
 
 # ----------------------------------------------------------------------------- main
@@ -137,7 +141,7 @@ def main() -> int:
         print(f"  {name}: {' '.join(f'{d[0]:.1f}' for d in done)} s")
 
     # untimed: the JVM compiles MERGE's, the change feed's and replay's code paths, for every method
-    print("== warm-up (untimed): a grouped replay of the backlog and a change-feed MERGE, on scratch copies")
+    print("== warm-up (untimed): a grouped replay of the backlog and change-feed MERGEs, on scratch copies")
     shutil.copytree(base_folder, os.path.join(b.farm, "warm"))
     warm = wlr.Replica(MASTER, "warm", b.farm)
     warm.replicate(until=end_txn)
@@ -151,6 +155,15 @@ def main() -> int:
         v0["tpch.orders"] + 3,
         KEYS["tpch.orders"],
     )
+    if "deltars" in methods:  # delta-rs's library loaded, its first MERGE planned
+        copy_tables(base_folder, os.path.join(b.farm, "warm-deltars"), ["tpch.orders"])
+        deltars_floor(
+            b.path("tpch.orders"),
+            os.path.join(b.farm, "warm-deltars", "tpch", "orders"),
+            v0["tpch.orders"] + 1,
+            v0["tpch.orders"] + 3,
+            KEYS["tpch.orders"],
+        )
 
     print(
         f"== replay of transactions {start_txn + 1}..{end_txn} ({rows_read:,} change rows); "
@@ -171,6 +184,7 @@ def main() -> int:
         ),
         ("floor", lambda t, dst, run: floor(spark, b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
         ("recopy", lambda t, dst, run: recopy(spark, b.path(t), dst, v1[t])),
+        ("deltars", lambda t, dst, run: deltars_floor(b.path(t), dst, v0[t] + 1, v1[t], KEYS[t])),
     ):
         if name not in methods:
             continue
@@ -222,6 +236,9 @@ def main() -> int:
         parts.append(f"grouped {grouped / by['floor']:.2f}x the floor")
     if "recopy" in by:
         parts.append(f"recopy {by['recopy'] / grouped:.2f}x grouped")
+    if "deltars" in by:
+        ratio = grouped / by["deltars"]
+        parts.append(f"grouped {ratio:.2f}x the delta-rs floor (goal <= 1.0: {'met' if ratio <= 1.0 else 'MISSED'})")
     parts.append(f"4x txns on the same keys: {g4 / g1:.2f}x time")
     print(f"\nSUMMARY {end_txn - start_txn} txns: {'; '.join(parts)}")
     if not args.keep:

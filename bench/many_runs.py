@@ -2,7 +2,8 @@
 (:func:`bench.scale_common.in_own_process`) on a copy of the ``base`` replica, after an untimed
 warm-up of its own on another copy: grouped replay (``wlr``), with timers on the product's own
 functions (:mod:`bench.probe`), and the floor (one MERGE per changed table of its net change from the
-master's change feed, the same number of threads). Each returns its seconds, CPU seconds, the
+master's change feed, the same number of threads), and the delta-rs floor (the same from delta-rs,
+four tables at a time, no Spark). Each returns its seconds, CPU seconds, the
 timers, Delta's own metrics of the commits it made, and whether every table equals the master's.
 """
 
@@ -34,6 +35,8 @@ SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds 
     "  delta-rs (small tables, in the process)": [("wlr.apply", "DeltaRs.land")],
     "  progress recorded (wlr.config, view)": [("wlr.replay", "Round._applied")],
 }
+DELTARS_THREADS = 4  # what a delta-rs script over many tables would run: a thread pool of four
+
 FLOOR_WORK = {
     "tables (all their work)": [("bench.methods", "floor")],
     "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
@@ -162,6 +165,44 @@ def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, len(todo))
 
 
+def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
+    """The delta-rs floor (:func:`bench.methods.deltars_floor`): each changed table's change feed
+    read by delta-rs, its last change per key, one delta-rs MERGE, ``DELTARS_THREADS`` tables at a
+    time in a thread pool; no Spark but for the check of the end state."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench import methods
+    from bench.methods import copy_tables, timed
+
+    master = os.path.join(farm, DB)
+    v0 = versions(info["recs"], info["start"])
+
+    def run(folder: str, upto: int) -> None:
+        v1 = versions(info["recs"], upto)
+        changed = [t for t in info["tables"] if v1.get(t, -1) > v0.get(t, -1)]
+
+        def one(t: str) -> None:
+            src, dst = os.path.join(master, *t.split(".")), os.path.join(folder, *t.split("."))
+            methods.deltars_floor(src, dst, v0[t] + 1, v1[t], ["k"])
+
+        with ThreadPoolExecutor(DELTARS_THREADS) as pool:
+            list(pool.map(one, changed))
+
+    base = os.path.join(farm, "base")
+    warm = os.path.join(farm, "warm_deltars")
+    copy_tables(base, warm, info["tables"])
+    run(warm, warm_txn)
+    folder = os.path.join(farm, "deltars")
+    copy_tables(base, folder, info["tables"])
+    since = _table_versions(folder, info["tables"])
+    cpu0 = cpu_seconds(os.getpid())
+    secs = timed(lambda: run(folder, info["end"]))
+    cpu = cpu_seconds(os.getpid()) - cpu0
+    spark = session(cfg)  # for the check of the end state only
+    changed = sum(1 for t in info["tables"] if versions(info["recs"], info["end"]).get(t, -1) > v0.get(t, -1))
+    return _result(spark, info, folder, since, DELTARS_THREADS, secs, cpu, 0, None, changed)
+
+
 def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:
     """What an idle capture does at each wake-up, profiled: ``scans`` times the body of the capture
     thread's loop (:meth:`wlc.master.CaptureThread._run`: the publisher's scan, its due time,
@@ -221,7 +262,7 @@ def _result(spark, info: dict, folder: str, since: dict, threads: int, secs, cpu
         "cpu": cpu,
         "jobs": jobs,
         "equal": equal_many(spark, info["expected"], folder, info["tables"], info["cols"], threads),
-        "probe": probe.totals(),
+        "probe": probe.totals() if probe is not None else {},
         "segments": segments,
         "delta": merge_metrics(folder, info["tables"], since),
         "threads": threads,

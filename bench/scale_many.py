@@ -10,7 +10,10 @@ checked equal to the master's (row count and checksum of every table):
 * grouped: ``wlr.Replica(...).replicate(until=<last txn>)``, segments collapsed, tables in
   parallel (``replica.parallelism`` threads);
 * floor:   one MERGE per changed table of its net change read from the master's change feed
-  (``bench.methods.floor``), with the same number of threads.
+  (``bench.methods.floor``), with the same number of threads;
+* deltars: the delta-rs floor, what a Python data engineer writes without Spark: each changed
+  table's change feed read by delta-rs, the last change per key, one delta-rs MERGE, four tables
+  at a time (``bench.methods.deltars_floor``).
 
 The grouped run's process times the product's own functions from outside (``bench/probe.py``):
 listing the log folder, reading manifests, verifying checksums and planning (the goal: <= 5% of
@@ -44,6 +47,7 @@ from bench.many_runs import (  # noqa: E402
     LOGS_WORK,
     SEGMENT_WORK,
     profile_idle_scans,
+    run_deltars,
     run_floor,
     run_grouped,
 )
@@ -210,9 +214,9 @@ def _merge_lines(name: str, merges: list) -> list[str]:
     return out
 
 
-def _measure(args, sz: dict, farm: str, cfg: str) -> tuple[dict, dict | None, dict | None, dict]:
+def _measure(args, sz: dict, farm: str, cfg: str) -> tuple[dict, dict | None, dict | None, dict | None, dict]:
     if args.many_farm:  # the set-up of a kept run; the methods' folders are made again
-        for name in ("warm_grouped", "grouped", "warm_floor", "floor"):
+        for name in ("warm_grouped", "grouped", "warm_floor", "floor", "warm_deltars", "deltars"):
             shutil.rmtree(os.path.join(farm, name), ignore_errors=True)
         with open(os.path.join(farm, "info.pickle"), "rb") as fh:
             info = pickle.load(fh)
@@ -221,17 +225,19 @@ def _measure(args, sz: dict, farm: str, cfg: str) -> tuple[dict, dict | None, di
         with open(os.path.join(farm, "info.pickle"), "wb") as fh:
             pickle.dump(info, fh)
     print(f"  set-up: {', '.join(f'{k} {v:.0f} s' for k, v in info['times'].items())}", flush=True)
-    grouped = floor_ = None
+    grouped = floor_ = deltars = None
     if sz["replay"]:
         grouped = in_own_process(run_grouped, farm, cfg, info, warm_txn(info, sz))
         print(f"  grouped: {grouped['seconds']:.1f} s, equal: {grouped['equal']}", flush=True)
         floor_ = in_own_process(run_floor, farm, cfg, info, warm_txn(info, sz))
         print(f"  floor: {floor_['seconds']:.1f} s, equal: {floor_['equal']}", flush=True)
+        deltars = in_own_process(run_deltars, farm, cfg, info, warm_txn(info, sz))
+        print(f"  delta-rs floor: {deltars['seconds']:.1f} s, equal: {deltars['equal']}", flush=True)
     quiet = [t for t in info["tables"] if t.startswith("quiet.")] or info["tables"]
     idle = idle_capture(farm, cfg, os.path.join(farm, DB, *quiet[-1].split(".")), sz["idle"])
     print(f"  idle capture: {100 * idle['share']:.2f}% of a core", flush=True)
     idle["profile"] = in_own_process(profile_idle_scans, farm, cfg, 20)
-    return info, grouped, floor_, idle
+    return info, grouped, floor_, deltars, idle
 
 
 def _idle_lines(idle: dict, tables: int) -> list[str]:
@@ -251,11 +257,11 @@ def run(args) -> Report:
     farm = args.many_farm or tempfile.mkdtemp(prefix="wlc-many-")
     print(f"== many: {sz['tables']} tables ({sz['busy']} busy), {sz['txns']} transactions, in {farm}", flush=True)
     try:
-        info, grouped, floor_, idle = _measure(args, sz, farm, _config(farm, args))
+        info, grouped, floor_, deltars, idle = _measure(args, sz, farm, _config(farm, args))
     finally:
         if not args.keep and not args.many_farm:
             shutil.rmtree(farm, ignore_errors=True)
-    if grouped is None or floor_ is None:
+    if grouped is None or floor_ is None or deltars is None:
         report = Report("many", f"idle capture of a master of {len(info['tables'])} tables", ("",))
         report.notes = _idle_lines(idle, len(info["tables"]))
         report.summary = (
@@ -268,7 +274,7 @@ def run(args) -> Report:
     changed = [t for t in info["tables"] if v1.get(t, -1) > v0.get(t, -1)]
     rows_read = sum(r for txn, _t, _v, r, _c in info["recs"] if start < txn <= end)
     images = sum(1 for txn, _t, _v, _r, c in info["recs"] if start < txn <= end and c == "image")
-    g, f = grouped["seconds"], floor_["seconds"]
+    g, f, r = grouped["seconds"], floor_["seconds"], deltars["seconds"]
     report = Report(
         "many",
         f"{len(info['tables'])} tables, {end - start} transactions on {len(changed)} of them "
@@ -277,6 +283,7 @@ def run(args) -> Report:
             "method",
             "seconds",
             "÷ floor",
+            "÷ delta-rs",
             "s/table",
             "CPU s",
             "Spark jobs",
@@ -286,13 +293,13 @@ def run(args) -> Report:
             "equal to master",
         ),
     )
-    for name, r in (("grouped", grouped), ("floor", floor_)):
-        d = r["delta"]
-        s = r["seconds"]
-        row = (name, s, s / f, s / len(changed), r["cpu"], r["jobs"], len(changed), d["commits"], len(d["merges"]))
-        row += (r["equal"],)
+    for name, m in (("grouped", grouped), ("floor", floor_), ("deltars", deltars)):
+        d = m["delta"]
+        s = m["seconds"]
+        row = (name, s, s / f, s / r, s / len(changed), m["cpu"], m["jobs"], len(changed), d["commits"])
+        row += (len(d["merges"]), m["equal"])
         report.rows.append(row)
-    report.equal = grouped["equal"] == "yes" and floor_["equal"] == "yes"
+    report.equal = all(m["equal"] == "yes" for m in (grouped, floor_, deltars))
     totals = grouped["probe"]
     logs_secs = sum(totals.get(k, (0.0, 0))[0] for k in LOGS_WORK)
     share = logs_secs / g
@@ -330,13 +337,20 @@ def run(args) -> Report:
         *_idle_lines(idle, len(info["tables"])),
     ]
     report.summary = (
-        f"grouped {g:.1f} s = {g / f:.2f}x the floor {f:.1f} s (goal <= 0.7x: {_goal(g / f <= 0.7)}); "
+        f"grouped {g:.1f} s = {g / f:.2f}x the floor {f:.1f} s (goal <= 0.7x: {_goal(g / f <= 0.7)}), "
+        f"{g / r:.2f}x the delta-rs floor {r:.1f} s (goal <= {_deltars_goal(len(info['tables'])):.1f}x: "
+        f"{_goal(g / r <= _deltars_goal(len(info['tables'])))}); "
         f"listing+manifests+checksums+planning {logs_secs:.2f} s = {100 * share:.1f}% of the catch-up "
         f"(goal <= 5%: {_goal(share <= 0.05)}); idle capture {100 * idle['share']:.2f}% of a core with "
         f"{len(info['tables'])} tables (goal < 1%: {_goal(idle['share'] < 0.01)}); "
         f"{len(changed)} tables changed; equal to the master: {'yes' if report.equal else 'NO'}"
     )
     return report
+
+
+def _deltars_goal(tables: int) -> float:
+    """The goal against the delta-rs floor: at most 1.0x, 0.5x from 200 tables."""
+    return 0.5 if tables >= 200 else 1.0
 
 
 def warm_txn(info: dict, sz: dict) -> int:

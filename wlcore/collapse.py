@@ -284,7 +284,8 @@ def read_rows_arrow(files: Iterable[str], missing: bool = False) -> pa.Table:
         found = _VERSION_OF.search(f.replace("\\", "/"))
         if found is None:
             raise ArrowUnsupported(f"{f} is not below a {VERSION_COLUMN}=<version> folder")
-        t = pq.read_table(f, coerce_int96_timestamp_unit="us")
+        with pq.ParquetFile(f, coerce_int96_timestamp_unit="us") as pf:  # read_table's dataset: 2x on small files
+            t = pf.read()
         parts.append(t.append_column(VERSION, pa.repeat(pa.scalar(int(found.group(1)), pa.int64()), t.num_rows)))
     if not parts:
         raise ArrowUnsupported("no change rows")

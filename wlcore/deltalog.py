@@ -427,6 +427,83 @@ def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int,
         return None
 
 
+_CHECKSUM = re.compile(r"^(\d{20})\.crc$")
+
+
+def _read_checksum(storage: Storage, folder: str, version: int) -> dict | None:
+    """Delta's version checksum of ``version`` in the log ``folder`` as JSON (None: missing or unreadable)."""
+    try:
+        crc = json.loads(storage.read_text(Storage.join(folder, f"{version:020d}.crc")))
+    except (OSError, ValueError):
+        return None
+    return crc if isinstance(crc, dict) and "metadata" in crc and "protocol" in crc else None
+
+
+def write_checksum(storage: Storage, table_path: str, before: int, version: int, size: int, files: int) -> bool:
+    """Write Delta's version checksum (``_delta_log/<version:020d>.crc``) of a commit made by a
+    writer that writes none (delta-rs), derived as Delta Spark derives one from the checksum of the
+    version before (its incremental commit): Delta Spark reads a table's protocol and metadata from
+    the checksum of the version it loads, where without one it runs a Spark job over the log (about
+    0.1 s, for every view moved and every Spark reader of that version).
+
+    The protocol and metadata are those of the checksum of ``before`` (else of the newest version
+    before it that has one), replaced by any the commits since carry; the size and file count are
+    the caller's (read from the writer's own state of ``version``). The optional parts Delta
+    derives from a table's state are left out (set transactions, domain metadata, the file size
+    histogram): Delta reads those from the log. Nothing is written when no checksum is found, or a
+    commit since it is gone.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        before (int): the version before the writer's commits.
+        version (int): the version just committed (> ``before``).
+        size (int): the table's size in bytes at ``version`` (its data files).
+        files (int): the number of data files at ``version``.
+
+    Returns:
+        bool: True when the checksum was written.
+
+    Raises:
+        OSError: the checksum file could not be written.
+    """
+    import uuid
+
+    folder = log_path(table_path)
+    base, prior = before, _read_checksum(storage, folder, before)
+    if prior is None:  # commits since made by a writer that writes none: the newest checksum before them
+        try:
+            names = storage.listdir(folder)
+        except OSError:
+            return False
+        older = sorted((int(m.group(1)) for m in map(_CHECKSUM.match, names) if m), reverse=True)
+        base = next((v for v in older if v < before), -1)
+        prior = _read_checksum(storage, folder, base) if base >= 0 else None
+    if prior is None:
+        return False
+    try:
+        actions = {"metaData": prior["metadata"], "protocol": prior["protocol"]}
+        for v in range(base + 1, version + 1):
+            for line in storage.read_text(commit_file(table_path, v)).splitlines():
+                action = json.loads(line) if line.strip() else {}
+                for kind in ("metaData", "protocol"):
+                    if kind in action:
+                        actions[kind] = action[kind]
+    except (OSError, ValueError, KeyError, TypeError):  # no checksum before, or a log cut short: none written
+        return False
+    crc = {
+        "txnId": str(uuid.uuid4()),
+        "tableSizeBytes": int(size),
+        "numFiles": int(files),
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "metadata": actions["metaData"],
+        "protocol": actions["protocol"],
+    }
+    storage.write_atomic(Storage.join(folder, f"{version:020d}.crc"), json.dumps(crc, separators=(",", ":")))
+    return True
+
+
 def parse_commit(version: int, text: str, fallback_time: datetime | None = None) -> Commit:
     """Parse the newline-delimited JSON actions of one commit file (Delta's transaction log
     protocol: ``commitInfo``, ``metaData``, ``add``/``remove``/``cdc``, ``txn``,

@@ -74,6 +74,7 @@ from wlcore.deltalog import (
     meta_after,
     metadata_at,
     read_commit,
+    write_checksum,
 )
 from wlcore.faults import crash_point
 from wlcore.names import quote_ident, split_name
@@ -1330,6 +1331,7 @@ class DeltaRs:
                 .execute()
             )
         _checkpoint(dt, before, meta)
+        _record_checksum(dt, seg.local, before)
         return count, how
 
 
@@ -1381,6 +1383,18 @@ def _checkpoint(dt, before: int, meta: TableMeta) -> None:
         rs_log.warning(
             "%s: no checkpoint at version %d (%s); readers replay its JSON commits", dt.table_uri, dt.version(), exc
         )
+
+
+def _record_checksum(dt, path: str, before: int) -> None:
+    """Delta's version checksum of the version delta-rs just committed on the table at local
+    ``path`` (:func:`wlcore.deltalog.write_checksum`, its size and file count from ``dt``'s own
+    state), so that Spark loads that version (a view moved to it, a reader) without a job. A
+    failure to write it is logged: the commit stands, and Spark reads the log as before."""
+    size, files = detail(dt)
+    try:
+        write_checksum(Storage.of(path), path, before, dt.version(), size, files)
+    except OSError as exc:
+        rs_log.warning("%s: no checksum at version %d (%s)", path, dt.version(), exc)
 
 
 # delta-rs reads Spark's INT96 timestamps through nanoseconds: instants outside these wrap in silence
@@ -1741,7 +1755,7 @@ class SparkEngine:
         version's checksum file, else its log read by delta-rs (local folders), else Delta's
         ``DESCRIBE DETAIL`` (which rebuilds the table's state: three Spark jobs on a small table)."""
         found = checksum_size(self.tables.storage, seg.path, self.tables.current_version(seg.table))
-        if found is None and seg.local is not None:  # a commit delta-rs made has no checksum
+        if found is None and seg.local is not None:  # a commit delta-rs made with no checksum before it
             found = size_of(seg.local)
         if found is not None:
             return found

@@ -51,6 +51,29 @@ def mix(spark, k, u, n, seed):
     wlc.flush()
 
 
+def assert_checksum(spark, path: str) -> None:
+    """The last version of the replica table at ``path`` (a delta-rs commit) has Delta's version
+    checksum, equal to the table Spark rebuilds from its log (files, size, definition), and Spark
+    loads that version without a job (its protocol and metadata read from the checksum)."""
+    import json
+
+    from wlcore.deltalog import TableMeta, list_versions, metadata_at
+    from wlcore.storage import Storage
+
+    storage = Storage.of(path)
+    version = list_versions(storage, path)[-1]
+    crc = json.loads(open(os.path.join(path, "_delta_log", f"{version:020d}.crc")).read())
+    live = spark.read.format("delta").option("versionAsOf", version).load(path).inputFiles()
+    sizes = sum(os.path.getsize(f.removeprefix("file:").removeprefix("//")) for f in live)
+    assert (crc["numFiles"], crc["tableSizeBytes"]) == (len(live), sizes), (crc, live)
+    assert TableMeta.from_action(crc["metadata"]) == metadata_at(storage, path, version).with_features(None)
+    sc = spark.sparkContext
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    jobs = sc._jsc.sc().dagScheduler().numTotalJobs()
+    spark.read.format("delta").option("versionAsOf", version).load(path).schema  # noqa: B018 (a snapshot load)
+    assert sc._jsc.sc().dagScheduler().numTotalJobs() == jobs
+
+
 def data_commits(rep, table) -> list[dict]:
     """The replay commits (:func:`helpers.replay_log`) that land rows (not the table's creation)."""
     return [c for c in replay_log(rep, table) if c["info"]["operation"] not in ("CREATE TABLE", "SET TBLPROPERTIES")]
@@ -109,6 +132,8 @@ def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfa
     unkeyed = data_commits(final, "s.u")
     assert all(c["info"]["engineInfo"].startswith("delta-rs") for c in unkeyed), unkeyed
     assert any(c["info"]["operationParameters"].get("mode") == "Overwrite" for c in unkeyed), unkeyed
+    for table in ("s.k", "s.u"):
+        assert_checksum(spark, folder(final, table))
 
 
 def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):
@@ -172,6 +197,7 @@ def test_a_segment_that_adds_columns_lands_through_delta_rs(spark, master, dbfar
     added, merged = landed
     assert added["info"]["userMetadata"].endswith(":part") and added["txn"] is None, added
     assert merged["info"]["operation"] == "MERGE" and merged["txn"]["version"] == wlc.tick(), merged
+    assert_checksum(spark, folder(rep, "s.k"))  # its definition from the part commit's metaData
 
 
 def test_a_replica_whose_segments_land_through_delta_rs_starts_no_spark(spark, master, dbfarm):

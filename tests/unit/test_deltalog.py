@@ -215,3 +215,51 @@ def test_a_partial_multi_part_checkpoint_is_ignored(tmp_path):
         assert "no complete checkpoint of version 1" in str(e)
     else:
         raise AssertionError("a partial checkpoint was read")
+
+
+def test_a_checksum_is_derived_from_the_one_before_and_the_commits_since(tmp_path):
+    """The checksum of a commit made by a writer that writes none (delta-rs) takes the protocol and
+    metadata of the checksum before, replaced by those the commits since carry (an ALTER's
+    ``metaData``), and the size and file count given; where the version before has none, from the
+    newest checksum before it; none is written without one,
+    and the set transactions Delta keeps in its own are left out (Delta reads them from the log)."""
+    import json
+    import os
+    import shutil
+
+    from wlcore.deltalog import TableMeta, checksum_size, metadata_at, write_checksum
+    from wlcore.storage import Storage
+
+    table = tmp_path / "t"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "data", "snapshot", "s", "t"), table)
+    storage, log = Storage.of(str(table)), table / "_delta_log"
+    prior = json.loads((log / f"{1:020d}.crc").read_text())
+    meta = dict(
+        prior["metadata"],
+        schemaString=prior["metadata"]["schemaString"].replace(
+            "]}", ',{"name":"late","type":"double","nullable":true,"metadata":{}}]}'
+        ),
+    )
+    (log / f"{2:020d}.json").write_text(
+        json.dumps({"commitInfo": {"operation": "ADD COLUMNS"}}) + "\n" + json.dumps({"metaData": meta}) + "\n"
+    )
+    (log / f"{3:020d}.json").write_text(
+        json.dumps({"commitInfo": {"operation": "MERGE"}})
+        + "\n"
+        + json.dumps({"txn": {"appId": "wlc:x", "version": 9}})
+        + "\n"
+    )
+    assert write_checksum(storage, str(table), 1, 3, 1234, 5) is True
+    crc = json.loads((log / f"{3:020d}.crc").read_text())
+    assert checksum_size(storage, str(table), 3) == (1234, 5)
+    assert crc["metadata"] == meta and crc["protocol"] == prior["protocol"]
+    assert (crc["numMetadata"], crc["numProtocol"]) == (1, 1) and "setTransactions" not in crc
+    assert TableMeta.from_action(crc["metadata"]).columns == metadata_at(storage, str(table), 3).columns
+    assert not [f for f in os.listdir(log) if f.endswith(".tmp")]
+    (log / f"{3:020d}.crc").unlink()
+    assert write_checksum(storage, str(table), 2, 3, 1234, 5) is True  # version 2 has none: from version 1's
+    assert json.loads((log / f"{3:020d}.crc").read_text())["metadata"] == meta
+    (log / f"{3:020d}.crc").unlink()
+    for v in (0, 1):
+        (log / f"{v:020d}.crc").write_text('{"tableSizeBytes": 6')  # cut short: nothing to derive from
+    assert write_checksum(storage, str(table), 1, 3, 1, 1) is False and not (log / f"{3:020d}.crc").exists()
