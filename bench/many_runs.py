@@ -68,8 +68,11 @@ def merge_metrics(folder: str, tables, since: dict[str, int]) -> dict:
 
 
 def spark_jobs(spark) -> int:
-    """Spark jobs submitted so far in this process's SparkContext (every session's)."""
-    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+    """Spark jobs submitted so far in this process's SparkContext (every session's; 0: none runs)."""
+    from pyspark import SparkContext
+
+    sc = spark.sparkContext if spark is not None else SparkContext._active_spark_context
+    return int(sc._jsc.sc().dagScheduler().numTotalJobs()) if sc is not None else 0
 
 
 def _table_versions(folder: str, tables) -> dict[str, int]:
@@ -81,19 +84,26 @@ def _table_versions(folder: str, tables) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- methods (own process each)
-def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
-    spark = session(cfg)
+def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int, names: bool = False) -> dict:
+    """Grouped replay. ``names``: with a Spark session running in the process (a notebook's), so
+    replay moves the tables' SQL names after its round; else none until the end state is checked
+    (``wlr replicate`` as a process: Spark starts only where a segment needs it)."""
+    from wlcore.settings import choose_config
+
+    choose_config(cfg)
+    spark = session(cfg) if names else None
     import wlr
     from bench.methods import timed
     from bench.probe import Probe
     from wlcore.settings import settings
 
+    replica = "grouped_names" if names else "grouped"
     base = os.path.join(farm, "base")
-    shutil.copytree(base, os.path.join(farm, "warm_grouped"))
-    rep = wlr.Replica(DB, "warm_grouped", farm)
+    shutil.copytree(base, os.path.join(farm, f"warm_{replica}"))
+    rep = wlr.Replica(DB, f"warm_{replica}", farm)
     rep.replicate(until=warm_txn)
     rep.close()
-    folder = os.path.join(farm, "grouped")
+    folder = os.path.join(farm, replica)
     shutil.copytree(base, folder)
     since = _table_versions(folder, info["tables"])
     probe = Probe()
@@ -102,7 +112,7 @@ def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
             probe.wrap(module, name, label)
     log = os.path.join(folder, "wlr.log")
     before = open(log).read().count(" applied ")  # the base replica's own lines
-    rep = wlr.Replica(DB, "grouped", farm)
+    rep = wlr.Replica(DB, replica, farm)
     cpu0, jobs0 = cpu_seconds(os.getpid()), spark_jobs(spark)
     try:
         secs = timed(lambda: rep.replicate(until=info["end"]))
@@ -110,6 +120,7 @@ def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
         cpu, jobs = cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0
         rep.close()
         probe.remove()
+    spark = spark or session(cfg)  # for the check of the end state
     threads = settings().replica.parallelism
     segments = open(log).read().count(" applied ") - before
     return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, segments)

@@ -284,8 +284,10 @@ def read_rows_arrow(files: Iterable[str], missing: bool = False) -> pa.Table:
         found = _VERSION_OF.search(f.replace("\\", "/"))
         if found is None:
             raise ArrowUnsupported(f"{f} is not below a {VERSION_COLUMN}=<version> folder")
-        with pq.ParquetFile(f, coerce_int96_timestamp_unit="us") as pf:  # read_table's dataset: 2x on small files
-            t = pf.read()
+        # small local files, read by segments in threads of their own: no dataset (read_table's
+        # costs 2x), no pre-buffering and no threads within a file (3x faster again)
+        with pq.ParquetFile(f, coerce_int96_timestamp_unit="us", pre_buffer=False) as pf:
+            t = pf.read(use_threads=False)
         parts.append(t.append_column(VERSION, pa.repeat(pa.scalar(int(found.group(1)), pa.int64()), t.num_rows)))
     if not parts:
         raise ArrowUnsupported("no change rows")

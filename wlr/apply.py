@@ -1146,7 +1146,10 @@ class OpenTables:
 # :mod:`wlcore.collapse`, by Spark's rules), one MERGE (or one append when only inserts remain) with the
 # replay tag in ``commitInfo.userMetadata`` and Delta's idempotent ``txn`` action (``appId``
 # ``wlc:<master dbid>``, ``version`` the segment's last transaction), and the change-data files a
-# MERGE writes where the table's change feed is on. A key whose first change in the segment was a
+# MERGE writes where the table's change feed is on. A keyed table of at most
+# ``replica.rewrite_bytes`` takes the segment as one overwrite instead (as :class:`Rewriter` does
+# through Spark, with collapse on): half the cost of a delta-rs MERGE on a table of a few files. Each
+# commit gets Delta's version checksum, which delta-rs does not write (:func:`_record_checksum`). A key whose first change in the segment was a
 # delete or an update must be on the table: it is checked against the table's version the MERGE
 # reads, before it, so a diverged replica gets :class:`~wlr.errors.ApplyError` and no commit.
 #
@@ -1259,9 +1262,10 @@ class DeltaRs:
             seg (Changes): the segment.
 
         Returns:
-            Landed | None: how it landed (``"append"``, ``"merge"``, or ``"rewrite"``: an unkeyed
-            table's rows after the segment overwrite it); None when Arrow refuses its change rows
-            (ties, NULL keys; Spark lands it).
+            Landed | None: how it landed (``"append"``, ``"merge"``, or ``"rewrite"``: the table's
+            rows after the segment overwrite it, an unkeyed table's or a keyed one of at most
+            ``replica.rewrite_bytes``); None when Arrow refuses its change rows (ties, NULL keys;
+            Spark lands it).
 
         Raises:
             ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
@@ -1299,6 +1303,8 @@ class DeltaRs:
             elif keys:
                 net = collapse.net_by_key_arrow(rows, keys)
                 data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
+                if not added and 0 < detail(dt)[0] <= seg.limits.rewrite_bytes:  # small: one rewrite, half a MERGE
+                    data, how = _rewritten(_with_columns(dt.to_pyarrow_table(), target), net, keys, target), "rewrite"
             else:
                 now = _with_columns(dt.to_pyarrow_table(), target)
                 data, short, count = collapse.after_images(now, rows)
@@ -1308,7 +1314,7 @@ class DeltaRs:
             return None
         if how == "merge":
             _check_present(dt, net, keys)
-        elif how == "rewrite" and short.num_rows:
+        elif how == "rewrite" and not keys and short.num_rows:
             _diverged(short.slice(0, 1).to_pylist()[0])
         commit = CommitProperties(
             custom_metadata={"userMetadata": seg.text}, app_transactions=[Transaction(self.app_id, seg.last)]
@@ -1499,6 +1505,27 @@ def size_of(path: str) -> tuple[int, int] | None:
 def _ident(name: str) -> str:
     """``name`` as a delta-rs (DataFusion SQL) identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def _rewritten(now: pa.Table, net: pa.Table, keys: list[str], target: pa.Schema) -> pa.Table:
+    """A small keyed table's rows after the segment, for one overwrite (as :class:`Rewriter` does
+    through Spark): the rows ``now`` of keys the net change ``net`` leaves alone, then the state
+    after the segment of every key that exists after it; a delta-rs MERGE of the same costs twice
+    as much on a table of one or a few files (a join to find the files, then their rewrite).
+
+    Raises:
+        ApplyError: a key whose first change in the segment was not an insert is not in ``now``.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    need = net.filter(pc.equal(net[FIRST], 0))
+    if need.num_rows:
+        missing = need.join(now.select(keys).cast(need.select(keys).schema), keys=keys, join_type="left anti")
+        if missing.num_rows:
+            _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
+    stay = now.join(net.select(keys).cast(now.select(keys).schema), keys=keys, join_type="left anti")
+    return pa.concat_tables([stay.select(target.names), net.filter(net[OP]).select(target.names).cast(target)])
 
 
 def _check_present(dt, net: pa.Table, keys: list[str]) -> None:

@@ -516,10 +516,16 @@ class ReplicaCatalog:
     def _create_view(self, spark: Any, table: str, schema: str, name: str, version: int, master: str) -> None:
         path = self.view.path_of(table)
         comment = f"replica {self.book.name}'s table {table} at Delta version {version} (read-only; master {master})"
-        spark.sql(
+        text = (
             f"CREATE OR REPLACE VIEW {quote_ident(schema)}.{quote_ident(name)} COMMENT {_string(comment)} "
             f"AS SELECT * FROM delta.{quote_ident(path)} VERSION AS OF {int(version)}"
         )
+        from py4j.protocol import Py4JJavaError
+
+        try:  # the command runs in the JVM: PySpark's DataFrame around it costs twice the command
+            spark._jsparkSession.sql(text)
+        except Py4JJavaError:
+            spark.sql(text)  # again through PySpark, for Spark's own exception (AnalysisException...)
         self._made[table] = (schema, name, int(version))
 
     def _drop_schema(self, spark: Any, schema: str) -> None:

@@ -7,6 +7,7 @@ import os
 import random
 
 import pytest
+import yaml
 
 import wlc
 import wlr
@@ -134,6 +135,56 @@ def test_small_segments_land_through_delta_rs_as_spark_would(spark, master, dbfa
     assert any(c["info"]["operationParameters"].get("mode") == "Overwrite" for c in unkeyed), unkeyed
     for table in ("s.k", "s.u"):
         assert_checksum(spark, folder(final, table))
+
+
+def test_a_small_keyed_table_takes_a_segment_as_one_overwrite(spark, master, dbfarm):
+    """A keyed segment on a small table that holds rows (at most ``replica.rewrite_bytes``) lands
+    through delta-rs as one overwrite: the rows of untouched keys, then each changed key's state
+    after the segment (updates, deletes, key moves, inserts), equal to the master, with the replay
+    tag, Delta's idempotent marker and Delta's version checksum; a bigger table gets a MERGE."""
+    k = master.table_path("s.k")
+    sql(
+        spark,
+        f"CREATE TABLE delta.`{k}` (id BIGINT, v INT, d DECIMAL(10, 2), day DATE) USING delta "
+        "TBLPROPERTIES ('wlc.key' = 'id')",
+    )
+    sql(spark, f"INSERT INTO delta.`{k}` SELECT id, 0, id / 4, date'2024-01-01' + CAST(id AS INT) FROM range(1, 40)")
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    before = len(data_commits(rep, "s.k"))
+    sql(spark, f"UPDATE delta.`{k}` SET v = v + 1 WHERE id < 5")
+    sql(spark, f"DELETE FROM delta.`{k}` WHERE id = 7")
+    sql(spark, f"UPDATE delta.`{k}` SET id = id + 100 WHERE id = 9")  # a key move
+    sql(spark, f"INSERT INTO delta.`{k}` VALUES (200, 2, 2.5, NULL), (7, 7, 7.7, date'2000-01-01')")
+    sql(spark, f"UPDATE delta.`{k}` SET v = v * 10 WHERE id IN (1, 200)")
+    wlc.flush()
+    rep.replicate(follow=False)
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
+    landed = data_commits(rep, "s.k")[before:]
+    assert len(landed) == 1, landed
+    info = landed[0]["info"]
+    assert info["engineInfo"].startswith("delta-rs") and info["operationParameters"]["mode"] == "Overwrite", info
+    assert landed[0]["txn"] == {"appId": f"wlc:{master.config.dbid}", "version": wlc.tick()}
+    assert_checksum(spark, folder(rep, "s.k"))
+    rep.close()
+    cfg = yaml.safe_load(open(os.environ["WLC_CONFIG"])) or {}
+    cfg.setdefault("replica", {})["rewrite_bytes"] = 1  # every table is bigger: a MERGE
+    small = os.path.join(dbfarm, "merge.yaml")
+    with open(small, "w") as fh:
+        yaml.safe_dump(cfg, fh)
+    os.environ["WLC_CONFIG"], old = small, os.environ["WLC_CONFIG"]
+    try:
+        from wlcore.settings import reload
+
+        reload()
+        sql(spark, f"UPDATE delta.`{k}` SET v = -1 WHERE id = 2")
+        wlc.flush()
+        rep = wlr.Replica("m", "r", dbfarm)
+        rep.replicate(follow=False)
+    finally:
+        os.environ["WLC_CONFIG"] = old
+        reload()
+    assert rows(rep.table("s.k")) == master_rows(spark, k)
+    assert data_commits(rep, "s.k")[-1]["info"]["operation"] == "MERGE"
 
 
 def test_a_table_delta_rs_may_not_write_lands_by_spark(spark, master, dbfarm):

@@ -49,12 +49,18 @@ def spark_only(tmp_path, monkeypatch):
     spark_settings(tmp_path, monkeypatch)
 
 
+@pytest.fixture
+def deltars_merge(tmp_path, monkeypatch):
+    """Settings with ``replica.rewrite_bytes: 0``: delta-rs lands a small table's keyed segment by MERGE."""
+    spark_settings(tmp_path, monkeypatch, rewrite_bytes=0, deltars_bytes="256 MiB")
+
+
 def spark_settings(tmp_path, monkeypatch, **replica):
     """Settings where Spark lands every segment (``replica.deltars_bytes: 0``) and ``replica``."""
     import yaml
 
     cfg = yaml.safe_load(open(os.environ["WLC_CONFIG"]))
-    cfg.setdefault("replica", {}).update(deltars_bytes=0, **replica)
+    cfg.setdefault("replica", {}).update({"deltars_bytes": 0, **replica})
     path = tmp_path / "spark-only.yaml"
     path.write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("WLC_CONFIG", str(path))
@@ -263,13 +269,14 @@ def test_a_segment_lands_by_merge_when_rewrites_are_off(spark, master, dbfarm, m
     assert rewrites(rep, "s.k") == 0 and any(i["operation"] == "MERGE" for i in replay_commits(rep, "s.k"))
 
 
-@pytest.mark.parametrize("how", ["delta-rs", "rewrite", "merge"])
+@pytest.mark.parametrize("how", ["delta-rs", "delta-rs merge", "rewrite", "merge"])
 def test_divergence_is_detected_in_a_segment(spark, master, dbfarm, how, request):
-    """Keys missing on the replica fail the segment's delta-rs MERGE (a small table, the default),
-    its whole rewrite (``replica.deltars_bytes: 0``) and its Spark MERGE (``replica.rewrite_bytes:
-    0`` too) alike."""
-    if how != "delta-rs":
-        request.getfixturevalue("merge_only" if how == "merge" else "spark_only")
+    """Keys missing on the replica fail the segment's delta-rs whole rewrite (a small table, the
+    default), its delta-rs MERGE (``replica.rewrite_bytes: 0``), its Spark whole rewrite
+    (``replica.deltars_bytes: 0``) and its Spark MERGE (both 0) alike."""
+    fixture = {"delta-rs merge": "deltars_merge", "rewrite": "spark_only", "merge": "merge_only"}.get(how)
+    if fixture:
+        request.getfixturevalue(fixture)
     k, u = master.table_path("s.k"), master.table_path("s.u")
     sql(spark, f"CREATE TABLE delta.`{k}` (id INT, v INT) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
     sql(spark, f"CREATE TABLE delta.`{u}` (a INT) USING delta")
