@@ -1287,7 +1287,7 @@ class DeltaRs:
         from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
         meta, shape, keys = seg.meta, seg.shape, seg.keys
-        assert meta is not None and seg.files is not None
+        assert meta is not None and seg.files is not None and seg.local is not None
         added = _added(meta, shape) if shape is not None else []
         if dt is None or isinstance(added, str):
             return None
