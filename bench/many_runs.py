@@ -188,7 +188,7 @@ def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     master = os.path.join(farm, DB)
     v0 = versions(info["recs"], info["start"])
 
-    def run(folder: str, upto: int) -> None:
+    def run(folder: str, upto: int) -> int:
         v1 = versions(info["recs"], upto)
         changed = [t for t in info["tables"] if v1.get(t, -1) > v0.get(t, -1)]
 
@@ -198,6 +198,7 @@ def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
 
         with ThreadPoolExecutor(DELTARS_THREADS) as pool:
             list(pool.map(one, changed))
+        return len(changed)
 
     base = os.path.join(farm, "base")
     warm = os.path.join(farm, "warm_deltars")
@@ -207,11 +208,11 @@ def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     copy_tables(base, folder, info["tables"])
     since = _table_versions(folder, info["tables"])
     cpu0 = cpu_seconds(os.getpid())
-    secs = timed(lambda: run(folder, info["end"]))
+    changed: list[int] = []
+    secs = timed(lambda: changed.append(run(folder, info["end"])))
     cpu = cpu_seconds(os.getpid()) - cpu0
     spark = session(cfg)  # for the check of the end state only
-    changed = sum(1 for t in info["tables"] if versions(info["recs"], info["end"]).get(t, -1) > v0.get(t, -1))
-    return _result(spark, info, folder, since, DELTARS_THREADS, secs, cpu, 0, None, changed)
+    return _result(spark, info, folder, since, DELTARS_THREADS, secs, cpu, 0, None, changed[0])
 
 
 def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:

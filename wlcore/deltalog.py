@@ -404,6 +404,19 @@ def commit_file(table_path: str, version: int) -> str:
     return Storage.join(log_path(table_path), f"{version:020d}.json")
 
 
+_CHECKSUM = re.compile(r"^(\d{20})\.crc$")
+
+
+def _read_checksum(storage: Storage, folder: str, version: int) -> dict | None:
+    """Delta's version checksum of ``version`` in the log ``folder`` as JSON (None: missing,
+    unreadable or not an object)."""
+    try:
+        crc = json.loads(storage.read_text(Storage.join(folder, f"{version:020d}.crc")))
+    except (OSError, ValueError):
+        return None
+    return crc if isinstance(crc, dict) else None
+
+
 def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int, int] | None:
     """The size and file count of ``version`` from Delta's version checksum file
     (``_delta_log/<version:020d>.crc``, written with each commit by Delta Spark), read without
@@ -419,24 +432,13 @@ def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int,
         readable checksum (a writer that writes none, or a commit whose checksum was not written
         before its writer stopped).
     """
-    path = Storage.join(log_path(table_path), f"{version:020d}.crc")
+    crc = _read_checksum(storage, log_path(table_path), version)
+    if crc is None:  # missing, unreadable or cut short
+        return None
     try:
-        crc = json.loads(storage.read_text(path))
         return int(crc["tableSizeBytes"]), int(crc["numFiles"])
-    except (OSError, ValueError, KeyError, TypeError):  # missing, unreadable, cut short or not Delta's
+    except (ValueError, KeyError, TypeError):  # not Delta's
         return None
-
-
-_CHECKSUM = re.compile(r"^(\d{20})\.crc$")
-
-
-def _read_checksum(storage: Storage, folder: str, version: int) -> dict | None:
-    """Delta's version checksum of ``version`` in the log ``folder`` as JSON (None: missing or unreadable)."""
-    try:
-        crc = json.loads(storage.read_text(Storage.join(folder, f"{version:020d}.crc")))
-    except (OSError, ValueError):
-        return None
-    return crc if isinstance(crc, dict) and "metadata" in crc and "protocol" in crc else None
 
 
 def write_checksum(storage: Storage, table_path: str, before: int, version: int, size: int, files: int) -> bool:
@@ -470,7 +472,12 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
     import uuid
 
     folder = log_path(table_path)
-    base, prior = before, _read_checksum(storage, folder, before)
+
+    def usable(v: int) -> dict | None:  # protocol and metadata to derive from
+        crc = _read_checksum(storage, folder, v)
+        return crc if crc is not None and "metadata" in crc and "protocol" in crc else None
+
+    base, prior = before, usable(before)
     if prior is None:  # commits since made by a writer that writes none: the newest checksum before them
         try:
             names = storage.listdir(folder)
@@ -478,7 +485,7 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
             return False
         older = sorted((int(m.group(1)) for m in map(_CHECKSUM.match, names) if m), reverse=True)
         base = next((v for v in older if v < before), -1)
-        prior = _read_checksum(storage, folder, base) if base >= 0 else None
+        prior = usable(base) if base >= 0 else None
     if prior is None:
         return False
     try:
@@ -489,7 +496,7 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
                 for kind in ("metaData", "protocol"):
                     if kind in action:
                         actions[kind] = action[kind]
-    except (OSError, ValueError, KeyError, TypeError):  # no checksum before, or a log cut short: none written
+    except (OSError, ValueError):  # a commit since gone or cut short: none written
         return False
     crc = {
         "txnId": str(uuid.uuid4()),

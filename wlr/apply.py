@@ -1148,10 +1148,11 @@ class OpenTables:
 # ``wlc:<master dbid>``, ``version`` the segment's last transaction), and the change-data files a
 # MERGE writes where the table's change feed is on. A keyed table of at most
 # ``replica.rewrite_bytes`` takes the segment as one overwrite instead (as :class:`Rewriter` does
-# through Spark, with collapse on): half the cost of a delta-rs MERGE on a table of a few files. Each
-# commit gets Delta's version checksum, which delta-rs does not write (:func:`_record_checksum`). A key whose first change in the segment was a
-# delete or an update must be on the table: it is checked against the table's version the MERGE
-# reads, before it, so a diverged replica gets :class:`~wlr.errors.ApplyError` and no commit.
+# through Spark, with collapse on): half the cost of a delta-rs MERGE on a table of a few files.
+# Each commit gets Delta's version checksum, which delta-rs does not write (:func:`_record_checksum`).
+# A key whose first change in the segment was a delete or an update must be on the table: it is
+# checked against the table's version the MERGE or rewrite reads, before it, so a diverged replica
+# gets :class:`~wlr.errors.ApplyError` and no commit.
 #
 # Used only where delta-rs writes the table exactly as Spark would, else :meth:`DeltaRs.land`
 # answers None and Spark lands the segment: local folders; tables of at most ``limit`` bytes
@@ -1313,7 +1314,7 @@ class DeltaRs:
             rs_log.debug("%s: Spark lands it (%s)", seg.local, exc)
             return None
         if how == "merge":
-            _check_present(dt, net, keys)
+            _check_present(lambda need: _keys_within(dt, need, keys), net, keys)
         elif how == "rewrite" and not keys and short.num_rows:
             _diverged(short.slice(0, 1).to_pylist()[0])
         commit = CommitProperties(
@@ -1517,34 +1518,36 @@ def _rewritten(now: pa.Table, net: pa.Table, keys: list[str], target: pa.Schema)
         ApplyError: a key whose first change in the segment was not an insert is not in ``now``.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    need = net.filter(pc.equal(net[FIRST], 0))
-    if need.num_rows:
-        missing = need.join(now.select(keys).cast(need.select(keys).schema), keys=keys, join_type="left anti")
-        if missing.num_rows:
-            _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
+    _check_present(lambda _need: now.select(keys), net, keys)
     stay = now.join(net.select(keys).cast(now.select(keys).schema), keys=keys, join_type="left anti")
     return pa.concat_tables([stay.select(target.names), net.filter(net[OP]).select(target.names).cast(target)])
 
 
-def _check_present(dt, net: pa.Table, keys: list[str]) -> None:
+def _check_present(have_keys: Callable[[pa.Table], pa.Table], net: pa.Table, keys: list[str]) -> None:
     """Raise ApplyError naming a key of ``net`` whose first change was not an insert and that the
-    table (``dt``, at the version the MERGE reads) lacks."""
+    table lacks; ``have_keys(need)`` gives the table's keys (at the version the MERGE or rewrite
+    reads) that may match the rows ``need`` (called only when there are such rows)."""
     import pyarrow.compute as pc
-    import pyarrow.dataset as ds
 
     need = net.filter(pc.equal(net[FIRST], 0))
     if not need.num_rows:
         return
+    missing = need.join(have_keys(need).cast(need.select(keys).schema), keys=keys, join_type="left anti")
+    if missing.num_rows:
+        _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
+
+
+def _keys_within(dt, need: pa.Table, keys: list[str]) -> pa.Table:
+    """The key columns of the table ``dt`` in the rows whose first key column lies within ``need``'s
+    (the files outside are skipped by their statistics)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
     table = dt.to_pyarrow_dataset()
     kind = table.schema.field(keys[0]).type
     low, high = (v.cast(kind) for v in pc.min_max(need[keys[0]]).values())
-    within = (ds.field(keys[0]) >= low) & (ds.field(keys[0]) <= high)  # other files are skipped by their stats
-    have = table.to_table(columns=keys, filter=within)
-    missing = need.join(have.cast(need.select(keys).schema), keys=keys, join_type="left anti")
-    if missing.num_rows:
-        _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
+    return table.to_table(columns=keys, filter=(ds.field(keys[0]) >= low) & (ds.field(keys[0]) <= high))
 
 
 log = logging.getLogger("wlr.apply")

@@ -462,8 +462,9 @@ class ReplicaCatalog:
             except Exception as exc:  # noqa: BLE001 (Py4JJavaError, AnalysisException: said, the others go on)
                 return f"its view could not be made: {str(exc).splitlines()[0]}"
 
-        # a view's first analysis at a new version loads the table's Delta snapshot in the JVM
-        # (a log read and a Spark job, about 0.1-0.3 s): the tables' views are made side by side
+        # a view's analysis at a new version loads the table's Delta snapshot in the JVM (a log
+        # listing and its checksum, about 25 ms; a Spark job too where the version has no
+        # checksum): the tables' views are made side by side
         threads = min(len(moved), settings().replica.parallelism)
         if threads > 1:
             with ThreadPoolExecutor(threads, thread_name_prefix="wlr-names") as pool:
