@@ -1,25 +1,29 @@
-"""Workload ``follow`` of ``bench/scale.py``: a master written continuously, captured at beat 1 s and
-followed by ``wlr replicate --follow`` (replica beat 1 s) in another process.
+"""Workload ``follow`` of ``bench/scale.py``: a master written continuously by a Spark job and by a
+delta-rs pipeline, captured at beat 1 s and followed by ``wlr replicate --follow`` (replica beat
+1 s) in another process, on a machine kept busy.
 
-Three processes, each with its own JVM: the writer (``bench/follow_writer.py``: small INSERT,
-UPDATE, DELETE and MERGE statements round-robin over ``--follow-tables`` keyed tables, as fast as
-it goes), ``wlc capture`` and ``wlr replicate --follow``. The tables are made and the first rows
-written before capture starts; the follower catches up with them, then the writer writes for
-``--follow-minutes``. Afterwards the writer stops, the follower is given ``--follow-drain``
-seconds to apply everything published, and capture and the follower get SIGTERM.
+Four processes: the Spark writer (``bench/follow_writer.py``, its own JVM: small INSERT, UPDATE,
+DELETE and MERGE statements round-robin over ``--follow-tables`` keyed tables, as fast as it goes),
+the delta-rs pipeline (``bench/follow_pipeline.py``, no JVM: one row committed every 0.5 s into
+table ``f.rs``, an append or a MERGE), ``wlc capture`` and ``wlr replicate --follow``; and, while
+writing, ``--follow-load`` processes that each keep a core busy (other work on the machine). The
+tables are made and the first rows written before capture starts; the follower catches up with
+them, then the writers write for ``--follow-minutes``. Afterwards the writers stop, the follower is
+given ``--follow-drain`` seconds to apply everything published, and capture and the follower get
+SIGTERM.
 
 The lag of every transaction is read from both Delta logs afterwards, not from the product's own
 lag figure: the master's commit time (``TxnRecord.time`` of the published batches, Delta's
 time-travel rule) to the commit time of the replica commit whose final replay tag covers it
 (same rule), split at the batch's publication (``manifest.created``) into capture's part and the
 follower's. CPU is read from ``/proc`` for each process tree (Python and its JVM) over the
-writing phase; "the master's" CPU is the master database's processes': its writer (the Spark
-application making the transactions) and capture. The follower against capture alone is printed
+writing phase; "the master's" CPU is the master database's processes': its writers (the Spark
+application and the delta-rs pipeline making the transactions) and capture. The follower against capture alone is printed
 beside it, a stricter reading. The end state is checked equal to the master's (row count and
 order-independent checksum per table).
 
-Goals (the issue): lag p95 <= master beat + replica beat + 3 s, the follower's CPU at most half
-of the master's, and nothing left behind at the end.
+Goals (the issue): lag p95 <= master beat + replica beat + 3 s and max <= beats + 10 s with the
+machine busy, the follower's CPU at most 0.1 of the master's, and nothing left behind at the end.
 
 Where the time and the CPU go: the lag split above; the master's statements and the replica's
 segments by operation with Delta's own timings (``operationMetrics``); each process's CPU by
@@ -83,6 +87,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "--follow-idle", type=float, default=20.0, help="seconds of CPU measured before the writing, idle (default 20)"
     )
     g.add_argument("--follow-drain", type=float, default=300.0, help="seconds the follower gets to drain (default 300)")
+    g.add_argument(
+        "--follow-load",
+        type=int,
+        default=2,
+        help="processes that each keep a core busy while writing, other work on the machine (default 2: with "
+        "the Spark writer, a load of about 4 on 2 cores)",
+    )
+    g.add_argument(
+        "--follow-every",
+        type=float,
+        default=0.5,
+        help="seconds between two commits of the delta-rs pipeline (default 0.5; 0: no pipeline)",
+    )
 
 
 def _wait(what: str, cond, deadline: float, procs: list[Proc], step: float = 0.2) -> float:
@@ -132,7 +149,7 @@ def check_equal(config: str, farm: str, tables: list[str]) -> dict[str, tuple]:
     spark = wlc.spark_session()
     out = {}
     for t in tables:
-        schema, name = t.split(".")
+        schema, name = t.split(".")  # every table has id, v and s (the writer's and the pipeline's)
         sums = [
             checksum(spark.read.format("delta").load(os.path.join(farm, db, schema, name)), ["id", "v", "s"])
             for db in (DB, REPLICA)
@@ -160,6 +177,7 @@ def run(args: argparse.Namespace) -> Report:
     db_path, rep_path = os.path.join(farm, DB), os.path.join(farm, REPLICA)
     py = [sys.executable]
     procs: list[Proc] = []
+    busy: list[Proc] = []  # the other work, while writing
     sampler = None
     print(
         f"follow: dbfarm {farm}, {args.follow_tables} tables, {minutes:g} min of writing, beat {beat:g} s", flush=True
@@ -181,7 +199,17 @@ def run(args: argparse.Namespace) -> Report:
         )
         procs.append(writer)
         _wait("the writer's tables", lambda: (control / "ready").exists(), time.monotonic() + 600, procs, 0.5)
-        ready = float((control / "ready").read_text())
+        if args.follow_every > 0:
+            pipeline = Proc(
+                "pipeline",
+                py
+                + [str(REPO_ROOT / "bench" / "follow_pipeline.py"), "--farm", farm, "--db", DB]
+                + ["--control", str(control), "--rows", str(args.follow_rows), "--every", str(args.follow_every)],
+                control / "pipeline.log",
+            )
+            procs.append(pipeline)
+            _wait("the pipeline's table", lambda: (control / "pipeline-ready").exists(), time.monotonic() + 120, procs)
+        ready = time.time()
         capture = Proc(
             "capture", py + ["-m", "wlc", "--config", cfg_path, "capture", farm, DB], control / "capture.log"
         )
@@ -220,6 +248,9 @@ def run(args: argparse.Namespace) -> Report:
         cpu0 = {p.name: p.cpu() for p in procs}
         sampler = ThreadSampler(procs)
         sampler.start()
+        busy += [
+            Proc(f"load{i}", py + ["-c", "while True: pass"], control / f"load{i}.log") for i in range(args.follow_load)
+        ]
         go = time.time()
         (control / "go").write_text(str(go))
         end = time.monotonic() + minutes * 60
@@ -230,10 +261,21 @@ def run(args: argparse.Namespace) -> Report:
         cpu1 = {p.name: p.cpu() for p in procs}
         threads = sampler.stop()
         wall1 = time.time() - go
+        load = float(Path("/proc/loadavg").read_text().split()[0])  # the 1-minute load average
+        for p in busy:
+            p.kill()
         (control / "stop").write_text(str(time.time()))
-        _wait("the writer's end", lambda: not writer.alive(), time.monotonic() + 120, [capture, follower], 0.1)
+        writers = [p for p in procs if p.name in ("writer", "pipeline")]
+        _wait(
+            "the writers' end",
+            lambda: not any(p.alive() for p in writers),
+            time.monotonic() + 120,
+            [capture, follower],
+            0.1,
+        )
         wrote = json.loads((control / "writer.json").read_text())
-        ended = wrote["ended"]
+        piped = json.loads((control / "pipeline.json").read_text()) if args.follow_every > 0 else None
+        ended = max(wrote["ended"], piped["ended"] if piped else 0.0)
 
         drain_deadline = time.monotonic() + args.follow_drain
         _wait(
@@ -260,7 +302,7 @@ def run(args: argparse.Namespace) -> Report:
         for p in (follower, capture):
             p.stop()
 
-        tables = [f"f.t{i:02d}" for i in range(args.follow_tables)]
+        tables = [f"f.t{i:02d}" for i in range(args.follow_tables)] + (["f.rs"] if piped else [])
         sums = in_own_process(check_equal, cfg_path, farm, tables)
         measured = dict(
             minutes=minutes,
@@ -268,6 +310,9 @@ def run(args: argparse.Namespace) -> Report:
             lean=bool(args.follow_lean),
             tables=tables,
             wrote=wrote,
+            piped=piped,
+            load=load,
+            busy=args.follow_load,
             go=go,
             ended=ended,
             wall1=wall1,
@@ -289,6 +334,8 @@ def run(args: argparse.Namespace) -> Report:
     finally:
         if sampler is not None:
             sampler.done.set()
+        for p in busy:
+            p.kill()
         for p in reversed(procs):
             try:
                 p.stop(60)

@@ -25,13 +25,16 @@ raised. ``WLC_VERBOSE=1`` in the environment, or :func:`show_everything` (the co
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import logging.handlers
 import os
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from importlib import metadata
@@ -312,7 +315,8 @@ def running_session() -> Any:
 class LateSession:
     """The Spark session of one master or replica, shared by its parts and made at its first use:
     Spark starts late (``wlc master`` on a database without tables, a replica whose segments
-    delta-rs lands, ``wlr status`` start none).
+    delta-rs lands, ``wlr status`` start none), and a Spark this session started can be ended
+    again once unused (:meth:`release`: a follow service's JVM between DDL).
 
     Args:
         given (SparkSession | None): the session given to the master or replica (None: the
@@ -326,8 +330,11 @@ class LateSession:
         self.given = given
         self._derive = derive
         self._made: Any = None
+        self._base: Any = None  # the base session ``_made`` comes from (a new base: made again)
         self._parent: LateSession | None = None
         self._lock = threading.Lock()  # threads that share it make it once
+        self.started_spark = False  # this session (or one derived from it) started the process's Spark
+        self.used = 0.0  # time.monotonic() of the last use of this session or one derived from it
 
     def derived(self, derive: Callable[[Any], Any]) -> LateSession:
         """A session made from this one's at its own first use (this one is made then, not now).
@@ -343,32 +350,106 @@ class LateSession:
         out._parent = self
         return out
 
+    def _root(self) -> LateSession:
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        return root
+
     @property
     def made(self) -> Any:
-        """The parts' session when it was made already, else None (makes none)."""
+        """The parts' session when it was made already (and its base was not released since),
+        else None (makes none)."""
+        if self._made is not None and self._parent is not None and self._parent.made is not self._base:
+            return None
         return self._made
 
     def base(self) -> Any:
         """The session given (or the session this one derives from), else the active one (made from config when none is)."""
         if self._parent is not None:
             return self._parent()
-        return self.given if self.given is not None else active_session()
+        if self.given is not None:
+            return self.given
+        if running_session() is None:
+            self.started_spark = True
+        return active_session()
 
     def running(self) -> Any:
         """The session given, else the process's running one; None when Spark does not run (starts none)."""
         if self._parent is not None:
-            return self._made if self._made is not None else self._parent.running()
+            made = self.made
+            return made if made is not None else self._parent.running()
         return self.given if self.given is not None else running_session()
 
     def __call__(self) -> Any:
         """The parts' session (made now, from :meth:`base`, at the first call; once, whichever
-        thread calls first)."""
-        if self._made is None:
+        thread calls first; again after :meth:`release`)."""
+        self._root().used = time.monotonic()
+        made = self.made
+        if made is None:
             with self._lock:
-                if self._made is None:
+                made = self.made
+                if made is None:
                     base = self.base()
-                    self._made = base if self._derive is None else self._derive(base)
-        return self._made
+                    made = base if self._derive is None else self._derive(base)
+                    self._base, self._made = base, made
+        return made
+
+    def release(self, idle: float) -> bool:
+        """End the process's Spark, JVM included (:func:`stop_spark`), when this session started
+        it and neither it nor a session derived from it was used for ``idle`` seconds; the next
+        use starts Spark again. Nothing when Spark was given or already ran (a user's session).
+
+        Args:
+            idle (float): seconds without a use, at least.
+
+        Returns:
+            bool: True when Spark was ended.
+        """
+        with self._lock:
+            session = self._made
+            if (
+                self._parent is not None
+                or session is None
+                or not self.started_spark
+                or time.monotonic() - self.used < idle
+            ):
+                return False
+            self._made = self._base = None
+            self.started_spark = False
+        stop_spark(session)
+        return True
+
+
+def stop_spark(spark: Any) -> None:
+    """End ``spark``'s Spark application and its JVM: ``SparkContext.stop()``, then the JVM's
+    standard input closed (PySpark's gateway server exits at its end of file, as when the Python
+    process ends) and PySpark's gateway forgotten, so that the next session starts a new JVM
+    (``SparkContext._ensure_initialized``).
+
+    Args:
+        spark (SparkSession): a session of the process's Spark (the one this process started).
+    """
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    if proc is not None:
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 # the settings that change what Ivy resolves: any of them makes a new record

@@ -410,6 +410,7 @@ class ReplicaSettings(_Section):
     rewrite_bytes: Size
     deltars_bytes: Size
     names: Flag
+    spark_idle: Duration
 
 
 class S3Settings(_Section):

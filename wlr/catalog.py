@@ -339,6 +339,7 @@ class ReplicaCatalog:
         book: the replica's state (``view`` and ``at.<table>``).
         view: the replica's consistent view (the folders of its tables).
         spark: the replica's session (the one given, else the process's).
+        serve: move the names after every round (:meth:`refresh`); False: only :meth:`register` makes them.
 
     Attributes:
         left_out: ``{"schema.table": reason}`` of the tables the last registration gave no
@@ -346,10 +347,11 @@ class ReplicaCatalog:
             replica's, a view that could not be made); each is also said once in a warning.
     """
 
-    def __init__(self, book: StateBook, view: ConsistentView, spark: LateSession) -> None:
+    def __init__(self, book: StateBook, view: ConsistentView, spark: LateSession, serve: bool) -> None:
         self.book = book
         self.view = view
         self._spark = spark
+        self.serve = serve
         self._lock = threading.Lock()
         self._made: dict[str, tuple[str, str, int]] = {}  # table -> (sql schema, view, Delta version)
         self._schemas: set[str] = set()  # session catalog schemas this object made or checked
@@ -413,9 +415,10 @@ class ReplicaCatalog:
 
     def refresh(self) -> None:
         """Move the views to the last consistent tick after a round of replay, when it moved;
-        nothing when ``replica.names`` is off or no Spark runs in this process (nobody could
-        query them). Never raises: a failure is logged and the views stay where they were."""
-        if not settings().replica.names:
+        nothing when names are not served (``replica.names`` off, ``wlr replicate``) or no Spark
+        runs in this process (nobody could query them). Never raises: a failure is logged and the
+        views stay where they were."""
+        if not self.serve:
             return
         session = self._spark.running()  # no Spark here (a delta-rs follower): nobody to read
         if session is None or self._key() == self._seen:  # wlr.config read only when Spark runs

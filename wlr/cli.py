@@ -85,7 +85,7 @@ def open_replica(args: argparse.Namespace):
         cfg = read_replica_state(Storage.of(farm), Storage.join(farm, args.replica))
     except ReplicaStateError as exc:  # no replica of that name: "not found", as the command lines say it
         raise NotFoundError(str(exc), cli=exc.cli) from None
-    return Replica(cfg.master, replica=args.replica, dbfarm=farm, master_dbfarm=cfg.masterfarm or None)
+    return Replica(cfg.master, replica=args.replica, dbfarm=farm, master_dbfarm=cfg.masterfarm or None, names=False)
 
 
 def _follow(rep, call: ReplicateOptions) -> int:
@@ -450,10 +450,16 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     )
     if args.follow:
         return _follow(
-            Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source), call
+            Replica(
+                args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=False
+            ),
+            call,
         )
     _say_target(call)
-    rep = Replica(args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source)
+    # names=False: no one else reads this process's Spark session (its views would serve nobody)
+    rep = Replica(
+        args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=False
+    )
     stopped_by = _catch_up(rep, call)
     if stopped_by is not None:
         again = " ".join(

@@ -31,6 +31,8 @@ from .planner import Target, check_not_passed
 from .replay import Replay, ReplicateOptions, RoundResult
 
 if TYPE_CHECKING:
+    from wlcore.session import LateSession
+
     from .catalog import ReplicaCatalog
 
 log = logging.getLogger("wlr.replica")
@@ -50,6 +52,9 @@ class Follower:
         beat_seconds: the refresh rate of follow mode, in seconds.
         retry_max: the longest wait between two tries of a stored failure, in seconds
             (``replica.retry_max``; the first is after ``beat_seconds``).
+        session: the replica's Spark session, which a follow service ends once it started it and
+            left it unused ``spark_idle`` seconds (:meth:`wlcore.session.LateSession.release`).
+        spark_idle: seconds (``replica.spark_idle``; None: never ends it).
 
     Attributes:
         mutex: held while a round runs (re-entrant; the replica's calls hold it too).
@@ -64,6 +69,8 @@ class Follower:
         metrics: ReplicaMetrics,
         beat_seconds: float,
         retry_max: float,
+        session: LateSession,
+        spark_idle: float | None,
     ) -> None:
         self.book = book
         self.lock = lock
@@ -73,6 +80,9 @@ class Follower:
         self.metrics = metrics
         self.beat_seconds = beat_seconds
         self.retry_max = retry_max
+        self.session = session
+        self.spark_idle = spark_idle
+        self.service = False  # following as a service (wlr replicate --follow): the call says
         self.polling = settings().capture.polling  # watch the log folder by polling (capture.polling), read once
         self.mutex = threading.RLock()
         self.stop_event = replay.stop
@@ -121,6 +131,7 @@ class Follower:
             TargetError: the target is passed already; as :meth:`wait_for` otherwise.
         """
         target, timeout, follow = options.target, options.timeout, options.follow
+        self.service = options.service
         self.stop_event.clear()  # a stop() from now on ends this call after the segments being applied
         book = self.book
         with self.mutex:
@@ -220,10 +231,23 @@ class Follower:
                     log.exception("follow mode of %s failed; retrying in %g s", book.name, wait)
                 if isinstance(exc, (WlcError, OSError)):  # the source refused or out of reach; not a bug of ours
                     self._source_trouble(exc)
+            if self.service and self.spark_idle is not None:
+                self._release_spark(self.spark_idle)
             if attempt or trouble:
                 self.stop_event.wait(wait)  # the backoff holds whatever the log folder does
             else:
                 self._wait(wait)
+
+    def _release_spark(self, idle: float) -> None:
+        """End the Spark this follow service started once it was unused ``idle`` seconds
+        (``replica.spark_idle``): a follower whose segments land through delta-rs needs no JVM;
+        the next segment or DDL that needs Spark starts it again. Said in ``wlr.log``."""
+        with self.mutex:
+            if self.session.release(idle):
+                self.book.log(
+                    f"Spark ended: unused for {idle:g} s (replica.spark_idle); the next segment that needs it "
+                    "starts it again"
+                )
 
     def _source_trouble(self, exc: Exception) -> None:
         """Keep in wlr.config why this round could not read the source (``source_error``) and since

@@ -59,6 +59,9 @@ class Replica:
             GTIDs, so a replica may switch between the master and its relays. Without ``logs``
             and ``source``, a replica reads where it read last (``source`` in wlr.config), else
             ``replica.logs`` in config, else the master's folder.
+        names (bool | None): keep the tables' Spark SQL names (:attr:`catalog`) at the last
+            consistent tick after every round in this process (None: setting ``replica.names``).
+            ``wlr replicate`` passes False: no one else reads its process's session.
 
     Raises:
         ConfigError: a name is malformed; both ``logs`` and ``source``; no master named.
@@ -74,13 +77,14 @@ class Replica:
         spark=None,
         logs: str | None = None,
         source: str | MasterLike | Replica | None = None,
+        names: bool | None = None,
     ):
-        names = resolve(master, replica, dbfarm, master_dbfarm, logs, source)
-        self.dbfarm: str = names.dbfarm
-        self.master_dbfarm: str = names.master_dbfarm
-        self.master: str = names.master
-        self.name: str = names.replica
-        chosen = names.source
+        resolved = resolve(master, replica, dbfarm, master_dbfarm, logs, source)
+        self.dbfarm: str = resolved.dbfarm
+        self.master_dbfarm: str = resolved.master_dbfarm
+        self.master: str = resolved.master
+        self.name: str = resolved.replica
+        chosen = resolved.source
         self.storage: Storage = Storage.of(self.dbfarm)
         self.path: str = Storage.join(self.dbfarm, self.name)
         self.master_path: str = Storage.join(self.master_dbfarm, self.master)
@@ -114,13 +118,23 @@ class Replica:
         self._applier: ReplicaApplier = ReplicaApplier(self._session, self._book, self._source)
         self._lock: ReplicaLock = ReplicaLock(self.storage, self.path)
         self._view: ConsistentView = ConsistentView(self._book, self._session, self._applier)
-        self._catalog: ReplicaCatalog = ReplicaCatalog(self._book, self._view, self._session)
-        self._setup: ReplicaSetup = ReplicaSetup(self._applier, self._view, self._lock, names, self._options)
+        self._catalog: ReplicaCatalog = ReplicaCatalog(
+            self._book, self._view, self._session, cfg.names if names is None else names
+        )
+        self._setup: ReplicaSetup = ReplicaSetup(self._applier, self._view, self._lock, resolved, self._options)
         self._relay: Relay = Relay(self._book, self._source, self.master)
         self._metrics: ReplicaMetrics = ReplicaMetrics(self.master, self.name)
         self._replay: Replay = Replay(self._setup, self._relay, threading.Event(), self._metrics)
         self._follower: Follower = Follower(
-            self._book, self._lock, self._replay, self._catalog, self._metrics, self.beat_seconds, cfg.retry_max
+            self._book,
+            self._lock,
+            self._replay,
+            self._catalog,
+            self._metrics,
+            self.beat_seconds,
+            cfg.retry_max,
+            self._session,
+            None if cfg.spark_idle is None else cfg.spark_idle.amount,
         )
 
     # ------------------------------------------------------------------ options and state

@@ -70,11 +70,11 @@ def test_follow_service_applies_and_stops_on_sigterm(spark, master, dbfarm):
     assert rep.status()["state"] == "idle" and rows(rep.table("s.t")) == [(1,), (2,)]
 
 
-def _replicate(dbfarm: str, *args: str) -> subprocess.Popen:
+def _replicate(dbfarm: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """``wlr replicate <dbfarm> m r <args>`` in a process of its own, its output on a pipe."""
     return subprocess.Popen(
         [sys.executable, "-m", "wlr", "replicate", dbfarm, "m", "r", *args],
-        env=dict(os.environ, PYTHONPATH=ROOT),
+        env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -154,3 +154,67 @@ def test_a_target_asked_before_capture_published_anything_waits_for_it(spark, ma
     out = "".join(seen)
     assert proc.returncode == 0, out[-3000:]
     assert "r: at transaction 1" in out
+
+
+def _jvms(pid: int) -> list[int]:
+    """The Java processes below process ``pid`` (its Spark's JVM), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    below, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        below.append(p)
+        todo += children.get(p, [])
+    out = []
+    for p in below:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as fh:
+                if b"java" in fh.read().split(b"\0")[0]:
+                    out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+def test_a_service_ends_the_spark_it_started_and_starts_it_again_for_ddl(spark, master, dbfarm, tmp_path):
+    """A follow service needs no JVM while its segments land through delta-rs and it serves no
+    SQL names: the Spark it started for a CREATE TABLE ends once unused ``replica.spark_idle``
+    seconds (here 0.01), the next rows land without one, and the next CREATE TABLE starts it again."""
+    import yaml
+
+    from wlcore.settings import config_file
+
+    base = config_file()
+    cfg = (yaml.safe_load(base.read_text()) or {}) if base is not None else {}
+    cfg.setdefault("replica", {})["spark_idle"] = 0.01  # at once (0 is off)
+    path = tmp_path / "idle.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    t, u = master.table_path("s.t"), master.table_path("s.u")
+    spark.sql(f"CREATE TABLE delta.`{t}` (id INT, v STRING) USING delta TBLPROPERTIES ('wlc.key' = 'id')")
+    sql(spark, f"INSERT INTO delta.`{t}` VALUES (1, 'a')")
+    proc = _replicate(dbfarm, "--follow", env={"WLC_CONFIG": str(path)})
+    seen: list[str] = []
+    lines, reader = _lines(proc)
+    try:
+        _wait_for(lines, "applied s.t transaction", seen)
+        _wait_for(lines, "Spark ended: unused for 0.01 s (replica.spark_idle)", seen)
+        assert _jvms(proc.pid) == [], "the JVM was said to end and did not"
+        last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (2, 'b')")
+        _wait_for(lines, f"applied s.t transaction {last} ", seen)
+        assert "through delta-rs" in seen[-1], seen[-1]
+        assert _jvms(proc.pid) == [], "a segment delta-rs landed started Spark again"
+        spark.sql(f"CREATE TABLE delta.`{u}` (id INT) USING delta")
+        last = sql(spark, f"INSERT INTO delta.`{u}` VALUES (7)")
+        _wait_for(lines, f"applied s.u transaction {last} ", seen)
+    finally:
+        out = _stop(proc, lines, reader, seen)
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("Spark ended") >= 2, out[-3000:]  # and again after the second CREATE TABLE
+    rep = wlr.Replica("m", replica="r", dbfarm=dbfarm)
+    assert rows(rep.table("s.t")) == [(1, "a"), (2, "b")] and rows(rep.table("s.u")) == [(7,)]

@@ -9,6 +9,7 @@ import os
 import threading
 from types import SimpleNamespace
 
+from wlcore.session import LateSession
 from wlcore.storage import Storage
 from wlr import failure
 from wlr.book import ReplicaLock, StateBook
@@ -37,6 +38,8 @@ def _follower(tmp_path, step, name: str) -> Follower:
         ReplicaMetrics("m", name),
         0.1,
         0.4,
+        LateSession(),
+        None,
     )
 
 
