@@ -45,6 +45,7 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,12 +54,76 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import wlc  # noqa: E402
 import wlr  # noqa: E402
-from bench.methods import checksum, copy_tables, deltars_floor, equal, floor, recipe, recopy, timed  # noqa: E402
+from bench.methods import (  # noqa: E402
+    Written,
+    bytes_written,
+    checksum,
+    copy_tables,
+    deltars_floor,
+    equal,
+    floor,
+    latest_version,
+    recipe,
+    recopy,
+    timed,
+)
 from bench.tpch_backlog import KEYS, MAIN_TABLES, MASTER, Bench  # noqa: E402
 from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
 METHODS = ("grouped", "serial", "recipe", "floor", "recopy", "deltars")
+
+
+# ----------------------------------------------------------------------------- deletion vectors
+@dataclass
+class Vectors:
+    ratio: float  # the replica's bytes written / the master's
+    same: str  # "yes", or the table that differs
+    lines: list[str]
+
+
+def deletion_vectors(b: Bench, spark) -> Vectors:
+    """A big keyed table with deletion vectors on the master (``lineitem`` copied, about 600,000
+    rows at SF 0.1), captured and replicated; then a DELETE of a few keys and an UPDATE of a few
+    others on the master, replayed in one segment. Compares what the replica's commit wrote with
+    what the master's two commits wrote (:func:`bench.methods.bytes_written`): no data file
+    rewritten whole where the master wrote a deletion vector."""
+    print("== deletion vectors: a small DELETE and UPDATE on a big table that has them")
+    table = "s.dv"
+    m = wlc.master(MASTER, dbfarm=b.farm)
+    b.run(
+        f"CREATE TABLE {b.ref(table)} USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', "
+        f"'wlc.key' = 'l_orderkey,l_linenumber') AS SELECT * FROM {b.ref('tpch.lineitem')}"
+    )
+    first = wlc.flush()
+    rep = wlr.replicate(MASTER, until=first, replica="dv", dbfarm=b.farm, tables=[table])
+    replica_path = os.path.join(b.farm, "dv", *table.split("."))
+    vm, vr = latest_version(b.path(table)), latest_version(replica_path)
+    keys = spark.read.format("delta").load(b.path(table)).select("l_orderkey").distinct().orderBy("l_orderkey")
+    picked = [r[0] for r in keys.limit(4000).collect()][::200]  # 20 orders spread over the table
+    gone, updated = picked[:10], picked[10:]
+    b.run(f"DELETE FROM {b.ref(table)} WHERE l_orderkey IN ({', '.join(map(str, gone))})")
+    b.run(f"UPDATE {b.ref(table)} SET l_comment = 'dv' WHERE l_orderkey IN ({', '.join(map(str, updated))})")
+    last = wlc.flush()
+    m.close()
+    secs = timed(lambda: rep.replicate(until=last))
+    rep.close()
+    master, replica = bytes_written(b.path(table), vm), bytes_written(replica_path, vr)
+    cols = spark.read.format("delta").load(b.path(table)).columns
+    same = (
+        "yes"
+        if checksum(spark.read.format("delta").load(b.path(table)), cols)
+        == checksum(spark.read.format("delta").load(replica_path), cols)
+        else f"NO: {table}"
+    )
+    ratio = replica.bytes / max(master.bytes, 1)
+    lines = [
+        f"deletion vectors ({table}, {len(gone)} orders deleted, {len(updated)} updated; replayed in {secs:.1f} s): "
+        f"master {master.bytes / 1e3:.1f} kB ({master.vectors} deletion vectors, {master.files} files added, "
+        f"{master.rewritten} removed whole), replica {replica.bytes / 1e3:.1f} kB ({replica.vectors} deletion vectors, "
+        f"{replica.files} files added, {replica.rewritten} removed whole): {ratio:.2f}x; equal: {same}"
+    ]
+    return Vectors(ratio, same, lines)
 
 
 # ----------------------------------------------------------------------------- main
@@ -112,6 +177,10 @@ def main() -> int:
     end_txn = max(t.txn for t in recs if t.table != "s.hot")
     hot = [t.txn for t in recs if t.table == "s.hot" and t.txn > end_txn]
     rows_read = sum(sum(t.counts.values()) for t in recs if start_txn < t.txn <= end_txn)
+    # the rows the backlog changed: inserted, deleted, and updated (their post-images)
+    changed = sum(
+        n for t in recs if start_txn < t.txn <= end_txn for k, n in t.counts.items() if k != "update_preimage"
+    )
     print(
         f"  {end_txn - start_txn} transactions in the backlog, {len(hot)} hot-key edits after it, "
         f"{len(store.batches())} batches"
@@ -124,6 +193,13 @@ def main() -> int:
     base_folder = os.path.join(b.farm, "base")
     results = []  # (method, [seconds of each run], rows read, rows after, equal)
     fast = max(1, args.repeat)
+    base_v = {t: latest_version(os.path.join(base_folder, *t.split("."))) for t in MAIN_TABLES}
+    wrote: dict[str, Written] = {  # what each method's first run wrote into the replica's tables
+        "master": sum((bytes_written(b.path(t), v0[t], v1[t]) for t in MAIN_TABLES), Written())
+    }
+
+    def written(folder: str) -> Written:
+        return sum((bytes_written(os.path.join(folder, *t.split(".")), base_v[t]) for t in MAIN_TABLES), Written())
 
     def replica_run(name: str, collapse: bool, run: int) -> tuple[float, str, str]:
         folder = os.path.join(b.farm, name if run == 0 else f"{name}_{run}")
@@ -137,6 +213,7 @@ def main() -> int:
         done = [replica_run(name, collapse, r) for r in range(runs)]
         after = rows_read if not collapse else collapsed_rows(done[0][2])  # the same for every run
         same = next((d[1] for d in done if d[1] != "yes"), "yes")
+        wrote[name] = written(done[0][2])
         results.append((name, [d[0] for d in done], rows_read, after, same))
         print(f"  {name}: {' '.join(f'{d[0]:.1f}' for d in done)} s")
 
@@ -195,6 +272,8 @@ def main() -> int:
             times.append(timed(lambda: [fn(t, os.path.join(folder, *t.split(".")), run) for t in MAIN_TABLES]))
             check = equal(spark, expected, folder, MAIN_TABLES, cols)
             same = check if same == "yes" else same
+            if run == 0:
+                wrote[name] = written(folder)
         after = sum(expected[t][0] for t in MAIN_TABLES) if name == "recopy" else "-"
         results.append((name, times, rows_read, after, same))
         print(f"  {name}: {' '.join(f'{x:.1f}' for x in times)} s")
@@ -211,19 +290,27 @@ def main() -> int:
             rep.close()
         growth[n] = statistics.median(runs)
 
+    vectors = deletion_vectors(b, spark)
+
     results = [(name, statistics.median(times), times, read, after, same) for name, times, read, after, same in results]
     results.sort(key=lambda r: r[0] != "grouped")  # grouped first, the others in the order they ran
     grouped = results[0][1]
     print(
-        f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15}  "
-        f"{'equal to master':<16} runs (s)"
+        f"\n{'method':<9} {'seconds':>9} {'÷ grouped':>10} {'rows read':>11} {'after collapse':>15} "
+        f"{'MB written':>11} {'B/changed row':>14}  {'equal to master':<16} runs (s)"
     )
     for name, secs, times, read, after, same in results:
         after_text = f"{after:,}" if isinstance(after, int) else after
+        w = wrote[name]
         print(
-            f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15}  {same:<16} "
-            f"{' '.join(f'{x:.1f}' for x in times)}"
+            f"{name:<9} {secs:>9.1f} {secs / grouped:>10.2f} {read:>11,} {after_text:>15} {w.bytes / 1e6:>11.1f} "
+            f"{w.bytes / max(changed, 1):>14.0f}  {same:<16} {' '.join(f'{x:.1f}' for x in times)}"
         )
+    w = wrote["master"]
+    print(
+        f"{'(master)':<9} {'':>9} {'':>10} {'':>11} {'':>15} {w.bytes / 1e6:>11.1f} {w.bytes / max(changed, 1):>14.0f}"
+        f"  its own commits of the backlog; {changed:,} rows changed (inserted, deleted, updated)"
+    )
     (n1, g1), (n4, g4) = sorted(growth.items())
     print(f"growth    {g1:>9.1f} s for {n1} txns, {g4:.1f} s for {n4} on the same keys: x{g4 / g1:.2f}")
     by = {r[0]: r[1] for r in results}
@@ -240,10 +327,21 @@ def main() -> int:
         ratio = grouped / by["deltars"]
         parts.append(f"grouped {ratio:.2f}x the delta-rs floor (goal <= 1.0: {'met' if ratio <= 1.0 else 'MISSED'})")
     parts.append(f"4x txns on the same keys: {g4 / g1:.2f}x time")
+    for line in vectors.lines:
+        print(line)
+    parts.append(
+        f"bytes per changed row {wrote['grouped'].bytes / max(changed, 1):.0f} (the delta-rs floor "
+        f"{wrote['deltars'].bytes / max(changed, 1) if 'deltars' in wrote else float('nan'):.0f}, the master "
+        f"{wrote['master'].bytes / max(changed, 1):.0f})"
+    )
+    parts.append(
+        f"deletion vectors: the replica wrote {vectors.ratio:.2f}x the master's bytes for a small DELETE and "
+        f"UPDATE (goal <= 2: {'met' if vectors.ratio <= 2 else 'MISSED'}), equal: {vectors.same}"
+    )
     print(f"\nSUMMARY {end_txn - start_txn} txns: {'; '.join(parts)}")
     if not args.keep:
         shutil.rmtree(b.farm, ignore_errors=True)
-    return 0 if all(r[5] == "yes" for r in results if r[0] != "recipe") else 1
+    return 0 if all(r[5] == "yes" for r in results if r[0] != "recipe") and vectors.same == "yes" else 1
 
 
 if __name__ == "__main__":

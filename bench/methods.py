@@ -8,14 +8,17 @@ the benchmarks (``bench/catchup.py``, ``bench/scale*.py``).
 * :func:`recopy`: the whole table copied at a version;
 * :func:`deltars_floor`: what a Python data engineer writes without Spark: delta-rs reads the
   change feed, pandas keeps the last change per key, one delta-rs MERGE per table;
-* :func:`checksum` / :func:`equal`: row count and an order-independent checksum per table.
+* :func:`checksum` / :func:`equal`: row count and an order-independent checksum per table;
+* :func:`bytes_written`: what a table's commits wrote, from its Delta log.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window, functions as F
 
@@ -37,6 +40,61 @@ def equal(spark, expected: dict[str, tuple], folder: str, tables, cols: dict[str
         if checksum(df, cols[t]) != expected[t]:
             bad.append(t)
     return "yes" if not bad else "NO: " + ", ".join(bad)
+
+
+@dataclass
+class Written:
+    """What some commits of a table wrote (:func:`bytes_written`): bytes in all, data files
+    added, deletion vectors added, and data files removed without one (rewritten whole)."""
+
+    bytes: int = 0
+    files: int = 0
+    vectors: int = 0
+    rewritten: int = 0
+
+    def __add__(self, other: "Written") -> "Written":
+        return Written(*(a + b for a, b in zip(vars(self).values(), vars(other).values(), strict=True)))
+
+
+def bytes_written(path: str, after: int, upto: int | None = None) -> Written:
+    """What the commits of the Delta table at local ``path`` after version ``after`` (up to
+    ``upto``) wrote, read from its log: the data and change-data files they added (``add`` and
+    ``cdc`` sizes; a file given a deletion vector again counts only its vector), their deletion
+    vectors, and the log's own files (commits, checksums, checkpoints)."""
+    log = os.path.join(path, "_delta_log")
+    out = Written()
+    for name in sorted(os.listdir(log)):
+        head = name.split(".")[0]
+        if not head.isdigit() or int(head) <= after or (upto is not None and int(head) > upto):
+            continue
+        full = os.path.join(log, name)
+        out.bytes += os.path.getsize(full)
+        if not name.endswith(".json"):
+            continue
+        with open(full) as fh:
+            actions = [json.loads(line) for line in fh if line.strip()]
+        removed = {a["remove"]["path"] for a in actions if "remove" in a}
+        added = {a["add"]["path"] for a in actions if "add" in a}
+        for a in actions:
+            if "cdc" in a:
+                out.bytes += int(a["cdc"].get("size", 0))
+            elif "remove" in a and a["remove"]["path"] not in added:
+                out.rewritten += 1  # the whole file gone (its rows written again elsewhere, or deleted)
+            elif "add" in a:
+                add, dv = a["add"], a["add"].get("deletionVector")
+                if dv:
+                    out.vectors += 1
+                    out.bytes += int(dv.get("sizeInBytes", 0)) if dv.get("storageType") != "i" else 0
+                if add["path"] not in removed:
+                    out.files += 1
+                    out.bytes += int(add.get("size", 0))
+    return out
+
+
+def latest_version(path: str) -> int:
+    """The newest version of the Delta table at local ``path`` (its newest commit file)."""
+    log = os.path.join(path, "_delta_log")
+    return max(int(n.split(".")[0]) for n in os.listdir(log) if n.endswith(".json") and n.split(".")[0].isdigit())
 
 
 def copy_tables(src_folder: str, dst_folder: str, tables) -> None:

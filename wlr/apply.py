@@ -520,8 +520,10 @@ def diverged(quoted: list[str]) -> str:
 #
 # Used only with collapse on (``replicate(collapse=False)`` keeps one MERGE per master transaction
 # for jobs that read the replica's change feed: a rewrite shows there as every row deleted and
-# inserted again), for tables at most ``replica.rewrite_bytes`` big, without identity columns, when
-# the segment adds no columns and its change rows have the table's columns and types.
+# inserted again), for tables at most ``replica.rewrite_bytes`` big, without identity columns or
+# deletion vectors (where the master marks a few rows deleted in a vector, the replica's MERGE does
+# the same rather than writing every file again), when the segment adds no columns and its change
+# rows have the table's columns and types.
 #
 # A part of :class:`wlr.apply.Applier`, which gives it its Spark session and the context that tags a
 # replay commit.
@@ -1617,6 +1619,9 @@ class Changes:
         return self.shape is not None and bool(set(self.shape.columns) - set(self.meta.columns if self.meta else []))
 
 
+DELETION_VECTORS = "delta.enableDeletionVectors"  # a table whose rows are marked deleted, not rewritten
+
+
 def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
     markers), so threads applying different tables never see each other's settings.
@@ -1771,7 +1776,8 @@ class SparkEngine:
         net = collapse.net_by_key(rows, keys)
         size, files = self._detail(seg)
         limit = seg.limits.rewrite_bytes
-        table = None if identity or seg.evolve else self.rewriter.fits(seg.uri, size, net, cols, limit)
+        vectors = meta is not None and str(meta.configuration.get(DELETION_VECTORS, "")).lower() == "true"
+        table = None if identity or seg.evolve or vectors else self.rewriter.fits(seg.uri, size, net, cols, limit)
         if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
             self.rewriter.by_key(seg.text, seg.last, seg.uri, table, net, keys, keep)
             return "rewrite"
