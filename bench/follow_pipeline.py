@@ -14,7 +14,6 @@ MERGE (one of four), until ``<control>/stop`` appears or SIGTERM, and writes wha
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -23,6 +22,10 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.follow_procs import write_result  # noqa: E402
 
 TABLE = "f.rs"  # the writer's schema (bench/follow_writer.py makes it through the master first)
 
@@ -84,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         due += args.every
         time.sleep(max(0.0, due - time.monotonic()))
     out = {"commits": n, "started": started, "ended": time.time(), "counts": counts, "seconds": seconds}
-    tmp = control / "pipeline.json.tmp"
-    tmp.write_text(json.dumps(out))
-    os.replace(tmp, control / "pipeline.json")
+    write_result(control, "pipeline.json", out)
     return 0
 
 

@@ -5,6 +5,7 @@ JVM when it does not end); and the CPU of their threads by name, sampled from ``
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,6 +16,13 @@ from pathlib import Path
 from bench.scale_common import TICKS, cpu_seconds, descendants
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_result(control: Path, name: str, result: dict) -> None:
+    """A writer's ``result`` as ``<control>/<name>``, JSON, in one rename (read once the process ended)."""
+    tmp = control / f"{name}.tmp"
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, control / name)
 
 
 class Proc:

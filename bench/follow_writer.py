@@ -15,8 +15,6 @@ one master transaction) until ``<control>/stop`` appears or SIGTERM, and writes 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import signal
 import sys
@@ -24,6 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.follow_procs import write_result  # noqa: E402
 
 SCHEMA = "f"
 OPS = ("insert", "update", "delete", "merge")
@@ -129,9 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         n += 1
     ended = time.time()
     out = {"statements": n, "started": started, "ended": ended, "counts": writer.counts, "seconds": writer.seconds}
-    tmp = control / "writer.json.tmp"
-    tmp.write_text(json.dumps(out))
-    os.replace(tmp, control / "writer.json")
+    write_result(control, "writer.json", out)
     return 0
 
 
