@@ -62,12 +62,12 @@ from bench.methods import (  # noqa: E402
     deltars_floor,
     equal,
     floor,
-    latest_version,
     recipe,
     recopy,
     timed,
 )
 from bench.tpch_backlog import KEYS, MAIN_TABLES, MASTER, Bench  # noqa: E402
+from wlcore.deltalog import list_versions  # noqa: E402
 from wlcore.logstore import LogStore  # noqa: E402
 from wlcore.storage import Storage  # noqa: E402
 
@@ -75,6 +75,11 @@ METHODS = ("grouped", "serial", "recipe", "floor", "recopy", "deltars")
 
 
 # ----------------------------------------------------------------------------- deletion vectors
+def latest_version(path: str) -> int:
+    """The newest version of the Delta table in local folder ``path``."""
+    return list_versions(Storage.of(path), path)[-1]
+
+
 @dataclass
 class Vectors:
     ratio: float  # the replica's bytes written / the master's

@@ -91,12 +91,6 @@ def bytes_written(path: str, after: int, upto: int | None = None) -> Written:
     return out
 
 
-def latest_version(path: str) -> int:
-    """The newest version of the Delta table at local ``path`` (its newest commit file)."""
-    log = os.path.join(path, "_delta_log")
-    return max(int(n.split(".")[0]) for n in os.listdir(log) if n.endswith(".json") and n.split(".")[0].isdigit())
-
-
 def copy_tables(src_folder: str, dst_folder: str, tables) -> None:
     for t in tables:
         schema, name = t.split(".")

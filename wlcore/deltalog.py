@@ -182,6 +182,11 @@ class TableMeta:
         """True when the table's change data feed is on (``delta.enableChangeDataFeed``)."""
         return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
+    @property
+    def deletion_vectors(self) -> bool:
+        """True when the table marks deleted rows in deletion vectors (``delta.enableDeletionVectors``)."""
+        return self.configuration.get("delta.enableDeletionVectors", "false").lower() == "true"
+
     def shape(self) -> dict:
         """What replication carries (:func:`wlcore.tabledef.definition`): columns with types,
         nullability, comments, generation, identity and defaults; partitioning; clustering;

@@ -1619,9 +1619,6 @@ class Changes:
         return self.shape is not None and bool(set(self.shape.columns) - set(self.meta.columns if self.meta else []))
 
 
-DELETION_VECTORS = "delta.enableDeletionVectors"  # a table whose rows are marked deleted, not rewritten
-
-
 def replay_session(base):
     """A child session of ``base`` for replay: its own SQL settings (tags, idempotent
     markers), so threads applying different tables never see each other's settings.
@@ -1776,7 +1773,7 @@ class SparkEngine:
         net = collapse.net_by_key(rows, keys)
         size, files = self._detail(seg)
         limit = seg.limits.rewrite_bytes
-        vectors = meta is not None and str(meta.configuration.get(DELETION_VECTORS, "")).lower() == "true"
+        vectors = meta is not None and meta.deletion_vectors  # the replica marks rows in vectors as the master does
         table = None if identity or seg.evolve or vectors else self.rewriter.fits(seg.uri, size, net, cols, limit)
         if table is not None:  # a small table: one rewrite costs less than a MERGE's two passes
             self.rewriter.by_key(seg.text, seg.last, seg.uri, table, net, keys, keep)
