@@ -404,6 +404,25 @@ class Manifest:
             return self.span[1]
         return self.txns[-1].txn if self.txns else -1
 
+    def listed_under(self, folder: str) -> list[str]:
+        """The files :attr:`files` lists below ``folder``, relative to the batch, in listed order.
+
+        Args:
+            folder (str): a folder relative to the batch (``rows/s.t/wlc_version=3``).
+
+        Returns:
+            list[str]: the paths (``/``-separated); empty when none is listed there.
+        """
+        made = self.__dict__.get("_under")
+        if made is None or made[0] != len(self.files):  # every folder of every listed file, made once
+            index: dict[str, list[str]] = {}
+            for rel in self.files:
+                parts = rel.split("/")
+                for i in range(1, len(parts)):
+                    index.setdefault("/".join(parts[:i]), []).append(rel)
+            made = self.__dict__["_under"] = (len(self.files), index)
+        return made[1].get(folder.rstrip("/"), [])
+
     @property
     def end_batch(self) -> int:
         """The last level-0 batch this batch holds (itself at level 0)."""
@@ -582,18 +601,13 @@ def verify_files(
         under a checked prefix but not listed count as problems too (they would be read).
     """
     prefixes = list(prefixes) if prefixes is not None else None
-    folders = None if prefixes is None else {p.rstrip("/") for p in prefixes}
-
-    def wanted(rel: str) -> bool:  # a folder of the file's is checked (one lookup a level, not one a prefix)
-        if folders is None:
-            return True
-        parts = rel.split("/")
-        return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
-
+    if prefixes is None:
+        listed: Iterable[str] = manifest.files
+    else:  # each file once, however many of its folders are checked
+        listed = dict.fromkeys(rel for p in prefixes for rel in manifest.listed_under(p))
     problems: dict[str, str] = {}
-    for rel, entry in manifest.files.items():
-        if not wanted(rel):
-            continue
+    for rel in listed:
+        entry = manifest.files[rel]
         path = Storage.join(batch_path, rel)
         try:
             size, digest = file_sha256(storage, path)

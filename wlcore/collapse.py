@@ -277,26 +277,36 @@ def read_rows_arrow(files: Iterable[str], missing: bool = False) -> pa.Table:
     """
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.fs as pafs
     import pyarrow.parquet as pq
 
-    parts = []
+    local = pafs.LocalFileSystem()
+    parts, versions = [], []
     for f in files:
         found = _VERSION_OF.search(f.replace("\\", "/"))
         if found is None:
             raise ArrowUnsupported(f"{f} is not below a {VERSION_COLUMN}=<version> folder")
         # small local files, read by segments in threads of their own: no dataset (read_table's
-        # costs 2x), no pre-buffering and no threads within a file (3x faster again)
-        with pq.ParquetFile(f, coerce_int96_timestamp_unit="us", pre_buffer=False) as pf:
-            t = pf.read(use_threads=False)
-        parts.append(t.append_column(VERSION, pa.repeat(pa.scalar(int(found.group(1)), pa.int64()), t.num_rows)))
+        # costs 2x), no pre-buffering and no threads within a file (3x faster again), opened
+        # through the local filesystem given (a quarter less than Arrow finding it for a path)
+        with (
+            local.open_input_file(f) as src,
+            pq.ParquetFile(src, coerce_int96_timestamp_unit="us", pre_buffer=False) as pf,
+        ):
+            parts.append(pf.read(use_threads=False))
+        versions.append(int(found.group(1)))
     if not parts:
         raise ArrowUnsupported("no change rows")
     try:
         rows = pa.concat_tables(parts, promote_options="default" if missing else "none")
     except pa.ArrowInvalid as exc:
         raise ArrowUnsupported(f"change-row files of different schemas: {exc}") from None
+    # each file's master version over its rows, made once for all of them
+    runs = [(t.num_rows, v) for t, v in zip(parts, versions) if t.num_rows]  # run ends rise strictly
+    ends = pc.cumulative_sum(pa.array([n for n, _v in runs], pa.int64()))
+    version = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, pa.array([v for _n, v in runs], pa.int64())))
     pos = pc.is_in(rows[CHANGE_TYPE], value_set=pa.array(POSITIVE)).cast(pa.int8())
-    return rows.append_column(POS, pos)
+    return rows.append_column(VERSION, version).append_column(POS, pos)
 
 
 def data_columns_arrow(rows: pa.Table) -> list[str]:

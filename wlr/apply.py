@@ -1223,7 +1223,7 @@ class DeltaRs:
     def __init__(self, app_id: str, tables: OpenTables | None = None):
         self.app_id = app_id
         self.tables = tables if tables is not None else OpenTables()
-        self._checked: dict[str, Any] = {}  # the table refusal() accepted, for land(): opened once
+        self._checked: dict[str, tuple[Any, Any]] = {}  # the table refusal() accepted and its files, for land()
 
     def refusal(self, seg: Changes) -> str | None:
         """Why delta-rs may not land ``seg`` as Spark would (see the comment above), or None when
@@ -1248,12 +1248,12 @@ class DeltaRs:
             return "an unkeyed table, and whole rewrites are off"
         dt = self.tables.take(seg.local)
         try:
-            reason = _refusal(dt, seg)
+            reason, adds = _refusal(dt, seg)
         except BaseException:
             self.tables.keep(seg.local, dt)
             raise
         if reason is None:
-            self._checked[seg.local] = dt  # land() writes the table this check read
+            self._checked[seg.local] = (dt, adds)  # land() writes the table this check read
         else:
             self.tables.keep(seg.local, dt)
         return reason
@@ -1275,17 +1275,18 @@ class DeltaRs:
                 more copies of a row than the table holds (the replica has diverged).
         """
         assert seg.local is not None
-        dt = self._checked.pop(seg.local, None)
+        dt, adds = self._checked.pop(seg.local, (None, None))
         if dt is None:
             dt = self.tables.take(seg.local)
-        landed = self._land(dt, seg)
+        landed = self._land(dt, seg, adds)
         self.tables.keep(seg.local, dt)  # not reached when the segment raised: the table is opened again
         if landed is None:
             return None
         return {"rows_in": seg.rows_in, "rows_out": landed[0], "how": landed[1], "engine": self.name}
 
-    def _land(self, dt, seg: Changes) -> tuple[int, str] | None:
-        """:meth:`land` on ``dt``, the table at ``seg.local``: the rows after collapse and how."""
+    def _land(self, dt, seg: Changes, adds: pa.Table | None = None) -> tuple[int, str] | None:
+        """:meth:`land` on ``dt``, the table at ``seg.local`` (its data files ``adds``, from
+        :func:`_adds`; None: not read yet): the rows after collapse and how."""
         import pyarrow as pa
         from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
 
@@ -1306,10 +1307,11 @@ class DeltaRs:
             elif keys:
                 net = collapse.net_by_key_arrow(rows, keys)
                 data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
-                if not added and 0 < detail(dt)[0] <= seg.limits.rewrite_bytes:  # small: one rewrite, half a MERGE
-                    data, how = _rewritten(_with_columns(dt.to_pyarrow_table(), target), net, keys, target), "rewrite"
+                adds = _adds(dt) if adds is None else adds
+                if not added and 0 < _bytes(adds) <= seg.limits.rewrite_bytes:  # small: one rewrite, half a MERGE
+                    data, how = _rewritten(_table_rows(dt, adds, seg.local, target), net, keys, target), "rewrite"
             else:
-                now = _with_columns(dt.to_pyarrow_table(), target)
+                now = _table_rows(dt, _adds(dt) if adds is None else adds, seg.local, target)
                 data, short, count = collapse.after_images(now, rows)
                 how = "rewrite"
         except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -1344,33 +1346,32 @@ class DeltaRs:
         return count, how
 
 
-def _refusal(dt, seg: Changes) -> str | None:
-    """The part of :meth:`DeltaRs.refusal` that reads the table ``dt`` (None: delta-rs cannot read it)."""
+def _refusal(dt, seg: Changes) -> tuple[str | None, pa.Table | None]:
+    """The part of :meth:`DeltaRs.refusal` that reads the table ``dt`` (None: delta-rs cannot read
+    it): the reason or None, and the table's data files (:func:`_adds`; None: not read)."""
     meta, shape, keys = seg.meta, seg.shape, seg.keys
     assert meta is not None
     if dt is None:
-        return "delta-rs cannot read its log"
+        return "delta-rs cannot read its log", None
     reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
     if reason is not None:
-        return reason
+        return reason, None
     added = _added(meta, shape) if shape is not None else []
     if isinstance(added, str):
-        return added
+        return added, None
     if keys and not seg.insert_only:
         types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
         bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
         if bad:
-            return f"key columns {bad} of types delta-rs matches otherwise"
+            return f"key columns {bad} of types delta-rs matches otherwise", None
     adds = _adds(dt)
     size = _bytes(adds)
     reason = _instants_out_of_range(meta, adds)
-    if reason is not None:
-        return reason
-    if size > seg.limits.deltars_bytes:
-        return f"{size} bytes"
-    if not (keys or seg.insert_only) and size > seg.limits.rewrite_bytes:
-        return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
-    return None
+    if reason is None and size > seg.limits.deltars_bytes:
+        reason = f"{size} bytes"
+    if reason is None and not (keys or seg.insert_only) and size > seg.limits.rewrite_bytes:
+        reason = f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+    return reason, adds
 
 
 def _checkpoint(dt, before: int, meta: TableMeta) -> None:
@@ -1488,7 +1489,9 @@ def _adds(dt) -> pa.Table:
     """delta-rs's add actions of ``dt`` (a data file a row: path, size, statistics), from its log."""
     import pyarrow as pa
 
-    return pa.table(dt.get_add_actions(flatten=True))
+    # through the Arrow stream: pa.table() looks for a pandas DataFrame first and imports pandas
+    # (0.8 s, once a process)
+    return pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
 
 
 def _bytes(adds: pa.Table) -> int:
@@ -1510,6 +1513,37 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+# a data file's path in the log that names a file below the table's folder as it is: no scheme,
+# no URL escape, no way up (else the table is read through delta-rs)
+_PLAIN_PATH = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_=-][A-Za-z0-9._=/-]*$")
+
+
+def _table_rows(dt, adds: pa.Table, local: str, target: pa.Schema) -> pa.Table:
+    """The rows of the table ``dt`` at local folder ``local`` now, with the columns of ``target``:
+    its data files ``adds`` (:func:`_adds`) read as :func:`wlcore.collapse.read_rows_arrow` reads
+    change rows, a quarter of delta-rs's ``to_pyarrow_table`` on a small table. Exact where
+    delta-rs lands a segment (:meth:`DeltaRs.refusal`): no partitions, column mapping or deletion
+    vectors, so a file's columns are the table's; INT96 instants read in microseconds."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    paths = adds["path"].to_pylist()
+    if not all(_PLAIN_PATH.match(p) for p in paths):
+        return _with_columns(dt.to_pyarrow_table(), target)
+    fs = pafs.LocalFileSystem()
+    parts = []
+    for p in paths:
+        with (
+            fs.open_input_file(os.path.join(local, p)) as src,
+            pq.ParquetFile(src, coerce_int96_timestamp_unit="us", pre_buffer=False) as pf,
+        ):
+            parts.append(pf.read(use_threads=False))
+    if not parts:
+        return target.empty_table()
+    return _with_columns(pa.concat_tables(parts, promote_options="default"), target)
+
+
 def _rewritten(now: pa.Table, net: pa.Table, keys: list[str], target: pa.Schema) -> pa.Table:
     """A small keyed table's rows after the segment, for one overwrite (as :class:`Rewriter` does
     through Spark): the rows ``now`` of keys the net change ``net`` leaves alone, then the state
@@ -1522,8 +1556,19 @@ def _rewritten(now: pa.Table, net: pa.Table, keys: list[str], target: pa.Schema)
     import pyarrow as pa
 
     _check_present(lambda _need: now.select(keys), net, keys)
-    stay = now.join(net.select(keys).cast(now.select(keys).schema), keys=keys, join_type="left anti")
+    stay = _without_keys(now, net, keys)
     return pa.concat_tables([stay.select(target.names), net.filter(net[OP]).select(target.names).cast(target)])
+
+
+def _without_keys(rows: pa.Table, other: pa.Table, keys: list[str]) -> pa.Table:
+    """The rows of ``rows`` whose key is not in ``other`` (a left anti join; one key column by a
+    set lookup, a fifth of a join's cost on the small tables that take it)."""
+    import pyarrow.compute as pc
+
+    if len(keys) == 1:
+        k = keys[0]
+        return rows.filter(pc.invert(pc.is_in(rows[k], value_set=other[k].cast(rows.schema.field(k).type))))
+    return rows.join(other.select(keys).cast(rows.select(keys).schema), keys=keys, join_type="left anti")
 
 
 def _check_present(have_keys: Callable[[pa.Table], pa.Table], net: pa.Table, keys: list[str]) -> None:
@@ -1535,7 +1580,7 @@ def _check_present(have_keys: Callable[[pa.Table], pa.Table], net: pa.Table, key
     need = net.filter(pc.equal(net[FIRST], 0))
     if not need.num_rows:
         return
-    missing = need.join(have_keys(need).cast(need.select(keys).schema), keys=keys, join_type="left anti")
+    missing = _without_keys(need, have_keys(need), keys)
     if missing.num_rows:
         _diverged(missing.drop_columns([OP, FIRST]).slice(0, 1).to_pylist()[0])
 
@@ -1989,7 +2034,7 @@ class Applier:
             meta=self.tables.current_meta(name),
             shape=shape,
             uris=tuple(self.logs_storage.uri(f) for f in folders),
-            files=self._files(folders) if deltars else None,
+            files=self._files(with_rows) if deltars else None,
             first=first.txn,
             last=last.txn,
             text=text,
@@ -2000,17 +2045,15 @@ class Applier:
             limits=self.limits,
         )
 
-    def _files(self, folders: list[str]) -> tuple[str, ...] | None:
-        """The change rows' Parquet files in ``folders`` as local paths (None: not all local)."""
-        files = []
-        for folder in folders:
-            local = self.logs_storage.os_path(folder)
+    def _files(self, items: Sequence[Item]) -> tuple[str, ...] | None:
+        """The change rows' Parquet files of ``items`` (:attr:`Item.files`, verified against their
+        manifests: no other file is in their folders) as local paths (None: not all local)."""
+        files: list[str] = []
+        for it in items:
+            local = self.logs_storage.os_path(it.path)
             if local is None:
                 return None
-            for rel in self.logs_storage.walk_files(local):
-                # Spark's reader leaves out files and folders whose names start with "_" or "."
-                if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel.split("/")):
-                    files.append(os.path.join(local, rel))
+            files.extend(os.path.join(local, *rel.split("/")) for rel in it.files)
         return tuple(files)
 
     def _barrier(self, item: Item) -> None:

@@ -111,11 +111,13 @@ class Segment:
 @dataclass(frozen=True)
 class Item:
     """A transaction of the plan as the applier takes it (:meth:`wlr.apply.Applier.apply`): its
-    batch number, its batch's folder (on the logs' storage) and its record."""
+    batch number, its batch's folder (on the logs' storage), its record, and the Parquet files
+    of its change rows that its manifest lists and Spark would read (relative to the batch)."""
 
     batch: int
     path: str
     rec: TxnRecord
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,11 @@ log = logging.getLogger("wlr.replay")
 
 
 POOL = "wlr"  # Spark FAIR scheduler pools of replay jobs: "wlr:<table>"
+# Seconds between two saves of a round's progress (tick, view, versions) to wlr.config: a
+# save a segment cost 20 ms under the state's lock with 200 tables, more than a small segment
+# lands in. The round's end saves; a crash in between loses nothing, as each table's progress
+# is read back from its own Delta log (its replay tags).
+SAVE_EVERY = 1.0
 
 
 @dataclass
@@ -444,6 +449,19 @@ class Round:
         with self.lock:
             self.failures.append(Failure(it.batch, it.rec.txn, it.rec.table, cause))
         raise _Stop()
+
+
+def read_by_spark(manifest, folder: str | None) -> tuple[str, ...]:
+    """The Parquet files ``manifest`` lists below ``folder`` that Spark's reader reads there (it
+    leaves out names starting with ``_`` or ``.``), relative to the batch; () for no folder."""
+    if not folder:
+        return ()
+    skip = len(folder.rstrip("/")) + 1
+    return tuple(
+        rel
+        for rel in manifest.listed_under(folder)
+        if rel.endswith(".parquet") and not any(part[:1] in "_." for part in rel[skip:].split("/"))
+    )
 
 
 class _Stop(Exception):
@@ -1016,7 +1034,7 @@ class Replay:
                 continue
             problems = batchfmt.verify_files(storage, b.path, b.manifest, [r.rows for r in records if r.rows])
             for rec in records:
-                items[rec.txn] = Item(b.number, b.path, rec)
+                items[rec.txn] = Item(b.number, b.path, rec, read_by_spark(b.manifest, rec.rows))
                 found = {f: p for f, p in problems.items() if rec.rows and f.startswith(rec.rows.rstrip("/") + "/")}
                 if found:
                     bad[rec.txn] = "checksum verification failed: " + "; ".join(
@@ -1038,19 +1056,25 @@ class Replay:
         self, todo: list[TxnRef], batches, items: dict[int, Item], bad: dict[int, str], progress: bool = True
     ) -> Failure | None:
         """Apply ``todo`` by segments, tables in parallel; tick, clock, the next batch and the
-        read view follow the consistent point after every segment (the caller saves at the end)."""
+        read view follow the consistent point, saved at most every :data:`SAVE_EVERY` seconds
+        and at the end of the round."""
         if not todo:
             return None
         tick0 = self._tick()
         times = {r.txn: r.time for r in todo}
+        saved = [time.monotonic()]
 
-        def progressed(done: dict[str, int]) -> None:
+        def progressed(done: dict[str, int], final: bool = False) -> None:
+            # each table's own log holds its progress: between saves, only readers wait for it
+            if not final and time.monotonic() - saved[0] < SAVE_EVERY:
+                return
             reached = consistent_tick(tick0, todo, done)
             if reached > self.state.tick:
                 self.state.tick, self.state.clock = reached, times[reached]
                 self._advance(batches)
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
             self.book.save()
+            saved[0] = time.monotonic()
 
         applier = self._applier.current()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
@@ -1065,16 +1089,16 @@ class Replay:
             rnd.done.update({t: max(r.txn for r in todo if r.table == t) for t in skipped})
             for t in skipped:  # a drop or create there must not leave a stale table entry
                 self.state.drop_version(t)
-        failed = rnd.run(
-            [r for r in todo if r.table not in skipped],
-            collapse=self.options.collapse,
-            parallelism=self.options.parallelism,
-            progress=progress,
-        )
-        if skipped:
+        try:
+            return rnd.run(
+                [r for r in todo if r.table not in skipped],
+                collapse=self.options.collapse,
+                parallelism=self.options.parallelism,
+                progress=progress,
+            )
+        finally:
             with self.book.lock:
-                progressed(dict(rnd.done))
-        return failed
+                progressed(dict(rnd.done), final=True)
 
     def fail(self, batch: int | None, txn: int | None, table: str | None, cause: str) -> None:
         """Store the failure in wlr.config, log it, and raise it (PostgreSQL's apply worker stops the same way).

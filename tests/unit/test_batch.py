@@ -152,3 +152,25 @@ def test_staging_leftovers_are_not_batches(tmp_path):
     _store(st, logs).clear_staging()
     assert [n for n in os.listdir(logs) if n.startswith(".open-")] == [os.path.basename(other)]
     assert _store(st, logs, "other").batches() == []
+
+
+def test_the_files_a_record_reads_come_from_its_manifest(tmp_path):
+    """Replay takes a record's change-row files from the manifest it verified (no listing of the
+    folder again): the Parquet files below the record's folder, without the names Spark's reader
+    leaves out (starting with '.' or '_')."""
+    from wlr.replay import read_by_spark
+
+    st, _logs, path = make_batch(tmp_path)
+    man = B.read_manifest(st, path)
+    assert man.listed_under("rows/sys.t/wlc_version=3/") == ["rows/sys.t/wlc_version=3/part-0.parquet"]
+    assert man.listed_under("rows/sys.t/wlc_version=4") == [] and man.listed_under("rows/sys") == []
+    assert read_by_spark(man, "rows/sys.t/wlc_version=3") == ("rows/sys.t/wlc_version=3/part-0.parquet",)
+    assert read_by_spark(man, None) == ()
+    entry = man.files["rows/sys.t/wlc_version=3/part-0.parquet"]
+    man.files["rows/sys.t/wlc_version=3/_SUCCESS/part-1.parquet"] = entry
+    man.files["rows/sys.t/wlc_version=3/.part-3.parquet"] = entry
+    man.files["rows/sys.t/wlc_version=3/part-2.parquet"] = entry
+    assert read_by_spark(man, "rows/sys.t/wlc_version=3") == (  # the index follows files added since
+        "rows/sys.t/wlc_version=3/part-0.parquet",
+        "rows/sys.t/wlc_version=3/part-2.parquet",
+    )

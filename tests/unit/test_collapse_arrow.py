@@ -92,3 +92,25 @@ def test_an_unkeyed_table_after_a_segment_keeps_the_copies_it_should(tmp_path):
     assert got == [(1, "0.5"), (5, "-0.0"), (5, "0.0"), (6, "0.0"), (7, "1.0")]
     assert short.to_pylist() == [{"a": 9, "x": 1.0}]
     assert changed == 6
+
+
+def test_each_row_carries_the_version_of_its_file_and_an_empty_file_adds_none(tmp_path):
+    files = []
+    for version, ids in ((3, [1, 2]), (5, []), (7, [3]), (12, [4, 5, 6])):
+        folder = tmp_path / "rows" / "s.t" / f"wlc_version={version}"
+        folder.mkdir(parents=True)
+        table = pa.table(
+            {"id": pa.array(ids, pa.int64()), "_change_type": pa.array(["insert"] * len(ids), pa.string())}
+        )
+        pq.write_table(table, folder / "part-0.parquet")
+        files.append(str(folder / "part-0.parquet"))
+    rows = collapse.read_rows_arrow(files)
+    assert rows.column_names == ["id", "_change_type", collapse.VERSION, POS]
+    assert list(zip(rows["id"].to_pylist(), rows[collapse.VERSION].to_pylist())) == [
+        (1, 3),
+        (2, 3),
+        (3, 7),
+        (4, 12),
+        (5, 12),
+        (6, 12),
+    ]
