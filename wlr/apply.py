@@ -1300,6 +1300,8 @@ class DeltaRs:
         if done is not None and done >= seg.last:  # Delta's idempotent write: already in the log
             return 0, "merge"
         target = pa.schema((dt.schema() if shape is None else Schema.from_json(shape.schema_json)).to_arrow())
+        if adds is None and not seg.insert_only:  # land() without refusal(): the files a rewrite reads
+            adds = _adds(dt)
         try:
             rows = _rows(seg.files, target, added)
             if seg.insert_only:
@@ -1307,11 +1309,10 @@ class DeltaRs:
             elif keys:
                 net = collapse.net_by_key_arrow(rows, keys)
                 data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
-                adds = _adds(dt) if adds is None else adds
                 if not added and 0 < _bytes(adds) <= seg.limits.rewrite_bytes:  # small: one rewrite, half a MERGE
                     data, how = _rewritten(_table_rows(dt, adds, seg.local, target), net, keys, target), "rewrite"
             else:
-                now = _table_rows(dt, _adds(dt) if adds is None else adds, seg.local, target)
+                now = _table_rows(dt, adds, seg.local, target)
                 data, short, count = collapse.after_images(now, rows)
                 how = "rewrite"
         except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -1520,25 +1521,16 @@ _PLAIN_PATH = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_=-][A-Za-z0-9._=/-]*$")
 
 def _table_rows(dt, adds: pa.Table, local: str, target: pa.Schema) -> pa.Table:
     """The rows of the table ``dt`` at local folder ``local`` now, with the columns of ``target``:
-    its data files ``adds`` (:func:`_adds`) read as :func:`wlcore.collapse.read_rows_arrow` reads
-    change rows, a quarter of delta-rs's ``to_pyarrow_table`` on a small table. Exact where
-    delta-rs lands a segment (:meth:`DeltaRs.refusal`): no partitions, column mapping or deletion
-    vectors, so a file's columns are the table's; INT96 instants read in microseconds."""
+    its data files ``adds`` (:func:`_adds`) read as change rows are
+    (:func:`wlcore.collapse.read_files_arrow`), a quarter of delta-rs's ``to_pyarrow_table`` on a
+    small table. Exact where delta-rs lands a segment (:meth:`DeltaRs.refusal`): no partitions,
+    column mapping or deletion vectors, so a file's columns are the table's."""
     import pyarrow as pa
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
 
     paths = adds["path"].to_pylist()
     if not all(_PLAIN_PATH.match(p) for p in paths):
         return _with_columns(dt.to_pyarrow_table(), target)
-    fs = pafs.LocalFileSystem()
-    parts = []
-    for p in paths:
-        with (
-            fs.open_input_file(os.path.join(local, p)) as src,
-            pq.ParquetFile(src, coerce_int96_timestamp_unit="us", pre_buffer=False) as pf,
-        ):
-            parts.append(pf.read(use_threads=False))
+    parts = collapse.read_files_arrow(os.path.join(local, p) for p in paths)
     if not parts:
         return target.empty_table()
     return _with_columns(pa.concat_tables(parts, promote_options="default"), target)

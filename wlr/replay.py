@@ -1057,24 +1057,26 @@ class Replay:
     ) -> Failure | None:
         """Apply ``todo`` by segments, tables in parallel; tick, clock, the next batch and the
         read view follow the consistent point, saved at most every :data:`SAVE_EVERY` seconds
-        and at the end of the round."""
+        (the caller saves the round's end)."""
         if not todo:
             return None
         tick0 = self._tick()
         times = {r.txn: r.time for r in todo}
-        saved = [time.monotonic()]
+        saved = time.monotonic()
 
         def progressed(done: dict[str, int], final: bool = False) -> None:
             # each table's own log holds its progress: between saves, only readers wait for it
-            if not final and time.monotonic() - saved[0] < SAVE_EVERY:
+            nonlocal saved
+            if not final and time.monotonic() - saved < SAVE_EVERY:
                 return
             reached = consistent_tick(tick0, todo, done)
             if reached > self.state.tick:
                 self.state.tick, self.state.clock = reached, times[reached]
                 self._advance(batches)
                 self.view.set_view(reached, done)  # saved with the tick: readers see both move together
-            self.book.save()
-            saved[0] = time.monotonic()
+            if not final:  # the round's end is saved by the caller (Replay._record)
+                self.book.save()
+                saved = time.monotonic()
 
         applier = self._applier.current()
         # a rewrite shows in the replica's change feed as every row, so collapse=False keeps MERGEs
