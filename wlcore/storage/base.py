@@ -310,9 +310,10 @@ class Storage(ABC):
         return parent, tmp, data.encode("utf-8") if isinstance(data, str) else data
 
     @abstractmethod
-    def write_atomic(self, path: str, data: bytes | str) -> None:
+    def write_atomic(self, path: str, data: bytes | str, durable: bool = True) -> None:
         """Write ``data`` (str: as UTF-8) to ``path`` so that readers see the old file or the
-        whole new one; the parent folder is created when missing."""
+        whole new one; the parent folder is created when missing. ``durable`` False: a cache a
+        crash may lose or leave empty (Delta's version checksum), not synced to disk."""
 
     @abstractmethod
     def append_text(self, path: str, text: str) -> None:

@@ -157,12 +157,13 @@ class RemoteStorage(Storage):
         return self.fs.cat_file(path)
 
     # writes -------------------------------------------------------------------------
-    def write_atomic(self, path: str, data: bytes | str) -> None:
+    def write_atomic(self, path: str, data: bytes | str, durable: bool = True) -> None:
         """Write a hidden file aside, then move it over ``path``.
 
         Args:
             path (str): the file to write (replaced when it exists).
             data (bytes | str): the whole new contents; text is written as UTF-8.
+            durable (bool): unused (the store keeps what it accepted).
         """
         parent, tmp, data = self._aside(path, data)
         with self.fs.open(tmp, "wb") as fh:
@@ -340,12 +341,13 @@ class ObjectStorage(RemoteStorage):
     object_store = True
     empty_folders = False  # a folder is the common prefix of its objects
 
-    def write_atomic(self, path: str, data: bytes | str) -> None:
+    def write_atomic(self, path: str, data: bytes | str, durable: bool = True) -> None:
         """One PUT replaces the object whole.
 
         Args:
             path (str): the object to write (replaced when it exists).
             data (bytes | str): the whole new contents; text is written as UTF-8.
+            durable (bool): unused (the store keeps what it accepted).
         """
         if isinstance(data, str):
             data = data.encode("utf-8")
