@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from wlcore import __version__
 from wlcore.errors import NotFoundError
 
+from .catalog import PinnedView
 from .errors import (
     DivergedError,
     NoStartError,
@@ -54,6 +55,8 @@ __all__ = [
     "prune",
     "current",
     "register",
+    "pin",
+    "PinnedView",
     "promote",
     "Promotion",
     "PromotionError",
@@ -343,3 +346,39 @@ def register(replica: str | Replica | None = None, dbfarm: str | None = None, sp
 
         rep = open_replica(argparse.Namespace(dbfarm=dbfarm, replica=replica))
     return rep.catalog.register(spark)
+
+
+def pin(replica: str | Replica, dbfarm: str | None = None) -> PinnedView:
+    """A replica's last consistent tick, pinned for readers without Spark: each table's Delta
+    version and folder, read once from its ``wlr.config``, so that polars or delta-rs read every
+    table at one tick, also while another process replays it (:class:`wlr.catalog.PinnedView`).
+    Nothing is locked or written; no Spark is started.
+
+    Args:
+        replica (str | Replica): the replica's name in ``dbfarm``, or a :class:`Replica`.
+        dbfarm (str | None): the folder holding the replica (default ``$WLC_DBFARM`` or config).
+
+    Returns:
+        PinnedView: ``.tick``, ``.versions``, ``.path(t)``, ``.delta_table(t)``, ``.polars(t)``.
+
+    Raises:
+        NotFoundError: no such dbfarm, or ``replica`` is not a replica there (the message names those that are).
+        ReplicaStateError: ``replica`` names a master or a plain database.
+        ConfigError: a malformed name.
+    """
+    if isinstance(replica, Replica):
+        return replica.pin()
+    from wlcore.names import check_part
+    from wlcore.settings import dbfarm as resolve_dbfarm
+    from wlcore.storage import Storage
+
+    from .monitor import read_replica_state
+
+    farm = resolve_dbfarm(dbfarm)
+    storage = Storage.of(farm)
+    path = Storage.join(farm, check_part(replica, "replica"))
+    try:
+        state = read_replica_state(storage, path)
+    except ReplicaStateError as exc:  # a master or a plain database: "not found", as register() says it
+        raise NotFoundError(str(exc), cli=exc.cli) from None
+    return PinnedView(storage, path, replica, state)

@@ -853,21 +853,23 @@ def tag(dbid: str, txn: int, part: bool = False, first: int | None = None) -> st
     return f"{TAG_PREFIX}{dbid}:{span_text(txn if first is None else first, txn)}" + (":part" if part else "")
 
 
-def parse_span(text: str | None, dbid: str) -> tuple[int, int, bool] | None:
+def parse_span(text: str | None, dbid: str | None) -> tuple[int, int, bool] | None:
     """The transactions a replay tag of master ``dbid`` names (the inverse of :func:`tag`).
 
     Args:
         text (str | None): a commit's ``commitInfo.userMetadata`` (None: the commit has none).
-        dbid (str): the master's database id.
+        dbid (str | None): the master's database id (None: any master's).
 
     Returns:
         tuple[int, int, bool] | None: ``(first txn, last txn, final)``; None when ``text`` is not
         a replay tag of that master.
     """
-    prefix = f"{TAG_PREFIX}{dbid}:"
-    if not text or not text.startswith(prefix):
+    if not text or not text.startswith(TAG_PREFIX):
         return None
-    rest = text[len(prefix) :].split(":")
+    owner, sep, tail = text[len(TAG_PREFIX) :].partition(":")
+    if not sep or (dbid is not None and owner != dbid):
+        return None
+    rest = tail.split(":")
     first, _, last = rest[0].partition("-")
     try:
         return int(first), int(last or first), len(rest) == 1

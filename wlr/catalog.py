@@ -131,6 +131,10 @@ class ConsistentView:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
         return self.book.current().view_tick
 
+    def pin(self) -> PinnedView:
+        """The last consistent tick read now, for readers without Spark (:class:`PinnedView`)."""
+        return PinnedView(self.storage, self.path, self.name, self.book.current())
+
     def set_view(self, tick: int, done: dict[str, int]) -> None:
         """Record each table's Delta version at ``tick`` for consistent reads (``at.<table>``); the caller saves.
 
@@ -154,6 +158,124 @@ class ConsistentView:
                 view[name] = at
         state.set_views(view)
         state.view = tick  # the caller saves
+
+
+class PinnedView:
+    """A replica's last consistent tick, read once from its ``wlr.config`` (``view`` and
+    ``at.<table>``, written together in one atomic replace): the tick, and each table's Delta
+    version and folder. Readers without Spark (polars, delta-rs, DuckDB) read every table at its
+    version and get a pair of states that existed together on the master, also while replay
+    moves the replica on, in this process or another: a version, once written, never changes.
+
+    Make one with :func:`wlr.pin` (any process) or :meth:`wlr.Replica.pin`; pin again for a newer tick.
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        path (str): the replica's folder.
+        name (str): the replica's name.
+        state (ReplicaState): its ``wlr.config`` as read.
+
+    Attributes:
+        replica (str): the replica's name.
+        tick (int): the transaction every table stands at (-1: none yet).
+        versions (dict[str, int]): ``{"schema.table": Delta version}`` at that tick.
+    """
+
+    def __init__(self, storage: Storage, path: str, name: str, state: ReplicaState) -> None:
+        self._storage = storage
+        self._path = path
+        self.replica = name
+        self.tick: int = state.view_tick
+        self.versions: dict[str, int] = state.read_versions()
+
+    def __repr__(self) -> str:
+        return f"PinnedView(replica={self.replica!r}, tick={self.tick}, tables={len(self.versions)})"
+
+    def path(self, table: str) -> str:
+        """The folder of replica table ``table`` (a local path, or the store's URL).
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at this tick.
+        """
+        self._version(table)
+        schema, name = split_name(table)
+        folder = Storage.join(self._path, schema, name)
+        return self._storage.os_path(folder) or self._storage.uri(folder)
+
+    def delta_table(self, table: str):
+        """delta-rs's ``DeltaTable`` of ``table`` at its version of this tick
+        (``DeltaTable(path, version=)``).
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            deltalake.DeltaTable: the table at that version.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at this tick, or replay dropped it
+                or made it again since (pin again).
+        """
+        from deltalake import DeltaTable
+
+        version = self._check(table)
+        return DeltaTable(self.path(table), version=version)
+
+    def polars(self, table: str):
+        """The table as a polars ``LazyFrame`` at its version of this tick
+        (``polars.scan_delta(path, version=)``; ``.collect()`` reads it).
+
+        Args:
+            table (str): ``"schema.table"``.
+
+        Returns:
+            polars.LazyFrame: the table at that version.
+
+        Raises:
+            ReplicaStateError: as :meth:`delta_table`.
+            ImportError: polars is not installed (``pip install polars``).
+        """
+        import polars as pl
+
+        version = self._check(table)
+        return pl.scan_delta(self.path(table), version=version)
+
+    def _version(self, table: str) -> int:
+        version = self.versions.get(table)
+        if version is None:
+            from wlcore.databases import did_you_mean
+
+            raise ReplicaStateError(
+                f"table {table} is not on replica {self.replica} at transaction {self.tick}"
+                + did_you_mean(table, sorted(self.versions), "tables")
+            )
+        return version
+
+    def _check(self, table: str) -> int:
+        """The table's version, after checking that the folder still holds the table of this
+        tick: a table replay dropped and made again since starts its versions anew, and its
+        version of the same number is another state (its replay tag names a later transaction)."""
+        from wlcore.deltalog import read_commit
+
+        from .apply import parse_span
+
+        version = self._version(table)
+        schema, name = split_name(table)
+        try:
+            commit = read_commit(self._storage, Storage.join(self._path, schema, name), version)
+        except (OSError, ValueError):
+            commit = None
+        span = None if commit is None else parse_span(commit.user_metadata, None)
+        if commit is None or (span is not None and span[1] > self.tick):
+            raise ReplicaStateError(
+                f"table {table} of replica {self.replica} was dropped or made again after transaction "
+                f"{self.tick}: its version {version} is gone or another state; pin the replica again "
+                f"(wlr.pin({self.replica!r}, dbfarm))"
+            )
+        return version
 
 
 log = logging.getLogger("wlr.replica")

@@ -22,7 +22,7 @@ from wlcore.target import Published, date_note
 
 from . import failure, monitor
 from .book import ReplicaApplier, ReplicaLock, StateBook
-from .catalog import ConsistentView, ReplicaCatalog
+from .catalog import ConsistentView, PinnedView, ReplicaCatalog
 from .errors import ReplicaStateError, ReplicationError, TargetWarning
 from .follow import Follower
 from .monitor import ReplicaMetrics
@@ -306,6 +306,11 @@ class Replica:
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
         return self._view.view_tick()
+
+    def pin(self) -> PinnedView:
+        """The last consistent tick pinned for readers without Spark: each table's Delta version
+        and folder (:class:`wlr.catalog.PinnedView`; :func:`wlr.pin` from any process)."""
+        return self._view.pin()
 
     @property
     def metrics_port(self) -> int | None:

@@ -46,3 +46,16 @@ def test_progress_and_interrupted_transactions(tmp_path):
     commit(table, 4, None)  # someone else wrote the replica
     assert applier.tables.foreign_writes("s.t", 3) == ["version 4 (WRITE)"]
     assert applier.tables.last_final_txn("s.t") == 7
+
+
+def test_a_replay_tag_is_read_for_its_master_or_for_any():
+    """``parse_span`` reads the transactions a tag names, for one master's id or (None) any
+    master's, and nothing from text that is not a replay tag."""
+    from wlr.apply import parse_span
+
+    assert parse_span(tag(DBID, 9, first=4), DBID) == (4, 9, True)
+    assert parse_span(tag(DBID, 9, part=True), None) == (9, 9, False)
+    assert parse_span(tag("other", 9), DBID) is None
+    assert parse_span(tag("other", 12, first=10), None) == (10, 12, True)
+    for text in (None, "", "wlr:", "wlr:abc", "wlr:abc:x-1", "nightly load"):
+        assert parse_span(text, None) is None, text
