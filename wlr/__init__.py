@@ -355,16 +355,19 @@ def pin(replica: str | Replica, dbfarm: str | None = None) -> PinnedView:
     Nothing is locked or written; no Spark is started.
 
     Args:
-        replica (str | Replica): the replica's name in ``dbfarm``, or a :class:`Replica`.
+        replica (str | Replica): the replica's name in ``dbfarm``, or a :class:`Replica` (then
+            ``dbfarm`` is not used).
         dbfarm (str | None): the folder holding the replica (default ``$WLC_DBFARM`` or config).
 
     Returns:
         PinnedView: ``.tick``, ``.versions``, ``.path(t)``, ``.delta_table(t)``, ``.polars(t)``.
 
     Raises:
-        NotFoundError: no such dbfarm, or ``replica`` is not a replica there (the message names those that are).
-        ReplicaStateError: ``replica`` names a master or a plain database.
-        ConfigError: a malformed name.
+        NotFoundError: no such dbfarm, or ``replica`` is not a replica there (a master, a plain
+            database or nothing: the message says which, and names the replicas there).
+        ReplicaStateError: the replica is being restored, records no consistent view yet, or is
+            in an object store.
+        ConfigError: a malformed name, or a malformed ``wlr.config``.
     """
     if isinstance(replica, Replica):
         return replica.pin()
@@ -376,6 +379,8 @@ def pin(replica: str | Replica, dbfarm: str | None = None) -> PinnedView:
 
     farm = resolve_dbfarm(dbfarm)
     storage = Storage.of(farm)
+    if not storage.isdir(farm):
+        raise NotFoundError(f"no dbfarm at {farm}; check dbfarm= (or $WLC_DBFARM, or dbfarm in config)")
     path = Storage.join(farm, check_part(replica, "replica"))
     try:
         state = read_replica_state(storage, path)

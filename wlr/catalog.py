@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import threading
 import warnings
@@ -39,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wlcore.errors import first_line
 from wlcore.names import catalog_name, quote_ident, split_name
 from wlcore.session import LateSession
 from wlcore.settings import settings
@@ -50,6 +52,9 @@ from .book import StateBook
 from .errors import ReadOnlyError, ReplicaStateError
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from polars import LazyFrame
+
     from .book import ReplicaApplier
 
 
@@ -163,11 +168,12 @@ class ConsistentView:
 class PinnedView:
     """A replica's last consistent tick, read once from its ``wlr.config`` (``view`` and
     ``at.<table>``, written together in one atomic replace): the tick, and each table's Delta
-    version and folder. Readers without Spark (polars, delta-rs, DuckDB) read every table at its
-    version and get a pair of states that existed together on the master, also while replay
-    moves the replica on, in this process or another: a version, once written, never changes.
+    version and folder. Readers without Spark (polars, delta-rs) read every table at its version
+    and get a pair of states that existed together on the master, also while replay moves the
+    replica on, in this process or another: a version, once written, never changes.
 
-    Make one with :func:`wlr.pin` (any process) or :meth:`wlr.Replica.pin`; pin again for a newer tick.
+    Make one with :func:`wlr.pin` (any process) or :meth:`wlr.Replica.pin`; pin again for a
+    newer tick. Local replicas only (a replica in an object store is read through Spark).
 
     Args:
         storage (Storage): the storage holding the replica.
@@ -177,56 +183,94 @@ class PinnedView:
 
     Attributes:
         replica (str): the replica's name.
-        tick (int): the transaction every table stands at (-1: none yet).
-        versions (dict[str, int]): ``{"schema.table": Delta version}`` at that tick.
+        tick (int): the transaction every table stands at (-1: the state the replica started
+            from, its start snapshot or nothing, before any transaction replayed since).
+
+    Raises:
+        ReplicaStateError: the replica is being restored (``wlr restore``), or records no
+            consistent view (made by an older version and not replayed since).
     """
 
     def __init__(self, storage: Storage, path: str, name: str, state: ReplicaState) -> None:
+        if state.state == "restoring":
+            raise ReplicaStateError(
+                f"replica {name} is being restored (wlr restore): its tables are not consistent; "
+                "pin it when the restore has finished"
+            )
+        if not state.has("view"):
+            raise ReplicaStateError(
+                f"replica {name} records no consistent view (made by an older version); "
+                f"replay it once (wlr.Replica(master, {name!r}, dbfarm).replicate()), then pin it"
+            )
+        if storage.os_path(path) is None:
+            raise ReplicaStateError(
+                f"replica {name} is in an object store ({storage.uri(path)}): pinned reads are for local "
+                "replicas; read it through Spark (Replica.table(), versionAsOf)"
+            )
         self._storage = storage
         self._path = path
         self.replica = name
         self.tick: int = state.view_tick
-        self.versions: dict[str, int] = state.read_versions()
+        self._versions: dict[str, int] = state.read_versions()
 
     def __repr__(self) -> str:
-        return f"PinnedView(replica={self.replica!r}, tick={self.tick}, tables={len(self.versions)})"
+        return f"PinnedView(replica={self.replica!r}, tick={self.tick}, tables={len(self._versions)})"
+
+    @property
+    def versions(self) -> dict[str, int]:
+        """``{"schema.table": Delta version}`` of every table at :attr:`tick` (a copy)."""
+        return dict(self._versions)
 
     def path(self, table: str) -> str:
-        """The folder of replica table ``table`` (a local path, or the store's URL).
+        """The local folder of replica table ``table``. A reader of it at its version
+        (``pl.read_delta(path, version=)``) skips :meth:`delta_table`'s check of the table.
 
         Args:
             table (str): ``"schema.table"``.
+
+        Returns:
+            str: the folder's path.
 
         Raises:
             ReplicaStateError: the table is not on the replica at this tick.
         """
         self._version(table)
         schema, name = split_name(table)
-        folder = Storage.join(self._path, schema, name)
-        return self._storage.os_path(folder) or self._storage.uri(folder)
+        return self._storage.os_path(Storage.join(self._path, schema, name)) or ""
 
-    def delta_table(self, table: str):
+    def delta_table(self, table: str) -> DeltaTable:
         """delta-rs's ``DeltaTable`` of ``table`` at its version of this tick
-        (``DeltaTable(path, version=)``).
+        (``DeltaTable(path, version=)``), checked to be the table of this tick.
 
         Args:
             table (str): ``"schema.table"``.
 
         Returns:
-            deltalake.DeltaTable: the table at that version.
+            deltalake.DeltaTable: the table at that version; its data files are read where it
+            is read (:meth:`polars` reads through it).
 
         Raises:
             ReplicaStateError: the table is not on the replica at this tick, or replay dropped it
-                or made it again since (pin again).
+                and made it again since (its version of that number is another state), or the
+                version is gone (the table dropped, or its log cleaned up): pin again.
         """
         from deltalake import DeltaTable
 
-        version = self._check(table)
-        return DeltaTable(self.path(table), version=version)
+        version = self._version(table)
+        path = self.path(table)
+        try:
+            dt = DeltaTable(path, version=version)
+        except Exception as exc:  # deltalake's errors have no common base
+            if not os.path.isdir(os.path.join(path, "_delta_log")):
+                raise self._gone(table, version, "the table is gone") from None
+            raise self._gone(table, version, f"delta-rs cannot load it: {first_line(exc)}") from None
+        self._check(table, version)
+        return dt
 
-    def polars(self, table: str):
+    def polars(self, table: str) -> LazyFrame:
         """The table as a polars ``LazyFrame`` at its version of this tick
-        (``polars.scan_delta(path, version=)``; ``.collect()`` reads it).
+        (``polars.scan_delta`` of :meth:`delta_table`): ``.collect()`` reads the files of that
+        version, or fails when they are gone, never another state of the table.
 
         Args:
             table (str): ``"schema.table"``.
@@ -236,46 +280,50 @@ class PinnedView:
 
         Raises:
             ReplicaStateError: as :meth:`delta_table`.
-            ImportError: polars is not installed (``pip install polars``).
+            ImportError: polars is not installed (``pip install 'wlc-wlr[polars]'``).
         """
-        import polars as pl
-
-        version = self._check(table)
-        return pl.scan_delta(self.path(table), version=version)
+        try:
+            import polars as pl
+        except ImportError as exc:
+            raise ImportError(f"PinnedView.polars() needs polars: pip install 'wlc-wlr[polars]' ({exc})") from None
+        return pl.scan_delta(self.delta_table(table))
 
     def _version(self, table: str) -> int:
-        version = self.versions.get(table)
+        version = self._versions.get(table)
         if version is None:
             from wlcore.databases import did_you_mean
 
             raise ReplicaStateError(
                 f"table {table} is not on replica {self.replica} at transaction {self.tick}"
-                + did_you_mean(table, sorted(self.versions), "tables")
+                + did_you_mean(table, sorted(self._versions), "tables")
             )
         return version
 
-    def _check(self, table: str) -> int:
-        """The table's version, after checking that the folder still holds the table of this
-        tick: a table replay dropped and made again since starts its versions anew, and its
-        version of the same number is another state (its replay tag names a later transaction)."""
+    def _check(self, table: str, version: int) -> None:
+        """Check that commit ``version`` of the table belongs to this tick: a table replay
+        dropped and made again since (in the middle of a round, before the view moved) starts its
+        versions anew, and its commit of the same number carries the replay tag of a later
+        transaction."""
         from wlcore.deltalog import read_commit
 
         from .apply import parse_span
 
-        version = self._version(table)
         schema, name = split_name(table)
         try:
             commit = read_commit(self._storage, Storage.join(self._path, schema, name), version)
-        except (OSError, ValueError):
-            commit = None
-        span = None if commit is None else parse_span(commit.user_metadata, None)
-        if commit is None or (span is not None and span[1] > self.tick):
-            raise ReplicaStateError(
-                f"table {table} of replica {self.replica} was dropped or made again after transaction "
-                f"{self.tick}: its version {version} is gone or another state; pin the replica again "
-                f"(wlr.pin({self.replica!r}, dbfarm))"
+        except FileNotFoundError:  # loaded from a checkpoint, its JSON commit cleaned up: as loaded
+            return
+        span = parse_span(commit.user_metadata, None)
+        if span is not None and span[1] > self.tick:
+            raise self._gone(
+                table, version, f"it holds transaction {span[1]}, made again after transaction {self.tick}"
             )
-        return version
+
+    def _gone(self, table: str, version: int, why: str) -> ReplicaStateError:
+        return ReplicaStateError(
+            f"table {table} of replica {self.replica} at version {version} is not the one of transaction "
+            f"{self.tick} ({why}); pin the replica again (wlr.pin({self.replica!r}, dbfarm))"
+        )
 
 
 log = logging.getLogger("wlr.replica")
