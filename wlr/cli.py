@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wlr",
         description="Workload replay into Delta Lake replicas.",
-        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction; 2 bad input or a refused call; "
+        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (verify: a table differs); 2 bad input or a refused call; "
         "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
         "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop), 6 the "
         "source cannot be read or refuses the replica (gone, moved, fenced)",
@@ -192,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_restore(sub)
     _add_promote(sub)
     _add_prune(sub)
+    _add_verify(sub)
     return parser
 
 
@@ -307,6 +308,19 @@ def _add_log(sub) -> None:
     lg.add_argument("--logs", metavar="URL", help="read a shipped copy of the logs (wlc ship) instead of the master")
 
 
+def _add_verify(sub) -> None:
+    """The ``wlr verify`` subcommand (``sub``: the command line's subparsers)."""
+    ve = subcommand(
+        sub,
+        "verify",
+        cmd_verify,
+        help="compare every replica table with its master at the replica's last consistent tick "
+        "(definition, row count, a hash of every row); exit 1 when one differs",
+    )
+    ve.add_argument("dbfarm", help="folder holding the databases")
+    ve.add_argument("replica", help="the replica database's name")
+
+
 def _add_accept(sub) -> None:
     """The ``wlr accept`` subcommand (``sub``: the command line's subparsers)."""
     ac = subcommand(sub, "accept", cmd_accept, help="skip exactly the failed transaction")
@@ -401,6 +415,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(format_replica_status(s, args.dbfarm))
     return s["exit"]
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``wlr verify``: compare replica ``args.replica`` with its master table by table and print
+    the result (:meth:`wlr.Replica.verify`); nothing is written.
+
+    Returns:
+        0 every table compared is equal; 1 a table differs (the table, what differs and the first
+        differing rows are printed).
+
+    Raises:
+        NotFoundError: no such dbfarm or replica. ReplicaStateError: the replica is being restored.
+    """
+    result = open_replica(args).verify()
+    print(result.render())
+    return 0 if result.equal else 1
 
 
 def cmd_accept(args: argparse.Namespace) -> int:

@@ -41,6 +41,7 @@ from .source import (
     resolve,
     shipped_source,
 )
+from .verify import Verification, verify
 
 
 class Replica:
@@ -306,6 +307,39 @@ class Replica:
     def view_tick(self) -> int:
         """The transaction the reads of :meth:`table` stand at (the last consistent tick)."""
         return self._view.view_tick()
+
+    def verify(self) -> Verification:
+        """Compare every table with the master at the replica's last consistent tick: definition,
+        row count and an order-independent hash of every row, the master read by time travel at
+        the versions that tick stands for (:mod:`wlr.verify`). Changes nothing.
+
+        Returns:
+            Verification: ``.equal``, ``.tables`` (one :class:`wlr.verify.TableCheck` each, with the
+            first differing rows), ``.render()``.
+
+        Raises:
+            ReplicaStateError: the replica is being restored.
+            wlc.BatchError: a published batch is damaged.
+        """
+        st = self._book.current()
+        if st.state == "restoring":
+            raise ReplicaStateError(
+                f"replica {self.name} is being restored (wlr restore); verify it when it has finished"
+            )
+        store = self._setup.store(self._setup.master_config())
+        return verify(
+            self.spark,
+            self.name,
+            self.master,
+            st.view_tick,
+            st.read_versions(),
+            self.storage,
+            self.path,
+            Storage.of(self.master_dbfarm),
+            self.master_path,
+            store,
+            Selection.from_state(st),
+        )
 
     def pin(self) -> PinnedView:
         """The last consistent tick pinned for readers without Spark: each table's Delta version

@@ -1,0 +1,65 @@
+"""The master's versions at a replica's tick for ``wlr verify`` (:func:`wlr.verify.master_versions`),
+found in published batches alone: capture's cursors at a batch's end, moved by the records of the
+batch holding the tick (no table is read)."""
+
+from datetime import datetime, timezone
+
+from wlcore.batch import CaptureState, Cursor, Manifest, TxnRecord
+from wlcore.logstore import LogStore
+from wlcore.storage import Storage
+from wlr.verify import TableCheck, Verification, master_versions
+
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)
+
+
+def rec(txn: int, table: str, version: int | None, ddl: str | None = None) -> TxnRecord:
+    return TxnRecord(txn=txn, gtid=f"g:{txn}", time=T0, table=table, version=version, operation="WRITE", ddl=ddl)
+
+
+def publish(store: LogStore, batch: int, recs: list[TxnRecord], cursors: dict[str, int]) -> None:
+    state = CaptureState({t: Cursor(v, None) for t, v in cursors.items()}, next_txn=recs[-1].txn + 1 if recs else 0)
+    store.publish(store.stage(batch), Manifest("m", "d0", batch, T0, recs, cursors=state))
+
+
+def test_the_versions_at_a_tick_come_from_the_batch_holding_it(tmp_path):
+    root = str(tmp_path / "m")
+    store = LogStore(Storage.of(root), root, root + "/wlc_logs", "m")
+    publish(store, 0, [rec(0, "s.a", 0), rec(1, "s.b", 0)], {"s.a": 0, "s.b": 0})
+    publish(store, 1, [], {"s.a": 1, "s.b": 0})  # a beat without transactions (OPTIMIZE examined)
+    publish(store, 2, [rec(2, "s.a", 2), rec(3, "s.b", 1), rec(4, "s.a", 3), rec(5, "s.b", None, "drop")], {"s.a": 3})
+    assert master_versions(store, 1) == {"s.a": 0, "s.b": 0}  # a batch's end: its cursors
+    assert master_versions(store, 3) == {"s.a": 2, "s.b": 1}  # inside batch 2: batch 1's cursors, then its records
+    assert master_versions(store, 4) == {"s.a": 3, "s.b": 1}
+    assert master_versions(store, 5) == {"s.a": 3}  # dropped by then: capture keeps no cursor
+    assert master_versions(store, 9) == {"s.a": 3}
+    assert master_versions(store, 0) == "transaction 0 is inside batch 0, the first there is (the ones before pruned)"
+    store.delete(store.batches()[:2])  # pruned
+    assert master_versions(store, 1) == "no published level-0 batch holds transaction 1 (pruned)"
+    assert master_versions(store, 3) == "transaction 3 is inside batch 2, the first there is (the ones before pruned)"
+
+
+def test_a_verification_is_rendered_as_a_table_then_each_difference():
+    result = Verification(
+        "r",
+        "m",
+        7,
+        [
+            TableCheck("s.a", "equal", 3, 5, 10, 10),
+            TableCheck(
+                "s.b", "differs", 2, 4, 9, 10, ["9 rows on the replica, 10 on the master"], ["replica lacks id=4"]
+            ),
+            TableCheck("s.c", "not compared", 1, problems=["the master's table is gone"]),
+        ],
+    )
+    assert not result.equal
+    assert result.render().splitlines() == [
+        "replica r against master m at transaction 7",
+        "table  result        replica rows  master rows  replica version  master version",
+        "s.a    equal         10            10           3                5",
+        "s.b    differs       9             10           2                4",
+        "s.c    not compared  -             -            1                -",
+        "s.b: 9 rows on the replica, 10 on the master",
+        "s.b: replica lacks id=4",
+        "s.c: the master's table is gone",
+        "1 of 3 tables differ; 1 not compared",
+    ]

@@ -1,0 +1,333 @@
+"""Verification: a replica compared with its master, table by table, at the replica's last
+consistent tick (``wlr verify``, :meth:`wlr.Replica.verify`), as a reconcile step compares row
+counts, definitions and content. Nothing is written.
+
+The master's side is read by Delta time travel at the versions that tick stands for, found in
+the published batches without reading any table: the batch holding the tick carries capture's
+cursors, each table's master version with exactly the transactions up to the batch's end, and
+its records give the version of each transaction inside it. Each table is then compared on:
+
+- its **definition** as replication carries it (columns with types, nullability and comments,
+  partitioning, clustering, replicated properties and CHECK constraints:
+  :meth:`wlcore.deltalog.TableMeta.shape`), read from both Delta logs;
+- its **row count** and an **order-independent hash of every row** (the sum of Spark's
+  ``xxhash64`` of each row), one Spark job a side, the master's side filtered by a selective
+  replica's row filter;
+- where they differ, the **first differing rows** (their keys where the table has ``wlc.key``):
+  the rows of each side the other lacks (Spark's ``exceptAll``).
+
+A replica table written outside replay after the tick (a path write) differs: it is named, and
+compared at its newest version where replay has not committed since. A table of the master the
+replica should carry but lacks is reported missing. A table is left
+out ("not compared", saying why) when the batch holding the tick was pruned, or the master's
+table is gone or was made again since the tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from wlcore.deltalog import TableMeta, list_versions, metadata_at, read_commit
+from wlcore.logstore import LogStore
+from wlcore.names import quote_ident, split_name
+from wlcore.storage import Storage
+
+if TYPE_CHECKING:
+    from .select import Selection
+
+EQUAL, DIFFERS, NOT_COMPARED = "equal", "differs", "not compared"
+
+
+@dataclass
+class TableCheck:
+    """The comparison of one table (:func:`verify`).
+
+    Attributes:
+        table (str): ``schema.table``.
+        status (str): ``"equal"``, ``"differs"`` or ``"not compared"``.
+        replica_version (int | None): the replica table's Delta version read (None: none).
+        master_version (int | None): the master table's Delta version read (None: none).
+        replica_rows (int | None): the replica's row count (None: not counted).
+        master_rows (int | None): the master's row count (None: not counted).
+        problems (list[str]): what differs (definition, count, content), or why it was not compared.
+        rows (list[str]): the first differing rows, ``replica lacks ...`` / ``master lacks ...``
+            (their key columns where the table has ``wlc.key``).
+    """
+
+    table: str
+    status: str
+    replica_version: int | None = None
+    master_version: int | None = None
+    replica_rows: int | None = None
+    master_rows: int | None = None
+    problems: list[str] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verification:
+    """What :meth:`wlr.Replica.verify` found.
+
+    Attributes:
+        replica (str): the replica's name.
+        master (str): its master's name.
+        tick (int): the transaction both sides were read at.
+        tables (list[TableCheck]): one per table, by name.
+    """
+
+    replica: str
+    master: str
+    tick: int
+    tables: list[TableCheck]
+
+    @property
+    def equal(self) -> bool:
+        """True when every table compared is equal and none differs (tables not compared aside)."""
+        return not any(t.status == DIFFERS for t in self.tables)
+
+    def render(self) -> str:
+        """The result as a table for people, then each difference."""
+        head = ("table", "result", "replica rows", "master rows", "replica version", "master version")
+        body = [
+            (
+                t.table,
+                t.status,
+                _cell(t.replica_rows),
+                _cell(t.master_rows),
+                _cell(t.replica_version),
+                _cell(t.master_version),
+            )
+            for t in self.tables
+        ]
+        widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+        lines = [f"replica {self.replica} against master {self.master} at transaction {self.tick}"]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
+        for t in self.tables:
+            for p in t.problems:
+                lines.append(f"{t.table}: {p}")
+            for r in t.rows:
+                lines.append(f"{t.table}: {r}")
+        differ = sum(t.status == DIFFERS for t in self.tables)
+        skipped = sum(t.status == NOT_COMPARED for t in self.tables)
+        lines.append(
+            (
+                f"{differ} of {len(self.tables)} tables differ"
+                if differ
+                else f"{len(self.tables) - skipped} tables equal"
+            )
+            + (f"; {skipped} not compared" if skipped else "")
+        )
+        return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def master_versions(store: LogStore, tick: int) -> dict[str, int | None] | str:
+    """Each master table's Delta version holding exactly the transactions up to ``tick``, from
+    the level-0 batches (no table is read): the cursors of the batch before the one holding
+    ``tick``, moved by that batch's records up to it (or the cursors of the batch ending there).
+
+    Args:
+        store (LogStore): the master's published log.
+        tick (int): a transaction id (>= 0).
+
+    Returns:
+        dict[str, int | None] | str: ``{schema.table: version}`` (None: dropped by then); or why
+        the versions cannot be found (the batch holding ``tick``, or the one before it, is not
+        published: pruned, or ``tick`` is inside the master's first batch).
+    """
+    refs = store.batches()
+    for i in range(len(refs) - 1, -1, -1):
+        manifest = store.manifest(refs[i])
+        if not manifest.txns or manifest.first_txn > tick:
+            continue
+        if manifest.last_txn <= tick:
+            return {name: c.version for name, c in manifest.cursors.tables.items()}
+        if i == 0:  # no batch records the versions where this one began
+            return f"transaction {tick} is inside batch {manifest.batch}, the first there is (the ones before pruned)"
+        before: dict[str, int | None] = {
+            name: c.version for name, c in store.manifest(refs[i - 1]).cursors.tables.items()
+        }
+        for rec in manifest.txns:
+            if rec.txn <= tick:
+                before[rec.table] = rec.version if rec.ddl != "drop" else None
+        return before
+    return f"no published level-0 batch holds transaction {tick} (pruned)"
+
+
+def verify(
+    spark: Any,
+    replica: str,
+    master: str,
+    tick: int,
+    versions: dict[str, int],
+    replica_storage: Storage,
+    replica_path: str,
+    master_storage: Storage,
+    master_path: str,
+    store: LogStore,
+    selection: Selection,
+) -> Verification:
+    """Compare every table of a replica with its master at ``tick`` (see the module docstring).
+
+    Args:
+        spark: the SparkSession that reads both sides.
+        replica (str): the replica's name.
+        master (str): the master's name.
+        tick (int): the replica's last consistent tick.
+        versions (dict[str, int]): ``{schema.table: Delta version}`` of the replica's tables at ``tick``.
+        replica_storage (Storage): the storage holding the replica.
+        replica_path (str): the replica's folder.
+        master_storage (Storage): the storage holding the master.
+        master_path (str): the master's folder.
+        store (LogStore): the master's published log (where the replica reads it).
+        selection (Selection): what the replica carries (tables, row filters).
+
+    Returns:
+        Verification: one :class:`TableCheck` a table.
+    """
+    found = master_versions(store, tick) if tick >= 0 else "the replica holds no transaction yet"
+    checks: list[TableCheck] = []
+    names = set(versions)
+    if isinstance(found, dict):
+        names |= {t for t, v in found.items() if v is not None and selection.wants(t)}
+    for table in sorted(names):
+        if isinstance(found, str):
+            checks.append(TableCheck(table, NOT_COMPARED, versions.get(table), problems=[found]))
+            continue
+        checks.append(
+            _table(
+                spark,
+                table,
+                versions.get(table),
+                found.get(table),
+                (replica_storage, Storage.join(replica_path, *split_name(table))),
+                (master_storage, Storage.join(master_path, *split_name(table))),
+                selection.predicate(table),
+            )
+        )
+    return Verification(replica, master, tick, checks)
+
+
+def _table(
+    spark: Any,
+    table: str,
+    rv: int | None,
+    mv: int | None,
+    rep: tuple[Storage, str],
+    mas: tuple[Storage, str],
+    keep: str | None,
+) -> TableCheck:
+    check = TableCheck(table, EQUAL, rv, mv)
+    if mv is None:
+        check.status, check.problems = DIFFERS, ["on the replica, but not on the master at this tick"]
+        return check
+    master_meta = _meta(mas, mv)
+    if master_meta is None:
+        check.status = NOT_COMPARED
+        check.problems = [f"the master's table is gone or its version {mv} is no longer in its log"]
+        return check
+    if rv is None:
+        check.status, check.problems = DIFFERS, ["on the master, but missing on the replica"]
+        return check
+    foreign, replayed = _after(rep, rv)
+    if foreign:  # a write outside replay: compared where readers of the table see it
+        check.problems.append(f"written outside replay after version {rv}: {', '.join(foreign)}")
+        if not replayed:
+            rv = check.replica_version = list_versions(*rep)[-1]
+    replica_meta = _meta(rep, rv)
+    if replica_meta is None:
+        check.status, check.problems = DIFFERS, [f"the replica's version {rv} is not in its log"]
+        return check
+    if replica_meta.shape() != master_meta.shape():
+        check.problems.append("definition differs: " + _shape_difference(replica_meta, master_meta))
+    from pyspark.sql import functions as F
+
+    cols = [f["name"] for f in master_meta.schema.get("fields", [])]
+    mine = spark.read.format("delta").option("versionAsOf", rv).load(rep[0].uri(rep[1]))
+    theirs = spark.read.format("delta").option("versionAsOf", mv).load(mas[0].uri(mas[1]))
+    if keep is not None:
+        theirs = theirs.filter(F.coalesce(F.expr(keep), F.lit(False)))
+    shared = [c for c in cols if c in set(mine.columns)]
+    a, b = _comparable(mine, shared), _comparable(theirs, shared)
+    (check.replica_rows, r_hash), (check.master_rows, m_hash) = _digest(a), _digest(b)
+    if check.replica_rows != check.master_rows:
+        check.problems.append(f"{check.replica_rows} rows on the replica, {check.master_rows} on the master")
+    if r_hash != m_hash or check.replica_rows != check.master_rows:
+        if check.replica_rows == check.master_rows:
+            check.problems.append("content differs (the rows' hashes)")
+        keys = [k for k in master_meta.key_columns if k in shared] or shared
+        for side, rows in (("replica lacks", b.exceptAll(a)), ("master lacks", a.exceptAll(b))):
+            for row in rows.select(*map(quote_ident, keys)).limit(3).collect():
+                check.rows.append(f"{side} {', '.join(f'{k}={row[k]!r}' for k in keys)}")
+    if check.problems:
+        check.status = DIFFERS
+    return check
+
+
+def _after(where: tuple[Storage, str], version: int) -> tuple[list[str], bool]:
+    """The commits after ``version`` of a replica table that change data or shape and were not
+    made by replay (``"version <v> (<operation>)"``), and whether replay committed after it too."""
+    from .apply import parse_span
+
+    foreign, replayed = [], False
+    for v in list_versions(*where):
+        if v <= version:
+            continue
+        commit = read_commit(where[0], where[1], v)
+        if parse_span(commit.user_metadata, None) is not None:
+            replayed = True
+        elif commit.data_change or commit.metadata is not None:
+            foreign.append(f"version {v} ({commit.operation})")
+    return foreign, replayed
+
+
+def _meta(where: tuple[Storage, str], version: int) -> TableMeta | None:
+    try:
+        return metadata_at(where[0], where[1], version)
+    except (OSError, ValueError):
+        return None
+
+
+def _comparable(df: Any, cols: list[str]) -> Any:
+    """``df``'s columns ``cols``, a column holding a map anywhere as its JSON text (Spark neither
+    hashes nor compares maps, and a map's text is its entries in order)."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return df.select(
+        *[F.to_json(F.col(quote_ident(c))).alias(c) if _has_map(types.get(c)) else F.col(quote_ident(c)) for c in cols]
+    )
+
+
+def _has_map(kind: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(kind, MapType):
+        return True
+    if isinstance(kind, ArrayType):
+        return _has_map(kind.elementType)
+    if isinstance(kind, StructType):
+        return any(_has_map(f.dataType) for f in kind.fields)
+    return False
+
+
+def _digest(df: Any) -> tuple[int, int]:
+    """Row count and the sum of each row's ``xxhash64`` (of :func:`_comparable` columns)."""
+    from pyspark.sql import functions as F
+
+    row = df.select(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.xxhash64(*[F.col(quote_ident(c)) for c in df.columns]).cast("decimal(38,0)")).alias("h"),
+    ).first()
+    return int(row["n"]), int(row["h"] or 0)
+
+
+def _shape_difference(replica: TableMeta, master: TableMeta) -> str:
+    """The parts of the two definitions that differ, named."""
+    a, b = replica.shape(), master.shape()
+    parts = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return ", ".join(parts) or "(no part named)"
