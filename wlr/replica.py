@@ -328,7 +328,7 @@ class Replica:
             )
         store = self._setup.store(self._setup.master_config())
         return verify(
-            self.spark,
+            self._session,
             self.name,
             self.master,
             st.view_tick,

@@ -10,9 +10,11 @@ its records give the version of each transaction inside it. Each table is then c
 - its **definition** as replication carries it (columns with types, nullability and comments,
   partitioning, clustering, replicated properties and CHECK constraints:
   :meth:`wlcore.deltalog.TableMeta.shape`), read from both Delta logs;
-- its **row count** and an **order-independent hash of every row** (the sum of Spark's
-  ``xxhash64`` of each row), one Spark job a side, the master's side filtered by a selective
-  replica's row filter;
+- its **rows**, where the data is: a small table of flat columns (at most
+  ``replica.deltars_bytes`` a side) read by delta-rs in this process and compared sorted; any
+  other, and one not found equal that way, by Spark: the **row count** and an
+  **order-independent hash of every row** (the sum of Spark's ``xxhash64`` of each row), one
+  job a side, the master's side filtered by a selective replica's row filter;
 - where they differ, the **first differing rows** (their keys where the table has ``wlc.key``):
   the rows of each side the other lacks (Spark's ``exceptAll``).
 
@@ -26,11 +28,12 @@ table is gone or was made again since the tick.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from wlcore.deltalog import TableMeta, list_versions, metadata_at, read_commit
 from wlcore.logstore import LogStore
 from wlcore.names import quote_ident, split_name
+from wlcore.settings import settings
 from wlcore.storage import Storage
 
 if TYPE_CHECKING:
@@ -53,6 +56,8 @@ class TableCheck:
         problems (list[str]): what differs (definition, count, content), or why it was not compared.
         rows (list[str]): the first differing rows, ``replica lacks ...`` / ``master lacks ...``
             (their key columns where the table has ``wlc.key``).
+        engine (str): what read the rows: ``"delta-rs"`` (both sides small, found equal in this
+            process), ``"spark"``, or ``""`` (not read).
     """
 
     table: str
@@ -63,6 +68,7 @@ class TableCheck:
     master_rows: int | None = None
     problems: list[str] = field(default_factory=list)
     rows: list[str] = field(default_factory=list)
+    engine: str = ""
 
 
 @dataclass
@@ -88,7 +94,7 @@ class Verification:
 
     def render(self) -> str:
         """The result as a table for people, then each difference."""
-        head = ("table", "result", "replica rows", "master rows", "replica version", "master version")
+        head = ("table", "result", "replica rows", "master rows", "replica version", "master version", "read by")
         body = [
             (
                 t.table,
@@ -97,6 +103,7 @@ class Verification:
                 _cell(t.master_rows),
                 _cell(t.replica_version),
                 _cell(t.master_version),
+                t.engine or "-",
             )
             for t in self.tables
         ]
@@ -159,7 +166,7 @@ def master_versions(store: LogStore, tick: int) -> dict[str, int | None] | str:
 
 
 def verify(
-    spark: Any,
+    spark: Callable[[], Any],
     replica: str,
     master: str,
     tick: int,
@@ -174,7 +181,8 @@ def verify(
     """Compare every table of a replica with its master at ``tick`` (see the module docstring).
 
     Args:
-        spark: the SparkSession that reads both sides.
+        spark (Callable[[], SparkSession]): gives the session that reads both sides where
+            delta-rs does not (:class:`wlcore.session.LateSession`: started at its first use).
         replica (str): the replica's name.
         master (str): the master's name.
         tick (int): the replica's last consistent tick.
@@ -213,7 +221,7 @@ def verify(
 
 
 def _table(
-    spark: Any,
+    spark: Callable[[], Any],
     table: str,
     rv: int | None,
     mv: int | None,
@@ -244,11 +252,34 @@ def _table(
         return check
     if replica_meta.shape() != master_meta.shape():
         check.problems.append("definition differs: " + _shape_difference(replica_meta, master_meta))
+    if keep is None and not check.problems:
+        rows = _equal_small(rep, rv, mas, mv, settings().replica.deltars_bytes)
+        if rows is not None:
+            check.replica_rows = check.master_rows = rows
+            check.engine = "delta-rs"
+            return check
+    _by_spark(check, spark(), (rep, rv), (mas, mv), keep, master_meta)
+    if check.problems:
+        check.status = DIFFERS
+    return check
+
+
+def _by_spark(
+    check: TableCheck,
+    session: Any,
+    replica: tuple[tuple[Storage, str], int],
+    master: tuple[tuple[Storage, str], int],
+    keep: str | None,
+    master_meta: TableMeta,
+) -> None:
+    """Count and hash both sides with Spark into ``check``; where they differ, its first differing rows."""
     from pyspark.sql import functions as F
 
+    (rep, rv), (mas, mv) = replica, master
+    check.engine = "spark"
     cols = [f["name"] for f in master_meta.schema.get("fields", [])]
-    mine = spark.read.format("delta").option("versionAsOf", rv).load(rep[0].uri(rep[1]))
-    theirs = spark.read.format("delta").option("versionAsOf", mv).load(mas[0].uri(mas[1]))
+    mine = session.read.format("delta").option("versionAsOf", rv).load(rep[0].uri(rep[1]))
+    theirs = session.read.format("delta").option("versionAsOf", mv).load(mas[0].uri(mas[1]))
     if keep is not None:
         theirs = theirs.filter(F.coalesce(F.expr(keep), F.lit(False)))
     shared = [c for c in cols if c in set(mine.columns)]
@@ -263,9 +294,62 @@ def _table(
         for side, rows in (("replica lacks", b.exceptAll(a)), ("master lacks", a.exceptAll(b))):
             for row in rows.select(*map(quote_ident, keys)).limit(3).collect():
                 check.rows.append(f"{side} {', '.join(f'{k}={row[k]!r}' for k in keys)}")
-    if check.problems:
-        check.status = DIFFERS
-    return check
+
+
+# the Arrow types two sides are sorted and compared in: flat ones (a float column holding NaN is
+# left to Spark, as NaN never equals NaN in Arrow)
+def _flat(kind: Any) -> bool:
+    import pyarrow as pa
+
+    t = pa.types
+    return bool(
+        t.is_integer(kind)
+        or t.is_string(kind)
+        or t.is_large_string(kind)
+        or t.is_boolean(kind)
+        or t.is_date(kind)
+        or t.is_decimal(kind)
+        or t.is_timestamp(kind)
+        or t.is_floating(kind)
+    )
+
+
+def _equal_small(rep: tuple[Storage, str], rv: int, mas: tuple[Storage, str], mv: int, limit: int) -> int | None:
+    """The row count when both sides (replica at ``rv``, master at ``mv``) are local tables of at
+    most ``limit`` bytes that delta-rs reads, of flat columns, and equal once sorted by every
+    column (no Spark job); None: Spark decides (bigger, other types, NaN, or not equal here)."""
+    sides = [_small(where, version, limit) for where, version in ((rep, rv), (mas, mv))]
+    if sides[0] is None or sides[1] is None:
+        return None
+    a, b = sides[0], sides[1]
+    if a.schema != b.schema or a.num_rows != b.num_rows or not all(_flat(f.type) for f in a.schema):
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for f in a.schema:
+        if pa.types.is_floating(f.type) and any(pc.any(pc.is_nan(t[f.name])).as_py() for t in (a, b)):
+            return None
+    order = [(name, "ascending") for name in a.column_names]
+    same = a.sort_by(order).combine_chunks().equals(b.sort_by(order).combine_chunks())
+    return a.num_rows if same else None
+
+
+def _small(where: tuple[Storage, str], version: int, limit: int) -> Any:
+    """The table at ``version`` as an Arrow table when local, readable by delta-rs and of at most
+    ``limit`` bytes; else None."""
+    local = where[0].os_path(where[1])
+    if local is None or limit <= 0:
+        return None
+    from deltalake import DeltaTable
+
+    from .apply import detail
+
+    try:
+        dt = DeltaTable(local, version=version)
+        return dt.to_pyarrow_table() if detail(dt)[0] <= limit else None
+    except Exception:  # delta-rs cannot read it (a reader feature it lacks; no common base): Spark reads it
+        return None
 
 
 def _after(where: tuple[Storage, str], version: int) -> tuple[list[str], bool]:

@@ -44,9 +44,17 @@ def test_a_verification_is_rendered_as_a_table_then_each_difference():
         "m",
         7,
         [
-            TableCheck("s.a", "equal", 3, 5, 10, 10),
+            TableCheck("s.a", "equal", 3, 5, 10, 10, engine="delta-rs"),
             TableCheck(
-                "s.b", "differs", 2, 4, 9, 10, ["9 rows on the replica, 10 on the master"], ["replica lacks id=4"]
+                "s.b",
+                "differs",
+                2,
+                4,
+                9,
+                10,
+                ["9 rows on the replica, 10 on the master"],
+                ["replica lacks id=4"],
+                "spark",
             ),
             TableCheck("s.c", "not compared", 1, problems=["the master's table is gone"]),
         ],
@@ -54,12 +62,38 @@ def test_a_verification_is_rendered_as_a_table_then_each_difference():
     assert not result.equal
     assert result.render().splitlines() == [
         "replica r against master m at transaction 7",
-        "table  result        replica rows  master rows  replica version  master version",
-        "s.a    equal         10            10           3                5",
-        "s.b    differs       9             10           2                4",
-        "s.c    not compared  -             -            1                -",
+        "table  result        replica rows  master rows  replica version  master version  read by",
+        "s.a    equal         10            10           3                5               delta-rs",
+        "s.b    differs       9             10           2                4               spark",
+        "s.c    not compared  -             -            1                -               -",
         "s.b: 9 rows on the replica, 10 on the master",
         "s.b: replica lacks id=4",
         "s.c: the master's table is gone",
         "1 of 3 tables differ; 1 not compared",
     ]
+
+
+def test_small_tables_are_found_equal_without_spark_only_when_sorted_rows_match(tmp_path):
+    """Both sides read by delta-rs and compared sorted: equal whatever the order and the files;
+    a changed row, a NaN (never equal to itself in Arrow) or a size over the limit leave the
+    decision to Spark (None)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from wlr.verify import _equal_small
+
+    def table(name: str, parts: list[dict]) -> tuple[tuple[Storage, str], int]:
+        path = str(tmp_path / name)
+        for i, part in enumerate(parts):
+            write_deltalake(path, pa.table(part), mode="append" if i else "error")
+        return (Storage.of(path), path), len(parts) - 1
+
+    a = table("a", [{"id": [1, 2], "v": ["x", None], "f": [0.5, 1.5]}, {"id": [3], "v": ["z"], "f": [2.5]}])
+    b = table("b", [{"id": [3, 1, 2], "v": ["z", "x", None], "f": [2.5, 0.5, 1.5]}])
+    c = table("c", [{"id": [3, 1, 2], "v": ["z", "x", "y"], "f": [2.5, 0.5, 1.5]}])
+    n = table("n", [{"id": [3, 1, 2], "v": ["z", "x", None], "f": [2.5, 0.5, float("nan")]}])
+    assert _equal_small(*a, *b, 1 << 20) == 3
+    assert _equal_small(*a, *c, 1 << 20) is None
+    assert _equal_small(*n, *n, 1 << 20) is None
+    assert _equal_small(*a, *b, 10) is None
+    assert _equal_small(*a, *b, 0) is None
