@@ -271,7 +271,7 @@ def run(args) -> Report:
         f"{size / 1e9:.2f} GB of table folders; loaded in {w['loaded']:.0f} s, backlog written in {w['written']:.0f} s",
         f"  set-up runs (s, interleaved): new replica {' '.join(f'{x:.2f}' for x in setups)}; "
         f"plain copy {' '.join(f'{x:.2f}' for x in copies)}; with SQL names {' '.join(f'{x:.2f}' for x in named)} "
-        "(the session's first SQL statements and Delta loads, about 2 s once a session)",
+        "(the session's first SQL statements and Delta loads, about 3 s once a session)",
         f"  backlog: transactions {w['start_txn'] + 1}..{w['end_txn']}, {w['rows_read']:,} change rows; "
         f"runs (s): " + "; ".join(f"{m} {' '.join(f'{x:.1f}' for x in t)}" for m, t in times.items()),
     ]
