@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wlcore.deltalog import metadata_at
 from wlcore.errors import first_line
 from wlcore.names import catalog_name, quote_ident, split_name
 from wlcore.session import LateSession
@@ -252,7 +253,8 @@ class PinnedView:
         Raises:
             ReplicaStateError: the table is not on the replica at this tick, or replay dropped it
                 and made it again since (its version of that number is another state), or the
-                version is gone (the table dropped, or its log cleaned up): pin again.
+                version is gone (the table dropped, or its log cleaned up): pin again; or the
+                table uses column mapping (delta-rs 1.x reads its columns as NULLs).
         """
         from deltalake import DeltaTable
 
@@ -265,6 +267,12 @@ class PinnedView:
                 raise self._gone(table, version, "the table is gone") from None
             raise self._gone(table, version, f"delta-rs cannot load it: {first_line(exc)}") from None
         self._check(table, version)
+        meta = metadata_at(self._storage, Storage.join(self._path, *split_name(table)), version)
+        if meta is not None and meta.configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+            raise ReplicaStateError(
+                f"table {table} of replica {self.replica} uses column mapping, which delta-rs 1.x reads as NULLs; "
+                f"read it through Spark (wlr.Replica(master, {self.replica!r}, dbfarm).table({table!r}))"
+            )
         return dt
 
     def polars(self, table: str) -> LazyFrame:

@@ -178,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wlr",
         description="Workload replay into Delta Lake replicas.",
-        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (verify: a table differs); 2 bad input or a refused call; "
+        epilog="exit status: 0 ok; 1 the replica stopped at a failed transaction (verify: a table differs or "
+        "was not compared); 2 bad input or a refused call; "
         "3 not found (no such dbfarm, database or table); status only: 4 the replica diverged from its "
         "source, 5 stale (the follower or capture stopped sending heartbeats without a clean stop), 6 the "
         "source cannot be read or refuses the replica (gone, moved, fenced)",
@@ -315,7 +316,7 @@ def _add_verify(sub) -> None:
         "verify",
         cmd_verify,
         help="compare every replica table with its master at the replica's last consistent tick "
-        "(definition, row count, a hash of every row); exit 1 when one differs",
+        "(definition, row count, a hash of every row); exit 1 when one differs or cannot be compared",
     )
     ve.add_argument("dbfarm", help="folder holding the databases")
     ve.add_argument("replica", help="the replica database's name")
@@ -422,11 +423,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     the result (:meth:`wlr.Replica.verify`); nothing is written.
 
     Returns:
-        0 every table compared is equal; 1 a table differs (the table, what differs and the first
-        differing rows are printed).
+        0 every table compared and equal; 1 a table differs or could not be compared, or nothing
+        could (the tables, what differs, the first differing rows and why are printed).
 
     Raises:
-        NotFoundError: no such dbfarm or replica. ReplicaStateError: the replica is being restored.
+        NotFoundError: no such dbfarm or replica, or the master's folder is not there.
+        ReplicaStateError: the replica is being restored, or its source refuses it.
     """
     result = open_replica(args).verify()
     print(result.render())

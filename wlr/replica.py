@@ -314,11 +314,13 @@ class Replica:
         the versions that tick stands for (:mod:`wlr.verify`). Changes nothing.
 
         Returns:
-            Verification: ``.equal``, ``.tables`` (one :class:`wlr.verify.TableCheck` each, with the
-            first differing rows), ``.render()``.
+            Verification: ``.equal`` (every table compared and equal), ``.tables`` (one
+            :class:`wlr.verify.TableCheck` each, with the first differing rows), ``.reason`` (why
+            nothing could be compared), ``.render()``.
 
         Raises:
-            ReplicaStateError: the replica is being restored.
+            ReplicaStateError: the replica is being restored; its source is fenced or refuses it.
+            NotFoundError: the master's folder (whose tables are read) or the source is not there.
             wlc.BatchError: a published batch is damaged.
         """
         st = self._book.current()
@@ -335,11 +337,18 @@ class Replica:
             st.read_versions(),
             self.storage,
             self.path,
-            Storage.of(self.master_dbfarm),
-            self.master_path,
+            *self._master_folder(),
             store,
             Selection.from_state(st),
         )
+
+    def _master_folder(self) -> tuple[Storage, str]:
+        """The master's folder whose tables :meth:`verify` reads: the source's own when the replica
+        reads a master (a promoted one's folder may have another name), else ``<master dbfarm>/<master>``."""
+        src = self.source
+        if src.is_master:
+            return src.storage, src.root
+        return Storage.of(self.master_dbfarm), self.master_path
 
     def pin(self) -> PinnedView:
         """The last consistent tick pinned for readers without Spark: each table's Delta version

@@ -20,9 +20,10 @@ its records give the version of each transaction inside it. Each table is then c
 
 A replica table written outside replay after the tick (a path write) differs: it is named, and
 compared at its newest version where replay has not committed since. A table of the master the
-replica should carry but lacks is reported missing. A table is left
-out ("not compared", saying why) when the batch holding the tick was pruned, or the master's
-table is gone or was made again since the tick.
+replica should carry but lacks is reported missing. A table is "not compared" (saying why) when
+the master's table is gone, made again since the tick, or unreadable at its version, or replay
+made the replica's again; nothing is compared when the batches holding the tick are pruned or
+from before a promotion.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from wlcore.deltalog import TableMeta, list_versions, metadata_at, read_commit
+from wlcore.errors import NotFoundError
 from wlcore.logstore import LogStore
 from wlcore.names import quote_ident, split_name
 from wlcore.settings import settings
@@ -80,17 +82,20 @@ class Verification:
         master (str): its master's name.
         tick (int): the transaction both sides were read at.
         tables (list[TableCheck]): one per table, by name.
+        reason (str): why nothing could be compared ("": the tables were).
     """
 
     replica: str
     master: str
     tick: int
     tables: list[TableCheck]
+    reason: str = ""
 
     @property
     def equal(self) -> bool:
-        """True when every table compared is equal and none differs (tables not compared aside)."""
-        return not any(t.status == DIFFERS for t in self.tables)
+        """True when every table was compared and found equal (False: one differs, one could not
+        be compared, or nothing could: :attr:`reason`)."""
+        return not self.reason and all(t.status == EQUAL for t in self.tables)
 
     def render(self) -> str:
         """The result as a table for people, then each difference."""
@@ -109,6 +114,8 @@ class Verification:
         ]
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
         lines = [f"replica {self.replica} against master {self.master} at transaction {self.tick}"]
+        if self.reason:
+            return "\n".join([*lines, f"nothing compared: {self.reason}"])
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
         for t in self.tables:
             for p in t.problems:
@@ -132,36 +139,53 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def master_versions(store: LogStore, tick: int) -> dict[str, int | None] | str:
+Versions = dict[str, tuple[int | None, frozenset[str]]]
+"""``{schema.table: (master version, its Delta table ids)}`` (version None: dropped by then; ids
+empty: not known)."""
+
+
+def master_versions(store: LogStore, tick: int) -> Versions | str:
     """Each master table's Delta version holding exactly the transactions up to ``tick``, from
     the level-0 batches (no table is read): the cursors of the batch before the one holding
-    ``tick``, moved by that batch's records up to it (or the cursors of the batch ending there).
+    ``tick``, moved by that batch's records up to it (or the cursors of the batch ending there),
+    with the Delta table ids capture knows of each (a table made again since has another).
 
     Args:
         store (LogStore): the master's published log.
         tick (int): a transaction id (>= 0).
 
     Returns:
-        dict[str, int | None] | str: ``{schema.table: version}`` (None: dropped by then); or why
-        the versions cannot be found (the batch holding ``tick``, or the one before it, is not
-        published: pruned, or ``tick`` is inside the master's first batch).
+        Versions | str: the versions; or why they cannot be found: the batch holding ``tick`` (or
+        the one before it) is pruned or is the master's first, or it was written by the master
+        before a promotion (its cursors are of the old master's tables).
+
+    Raises:
+        BatchError: a manifest read is damaged.
     """
     refs = store.batches()
+    owner = store.manifest(refs[-1]).dbid if refs else ""
     for i in range(len(refs) - 1, -1, -1):
         manifest = store.manifest(refs[i])
         if not manifest.txns or manifest.first_txn > tick:
             continue
+        if manifest.dbid != owner:
+            return f"transaction {tick} was published before a promotion (the old master's versions)"
         if manifest.last_txn <= tick:
-            return {name: c.version for name, c in manifest.cursors.tables.items()}
-        if i == 0:  # no batch records the versions where this one began
-            return f"transaction {tick} is inside batch {manifest.batch}, the first there is (the ones before pruned)"
-        before: dict[str, int | None] = {
-            name: c.version for name, c in store.manifest(refs[i - 1]).cursors.tables.items()
-        }
+            return {name: (c.version, frozenset(c.known_ids())) for name, c in manifest.cursors.tables.items()}
+        if i == 0 or refs[i - 1].number != manifest.batch - 1:
+            where = "the master's first" if manifest.batch == 0 else "the first one published (those before pruned)"
+            return (
+                f"transaction {tick} is inside batch {manifest.batch}, {where}: no batch records the versions before it"
+            )
+        prior = store.manifest(refs[i - 1])
+        if prior.dbid != owner:
+            return f"transaction {tick} is inside the first batch after a promotion"
+        out: Versions = {name: (c.version, frozenset(c.known_ids())) for name, c in prior.cursors.tables.items()}
         for rec in manifest.txns:
             if rec.txn <= tick:
-                before[rec.table] = rec.version if rec.ddl != "drop" else None
-        return before
+                ids = out.get(rec.table, (None, frozenset()))[1] if rec.ddl is None else frozenset()
+                out[rec.table] = (rec.version if rec.ddl != "drop" else None, ids)
+        return out
     return f"no published level-0 batch holds transaction {tick} (pruned)"
 
 
@@ -195,26 +219,34 @@ def verify(
         selection (Selection): what the replica carries (tables, row filters).
 
     Returns:
-        Verification: one :class:`TableCheck` a table.
+        Verification: one :class:`TableCheck` a table (none when nothing could be compared: its
+        ``reason`` says why).
+
+    Raises:
+        NotFoundError: the master's folder is not there (verify reads the master's tables).
+        BatchError: a manifest read is damaged.
     """
-    found = master_versions(store, tick) if tick >= 0 else "the replica holds no transaction yet"
+    if not master_storage.isdir(master_path):
+        raise NotFoundError(
+            f"verify reads the master's tables, and {master_storage.uri(master_path)} is not there; "
+            "run it where the master's folder is reachable"
+        )
+    found = master_versions(store, tick) if tick >= 0 else "the replica has replayed no transaction since its start"
+    if isinstance(found, str):
+        return Verification(replica, master, tick, [], reason=found)
     checks: list[TableCheck] = []
-    names = set(versions)
-    if isinstance(found, dict):
-        names |= {t for t, v in found.items() if v is not None and selection.wants(t)}
+    names = set(versions) | {t for t, (v, _ids) in found.items() if v is not None and selection.wants(t)}
     for table in sorted(names):
-        if isinstance(found, str):
-            checks.append(TableCheck(table, NOT_COMPARED, versions.get(table), problems=[found]))
-            continue
         checks.append(
             _table(
                 spark,
                 table,
                 versions.get(table),
-                found.get(table),
+                found.get(table, (None, frozenset())),
                 (replica_storage, Storage.join(replica_path, *split_name(table))),
                 (master_storage, Storage.join(master_path, *split_name(table))),
                 selection.predicate(table),
+                tick,
             )
         )
     return Verification(replica, master, tick, checks)
@@ -224,22 +256,32 @@ def _table(
     spark: Callable[[], Any],
     table: str,
     rv: int | None,
-    mv: int | None,
+    at: tuple[int | None, frozenset[str]],
     rep: tuple[Storage, str],
     mas: tuple[Storage, str],
     keep: str | None,
+    tick: int,
 ) -> TableCheck:
+    mv, ids = at
     check = TableCheck(table, EQUAL, rv, mv)
     if mv is None:
         check.status, check.problems = DIFFERS, ["on the replica, but not on the master at this tick"]
         return check
     master_meta = _meta(mas, mv)
-    if master_meta is None:
+    if master_meta is None or (ids and master_meta.table_id not in ids):
         check.status = NOT_COMPARED
-        check.problems = [f"the master's table is gone or its version {mv} is no longer in its log"]
+        check.problems = [
+            f"the master's table is gone or its version {mv} is no longer in its log"
+            if master_meta is None
+            else f"the master's table was made again after transaction {tick}"
+        ]
         return check
     if rv is None:
         check.status, check.problems = DIFFERS, ["on the master, but missing on the replica"]
+        return check
+    made_again = _replayed_after(rep, rv, tick)
+    if made_again:
+        check.status, check.problems = NOT_COMPARED, [made_again]
         return check
     foreign, replayed = _after(rep, rv)
     if foreign:  # a write outside replay: compared where readers of the table see it
@@ -252,13 +294,19 @@ def _table(
         return check
     if replica_meta.shape() != master_meta.shape():
         check.problems.append("definition differs: " + _shape_difference(replica_meta, master_meta))
-    if keep is None and not check.problems:
-        rows = _equal_small(rep, rv, mas, mv, settings().replica.deltars_bytes)
+    if keep is None and not check.problems and _plain(master_meta) and _plain(replica_meta):
+        rows = _equal_small(rep, rv, mas, mv, min(settings().replica.deltars_bytes, SMALL_BYTES))
         if rows is not None:
             check.replica_rows = check.master_rows = rows
             check.engine = "delta-rs"
             return check
-    _by_spark(check, spark(), (rep, rv), (mas, mv), keep, master_meta)
+    try:
+        _by_spark(check, spark(), (rep, rv), (mas, mv), keep, master_meta)
+    except Exception as exc:  # a side Spark cannot read (the master's files vacuumed): not compared
+        from wlcore.errors import first_line
+
+        check.status, check.problems = NOT_COMPARED, [*check.problems, f"Spark cannot read it: {first_line(exc)}"]
+        return check
     if check.problems:
         check.status = DIFFERS
     return check
@@ -316,12 +364,12 @@ def _flat(kind: Any) -> bool:
 
 def _equal_small(rep: tuple[Storage, str], rv: int, mas: tuple[Storage, str], mv: int, limit: int) -> int | None:
     """The row count when both sides (replica at ``rv``, master at ``mv``) are local tables of at
-    most ``limit`` bytes that delta-rs reads, of flat columns, and equal once sorted by every
+    most ``limit`` bytes each that delta-rs reads, of flat columns, and equal once sorted by every
     column (no Spark job); None: Spark decides (bigger, other types, NaN, or not equal here)."""
-    sides = [_small(where, version, limit) for where, version in ((rep, rv), (mas, mv))]
-    if sides[0] is None or sides[1] is None:
+    tables = [_small(where, version, limit) for where, version in ((rep, rv), (mas, mv))]
+    if tables[0] is None or tables[1] is None:
         return None
-    a, b = sides[0], sides[1]
+    a, b = tables[0].to_pyarrow_table(), tables[1].to_pyarrow_table()
     if a.schema != b.schema or a.num_rows != b.num_rows or not all(_flat(f.type) for f in a.schema):
         return None
     import pyarrow as pa
@@ -336,8 +384,8 @@ def _equal_small(rep: tuple[Storage, str], rv: int, mas: tuple[Storage, str], mv
 
 
 def _small(where: tuple[Storage, str], version: int, limit: int) -> Any:
-    """The table at ``version`` as an Arrow table when local, readable by delta-rs and of at most
-    ``limit`` bytes; else None."""
+    """delta-rs's table at ``version`` when local, readable by delta-rs and of at most ``limit``
+    bytes of data files (its rows not read yet); else None."""
     local = where[0].os_path(where[1])
     if local is None or limit <= 0:
         return None
@@ -347,9 +395,38 @@ def _small(where: tuple[Storage, str], version: int, limit: int) -> Any:
 
     try:
         dt = DeltaTable(local, version=version)
-        return dt.to_pyarrow_table() if detail(dt)[0] <= limit else None
+        return dt if detail(dt)[0] <= limit else None
     except Exception:  # delta-rs cannot read it (a reader feature it lacks; no common base): Spark reads it
         return None
+
+
+SMALL_BYTES = 64 << 20  # a side's data files at most, for delta-rs to read both into memory and sort them
+
+
+def _plain(meta: TableMeta) -> bool:
+    """True when delta-rs reads the table's rows as Spark does: no column mapping (delta-rs 1.x
+    reads a column-mapped table of reader version 2 as NULLs), partitions, deletion vectors or
+    TIMESTAMP columns (Spark's INT96, read through nanoseconds)."""
+    if meta.partition_columns or meta.deletion_vectors:
+        return False
+    if meta.configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+        return False
+    return all(f.get("type") != "timestamp" for f in meta.schema.get("fields", []))
+
+
+def _replayed_after(where: tuple[Storage, str], version: int, tick: int) -> str | None:
+    """Why the replica table's commit ``version`` is not the table of ``tick``: replay dropped
+    and made it again since (its versions begin anew, and this one holds a later transaction)."""
+    from .apply import parse_span
+
+    try:
+        commit = read_commit(where[0], where[1], version)
+    except FileNotFoundError:
+        return None
+    span = parse_span(commit.user_metadata, None)
+    if span is not None and span[1] > tick:
+        return f"replay made the table again after transaction {tick} (verify again)"
+    return None
 
 
 def _after(where: tuple[Storage, str], version: int) -> tuple[list[str], bool]:
@@ -377,35 +454,35 @@ def _meta(where: tuple[Storage, str], version: int) -> TableMeta | None:
 
 
 def _comparable(df: Any, cols: list[str]) -> Any:
-    """``df``'s columns ``cols``, a column holding a map anywhere as its JSON text (Spark neither
-    hashes nor compares maps, and a map's text is its entries in order)."""
+    """``df``'s columns ``cols`` as compared: a flat column as it is, a nested one (struct,
+    array, map) as its JSON text with NULL fields kept and a map's entries sorted (Spark neither
+    hashes nor compares maps, and its hash of an array skips NULL elements)."""
     from pyspark.sql import functions as F
-
-    types = {f.name: f.dataType for f in df.schema.fields}
-    return df.select(
-        *[F.to_json(F.col(quote_ident(c))).alias(c) if _has_map(types.get(c)) else F.col(quote_ident(c)) for c in cols]
-    )
-
-
-def _has_map(kind: Any) -> bool:
     from pyspark.sql.types import ArrayType, MapType, StructType
 
-    if isinstance(kind, MapType):
-        return True
-    if isinstance(kind, ArrayType):
-        return _has_map(kind.elementType)
-    if isinstance(kind, StructType):
-        return any(_has_map(f.dataType) for f in kind.fields)
-    return False
+    types = {f.name: f.dataType for f in df.schema.fields}
+    out = []
+    for c in cols:
+        col, kind = F.col(quote_ident(c)), types.get(c)
+        if isinstance(kind, MapType):
+            col = F.array_sort(F.map_entries(col))
+        if isinstance(kind, (ArrayType, MapType, StructType)):
+            col = F.to_json(col, {"ignoreNullFields": "false"})
+        out.append(col.alias(c))
+    return df.select(*out)
 
 
 def _digest(df: Any) -> tuple[int, int]:
-    """Row count and the sum of each row's ``xxhash64`` (of :func:`_comparable` columns)."""
+    """Row count and the sum of each row's ``xxhash64`` over its values and which of them are
+    NULL (Spark's hash skips a NULL: without the mask a value in the wrong nullable column
+    would hash the same)."""
     from pyspark.sql import functions as F
 
+    cols = [F.col(quote_ident(c)) for c in df.columns]
+    mask = F.concat_ws("", *[F.when(c.isNull(), F.lit("1")).otherwise(F.lit("0")) for c in cols])
     row = df.select(
         F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*[F.col(quote_ident(c)) for c in df.columns]).cast("decimal(38,0)")).alias("h"),
+        F.sum(F.xxhash64(*cols, mask).cast("decimal(38,0)")).alias("h"),
     ).first()
     return int(row["n"]), int(row["h"] or 0)
 

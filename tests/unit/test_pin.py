@@ -95,3 +95,29 @@ def test_what_cannot_be_pinned_says_why(farm, tmp_path):
     state(farm, None, {})
     with pytest.raises(ReplicaStateError, match="records no consistent view"):
         wlr.pin("r", farm)
+
+
+def test_a_column_mapped_table_is_refused_not_read_as_nulls(farm):
+    """delta-rs 1.x reads a table with column mapping (protocol reader version 2) as NULLs: the
+    pin refuses it and names the Spark read instead."""
+    import json
+
+    x = os.path.join(farm, "r", "s", "x")
+    first = [json.loads(line) for line in open(os.path.join(x, "_delta_log", f"{0:020d}.json"))]
+    meta = next(a["metaData"] for a in first if "metaData" in a)
+    meta["configuration"] = {**meta.get("configuration", {}), "delta.columnMapping.mode": "name"}
+    fields = json.loads(meta["schemaString"])
+    for i, f in enumerate(fields["fields"], 1):
+        f["metadata"] = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f["name"]}
+    meta["schemaString"] = json.dumps(fields)
+    protocol = {"minReaderVersion": 2, "minWriterVersion": 5}
+    commit = [
+        {"commitInfo": {"operation": "SET TBLPROPERTIES", "userMetadata": tag(DBID, 2)}},
+        {"protocol": protocol},
+        {"metaData": meta},
+    ]
+    with open(os.path.join(x, "_delta_log", f"{2:020d}.json"), "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in commit) + "\n")
+    state(farm, 2, {"s.x": 2, "s.y": 0})
+    with pytest.raises(ReplicaStateError, match=r"s\.x of replica r uses column mapping.*through Spark"):
+        wlr.pin("r", farm).polars("s.x")

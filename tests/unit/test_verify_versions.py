@@ -21,21 +21,44 @@ def publish(store: LogStore, batch: int, recs: list[TxnRecord], cursors: dict[st
     store.publish(store.stage(batch), Manifest("m", "d0", batch, T0, recs, cursors=state))
 
 
+def versions(found) -> dict | str:
+    """The versions of :func:`master_versions`' answer, without the table ids."""
+    return found if isinstance(found, str) else {t: v for t, (v, _ids) in found.items()}
+
+
 def test_the_versions_at_a_tick_come_from_the_batch_holding_it(tmp_path):
     root = str(tmp_path / "m")
     store = LogStore(Storage.of(root), root, root + "/wlc_logs", "m")
     publish(store, 0, [rec(0, "s.a", 0), rec(1, "s.b", 0)], {"s.a": 0, "s.b": 0})
     publish(store, 1, [], {"s.a": 1, "s.b": 0})  # a beat without transactions (OPTIMIZE examined)
     publish(store, 2, [rec(2, "s.a", 2), rec(3, "s.b", 1), rec(4, "s.a", 3), rec(5, "s.b", None, "drop")], {"s.a": 3})
-    assert master_versions(store, 1) == {"s.a": 0, "s.b": 0}  # a batch's end: its cursors
-    assert master_versions(store, 3) == {"s.a": 2, "s.b": 1}  # inside batch 2: batch 1's cursors, then its records
-    assert master_versions(store, 4) == {"s.a": 3, "s.b": 1}
-    assert master_versions(store, 5) == {"s.a": 3}  # dropped by then: capture keeps no cursor
-    assert master_versions(store, 9) == {"s.a": 3}
-    assert master_versions(store, 0) == "transaction 0 is inside batch 0, the first there is (the ones before pruned)"
+    assert versions(master_versions(store, 1)) == {"s.a": 0, "s.b": 0}  # a batch's end: its cursors
+    assert versions(master_versions(store, 3)) == {"s.a": 2, "s.b": 1}  # inside batch 2: batch 1's cursors, moved
+    assert versions(master_versions(store, 4)) == {"s.a": 3, "s.b": 1}
+    assert versions(master_versions(store, 5)) == {"s.a": 3}  # dropped by then: capture keeps no cursor
+    assert versions(master_versions(store, 9)) == {"s.a": 3}
+    assert master_versions(store, 0) == (
+        "transaction 0 is inside batch 0, the master's first: no batch records the versions before it"
+    )
     store.delete(store.batches()[:2])  # pruned
     assert master_versions(store, 1) == "no published level-0 batch holds transaction 1 (pruned)"
-    assert master_versions(store, 3) == "transaction 3 is inside batch 2, the first there is (the ones before pruned)"
+    assert master_versions(store, 3) == (
+        "transaction 3 is inside batch 2, the first one published (those before pruned): "
+        "no batch records the versions before it"
+    )
+
+
+def test_versions_from_before_a_promotion_are_not_taken(tmp_path):
+    """Batches the old master published carry its cursors (its tables' versions): a tick in them,
+    or inside the new master's first batch, is not answered with them."""
+    root = str(tmp_path / "m")
+    store = LogStore(Storage.of(root), root, root + "/wlc_logs", "m")
+    publish(store, 0, [rec(0, "s.a", 0)], {"s.a": 0})
+    state = CaptureState({"s.a": Cursor(4, None)}, next_txn=3)
+    store.publish(store.stage(1), Manifest("m", "new", 1, T0, [rec(1, "s.a", 3), rec(2, "s.a", 4)], cursors=state))
+    assert "before a promotion" in master_versions(store, 0)
+    assert master_versions(store, 1) == "transaction 1 is inside the first batch after a promotion"
+    assert versions(master_versions(store, 2)) == {"s.a": 4}
 
 
 def test_a_verification_is_rendered_as_a_table_then_each_difference():
@@ -60,6 +83,12 @@ def test_a_verification_is_rendered_as_a_table_then_each_difference():
         ],
     )
     assert not result.equal
+    assert Verification("r", "m", 7, [TableCheck("s.a", "equal", 3, 5, 10, 10)]).equal
+    assert not Verification("r", "m", 7, [TableCheck("s.c", "not compared")]).equal  # not compared: not verified
+    nothing = Verification("r", "m", -1, [], reason="the replica has replayed no transaction since its start")
+    assert not nothing.equal and nothing.render().splitlines()[-1] == (
+        "nothing compared: the replica has replayed no transaction since its start"
+    )
     assert result.render().splitlines() == [
         "replica r against master m at transaction 7",
         "table  result        replica rows  master rows  replica version  master version  read by",
