@@ -479,10 +479,9 @@ def _digest(df: Any) -> tuple[int, int]:
     from pyspark.sql import functions as F
 
     cols = [F.col(quote_ident(c)) for c in df.columns]
-    mask = F.concat_ws("", *[F.when(c.isNull(), F.lit("1")).otherwise(F.lit("0")) for c in cols])
     row = df.select(
         F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*cols, mask).cast("decimal(38,0)")).alias("h"),
+        F.sum(F.xxhash64(*cols, *[c.isNull() for c in cols]).cast("decimal(38,0)")).alias("h"),
     ).first()
     return int(row["n"]), int(row["h"] or 0)
 
