@@ -183,6 +183,12 @@ class TableMeta:
         return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
     @property
+    def column_mapping(self) -> bool:
+        """True when the table maps columns to physical names or ids (``delta.columnMapping.mode``
+        ``name`` or ``id``, any case)."""
+        return self.configuration.get("delta.columnMapping.mode", "none").lower() != "none"
+
+    @property
     def deletion_vectors(self) -> bool:
         """True when the table marks deleted rows in deletion vectors (``delta.enableDeletionVectors``)."""
         return self.configuration.get("delta.enableDeletionVectors", "false").lower() == "true"

@@ -877,6 +877,29 @@ def parse_span(text: str | None, dbid: str | None) -> tuple[int, int, bool] | No
         return None
 
 
+def made_again_after(storage: Storage, table_path: str, version: int, tick: int) -> int | None:
+    """The transaction after ``tick`` that replay's commit ``version`` of the replica table at
+    ``table_path`` lands, when there is one: replay dropped the table and made it again since
+    ``tick``, and its versions began anew (version ``version`` is another state than at ``tick``).
+
+    Args:
+        storage (Storage): the storage holding the replica.
+        table_path (str): the replica table's folder.
+        version (int): the Delta version read as the table at ``tick``.
+        tick (int): a transaction id.
+
+    Returns:
+        int | None: the later transaction; None when the commit lands none after ``tick`` (or its
+        JSON file is gone: the version is read from a checkpoint as it is).
+    """
+    try:
+        commit = read_commit(storage, table_path, version)
+    except FileNotFoundError:
+        return None
+    span = parse_span(commit.user_metadata, None)
+    return span[1] if span is not None and span[1] > tick else None
+
+
 def parse_tag(text: str | None, dbid: str) -> tuple[int, bool] | None:
     """The last transaction a replay tag of master ``dbid`` names, and whether the commit ends it.
 

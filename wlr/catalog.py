@@ -268,7 +268,7 @@ class PinnedView:
             raise self._gone(table, version, f"delta-rs cannot load it: {first_line(exc)}") from None
         self._check(table, version)
         meta = metadata_at(self._storage, Storage.join(self._path, *split_name(table)), version)
-        if meta is not None and meta.configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+        if meta is not None and meta.column_mapping:
             raise ReplicaStateError(
                 f"table {table} of replica {self.replica} uses column mapping, which delta-rs 1.x reads as NULLs; "
                 f"read it through Spark (wlr.Replica(master, {self.replica!r}, dbfarm).table({table!r}))"
@@ -312,20 +312,11 @@ class PinnedView:
         dropped and made again since (in the middle of a round, before the view moved) starts its
         versions anew, and its commit of the same number carries the replay tag of a later
         transaction."""
-        from wlcore.deltalog import read_commit
+        from .apply import made_again_after
 
-        from .apply import parse_span
-
-        schema, name = split_name(table)
-        try:
-            commit = read_commit(self._storage, Storage.join(self._path, schema, name), version)
-        except FileNotFoundError:  # loaded from a checkpoint, its JSON commit cleaned up: as loaded
-            return
-        span = parse_span(commit.user_metadata, None)
-        if span is not None and span[1] > self.tick:
-            raise self._gone(
-                table, version, f"it holds transaction {span[1]}, made again after transaction {self.tick}"
-            )
+        later = made_again_after(self._storage, Storage.join(self._path, *split_name(table)), version, self.tick)
+        if later is not None:
+            raise self._gone(table, version, f"it holds transaction {later}, made again after transaction {self.tick}")
 
     def _gone(self, table: str, version: int, why: str) -> ReplicaStateError:
         return ReplicaStateError(

@@ -38,6 +38,8 @@ from wlcore.names import quote_ident, split_name
 from wlcore.settings import settings
 from wlcore.storage import Storage
 
+from .apply import detail, made_again_after, parse_span
+
 if TYPE_CHECKING:
     from .select import Selection
 
@@ -279,9 +281,11 @@ def _table(
     if rv is None:
         check.status, check.problems = DIFFERS, ["on the master, but missing on the replica"]
         return check
-    made_again = _replayed_after(rep, rv, tick)
-    if made_again:
-        check.status, check.problems = NOT_COMPARED, [made_again]
+    if made_again_after(*rep, rv, tick) is not None:
+        check.status, check.problems = (
+            NOT_COMPARED,
+            [f"replay made the table again after transaction {tick} (verify again)"],
+        )
         return check
     foreign, replayed = _after(rep, rv)
     if foreign:  # a write outside replay: compared where readers of the table see it
@@ -391,8 +395,6 @@ def _small(where: tuple[Storage, str], version: int, limit: int) -> Any:
         return None
     from deltalake import DeltaTable
 
-    from .apply import detail
-
     try:
         dt = DeltaTable(local, version=version)
         return dt if detail(dt)[0] <= limit else None
@@ -409,31 +411,14 @@ def _plain(meta: TableMeta) -> bool:
     TIMESTAMP columns (Spark's INT96, read through nanoseconds)."""
     if meta.partition_columns or meta.deletion_vectors:
         return False
-    if meta.configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+    if meta.column_mapping:
         return False
     return all(f.get("type") != "timestamp" for f in meta.schema.get("fields", []))
-
-
-def _replayed_after(where: tuple[Storage, str], version: int, tick: int) -> str | None:
-    """Why the replica table's commit ``version`` is not the table of ``tick``: replay dropped
-    and made it again since (its versions begin anew, and this one holds a later transaction)."""
-    from .apply import parse_span
-
-    try:
-        commit = read_commit(where[0], where[1], version)
-    except FileNotFoundError:
-        return None
-    span = parse_span(commit.user_metadata, None)
-    if span is not None and span[1] > tick:
-        return f"replay made the table again after transaction {tick} (verify again)"
-    return None
 
 
 def _after(where: tuple[Storage, str], version: int) -> tuple[list[str], bool]:
     """The commits after ``version`` of a replica table that change data or shape and were not
     made by replay (``"version <v> (<operation>)"``), and whether replay committed after it too."""
-    from .apply import parse_span
-
     foreign, replayed = [], False
     for v in list_versions(*where):
         if v <= version:
