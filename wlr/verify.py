@@ -38,8 +38,6 @@ from wlcore.names import quote_ident, split_name
 from wlcore.settings import settings
 from wlcore.storage import Storage
 
-from .apply import detail, made_again_after, parse_span
-
 if TYPE_CHECKING:
     from .select import Selection
 
@@ -281,6 +279,8 @@ def _table(
     if rv is None:
         check.status, check.problems = DIFFERS, ["on the master, but missing on the replica"]
         return check
+    from .apply import made_again_after  # with pyspark: not at import (wlr status and wlr log start no Spark)
+
     if made_again_after(*rep, rv, tick) is not None:
         check.status, check.problems = (
             NOT_COMPARED,
@@ -395,6 +395,8 @@ def _small(where: tuple[Storage, str], version: int, limit: int) -> Any:
         return None
     from deltalake import DeltaTable
 
+    from .apply import detail
+
     try:
         dt = DeltaTable(local, version=version)
         return dt if detail(dt)[0] <= limit else None
@@ -419,6 +421,8 @@ def _plain(meta: TableMeta) -> bool:
 def _after(where: tuple[Storage, str], version: int) -> tuple[list[str], bool]:
     """The commits after ``version`` of a replica table that change data or shape and were not
     made by replay (``"version <v> (<operation>)"``), and whether replay committed after it too."""
+    from .apply import parse_span
+
     foreign, replayed = [], False
     for v in list_versions(*where):
         if v <= version:
