@@ -32,7 +32,7 @@ SEGMENT_WORK = {  # thread-seconds inside the segments (nested: a segment holds 
     "  DeltaTable.forPath (target's log)": [("delta.tables", "DeltaTable.forPath")],
     "  MERGE execute (jobs + commit)": [("delta.tables", "DeltaMergeBuilder.execute")],
     "  append (insert-only segments)": [("wlr.apply", "SparkEngine._append")],
-    "  delta-rs (small tables, in the process)": [("wlr.apply", "DeltaRs.land")],
+    "  Arrow engine (small tables, in the process)": [("wlr.apply", "ArrowEngine.land")],
     "  progress recorded (wlr.config, view)": [("wlr.replay", "Round._applied")],
 }
 DELTARS_THREADS = 4  # what a delta-rs script over many tables would run: a thread pool of four

@@ -26,6 +26,7 @@ A master database's replicated tables are found on the shared filesystem by thei
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -452,7 +453,15 @@ def checksum_size(storage: Storage, table_path: str, version: int) -> tuple[int,
         return None
 
 
-def write_checksum(storage: Storage, table_path: str, before: int, version: int, size: int, files: int) -> bool:
+def write_checksum(
+    storage: Storage,
+    table_path: str,
+    before: int,
+    version: int,
+    size: int,
+    files: int,
+    state: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> bool:
     """Write Delta's version checksum (``_delta_log/<version:020d>.crc``) of a commit made by a
     writer that writes none (delta-rs), derived as Delta Spark derives one from the checksum of the
     version before (its incremental commit): Delta Spark reads a table's protocol and metadata from
@@ -473,6 +482,8 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
         version (int): the version just committed (> ``before``).
         size (int): the table's size in bytes at ``version`` (its data files).
         files (int): the number of data files at ``version``.
+        state (tuple[dict, dict] | None): the ``protocol`` and ``metaData`` action bodies in force
+            at ``version``, where the writer holds them (then nothing else is read); None: derived.
 
     Returns:
         bool: True when the checksum was written.
@@ -483,32 +494,13 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
     import uuid
 
     folder = log_path(table_path)
-
-    def usable(v: int) -> dict | None:  # protocol and metadata to derive from
-        crc = _read_checksum(storage, folder, v)
-        return crc if crc is not None and "metadata" in crc and "protocol" in crc else None
-
-    base, prior = before, usable(before)
-    if prior is None:  # commits since made by a writer that writes none: the newest checksum before them
-        try:
-            names = storage.listdir(folder)
-        except OSError:
+    if state is not None:
+        actions = {"protocol": state[0], "metaData": state[1]}
+    else:
+        found = _derived_state(storage, table_path, before, version)
+        if found is None:
             return False
-        older = sorted((int(m.group(1)) for m in map(_CHECKSUM.match, names) if m), reverse=True)
-        base = next((v for v in older if v < before), -1)
-        prior = usable(base) if base >= 0 else None
-    if prior is None:
-        return False
-    try:
-        actions = {"metaData": prior["metadata"], "protocol": prior["protocol"]}
-        for v in range(base + 1, version + 1):
-            for line in storage.read_text(commit_file(table_path, v)).splitlines():
-                action = json.loads(line) if line.strip() else {}
-                for kind in ("metaData", "protocol"):
-                    if kind in action:
-                        actions[kind] = action[kind]
-    except (OSError, ValueError):  # a commit since gone or cut short: none written
-        return False
+        actions = found
     crc = {
         "txnId": str(uuid.uuid4()),
         "tableSizeBytes": int(size),
@@ -524,6 +516,40 @@ def write_checksum(storage: Storage, table_path: str, before: int, version: int,
         Storage.join(folder, f"{version:020d}.crc"), json.dumps(crc, separators=(",", ":")), durable=False
     )
     return True
+
+
+def _derived_state(storage: Storage, table_path: str, before: int, version: int) -> dict[str, Any] | None:
+    """The ``protocol`` and ``metaData`` in force at ``version`` for :func:`write_checksum`: those of
+    the checksum of ``before`` (else of the newest version before it that has one), replaced by any
+    the commits since carry; None when no checksum is found, or a commit since is gone."""
+    folder = log_path(table_path)
+
+    def usable(v: int) -> dict | None:  # protocol and metadata to derive from
+        crc = _read_checksum(storage, folder, v)
+        return crc if crc is not None and "metadata" in crc and "protocol" in crc else None
+
+    base, prior = before, usable(before)
+    if prior is None:  # commits since made by a writer that writes none: the newest checksum before them
+        try:
+            names = storage.listdir(folder)
+        except OSError:
+            return None
+        older = sorted((int(m.group(1)) for m in map(_CHECKSUM.match, names) if m), reverse=True)
+        base = next((v for v in older if v < before), -1)
+        prior = usable(base) if base >= 0 else None
+    if prior is None:
+        return None
+    try:
+        actions = {"metaData": prior["metadata"], "protocol": prior["protocol"]}
+        for v in range(base + 1, version + 1):
+            for line in storage.read_text(commit_file(table_path, v)).splitlines():
+                action = json.loads(line) if line.strip() else {}
+                for kind in ("metaData", "protocol"):
+                    if kind in action:
+                        actions[kind] = action[kind]
+    except (OSError, ValueError):  # a commit since gone or cut short: none written
+        return None
+    return actions
 
 
 def parse_commit(version: int, text: str, fallback_time: datetime | None = None) -> Commit:
@@ -825,6 +851,381 @@ def readable_from(storage: Storage, table_path: str, versions: list[int] | None 
         if all(v in have for v in range(cp + 1, versions[-1] + 1)):
             best = cp if best is None else min(best, cp)
     return best
+
+
+# ----------------------------------------------------------------------------- a local table's state, and commits written here
+#
+# Replay lands a small segment's append or rewrite with a commit of its own (:mod:`wlr.apply`): the
+# rows in one Parquet file written by pyarrow, the ``add`` (and ``remove``) actions in one JSON
+# commit, put in place only where no writer committed that version before (a hard link of a file
+# written aside: POSIX's atomic put-if-absent, as delta-rs's local log store does with its
+# no-replace rename). It reads the table's state as Delta's log replay rebuilds it
+# (:class:`Snapshot`): the newest classic or multi-part checkpoint the commits after it still
+# follow, then those JSON commits; a table only v2 checkpoints describe is not read here.
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A Delta table's state at one version, rebuilt from its log (Delta's protocol: "Action
+    Reconciliation"), read from a local folder by :func:`read_snapshot`.
+
+    Attributes:
+        version (int): the Delta version.
+        protocol (dict[str, Any]): the ``protocol`` action's body in force.
+        metadata (dict[str, Any]): the ``metaData`` action's body in force.
+        files (dict[str, dict[str, Any]]): the ``add`` actions of the live data files, by path
+            (the path as the log writes it; with a deletion vector, ``<path>#<its unique id>``).
+        txns (dict[str, int]): each application's last ``txn`` version (Delta's idempotent writes).
+        stamp (tuple[int, int, int]): inode, size and modification time (ns) of the version's
+            commit file: the log is still the one read while the same file is there.
+    """
+
+    version: int
+    protocol: dict[str, Any]
+    metadata: dict[str, Any]
+    files: dict[str, dict[str, Any]]
+    txns: dict[str, int]
+    stamp: tuple[int, int, int]
+
+    @property
+    def size(self) -> int:
+        """The live data files' size in bytes."""
+        return sum(int(a.get("size") or 0) for a in self.files.values())
+
+    def after(self, version: int, actions: list[dict[str, Any]], stamp: tuple[int, int, int]) -> "Snapshot":
+        """The state after ``actions``, committed as ``version`` (its commit file's ``stamp``).
+
+        Args:
+            version (int): the new version.
+            actions (list[dict[str, Any]]): the commit's actions.
+            stamp (tuple[int, int, int]): its commit file's inode, size and modification time (ns).
+
+        Returns:
+            Snapshot: a new object; this one is unchanged.
+        """
+        out = Snapshot(version, dict(self.protocol), dict(self.metadata), dict(self.files), dict(self.txns), stamp)
+        for action in actions:
+            _reconcile(out, action)
+        return out
+
+
+def _file_key(body: dict[str, Any]) -> str:
+    dv = body.get("deletionVector")
+    if not dv:
+        return str(body["path"])
+    return f"{body['path']}#{dv.get('storageType', '')}{dv.get('pathOrInlineDv', '')}@{dv.get('offset', '')}"
+
+
+def _reconcile(snap: Snapshot, action: dict[str, Any]) -> None:
+    """Apply one log action to ``snap`` in place (what only the reader that made it holds)."""
+    if action.get("add"):
+        snap.files[_file_key(action["add"])] = action["add"]
+    elif action.get("remove"):
+        snap.files.pop(_file_key(action["remove"]), None)
+    elif action.get("txn"):
+        snap.txns[str(action["txn"].get("appId"))] = int(action["txn"].get("version", -1))
+    elif action.get("metaData"):
+        snap.metadata.clear()
+        snap.metadata.update(action["metaData"])
+    elif action.get("protocol"):
+        snap.protocol.clear()
+        snap.protocol.update(action["protocol"])
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_snapshot(table_dir: str, since: Snapshot | None = None) -> Snapshot | None:
+    """The state of the Delta table at local folder ``table_dir`` at its latest version.
+
+    Args:
+        table_dir (str): the table's local folder.
+        since (Snapshot | None): a state read before: only the commits after it are read when its
+            version's commit file is still the one it read (else the table was made again, and
+            it is read afresh).
+
+    Returns:
+        Snapshot | None: the state; None when there is no commit, the log cannot be rebuilt (a
+        commit missing since the newest checkpoint), or only a v2 checkpoint describes it.
+
+    Raises:
+        OSError: the log cannot be read.
+        ValueError: a commit file is not JSON (a damaged log).
+    """
+    folder = os.path.join(table_dir, LOG_DIR)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return None
+    versions = sorted(int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m)
+    if not versions:
+        return None
+    latest = versions[-1]
+    snap: Snapshot | None = None
+    if since is not None and since.version <= latest:
+        if _stamp(os.path.join(folder, f"{since.version:020d}.json")) == since.stamp:
+            snap = since.after(since.version, [], since.stamp)
+    have = set(versions)
+    if snap is None:
+        snap = _from_checkpoint(folder, names, have, latest)
+        if snap is None:
+            return None
+    for v in range(snap.version + 1, latest + 1):
+        if v not in have:
+            return None
+        path = os.path.join(folder, f"{v:020d}.json")
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    _reconcile(snap, json.loads(line))
+    stamp = _stamp(os.path.join(folder, f"{latest:020d}.json"))
+    if stamp is None:
+        return None
+    return replace(snap, version=latest, stamp=stamp)
+
+
+def _from_checkpoint(folder: str, names: list[str], have: set[int], latest: int) -> Snapshot | None:
+    """The state at the newest classic or multi-part checkpoint that every commit after it up
+    to ``latest`` follows (version -1 and empty when the log is whole from version 0); None when
+    there is none, or the newest such is a v2 checkpoint."""
+    found: dict[int, list[re.Match[str]]] = {}
+    for name in names:
+        if m := _CHECKPOINT_FILE.match(name):
+            found.setdefault(int(m.group(1)), []).append(m)
+    for cp in sorted((v for v in found if v <= latest), reverse=True):
+        if not all(v in have for v in range(cp + 1, latest + 1)):
+            break
+        parts = _checkpoint_parts(found[cp])
+        if parts is None:
+            return None  # a v2 checkpoint (sidecars, a JSON top-level file): delta-rs or Spark reads it
+        if parts:
+            return _read_checkpoint(folder, cp, parts)
+    if all(v in have for v in range(0, latest + 1)):
+        return Snapshot(-1, {}, {}, {}, {}, (0, 0, 0))
+    return None
+
+
+def _checkpoint_parts(matches: list[re.Match[str]]) -> list[str] | None:
+    """A version's complete classic or multi-part checkpoint (``[]``: none complete; None: a v2
+    checkpoint is there, which this reader leaves to delta-rs and Spark)."""
+    if any(m.group(3) or m.group(4) == "json" for m in matches):
+        return None
+    sets: dict[int, dict[int, str]] = {}
+    for m in matches:
+        if m.group(2):
+            part, total = (int(x) for x in m.group(2)[1:].split("."))
+            sets.setdefault(total, {})[part] = m.group(0)
+    for total, parts in sorted(sets.items()):
+        if set(parts) == set(range(1, total + 1)):
+            return [parts[i] for i in sorted(parts)]
+    return sorted(m.group(0) for m in matches if not m.group(2))[:1]
+
+
+def _read_checkpoint(folder: str, version: int, parts: list[str]) -> Snapshot:
+    import pyarrow.parquet as pq
+
+    snap = Snapshot(version, {}, {}, {}, {}, (0, 0, 0))
+    for name in parts:
+        pf = pq.ParquetFile(os.path.join(folder, name))
+        cols = [c for c in ("add", "txn", "metaData", "protocol") if c in pf.schema_arrow.names]
+        table = pf.read(columns=cols)
+        for col in cols:
+            for row in table.column(col).to_pylist():
+                if row:
+                    _reconcile(snap, {col: _from_parquet(row)})
+    return snap
+
+
+def _from_parquet(row: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's action as its JSON commit would hold it: maps as objects (Parquet reads
+    them as key-value pairs), fields without a value left out."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            value = _from_parquet(value)
+        elif isinstance(value, list) and value and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+            value = dict(value)
+        elif key in ("configuration", "options", "partitionValues", "tags") and value == []:
+            value = {}
+        out[key] = value
+    return out
+
+
+def write_commit(table_dir: str, version: int, actions: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """Commit ``actions`` as ``version`` of the Delta table at local folder ``table_dir``, only
+    where no writer committed that version before: the commit is written aside and hard-linked
+    in place (an atomic put-if-absent; not synced, as delta-rs and Delta Spark leave a local
+    commit).
+
+    Args:
+        table_dir (str): the table's local folder.
+        version (int): the version to commit (the latest + 1).
+        actions (list[dict[str, Any]]): the actions, ``commitInfo`` first.
+
+    Returns:
+        tuple[int, int, int]: the commit file's inode, size and modification time (ns), for
+        :meth:`Snapshot.after`.
+
+    Raises:
+        FileExistsError: ``version`` is committed already (another writer).
+        OSError: the log folder cannot be written, or its filesystem makes no hard links
+            (nothing is committed then).
+    """
+    import uuid
+
+    folder = os.path.join(table_dir, LOG_DIR)
+    final = os.path.join(folder, f"{version:020d}.json")
+    aside = os.path.join(folder, f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
+    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    with open(aside, "x", encoding="utf-8") as fh:
+        fh.write(text)
+    try:
+        os.link(aside, final)
+    finally:
+        os.unlink(aside)
+    stamp = _stamp(final)
+    if stamp is None:
+        raise FileNotFoundError(f"{final} is gone right after its commit")
+    return stamp
+
+
+_STRING_PREFIX = 32  # Delta Spark's dataSkippingStringPrefixLength
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def stats_columns(meta: TableMeta) -> list[str]:
+    """The columns Delta collects file statistics on: ``delta.dataSkippingStatsColumns`` where set,
+    else the first ``delta.dataSkippingNumIndexedCols`` (32; -1: all) top-level columns.
+
+    Args:
+        meta (TableMeta): the table's metadata.
+
+    Returns:
+        list[str]: the column names, in the table's order.
+    """
+    cols = meta.columns
+    named = meta.configuration.get("delta.dataSkippingStatsColumns")
+    if named is not None:
+        wanted = {c.strip().strip("`") for c in named.split(",") if c.strip()}
+        return [c for c in cols if c in wanted]
+    try:
+        count = int(meta.configuration.get("delta.dataSkippingNumIndexedCols", "32"))
+    except ValueError:
+        count = 32
+    return cols if count < 0 else cols[:count]
+
+
+def file_stats(rows: Any, meta: TableMeta) -> str:
+    """Delta's per-file statistics of ``rows`` (a ``pyarrow.Table``: one data file's rows), as an
+    ``add`` action's ``stats`` JSON (Delta's protocol: "Per-file Statistics").
+
+    ``numRecords``, and on the columns of :func:`stats_columns` ``nullCount``, ``minValues`` and
+    ``maxValues``. A bound is always one (data skipping trusts it): integers, booleans, dates and
+    decimals exact; floats exact, and none for a column holding NaN or an infinity (Spark orders NaN
+    above every number; Delta drops such bounds too); strings cut to 32 characters, the minimum as
+    its prefix, the maximum as the least string above every string with its prefix; timestamps to
+    the millisecond, the minimum rounded down and the maximum up. Binary columns get ``nullCount``
+    only, as from delta-rs.
+
+    Args:
+        rows (pyarrow.Table): the rows, with the table's columns.
+        meta (TableMeta): the table's metadata (which columns get statistics).
+
+    Returns:
+        str: the statistics JSON.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in stats_columns(meta):
+        if name not in rows.column_names:
+            continue
+        col = rows[name]
+        nulls[name] = col.null_count
+        kind = col.type
+        if col.null_count == len(col) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            continue
+        if pa.types.is_floating(kind) and (pc.any(pc.is_nan(col)).as_py() or pc.any(pc.is_inf(col)).as_py()):
+            continue
+        if pa.types.is_timestamp(kind):
+            bounds = pc.min_max(col.cast(pa.int64()))
+            per_ms = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[kind.unit]
+            lo_v, hi_v = bounds["min"].as_py(), bounds["max"].as_py()
+            ms_lo, ms_hi = (lo_v * 1000, hi_v * 1000) if per_ms is None else (lo_v // per_ms, -(-hi_v // per_ms))
+            zone = "Z" if kind.tz is not None else ""
+            try:
+                low[name], high[name] = (
+                    (_EPOCH + timedelta(milliseconds=ms)).replace(tzinfo=None).isoformat(timespec="milliseconds") + zone
+                    for ms in (ms_lo, ms_hi)
+                )
+            except OverflowError:  # an instant Python's datetime cannot hold
+                pass
+            continue
+        if not (
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind)
+            or pa.types.is_date32(kind)
+            or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+        ):
+            continue
+        bounds = pc.min_max(col)
+        try:
+            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        except (OverflowError, ValueError):  # a date Python's datetime cannot hold
+            continue
+        if pa.types.is_date32(kind):
+            lo, hi = lo.isoformat(), hi.isoformat()
+        elif isinstance(lo, str):
+            lo, hi = lo[:_STRING_PREFIX], _upper_bound(hi)
+            if hi is None:
+                continue
+        low[name], high[name] = lo, hi
+    return (
+        f'{{"numRecords":{rows.num_rows},"minValues":{_stats_json(low)},"maxValues":{_stats_json(high)},'
+        f'"nullCount":{json.dumps(nulls, separators=(",", ":"))}}}'
+    )
+
+
+def _upper_bound(text: str) -> str | None:
+    """``text`` if at most 32 characters, else the least string of at most 32 above every string
+    that begins with its first 32 (its last character that can be raised, raised, and cut after);
+    None when none can be (code point order, which is UTF-8's byte order, Spark's and delta-rs's)."""
+    if len(text) <= _STRING_PREFIX:
+        return text
+    prefix = text[:_STRING_PREFIX]
+    for i in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[i]) + 1
+        if code == 0xD800:  # surrogates are no characters
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:i] + chr(code)
+    return None
+
+
+def _stats_json(values: dict[str, Any]) -> str:
+    """``values`` as a JSON object, decimals as exact JSON numbers (Delta parses them so)."""
+    from decimal import Decimal
+
+    return (
+        "{"
+        + ",".join(
+            f"{json.dumps(k)}:{format(v, 'f') if isinstance(v, Decimal) else json.dumps(v)}" for k, v in values.items()
+        )
+        + "}"
+    )
 
 
 RESERVED = {"wlc_logs", "wlc_snapshot"}  # the master's own folders, never schemas

@@ -5,7 +5,7 @@ the keyed and unkeyed MERGE (:class:`Merger`), the file rewrite of a table whose
 most of it (:class:`Rewriter`), DDL and images (:class:`TableDDL`), the replay tags on each commit
 (:func:`tag`, :func:`parse_tag`), the conformance of change rows to the replica's columns
 (:func:`conformed`), the replica's tables read back from their Delta logs
-(:class:`ReplicaTables`) and the delta-rs engine for small segments (:class:`DeltaRs`; delta-rs
+(:class:`ReplicaTables`) and the Arrow engine for small segments (:class:`ArrowEngine`; delta-rs
 and pyarrow are imported by its functions, so importing this module loads neither).
 
 A DML segment (a run of change-feed transactions of one table, see :func:`wlr.planner.segments`)
@@ -30,11 +30,13 @@ refused by name.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -61,20 +63,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from wlcore import collapse, tabledef
+from wlcore import __version__, collapse, tabledef
 from wlcore.batch import TxnRecord
 from wlcore.collapse import FIRST, OP, all_same, canon
 from wlcore.deltalog import (
+    Snapshot,
     TableMeta,
     checksum_size,
     delta_ref,
     delta_rs_refusal,
+    file_stats,
     is_delta_table,
     list_versions,
     meta_after,
     metadata_at,
     read_commit,
+    read_snapshot,
     write_checksum,
+    write_commit,
 )
 from wlcore.faults import crash_point
 from wlcore.names import quote_ident, split_name
@@ -1122,12 +1128,38 @@ def _stamp(path: str, version: int) -> tuple[int, int, int] | None:
 
 
 class OpenTables:
-    """The DeltaTable of each replica table a segment used last, by local folder; shared by the
-    threads of a replay (a table's segments run one at a time, and a table is taken out while used)."""
+    """What this process holds of each replica table a segment landed on in this process, by local
+    folder: its state (:class:`wlcore.deltalog.Snapshot`, brought up to date from its log before
+    each segment) and delta-rs's DeltaTable where a MERGE opened one; shared by the threads of a
+    replay (a table's segments run one at a time, and a DeltaTable is taken out while used)."""
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[Any, int, tuple[int, int, int]]] = {}
+        self._states: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
+
+    def snapshot(self, path: str) -> Snapshot | None:
+        """The state of the table at local ``path`` at its latest version: the one held, brought
+        up to date (only the commits since are read) while it is still the same table, else read
+        afresh (:func:`wlcore.deltalog.read_snapshot`; None: not readable here).
+
+        Raises:
+            OSError: the log cannot be read.
+            ValueError: a commit file is not JSON.
+        """
+        with self._lock:
+            since = self._states.get(path)
+        snap = read_snapshot(path, since)
+        self.hold(path, snap)
+        return snap
+
+    def hold(self, path: str, snap: Snapshot | None) -> None:
+        """Hold ``snap`` as the state of the table at ``path`` (None: forget it)."""
+        with self._lock:
+            if snap is None:
+                self._states.pop(path, None)
+            else:
+                self._states[path] = snap
 
     def take(self, path: str):
         """The table at local ``path`` at its latest version: the one kept, brought up to date
@@ -1160,40 +1192,46 @@ class OpenTables:
         if path is not None:
             with self._lock:
                 self._kept.pop(path, None)
+                self._states.pop(path, None)
 
 
-# Small segments landed through delta-rs (the ``deltalake`` package), with no Spark job.
+# Small segments landed in this process, with no Spark job: the Arrow engine (:class:`ArrowEngine`).
 #
 # A segment landed by Spark pays about eleven Spark jobs whatever its size (the change rows'
 # schema, Delta's state rebuilt, the file listing, the write, the commit's own): about a second
 # per table on 2 cores for a handful of rows, which a follower of many quiet tables pays every
-# round. delta-rs commits the same MERGE or append in tens of milliseconds, in this process.
+# round. In this process the same commit costs milliseconds.
 #
 # The commit is the one Spark would make: the same net change (the Arrow functions of
-# :mod:`wlcore.collapse`, by Spark's rules), one MERGE (or one append when only inserts remain) with the
-# replay tag in ``commitInfo.userMetadata`` and Delta's idempotent ``txn`` action (``appId``
-# ``wlc:<master dbid>``, ``version`` the segment's last transaction), and the change-data files a
-# MERGE writes where the table's change feed is on. A keyed table of at most
-# ``replica.rewrite_bytes`` takes the segment as one overwrite instead (as :class:`Rewriter` does
-# through Spark, with collapse on): half the cost of a delta-rs MERGE on a table of a few files.
-# Each commit gets Delta's version checksum, which delta-rs does not write (:func:`_record_checksum`).
-# A key whose first change in the segment was a delete or an update must be on the table: it is
-# checked against the table's version the MERGE or rewrite reads, before it, so a diverged replica
-# gets :class:`~wlr.errors.ApplyError` and no commit.
+# :mod:`wlcore.collapse`, by Spark's rules), with the replay tag in ``commitInfo.userMetadata`` and
+# Delta's idempotent ``txn`` action (``appId`` ``wlc:<master dbid>``, ``version`` the segment's last
+# transaction). An append (only inserts), and the whole rewrite of a keyed table of at most
+# ``replica.rewrite_bytes`` (the rows of untouched keys, then each changed key's state after the
+# segment, as :class:`Rewriter` does through Spark) or of an unkeyed one, are committed here: the
+# rows in one Parquet file written by pyarrow, with Delta's file statistics computed from them, and
+# one JSON commit put in place only where no writer committed that version (:mod:`wlcore.deltalog`),
+# from the table's state read from its log (:class:`wlcore.deltalog.Snapshot`): no DeltaTable is
+# opened, a fifth of a delta-rs open and overwrite. A bigger keyed table takes one delta-rs MERGE
+# (the ``deltalake`` package), with the change-data files a MERGE writes where the table's change
+# feed is on. Each commit gets Delta's version checksum (:func:`wlcore.deltalog.write_checksum`),
+# which delta-rs does not write, and a checkpoint when its versions pass a multiple of the table's
+# interval (:func:`_checkpoint`). A key whose first change in the segment was a delete or an update
+# must be on the table: it is checked against the table's version the MERGE or rewrite reads,
+# before it, so a diverged replica gets :class:`~wlr.errors.ApplyError` and no commit.
 #
-# Used only where delta-rs writes the table exactly as Spark would, else :meth:`DeltaRs.land`
-# answers None and Spark lands the segment: local folders; tables of at most ``limit`` bytes
-# (``replica.deltars_bytes``); not partitioned; protocol features delta-rs writes (append-only,
-# invariants, change feed, TIMESTAMP_NTZ; no constraints, generated or identity columns, column
-# mapping, deletion vectors, row tracking or In-Commit Timestamps); columns of flat types, TIMESTAMP
-# columns whose files' statistics show instants from 1678 to 2261 only (delta-rs reads Spark's
-# INT96 timestamps through nanoseconds, and a MERGE copies untouched rows); keys of
-# integer, string, decimal or date types, never NULL; change rows with the table's columns. A segment
-# whose ALTERs add nullable columns of flat types at the end (``ALTER TABLE ADD COLUMNS``) lands in
-# two: the columns added at the end in the order the master has them (a part commit, as Spark's
-# replay makes for an ALTER; delta-rs's ``merge_schema`` would order them its own way), then the
-# rows; change rows from before the ALTER hold NULL there, as when Spark reads them with the
-# segment's final schema.
+# Used only where the commit is exactly Spark's, else :meth:`ArrowEngine.land` answers None and Spark
+# lands the segment: local folders; tables of at most ``limit`` bytes (``replica.deltars_bytes``);
+# not partitioned; protocol features written here and by delta-rs (append-only, invariants, change
+# feed, TIMESTAMP_NTZ; no constraints, generated or identity columns, column mapping, deletion
+# vectors, row tracking or In-Commit Timestamps); columns of flat types; for a delta-rs MERGE,
+# TIMESTAMP columns whose files' statistics show instants from 1678 to 2261 only (delta-rs reads
+# Spark's INT96 timestamps through nanoseconds, and a MERGE copies untouched rows; a rewrite reads
+# them here in microseconds); keys of integer, string, decimal or date types, never NULL; change
+# rows with the table's columns. A segment whose ALTERs add nullable columns of flat types at the
+# end (``ALTER TABLE ADD COLUMNS``) lands through delta-rs in two: the columns added at the end in
+# the order the master has them (a part commit, as Spark's replay makes for an ALTER; delta-rs's
+# ``merge_schema`` would order them its own way), then the rows; change rows from before the ALTER
+# hold NULL there, as when Spark reads them with the segment's final schema.
 
 
 _WRITER_FEATURES = frozenset({"appendOnly", "invariants", "changeDataFeed", "timestampNtz"})
@@ -1211,12 +1249,33 @@ _KEY_TYPES = {"byte", "short", "integer", "long", "string", "date"}
 _FIELD_METADATA = {"comment", "__CHAR_VARCHAR_TYPE_STRING"}  # what a column may carry here
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """A ``protocol`` action's versions and features, as :func:`wlcore.deltalog.delta_rs_refusal`
+    reads them (delta-rs's ``ProtocolVersions`` has the same attributes)."""
+
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: tuple[str, ...] | None
+    writer_features: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, action: dict[str, Any]) -> "Protocol":
+        """The protocol of a ``protocol`` action's body."""
+        return cls(
+            int(action.get("minReaderVersion") or 1),
+            int(action.get("minWriterVersion") or 1),
+            tuple(action["readerFeatures"]) if action.get("readerFeatures") is not None else None,
+            tuple(action["writerFeatures"]) if action.get("writerFeatures") is not None else None,
+        )
+
+
 def why_not(meta: TableMeta, protocol) -> str | None:
-    """Why delta-rs may not write this table as Spark would, or None when it may.
+    """Why replay may not write this table in this process as Spark would, or None when it may.
 
     Args:
         meta (TableMeta): the table's metadata now.
-        protocol: delta-rs's ``ProtocolVersions`` of the table.
+        protocol: the table's :class:`Protocol` (or delta-rs's ``ProtocolVersions``).
 
     Returns:
         str | None: the reason, or None.
@@ -1233,27 +1292,29 @@ def why_not(meta: TableMeta, protocol) -> str | None:
     return None
 
 
-class DeltaRs:
-    """The delta-rs engine of :class:`wlr.apply.Applier`: lands a small DML segment in this
-    process, with no Spark job, in the one commit Spark would make.
+class ArrowEngine:
+    """The Arrow engine of :class:`wlr.apply.Applier`: lands a small DML segment in this
+    process, with no Spark job, in the one commit Spark would make (see the comment above): an
+    append or a whole rewrite committed here (``engine`` ``"arrow"``), a MERGE or a segment that
+    adds columns through delta-rs (``"delta-rs"``).
 
     Args:
         app_id (str): Delta's ``txnAppId`` of this master's replay (``wlc:<master dbid>``).
-        tables (OpenTables | None): the tables kept open between segments (shared by the
-            appliers of one replay's threads; None: a new one).
+        tables (OpenTables | None): the tables' states and DeltaTables held between segments
+            (shared by the appliers of one replay's threads; None: a new one).
     """
 
-    name = "delta-rs"
+    name = "arrow"
 
     def __init__(self, app_id: str, tables: OpenTables | None = None):
         self.app_id = app_id
         self.tables = tables if tables is not None else OpenTables()
-        self._checked: dict[str, tuple[Any, Any]] = {}  # the table refusal() accepted and its files, for land()
+        self._checked: dict[str, Snapshot] = {}  # the state refusal() accepted, for land()
 
     def refusal(self, seg: Changes) -> str | None:
-        """Why delta-rs may not land ``seg`` as Spark would (see the comment above), or None when
-        it may. The rest of the rule needs the change rows read and is :meth:`land`'s: Arrow
-        refuses ties and NULL keys (:mod:`wlcore.collapse`), and then Spark lands the segment.
+        """Why ``seg`` may not land here as Spark would (see the comment above), or None when it
+        may. The rest of the rule needs the change rows read and is :meth:`land`'s: Arrow refuses
+        ties and NULL keys (:mod:`wlcore.collapse`), and then Spark lands the segment.
 
         Args:
             seg (Changes): the segment.
@@ -1271,16 +1332,13 @@ class DeltaRs:
             return "not in a local folder"
         if not (seg.insert_only or seg.keys or seg.limits.rewrite_bytes > 0):
             return "an unkeyed table, and whole rewrites are off"
-        dt = self.tables.take(seg.local)
         try:
-            reason, adds = _refusal(dt, seg)
-        except BaseException:
-            self.tables.keep(seg.local, dt)
-            raise
-        if reason is None:
-            self._checked[seg.local] = (dt, adds)  # land() writes the table this check read
-        else:
-            self.tables.keep(seg.local, dt)
+            snap = self.tables.snapshot(seg.local)
+        except (OSError, ValueError) as exc:
+            return f"its log cannot be read here ({exc})"
+        reason = _refusal(snap, seg)
+        if reason is None and snap is not None:
+            self._checked[seg.local] = snap  # land() writes the table at the state this check read
         return reason
 
     def land(self, seg: Changes) -> Landed | None:
@@ -1292,41 +1350,45 @@ class DeltaRs:
         Returns:
             Landed | None: how it landed (``"append"``, ``"merge"``, or ``"rewrite"``: the table's
             rows after the segment overwrite it, an unkeyed table's or a keyed one of at most
-            ``replica.rewrite_bytes``); None when Arrow refuses its change rows (ties, NULL keys;
-            Spark lands it).
+            ``replica.rewrite_bytes``) and the engine that committed it (``"arrow"`` or
+            ``"delta-rs"``); None when Arrow refuses its change rows (ties, NULL keys; Spark lands it).
 
         Raises:
-            ApplyError: a key to delete or update is not on the table, or an unkeyed segment deletes
-                more copies of a row than the table holds (the replica has diverged).
+            ApplyError: a key to delete or update is not on the table, an unkeyed segment deletes
+                more copies of a row than the table holds (the replica has diverged), a NOT NULL
+                column would hold NULL, or another writer committed to the table meanwhile.
         """
         assert seg.local is not None
-        dt, adds = self._checked.pop(seg.local, (None, None))
-        if dt is None:
-            dt = self.tables.take(seg.local)
-        landed = self._land(dt, seg, adds)
-        self.tables.keep(seg.local, dt)  # not reached when the segment raised: the table is opened again
+        snap = self._checked.pop(seg.local, None) or self.tables.snapshot(seg.local)
+        if snap is None:
+            return None
+        try:
+            landed = self._land(snap, seg)
+        except BaseException:
+            self.tables.hold(seg.local, None)  # read afresh by the next segment
+            raise
         if landed is None:
             return None
-        return {"rows_in": seg.rows_in, "rows_out": landed[0], "how": landed[1], "engine": self.name}
+        return {"rows_in": seg.rows_in, "rows_out": landed[0], "how": landed[1], "engine": landed[2]}
 
-    def _land(self, dt, seg: Changes, adds: pa.Table | None = None) -> tuple[int, str] | None:
-        """:meth:`land` on ``dt``, the table at ``seg.local`` (its data files ``adds``, from
-        :func:`_adds`; None: not read yet): the rows after collapse and how."""
+    def _land(self, snap: Snapshot, seg: Changes) -> tuple[int, str, str] | None:
+        """:meth:`land` on the table at ``seg.local`` at state ``snap``: the rows after collapse,
+        how, and which engine committed."""
         import pyarrow as pa
-        from deltalake import CommitProperties, Field, Schema, Transaction, write_deltalake
+        from deltalake import Schema
 
         meta, shape, keys = seg.meta, seg.shape, seg.keys
         assert meta is not None and seg.files is not None and seg.local is not None
         added = _added(meta, shape) if shape is not None else []
-        if dt is None or isinstance(added, str):
+        if isinstance(added, str):
             return None
-        before = dt.version()
-        done = dt.transaction_version(self.app_id)
+        done = snap.txns.get(self.app_id)
         if done is not None and done >= seg.last:  # Delta's idempotent write: already in the log
-            return 0, "merge"
-        target = pa.schema((dt.schema() if shape is None else Schema.from_json(shape.schema_json)).to_arrow())
-        if adds is None and not seg.insert_only:  # land() without refusal(): the files a rewrite reads
-            adds = _adds(dt)
+            return 0, "merge", self.name
+        schema_json = shape.schema_json if shape is not None else snap.metadata.get("schemaString", meta.schema_json)
+        target = pa.schema(Schema.from_json(schema_json).to_arrow())
+        merge = bool(keys) and not seg.insert_only and (bool(added) or snap.size > seg.limits.rewrite_bytes)
+        net = None
         try:
             rows = _rows(seg.files, target, added)
             if seg.insert_only:
@@ -1334,19 +1396,46 @@ class DeltaRs:
             elif keys:
                 net = collapse.net_by_key_arrow(rows, keys)
                 data, how, count = net.select(target.names).cast(target), "merge", net.num_rows
-                if not added and 0 < _bytes(adds) <= seg.limits.rewrite_bytes:  # small: one rewrite, half a MERGE
-                    data, how = _rewritten(_table_rows(dt, adds, seg.local, target), net, keys, target), "rewrite"
+                if not merge:  # small: one rewrite, half a MERGE
+                    data, how = _rewritten(_table_rows(snap, seg.local, target), net, keys, target), "rewrite"
             else:
-                now = _table_rows(dt, adds, seg.local, target)
-                data, short, count = collapse.after_images(now, rows)
+                data, short, count = collapse.after_images(_table_rows(snap, seg.local, target), rows)
                 how = "rewrite"
+                if short.num_rows:
+                    _diverged(short.slice(0, 1).to_pylist()[0])
         except (collapse.ArrowUnsupported, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             rs_log.debug("%s: Spark lands it (%s)", seg.local, exc)
             return None
-        if how == "merge":
+        if (how == "merge" or added) and _holds_nan(data):  # delta-rs's statistics would leave it out
+            rs_log.debug("%s: Spark lands it (NaN in a float column)", seg.local)
+            return None
+        if how == "merge" or added:
+            return self._through_deltars(seg, data, net if how == "merge" else None, added), how, "delta-rs"
+        _not_null(data, target)
+        try:
+            state = _commit(snap, seg, data, how, self.app_id, meta)
+        except CommitUnsupported as exc:  # a filesystem without hard links: delta-rs commits it
+            rs_log.debug("%s: committed through delta-rs (%s)", seg.local, exc)
+            if _holds_nan(data):
+                return None
+            return self._through_deltars(seg, data, None, added), how, "delta-rs"
+        self.tables.hold(seg.local, state)
+        return count, how, self.name
+
+    def _through_deltars(self, seg: Changes, data: pa.Table, net: pa.Table | None, added) -> int:
+        """Commit ``data`` through delta-rs: one MERGE of the net change ``net`` (its rows
+        ``data`` and their ``OP``), else an append or overwrite of ``data``, after the columns
+        ``added`` (a part commit); returns the rows committed."""
+        from deltalake import CommitProperties, Field, Transaction, write_deltalake
+
+        assert seg.local is not None and seg.meta is not None
+        keys = seg.keys
+        dt = self.tables.take(seg.local)
+        if dt is None:
+            raise ApplyError(f"delta-rs cannot open the replica table {seg.table} that its log says it may write")
+        before = dt.version()
+        if net is not None:
             _check_present(lambda need: _keys_within(dt, need, keys), net, keys)
-        elif how == "rewrite" and not keys and short.num_rows:
-            _diverged(short.slice(0, 1).to_pylist()[0])
         commit = CommitProperties(
             custom_metadata={"userMetadata": seg.text}, app_transactions=[Transaction(self.app_id, seg.last)]
         )
@@ -1354,8 +1443,8 @@ class DeltaRs:
             fields = [Field.from_json(json.dumps(f)) for f in added]
             part = CommitProperties(custom_metadata={"userMetadata": seg.part})
             dt.alter.add_columns(fields, commit_properties=part)
-        if how != "merge":
-            mode = "append" if how == "append" else "overwrite"
+        if net is None:
+            mode = "append" if seg.insert_only else "overwrite"
             write_deltalake(dt, data, mode=mode, commit_properties=commit)
         else:
             source = data.append_column(OP, net[OP])
@@ -1367,37 +1456,186 @@ class DeltaRs:
                 .when_not_matched_insert_all(predicate=f"s.{_ident(OP)}", except_cols=[OP])
                 .execute()
             )
-        _checkpoint(dt, before, meta)
+        _checkpoint(dt, before, seg.meta)
         _record_checksum(dt, seg.local, before)
-        return count, how
+        self.tables.keep(seg.local, dt)  # not reached when it raised: the table is opened again
+        return data.num_rows
 
 
-def _refusal(dt, seg: Changes) -> tuple[str | None, pa.Table | None]:
-    """The part of :meth:`DeltaRs.refusal` that reads the table ``dt`` (None: delta-rs cannot read
-    it): the reason or None, and the table's data files (:func:`_adds`; None: not read)."""
+class CommitUnsupported(Exception):
+    """The replica table's filesystem cannot take a commit written here (no hard links)."""
+
+
+def _commit(snap: Snapshot, seg: Changes, data: pa.Table, how: str, app_id: str, meta: TableMeta) -> Snapshot:
+    """Commit ``data`` to the table at ``seg.local`` at state ``snap``: appended (``how``
+    ``"append"``) or as its whole content (``"rewrite"``: every live file removed), in one Parquet
+    file (none for no rows) and one JSON commit with the replay tag and Delta's idempotent marker;
+    then Delta's version checksum, and a checkpoint when the version passes the table's interval.
+    Returns the table's state after it.
+
+    Raises:
+        ApplyError: another writer committed that version meanwhile (the data file is removed).
+        CommitUnsupported: the filesystem makes no hard links (nothing committed, the file removed).
+    """
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    assert seg.local is not None
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    if how != "append":
+        actions += [
+            {
+                "remove": {
+                    "path": a["path"],
+                    "deletionTimestamp": now,
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                    "partitionValues": a.get("partitionValues") or {},
+                    "size": int(a.get("size") or 0),
+                }
+            }
+            for a in snap.files.values()
+        ]
+    written: str | None = None
+    size = 0
+    if data.num_rows:
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        written = os.path.join(seg.local, name)
+        pq.write_table(data, written, compression="snappy", write_statistics=_footer_statistics(data))
+        size = os.path.getsize(written)
+        actions.append(
+            {
+                "add": {
+                    "path": name,
+                    "partitionValues": {},
+                    "size": size,
+                    "modificationTime": now,
+                    "dataChange": True,
+                    "stats": file_stats(data, meta),
+                }
+            }
+        )
+    removed = sum(int(a["remove"]["size"]) for a in actions if "remove" in a)
+    info = {
+        "timestamp": now,
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Append" if how == "append" else "Overwrite", "partitionBy": "[]"},
+        "readVersion": snap.version,
+        "isolationLevel": "Serializable",
+        "isBlindAppend": how == "append",
+        "operationMetrics": {
+            "numFiles": str(1 if written else 0),
+            "numOutputRows": str(data.num_rows),
+            "numOutputBytes": str(size),
+            "numRemovedFiles": str(len(actions) - (1 if written else 0)),
+            "numRemovedBytes": str(removed),
+        },
+        "userMetadata": seg.text,
+        "engineInfo": f"wlr/{__version__} pyarrow/{pa.__version__}",
+        "txnId": str(uuid.uuid4()),
+    }
+    actions = [{"commitInfo": info}, {"txn": {"appId": app_id, "version": seg.last, "lastUpdated": now}}, *actions]
+    version = snap.version + 1
+    try:
+        stamp = write_commit(seg.local, version, actions)
+    except FileExistsError:
+        _unlink(written)
+        raise ApplyError(
+            f"another writer committed version {version} of replica table {seg.table} while replay wrote it; "
+            "replica tables are read-only (stop that writer; replay sees its commit on the next round)"
+        ) from None
+    except OSError as exc:
+        _unlink(written)
+        if exc.errno in _NO_LINKS:
+            raise CommitUnsupported(str(exc)) from None
+        raise
+    state = snap.after(version, actions, stamp)
+    if version // _interval(meta) != snap.version // _interval(meta):
+        dt = open_table(seg.local)
+        if dt is not None:
+            _checkpoint(dt, snap.version, meta)
+    try:
+        write_checksum(
+            Storage.of(seg.local),
+            seg.local,
+            snap.version,
+            version,
+            state.size,
+            len(state.files),
+            state=(state.protocol, state.metadata),
+        )
+    except OSError as exc:
+        rs_log.warning("%s: no checksum at version %d (%s)", seg.local, version, exc)
+    return state
+
+
+def _footer_statistics(data: pa.Table) -> list[str]:
+    """The columns whose Parquet footer statistics may be written: all but floats holding NaN,
+    whose footer bounds leave NaN out (Parquet's rule) where Spark orders NaN above every number,
+    so Spark's Parquet filter would drop the row group of ``x = NaN`` (Delta drops them too)."""
+    return [f.name for f in data.schema if not _holds_nan(data.select([f.name]))]
+
+
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
+
+
+def _unlink(path: str | None) -> None:
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _not_null(data: pa.Table, target: pa.Schema) -> None:
+    """Raise ApplyError when a NOT NULL column of ``target`` holds NULL in ``data`` (Delta's
+    invariant, which Spark and delta-rs check on write)."""
+    for f in target:
+        if not f.nullable and data[f.name].null_count:
+            raise ApplyError(f"NOT NULL column {f.name} would hold NULL; the replica has diverged from the master")
+
+
+def _refusal(snap: Snapshot | None, seg: Changes) -> str | None:
+    """The part of :meth:`ArrowEngine.refusal` that reads the table's state ``snap`` (None: not
+    readable here): the reason, or None."""
     meta, shape, keys = seg.meta, seg.shape, seg.keys
     assert meta is not None
-    if dt is None:
-        return "delta-rs cannot read its log", None
-    reason = why_not(meta, dt.protocol()) or (why_not(shape, dt.protocol()) if shape is not None else None)
+    if snap is None:
+        return "its log cannot be rebuilt here (a commit missing, or a v2 checkpoint)"
+    protocol = Protocol.of(snap.protocol)
+    reason = why_not(meta, protocol) or (why_not(shape, protocol) if shape is not None else None)
     if reason is not None:
-        return reason, None
+        return reason
     added = _added(meta, shape) if shape is not None else []
     if isinstance(added, str):
-        return added, None
+        return added
     if keys and not seg.insert_only:
         types = {f["name"]: f["type"] for f in meta.schema.get("fields", [])}
         bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
         if bad:
-            return f"key columns {bad} of types delta-rs matches otherwise", None
-    adds = _adds(dt)
-    size = _bytes(adds)
-    reason = _instants_out_of_range(meta, adds)
-    if reason is None and size > seg.limits.deltars_bytes:
-        reason = f"{size} bytes"
-    if reason is None and not (keys or seg.insert_only) and size > seg.limits.rewrite_bytes:
-        reason = f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
-    return reason, adds
+            return f"key columns {bad} of types delta-rs matches otherwise"
+    size = snap.size
+    if size > seg.limits.deltars_bytes:
+        return f"{size} bytes"
+    if not (keys or seg.insert_only) and size > seg.limits.rewrite_bytes:
+        return f"an unkeyed table of {size} bytes (a whole rewrite up to replica.rewrite_bytes)"
+    merge = bool(keys) and not seg.insert_only and (bool(added) or size > seg.limits.rewrite_bytes)
+    if merge:  # a delta-rs MERGE copies the rows of the files it rewrites
+        return _instants_out_of_range(meta, snap) or _nan_unseen(meta, snap)
+    if not seg.insert_only and not all(_PLAIN_PATH.match(a["path"]) for a in snap.files.values()):
+        return "data files whose paths are not plain names"  # the table's rows are read here
+    return None
+
+
+def _interval(meta: TableMeta) -> int:
+    """The table's ``delta.checkpointInterval`` (Delta Spark's default, 10)."""
+    try:
+        return max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
+    except ValueError:
+        return 10
 
 
 def _checkpoint(dt, before: int, meta: TableMeta) -> None:
@@ -1407,10 +1645,7 @@ def _checkpoint(dt, before: int, meta: TableMeta) -> None:
     next segment, a Spark reader) replays each JSON commit since the last. The checkpoint keeps
     the ``txn`` markers replay's idempotence reads. A failure to write it is logged: the commit
     stands, and readers replay the JSON commits as before."""
-    try:
-        interval = max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
-    except ValueError:
-        interval = 10
+    interval = _interval(meta)
     if dt.version() // interval == before // interval:
         return
     try:
@@ -1437,27 +1672,76 @@ def _record_checksum(dt, path: str, before: int) -> None:
 _SAFE_INSTANTS = (datetime(1678, 1, 1, tzinfo=timezone.utc), datetime(2262, 1, 1, tzinfo=timezone.utc))
 
 
-def _instants_out_of_range(meta: TableMeta, adds: pa.Table) -> str | None:
-    """Why a TIMESTAMP column of the table may hold an instant delta-rs would misread (its files'
-    statistics, ``adds``: delta-rs's add actions, say one is before 1678 or after 2261, or do not
-    say), else None. A MERGE copies untouched rows of the files it rewrites, and Spark writes
-    TIMESTAMP as INT96, which delta-rs reads in nanoseconds (years 1677 to 2262)."""
+def _instants_out_of_range(meta: TableMeta, snap: Snapshot) -> str | None:
+    """Why a TIMESTAMP column of the table may hold an instant delta-rs would misread (the
+    statistics of its files, in ``snap``, say one is before 1678 or after 2261, or do not say),
+    else None. A MERGE copies untouched rows of the files it rewrites, and Spark writes TIMESTAMP
+    as INT96, which delta-rs reads in nanoseconds (years 1677 to 2262)."""
+    names = [f["name"] for f in meta.schema.get("fields", []) if f.get("type") == "timestamp"]
+    if not names or not snap.files:
+        return None
+    stats = []
+    for a in snap.files.values():
+        try:
+            stats.append(json.loads(a.get("stats") or "null") or {})
+        except ValueError:
+            stats.append({})
+    for name in names:
+        for s in stats:
+            low, high = (s.get("minValues") or {}).get(name), (s.get("maxValues") or {}).get(name)
+            if low is None or high is None:
+                if (s.get("nullCount") or {}).get(name) != s.get("numRecords") or "numRecords" not in s:
+                    return f"column {name} has files without statistics (a TIMESTAMP delta-rs may misread)"
+                continue
+            try:
+                first, last = _instant(low), _instant(high)
+            except ValueError:
+                return f"column {name} has statistics that are not instants (a TIMESTAMP delta-rs may misread)"
+            if first < _SAFE_INSTANTS[0] or last >= _SAFE_INSTANTS[1]:
+                return f"column {name} holds instants before 1678 or after 2261, which delta-rs misreads"
+    return None
+
+
+def _nan_unseen(meta: TableMeta, snap: Snapshot) -> str | None:
+    """Why a FLOAT or DOUBLE column of the table may hold NaN in a file a delta-rs MERGE would
+    rewrite (its statistics say NaN, as Spark's do, or give no bounds for values that are not
+    NULL, as this engine's do), else None: delta-rs's statistics leave NaN out (in the log and the
+    Parquet footer), where Spark orders NaN above every number and would skip the file."""
+    names = [f["name"] for f in meta.schema.get("fields", []) if f.get("type") in ("float", "double")]
+    if not names:
+        return None
+    for a in snap.files.values():
+        try:
+            s = json.loads(a.get("stats") or "null") or {}
+        except ValueError:
+            s = {}
+        for name in names:
+            low, high = (s.get("minValues") or {}).get(name), (s.get("maxValues") or {}).get(name)
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)):
+                continue
+            if (
+                low is None
+                and high is None
+                and "numRecords" in s
+                and (s.get("nullCount") or {}).get(name) == s["numRecords"]
+            ):
+                continue  # only NULLs
+            return f"column {name} may hold NaN (delta-rs's statistics would leave it out)"
+    return None
+
+
+def _holds_nan(data: pa.Table) -> bool:
+    """True when a FLOAT or DOUBLE column of ``data`` holds NaN."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    for f in meta.schema.get("fields", []):
-        if f.get("type") != "timestamp" or not adds.num_rows:
-            continue
-        name = f["name"]
-        if f"min.{name}" not in adds.column_names:
-            return f"column {name} has no statistics (a TIMESTAMP delta-rs may misread)"
-        low, high, nulls = adds[f"min.{name}"], adds[f"max.{name}"], adds[f"null_count.{name}"]
-        unknown = pc.and_(pc.or_(pc.is_null(low), pc.is_null(high)), pc.not_equal(nulls, adds["num_records"]))
-        if pc.any(pc.fill_null(unknown, True)).as_py():
-            return f"column {name} has files without statistics (a TIMESTAMP delta-rs may misread)"
-        first, last = pc.min(low).as_py(), pc.max(high).as_py()
-        if first is not None and (first < _SAFE_INSTANTS[0] or last >= _SAFE_INSTANTS[1]):
-            return f"column {name} holds instants before 1678 or after 2261, which delta-rs misreads"
-    return None
+    return any(pa.types.is_floating(f.type) and pc.any(pc.is_nan(data[f.name])).as_py() for f in data.schema)
+
+
+def _instant(text: str) -> datetime:
+    """A statistics bound of a TIMESTAMP column (ISO 8601, with an offset or ``Z``) as a UTC instant."""
+    moment = datetime.fromisoformat(str(text))
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 def _rows(files: Sequence[str], target: pa.Schema, added: list[dict]) -> pa.Table:
@@ -1540,22 +1824,19 @@ def _ident(name: str) -> str:
 
 
 # a data file's path in the log that names a file below the table's folder as it is: no scheme,
-# no URL escape, no way up (else the table is read through delta-rs)
+# no URL escape, no way up (else Spark lands the rewrite)
 _PLAIN_PATH = re.compile(r"^(?!.*\.\.)[A-Za-z0-9_=-][A-Za-z0-9._=/-]*$")
 
 
-def _table_rows(dt, adds: pa.Table, local: str, target: pa.Schema) -> pa.Table:
-    """The rows of the table ``dt`` at local folder ``local`` now, with the columns of ``target``:
-    its data files ``adds`` (:func:`_adds`) read as change rows are
-    (:func:`wlcore.collapse.read_files_arrow`), a quarter of delta-rs's ``to_pyarrow_table`` on a
-    small table. Exact where delta-rs lands a segment (:meth:`DeltaRs.refusal`): no partitions,
-    column mapping or deletion vectors, so a file's columns are the table's."""
+def _table_rows(snap: Snapshot, local: str, target: pa.Schema) -> pa.Table:
+    """The rows of the table at local folder ``local`` at state ``snap``, with the columns of
+    ``target``: its data files read as change rows are (:func:`wlcore.collapse.read_files_arrow`),
+    a quarter of delta-rs's ``to_pyarrow_table`` on a small table, INT96 instants in microseconds.
+    Exact where a segment lands here (:meth:`ArrowEngine.refusal`): no partitions, column mapping or
+    deletion vectors, and plain paths, so a file's columns are the table's."""
     import pyarrow as pa
 
-    paths = adds["path"].to_pylist()
-    if not all(_PLAIN_PATH.match(p) for p in paths):
-        return _with_columns(dt.to_pyarrow_table(), target)
-    parts = collapse.read_files_arrow(os.path.join(local, p) for p in paths)
+    parts = collapse.read_files_arrow(os.path.join(local, a["path"]) for a in snap.files.values())
     if not parts:
         return target.empty_table()
     return _with_columns(pa.concat_tables(parts, promote_options="default"), target)
@@ -1861,7 +2142,7 @@ class SparkEngine:
 class Applier:
     """Applies the transactions of master ``dbid`` to the replica database at ``replica_path``:
     :meth:`apply` lands one segment. A barrier (DDL, a full image) lands through Spark; a DML
-    segment through one of two engines, :class:`DeltaRs` for small tables and
+    segment through one of two engines, :class:`ArrowEngine` for small tables and
     :class:`SparkEngine` for the rest, chosen in :meth:`engine_for`.
 
     Args:
@@ -1894,7 +2175,7 @@ class Applier:
         self.limits = Limits()  # set by replay for each round, from the replicate options
         self.ddl = TableDDL(self.session, self.tagged, self.tables)
         self.engine = SparkEngine(self.session, self.tagged, self.tables)
-        self.deltars = DeltaRs(self.app_id, self.tables.opened)
+        self.arrow = ArrowEngine(self.app_id, self.tables.opened)
 
     @property
     def spark(self):
@@ -1931,7 +2212,7 @@ class Applier:
         )
         out.selection = self.selection
         out.limits = self.limits
-        out.tables.opened = out.deltars.tables = self.tables.opened  # delta-rs's open tables, shared by the threads
+        out.tables.opened = out.arrow.tables = self.tables.opened  # the tables' states, shared by the threads
         return out
 
     # ------------------------------------------------------------------ applying
@@ -1987,7 +2268,7 @@ class Applier:
             return {"rows_in": 0, "rows_out": 0, "how": "commit"}
         engine = self.engine_for(seg)
         landed = engine.land(seg)
-        if landed is None:  # delta-rs hands it back: Arrow refuses its change rows (ties, NULL keys)
+        if landed is None:  # the Arrow engine hands it back: Arrow refuses its change rows (ties, NULL keys)
             landed = self.engine.land(seg)
         log.debug(
             "txns %d-%d on %s: %d change rows, %d after collapse (%s)",
@@ -2000,19 +2281,19 @@ class Applier:
         )
         return landed
 
-    def engine_for(self, seg: Changes) -> DeltaRs | SparkEngine:
-        """The engine that lands ``seg``, the one place it is chosen: delta-rs where it writes the
-        table exactly as Spark would (:meth:`DeltaRs.refusal`), else Spark.
+    def engine_for(self, seg: Changes) -> ArrowEngine | SparkEngine:
+        """The engine that lands ``seg``, the one place it is chosen: the Arrow engine where it
+        writes the table exactly as Spark would (:meth:`ArrowEngine.refusal`), else Spark.
 
         Args:
             seg (Changes): the segment.
 
         Returns:
-            DeltaRs | SparkEngine: the engine.
+            ArrowEngine | SparkEngine: the engine.
         """
-        reason = self.deltars.refusal(seg)
+        reason = self.arrow.refusal(seg)
         if reason is None:
-            return self.deltars
+            return self.arrow
         rs_log.debug("%s: Spark lands it (%s)", seg.table, reason)
         return self.engine
 

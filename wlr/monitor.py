@@ -494,7 +494,7 @@ def lag_history(replica: str, dbfarm: str | None = None) -> pd.DataFrame:
 #
 # * ``wlr_segments_applied_total{engine}`` and ``wlr_segment_apply_seconds{engine}`` (histogram):
 #   each segment landed (a table's run of transactions as one commit, or one transaction with
-#   ``collapse=False``); ``engine`` ``spark`` or ``delta-rs``;
+#   ``collapse=False``); ``engine`` ``spark``, ``arrow`` (committed by replay itself) or ``delta-rs``;
 # * ``wlr_transactions_applied_total``: master transactions those segments carried;
 # * ``wlr_change_rows_read_total``, ``wlr_change_rows_applied_total``: change rows read from the
 #   batches, and left after collapse (what was merged);
@@ -615,7 +615,7 @@ class ReplicaMetrics:
         """Count a landed segment.
 
         Args:
-            engine (str): ``spark`` or ``delta-rs``.
+            engine (str): ``spark``, ``arrow`` or ``delta-rs``.
             transactions (int): the master transactions in it.
             rows_in (int): change rows read; rows_out (int): after collapse (-1: not known: ``rows_in``).
             seconds (float): how long it took to land.

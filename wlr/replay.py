@@ -437,8 +437,8 @@ class Round:
             rows += f", {stats['rows_out']} after collapse"
         if stats.get("how") == "rewrite":
             rows += ", the whole table rewritten"
-        if stats.get("engine") == "delta-rs":
-            rows += ", through delta-rs"
+        if stats.get("engine") in ("arrow", "delta-rs"):
+            rows += f", through {'Arrow' if stats['engine'] == 'arrow' else 'delta-rs'}"
         self.note(f"applied {last.table} transaction {span} ({what}{rows}) in {seconds:.2f} s")
 
     def _failed(self, it: Item, exc: Exception) -> None:

@@ -183,7 +183,7 @@ def _jvms(pid: int) -> list[int]:
 
 
 def test_a_service_ends_the_spark_it_started_and_starts_it_again_for_ddl(spark, master, dbfarm, tmp_path):
-    """A follow service needs no JVM while its segments land through delta-rs and it serves no
+    """A follow service needs no JVM while its segments land in the process and it serves no
     SQL names: the Spark it started for a CREATE TABLE ends once unused ``replica.spark_idle``
     seconds (here 0.01), the next rows land without one, and the next CREATE TABLE starts it again."""
     import yaml
@@ -207,8 +207,8 @@ def test_a_service_ends_the_spark_it_started_and_starts_it_again_for_ddl(spark, 
         assert _jvms(proc.pid) == [], "the JVM was said to end and did not"
         last = sql(spark, f"INSERT INTO delta.`{t}` VALUES (2, 'b')")
         _wait_for(lines, f"applied s.t transaction {last} ", seen)
-        assert "through delta-rs" in seen[-1], seen[-1]
-        assert _jvms(proc.pid) == [], "a segment delta-rs landed started Spark again"
+        assert "through Arrow" in seen[-1], seen[-1]
+        assert _jvms(proc.pid) == [], "a segment landed in the process started Spark again"
         spark.sql(f"CREATE TABLE delta.`{u}` (id INT) USING delta")
         last = sql(spark, f"INSERT INTO delta.`{u}` VALUES (7)")
         _wait_for(lines, f"applied s.u transaction {last} ", seen)

@@ -269,10 +269,10 @@ def test_a_segment_lands_by_merge_when_rewrites_are_off(spark, master, dbfarm, m
     assert rewrites(rep, "s.k") == 0 and any(i["operation"] == "MERGE" for i in replay_commits(rep, "s.k"))
 
 
-@pytest.mark.parametrize("how", ["delta-rs", "delta-rs merge", "rewrite", "merge"])
+@pytest.mark.parametrize("how", ["arrow", "delta-rs merge", "rewrite", "merge"])
 def test_divergence_is_detected_in_a_segment(spark, master, dbfarm, how, request):
-    """Keys missing on the replica fail the segment's delta-rs whole rewrite (a small table, the
-    default), its delta-rs MERGE (``replica.rewrite_bytes: 0``), its Spark whole rewrite
+    """Keys missing on the replica fail the segment's whole rewrite in the process (a small table,
+    the default), its delta-rs MERGE (``replica.rewrite_bytes: 0``), its Spark whole rewrite
     (``replica.deltars_bytes: 0``) and its Spark MERGE (both 0) alike."""
     fixture = {"delta-rs merge": "deltars_merge", "rewrite": "spark_only", "merge": "merge_only"}.get(how)
     if fixture:

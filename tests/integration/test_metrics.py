@@ -122,7 +122,7 @@ def test_the_capture_and_follow_services_are_scraped_while_the_master_writes(spa
         assert value(f, "wlr_state", state="following", **r) == 1
         assert value(f, "wlr_failures_total", 0.0, kind="transaction", **r) == 0
         assert (
-            value(f, "wlr_segment_apply_seconds_count", 0.0, engine="delta-rs", **r)
+            value(f, "wlr_segment_apply_seconds_count", 0.0, engine="arrow", **r)
             + value(f, "wlr_segment_apply_seconds_count", 0.0, engine="spark", **r)
             >= 1
         )
