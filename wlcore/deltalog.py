@@ -932,9 +932,20 @@ def _reconcile(snap: Snapshot, action: dict[str, Any]) -> None:
         snap.protocol.update(action["protocol"])
 
 
-def _stamp(path: str) -> tuple[int, int, int] | None:
+def commit_stamp(table_dir: str, version: int) -> tuple[int, int, int] | None:
+    """Inode, size and modification time (ns) of the commit file of ``version`` of the table at
+    local folder ``table_dir``: while the same file is there, the log up to it is the one read
+    (a table dropped and made again has new commit files). None when it is not there.
+
+    Args:
+        table_dir (str): the table's local folder.
+        version (int): the Delta version.
+
+    Returns:
+        tuple[int, int, int] | None: the stamp.
+    """
     try:
-        st = os.stat(path)
+        st = os.stat(os.path.join(table_dir, LOG_DIR, f"{version:020d}.json"))
     except OSError:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns
@@ -968,7 +979,7 @@ def read_snapshot(table_dir: str, since: Snapshot | None = None) -> Snapshot | N
     latest = versions[-1]
     snap: Snapshot | None = None
     if since is not None and since.version <= latest:
-        if _stamp(os.path.join(folder, f"{since.version:020d}.json")) == since.stamp:
+        if commit_stamp(table_dir, since.version) == since.stamp:
             snap = since.after(since.version, [], since.stamp)
     have = set(versions)
     if snap is None:
@@ -983,7 +994,7 @@ def read_snapshot(table_dir: str, since: Snapshot | None = None) -> Snapshot | N
             for line in fh:
                 if line.strip():
                     _reconcile(snap, json.loads(line))
-    stamp = _stamp(os.path.join(folder, f"{latest:020d}.json"))
+    stamp = commit_stamp(table_dir, latest)
     if stamp is None:
         return None
     return replace(snap, version=latest, stamp=stamp)
@@ -1090,7 +1101,7 @@ def write_commit(table_dir: str, version: int, actions: list[dict[str, Any]]) ->
         os.link(aside, final)
     finally:
         os.unlink(aside)
-    stamp = _stamp(final)
+    stamp = commit_stamp(table_dir, version)
     if stamp is None:
         raise FileNotFoundError(f"{final} is gone right after its commit")
     return stamp

@@ -70,6 +70,7 @@ from wlcore.deltalog import (
     Snapshot,
     TableMeta,
     checksum_size,
+    commit_stamp,
     delta_ref,
     delta_rs_refusal,
     file_stats,
@@ -1117,16 +1118,6 @@ def open_table(path: str):
         return None
 
 
-def _stamp(path: str, version: int) -> tuple[int, int, int] | None:
-    """(inode, size, modification time in ns) of the commit file of ``version`` of the table at
-    ``path``; None when it is not there."""
-    try:
-        st = os.stat(os.path.join(path, "_delta_log", f"{version:020d}.json"))
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 class OpenTables:
     """What this process holds of each replica table a segment landed on in this process, by local
     folder: its state (:class:`wlcore.deltalog.Snapshot`, brought up to date from its log before
@@ -1153,6 +1144,11 @@ class OpenTables:
         self.hold(path, snap)
         return snap
 
+    def holds(self, path: str) -> bool:
+        """True when a state of the table at local ``path`` is held."""
+        with self._lock:
+            return path in self._states
+
     def hold(self, path: str, snap: Snapshot | None) -> None:
         """Hold ``snap`` as the state of the table at ``path`` (None: forget it)."""
         with self._lock:
@@ -1169,7 +1165,7 @@ class OpenTables:
             kept = self._kept.pop(path, None)
         if kept is not None:
             dt, version, stamp = kept
-            if _stamp(path, version) == stamp:
+            if commit_stamp(path, version) == stamp:
                 try:
                     dt.update_incremental()
                     return dt
@@ -1182,7 +1178,7 @@ class OpenTables:
         if dt is None:
             return
         version = dt.version()
-        stamp = _stamp(path, version)
+        stamp = commit_stamp(path, version)
         if stamp is not None:
             with self._lock:
                 self._kept[path] = (dt, version, stamp)
@@ -1332,6 +1328,12 @@ class ArrowEngine:
             return "not in a local folder"
         if not (seg.insert_only or seg.keys or seg.limits.rewrite_bytes > 0):
             return "an unkeyed table, and whole rewrites are off"
+        if not self.tables.holds(seg.local):  # a big table's state is not rebuilt here: its checksum says its size
+            storage = Storage.of(seg.local)
+            versions = list_versions(storage, seg.local)
+            found = checksum_size(storage, seg.local, versions[-1]) if versions else None
+            if found is not None and found[0] > seg.limits.deltars_bytes:
+                return f"{found[0]} bytes"
         try:
             snap = self.tables.snapshot(seg.local)
         except (OSError, ValueError) as exc:

@@ -126,8 +126,8 @@ class Limits:
     from the replicate options of the round.
 
     Attributes:
-        deltars_bytes (int): tables up to this many bytes take a segment through delta-rs
-            (``replica.deltars_bytes``; 0: never).
+        deltars_bytes (int): tables up to this many bytes take a segment in the replaying
+            process, through the Arrow engine (``replica.deltars_bytes``; 0: never).
         rewrite_bytes (int): tables up to this many bytes may be rewritten whole instead of
             merged (``replica.rewrite_bytes``; 0: never).
     """

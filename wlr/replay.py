@@ -85,8 +85,9 @@ class ReplayOptions:
         parallelism: tables applied at once (``replica.parallelism``).
         rewrite_bytes: keyed tables up to this size (bytes) take a collapsed segment as one whole
             rewrite (:mod:`wlr.apply`, ``replica.rewrite_bytes``; 0: always a MERGE).
-        deltars_bytes: tables up to this size (bytes) that delta-rs writes exactly take a segment
-            through delta-rs, with no Spark job (:mod:`wlr.apply`, ``replica.deltars_bytes``; 0: never).
+        deltars_bytes: tables up to this size (bytes) written here exactly as Spark would take a
+            segment in this process, with no Spark job (:mod:`wlr.apply`, ``replica.deltars_bytes``;
+            0: never).
         relay_wanted: True/False: turn relaying on/off at the next round; None: as recorded.
         level0_until: a compacted batch failed: its range (up to this transaction id) is
             replayed from level 0 (-2: none).
