@@ -84,10 +84,12 @@ def _table_versions(folder: str, tables) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- methods (own process each)
-def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int, names: bool = False) -> dict:
+def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int, names: bool = False, repeat: int = 1) -> dict:
     """Grouped replay. ``names``: with a Spark session running in the process (a notebook's), so
     replay moves the tables' SQL names after its round; else none until the end state is checked
-    (``wlr replicate`` as a process: Spark starts only where a segment needs it)."""
+    (``wlr replicate`` as a process: Spark starts only where a segment needs it). ``repeat``: timed
+    runs, each on a fresh copy of ``base``; the first one probed, the median's seconds and CPU kept
+    (``runs``: every run's seconds)."""
     from wlcore.settings import choose_config
 
     choose_config(cfg)
@@ -104,26 +106,38 @@ def run_grouped(farm: str, cfg: str, info: dict, warm_txn: int, names: bool = Fa
     rep.replicate(until=warm_txn)
     rep.close()
     folder = os.path.join(farm, replica)
-    shutil.copytree(base, folder)
-    since = _table_versions(folder, info["tables"])
     probe = Probe()
-    for label, targets in {**LOGS_WORK, **SEGMENT_WORK, "apply (Round.run)": [("wlr.replay", "Round.run")]}.items():
-        for module, name in targets:
-            probe.wrap(module, name, label)
-    log = os.path.join(folder, "wlr.log")
-    before = open(log).read().count(" applied ")  # the base replica's own lines
-    rep = wlr.Replica(DB, replica, farm)
-    cpu0, jobs0 = cpu_seconds(os.getpid()), spark_jobs(spark)
-    try:
-        secs = timed(lambda: rep.replicate(until=info["end"]))
-    finally:
-        cpu, jobs = cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0
-        rep.close()
-        probe.remove()
+    runs: list[tuple[float, float, int]] = []
+    segments = since = None
+    for run in range(max(1, repeat)):
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(base, folder)
+        since = _table_versions(folder, info["tables"])
+        if run == 0:
+            for label, targets in {
+                **LOGS_WORK,
+                **SEGMENT_WORK,
+                "apply (Round.run)": [("wlr.replay", "Round.run")],
+            }.items():
+                for module, name in targets:
+                    probe.wrap(module, name, label)
+        log = os.path.join(folder, "wlr.log")
+        before = open(log).read().count(" applied ")  # the base replica's own lines
+        rep = wlr.Replica(DB, replica, farm)
+        cpu0, jobs0 = cpu_seconds(os.getpid()), spark_jobs(spark)
+        try:
+            secs = timed(lambda: rep.replicate(until=info["end"]))
+        finally:
+            runs.append((secs, cpu_seconds(os.getpid()) - cpu0, spark_jobs(spark) - jobs0))
+            rep.close()
+            probe.remove()
+        segments = open(log).read().count(" applied ") - before
+    secs, cpu, jobs = sorted(runs)[len(runs) // 2]
     spark = spark or session(cfg)  # for the check of the end state
     threads = settings().replica.parallelism
-    segments = open(log).read().count(" applied ") - before
-    return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, segments)
+    out = _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, segments or 0)
+    out["runs"] = [r[0] for r in runs]
+    return out
 
 
 def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
@@ -176,10 +190,11 @@ def run_floor(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     return _result(spark, info, folder, since, threads, secs, cpu, jobs, probe, len(todo))
 
 
-def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
+def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int, repeat: int = 1) -> dict:
     """The delta-rs floor (:func:`bench.methods.deltars_floor`): each changed table's change feed
     read by delta-rs, its last change per key, one delta-rs MERGE, ``DELTARS_THREADS`` tables at a
-    time in a thread pool; no Spark but for the check of the end state."""
+    time in a thread pool; no Spark but for the check of the end state. ``repeat``: timed runs,
+    each on a fresh copy of ``base``, the median's seconds and CPU kept (``runs``: every run's)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from bench import methods
@@ -205,14 +220,21 @@ def run_deltars(farm: str, cfg: str, info: dict, warm_txn: int) -> dict:
     copy_tables(base, warm, info["tables"])
     run(warm, warm_txn)
     folder = os.path.join(farm, "deltars")
-    copy_tables(base, folder, info["tables"])
-    since = _table_versions(folder, info["tables"])
-    cpu0 = cpu_seconds(os.getpid())
+    runs: list[tuple[float, float]] = []
     changed: list[int] = []
-    secs = timed(lambda: changed.append(run(folder, info["end"])))
-    cpu = cpu_seconds(os.getpid()) - cpu0
+    since: dict = {}
+    for _ in range(max(1, repeat)):
+        shutil.rmtree(folder, ignore_errors=True)
+        copy_tables(base, folder, info["tables"])
+        since = _table_versions(folder, info["tables"])
+        cpu0 = cpu_seconds(os.getpid())
+        secs = timed(lambda: changed.append(run(folder, info["end"])))
+        runs.append((secs, cpu_seconds(os.getpid()) - cpu0))
+    secs, cpu = sorted(runs)[len(runs) // 2]
     spark = session(cfg)  # for the check of the end state only
-    return _result(spark, info, folder, since, DELTARS_THREADS, secs, cpu, 0, None, changed[0])
+    out = _result(spark, info, folder, since, DELTARS_THREADS, secs, cpu, 0, None, changed[-1])
+    out["runs"] = [r[0] for r in runs]
+    return out
 
 
 def profile_idle_scans(farm: str, cfg: str, scans: int) -> dict:

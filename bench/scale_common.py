@@ -91,6 +91,23 @@ def in_own_process(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     return value
 
 
+def warm_cache(*folders: str) -> int:
+    """Read every file below ``folders`` once, so that the method timed next finds them in the
+    page cache as the methods before it left them (none pays the disk for another); returns the
+    bytes read."""
+    total = 0
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                try:
+                    with open(os.path.join(root, name), "rb") as fh:
+                        while chunk := fh.read(1 << 22):
+                            total += len(chunk)
+                except OSError:
+                    pass
+    return total
+
+
 def descendants(pid: int) -> list[int]:
     """``pid`` and every process below it (a Python process and the JVM it started), from ``/proc``."""
     children: dict[int, list[int]] = {}

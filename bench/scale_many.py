@@ -4,8 +4,10 @@ written with delta-rs, captured by ``wlc``).
 
 A replica made up to the transaction before the backlog (``base``) is copied for each method;
 each method runs in a process of its own (a fresh JVM), after an untimed warm-up of its own on
-another copy (the first ``--many-warmup`` transactions of the backlog), and its end state is
-checked equal to the master's (row count and checksum of every table):
+another copy (the first ``--many-warmup`` transactions of the backlog) and with the master's
+folder and the base replica read into the page cache just before it (none pays the disk for
+another), and its end state is checked equal to the master's (row count and checksum of every
+table):
 
 * grouped: ``wlr.Replica(...).replicate(until=<last txn>)``, segments collapsed, tables in
   parallel (``replica.parallelism`` threads), in a process with no Spark running (as ``wlr
@@ -18,7 +20,9 @@ checked equal to the master's (row count and checksum of every table):
   table's change feed read by delta-rs, the last change per key, one delta-rs MERGE, four tables
   at a time (``bench.methods.deltars_floor``).
 
-The grouped run's process times the product's own functions from outside (``bench/probe.py``):
+grouped, names and deltars are timed ``--many-repeat`` times (3) on fresh copies, and the median
+is kept. The grouped run's process times the product's own functions from outside (``bench/probe.py``,
+in its first timed run):
 listing the log folder, reading manifests, verifying checksums and planning (the goal: <= 5% of
 the catch-up), and the parts of a segment (the replica log checks, MERGE, recording progress),
 next to Delta's own MERGE metrics of every commit. Last, ``wlc capture`` runs in a process of its
@@ -54,7 +58,7 @@ from bench.many_runs import (  # noqa: E402
     run_floor,
     run_grouped,
 )
-from bench.scale_common import Report, cpu_seconds, descendants, in_own_process  # noqa: E402
+from bench.scale_common import Report, cpu_seconds, descendants, in_own_process, warm_cache  # noqa: E402
 
 
 def add_arguments(ap) -> None:
@@ -66,6 +70,9 @@ def add_arguments(ap) -> None:
     g.add_argument("--many-rows", type=int, default=1000, help="rows of a quiet table (default 1000)")
     g.add_argument("--many-big-rows", type=int, default=200_000, help="rows of a busy table (default 200000)")
     g.add_argument("--many-warmup", type=int, default=150, help="backlog transactions of each warm-up (150)")
+    g.add_argument(
+        "--many-repeat", type=int, default=3, help="timed runs of grouped and the delta-rs floor, median kept (3)"
+    )
     g.add_argument("--many-idle", type=float, default=60.0, help="seconds of idle capture measured (default 60)")
     g.add_argument("--many-parallelism", type=int, help="replica.parallelism (default: the product's)")
     g.add_argument("--many-idle-only", action="store_true", help="set up the master and measure idle capture only")
@@ -82,6 +89,7 @@ def sizes(args) -> dict:
             rows=500,
             big_rows=20_000,
             warmup=30,
+            repeat=args.many_repeat,
             idle=20.0,
             replay=not args.many_idle_only,
         )
@@ -93,6 +101,7 @@ def sizes(args) -> dict:
         rows=args.many_rows,
         big_rows=args.many_big_rows,
         warmup=args.many_warmup,
+        repeat=args.many_repeat,
         idle=args.many_idle,
         replay=not args.many_idle_only,
     )
@@ -234,13 +243,18 @@ def _measure(
     print(f"  set-up: {', '.join(f'{k} {v:.0f} s' for k, v in info['times'].items())}", flush=True)
     grouped = named = floor_ = deltars = None
     if sz["replay"]:
-        grouped = in_own_process(run_grouped, farm, cfg, info, warm_txn(info, sz))
+        warm = (os.path.join(farm, DB), os.path.join(farm, "base"))  # before each method: its files in the page cache
+        warm_cache(*warm)
+        grouped = in_own_process(run_grouped, farm, cfg, info, warm_txn(info, sz), repeat=sz["repeat"])
         print(f"  grouped: {grouped['seconds']:.1f} s, equal: {grouped['equal']}", flush=True)
-        named = in_own_process(run_grouped, farm, cfg, info, warm_txn(info, sz), names=True)
+        warm_cache(*warm)
+        named = in_own_process(run_grouped, farm, cfg, info, warm_txn(info, sz), names=True, repeat=sz["repeat"])
         print(f"  grouped, Spark running (names moved): {named['seconds']:.1f} s, equal: {named['equal']}", flush=True)
+        warm_cache(*warm)
         floor_ = in_own_process(run_floor, farm, cfg, info, warm_txn(info, sz))
         print(f"  floor: {floor_['seconds']:.1f} s, equal: {floor_['equal']}", flush=True)
-        deltars = in_own_process(run_deltars, farm, cfg, info, warm_txn(info, sz))
+        warm_cache(*warm)
+        deltars = in_own_process(run_deltars, farm, cfg, info, warm_txn(info, sz), repeat=sz["repeat"])
         print(f"  delta-rs floor: {deltars['seconds']:.1f} s, equal: {deltars['equal']}", flush=True)
     quiet = [t for t in info["tables"] if t.startswith("quiet.")] or info["tables"]
     idle = idle_capture(farm, cfg, os.path.join(farm, DB, *quiet[-1].split(".")), sz["idle"])
@@ -320,6 +334,11 @@ def run(args) -> Report:
         f"statements {info['ops']}; each method after a warm-up of transactions {start + 1}..{warm_txn(info, sz)}, "
         f"{threads} threads",
         f"set-up: {', '.join(f'{k} {v:.0f} s' for k, v in info['times'].items())}",
+        "timed runs (each on a fresh copy of base; the table gives the median): "
+        + "; ".join(
+            f"{name} {', '.join(f'{x:.2f}' for x in m.get('runs', [m['seconds']]))} s"
+            for name, m in (("grouped", grouped), ("names", named), ("deltars", deltars))
+        ),
         *_work_lines(
             f"grouped catch-up {g:.1f} s: listing, manifests, checksums, planning (goal <= 5%)",
             totals,

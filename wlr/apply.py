@@ -1464,6 +1464,9 @@ class ArrowEngine:
         return data.num_rows
 
 
+_CORES = threading.BoundedSemaphore(os.cpu_count() or 2)
+
+
 class CommitUnsupported(Exception):
     """The replica table's filesystem cannot take a commit written here (no hard links)."""
 
@@ -1619,6 +1622,8 @@ def _refusal(snap: Snapshot | None, seg: Changes) -> str | None:
         bad = [k for k in keys if not (types.get(k) in _KEY_TYPES or str(types.get(k)).startswith("decimal("))]
         if bad:
             return f"key columns {bad} of types delta-rs matches otherwise"
+    if not seg.insert_only and meta.configuration.get("delta.appendOnly", "false").lower() == "true":
+        return "an append-only table (Spark refuses the segment's deletes and updates by name)"
     size = snap.size
     if size > seg.limits.deltars_bytes:
         return f"{size} bytes"
@@ -2268,9 +2273,10 @@ class Applier:
         seg = self._changes(segment)
         if seg is None:
             return {"rows_in": 0, "rows_out": 0, "how": "commit"}
-        engine = self.engine_for(seg)
-        landed = engine.land(seg)
-        if landed is None:  # the Arrow engine hands it back: Arrow refuses its change rows (ties, NULL keys)
+        with _CORES:
+            engine = self.engine_for(seg)
+            landed = engine.land(seg) if engine is self.arrow else None
+        if landed is None:  # Spark's, or the Arrow engine hands it back: Arrow refuses its change rows (ties, NULL keys)
             landed = self.engine.land(seg)
         log.debug(
             "txns %d-%d on %s: %d change rows, %d after collapse (%s)",
