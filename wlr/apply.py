@@ -1412,7 +1412,8 @@ class ArrowEngine:
             rs_log.debug("%s: Spark lands it (NaN in a float column)", seg.local)
             return None
         if how == "merge" or added:
-            return self._through_deltars(seg, data, net if how == "merge" else None, added), how, "delta-rs"
+            self._through_deltars(seg, data, net if how == "merge" else None, added)
+            return count, how, "delta-rs"
         _not_null(data, target)
         try:
             state = _commit(snap, seg, data, how, self.app_id, meta)
@@ -1420,14 +1421,15 @@ class ArrowEngine:
             rs_log.debug("%s: committed through delta-rs (%s)", seg.local, exc)
             if _holds_nan(data):
                 return None
-            return self._through_deltars(seg, data, None, added), how, "delta-rs"
+            self._through_deltars(seg, data, None, added)
+            return count, how, "delta-rs"
         self.tables.hold(seg.local, state)
         return count, how, self.name
 
-    def _through_deltars(self, seg: Changes, data: pa.Table, net: pa.Table | None, added) -> int:
+    def _through_deltars(self, seg: Changes, data: pa.Table, net: pa.Table | None, added) -> None:
         """Commit ``data`` through delta-rs: one MERGE of the net change ``net`` (its rows
         ``data`` and their ``OP``), else an append or overwrite of ``data``, after the columns
-        ``added`` (a part commit); returns the rows committed."""
+        ``added`` (a part commit)."""
         from deltalake import CommitProperties, Field, Transaction, write_deltalake
 
         assert seg.local is not None and seg.meta is not None
@@ -1461,7 +1463,6 @@ class ArrowEngine:
         _checkpoint(dt, before, seg.meta)
         _record_checksum(dt, seg.local, before)
         self.tables.keep(seg.local, dt)  # not reached when it raised: the table is opened again
-        return data.num_rows
 
 
 _CORES = threading.BoundedSemaphore(os.cpu_count() or 2)
@@ -1558,7 +1559,7 @@ def _commit(snap: Snapshot, seg: Changes, data: pa.Table, how: str, app_id: str,
             raise CommitUnsupported(str(exc)) from None
         raise
     state = snap.after(version, actions, stamp)
-    if version // _interval(meta) != snap.version // _interval(meta):
+    if _passes_checkpoint(snap.version, version, meta):
         dt = open_table(seg.local)
         if dt is not None:
             _checkpoint(dt, snap.version, meta)
@@ -1637,12 +1638,14 @@ def _refusal(snap: Snapshot | None, seg: Changes) -> str | None:
     return None
 
 
-def _interval(meta: TableMeta) -> int:
-    """The table's ``delta.checkpointInterval`` (Delta Spark's default, 10)."""
+def _passes_checkpoint(before: int, after: int, meta: TableMeta) -> bool:
+    """True when commits from version ``before`` to ``after`` pass a multiple of the table's
+    ``delta.checkpointInterval`` (Delta Spark's default, 10): a checkpoint is due."""
     try:
-        return max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
+        interval = max(1, int(meta.configuration.get("delta.checkpointInterval", "10")))
     except ValueError:
-        return 10
+        interval = 10
+    return after // interval != before // interval
 
 
 def _checkpoint(dt, before: int, meta: TableMeta) -> None:
@@ -1652,8 +1655,7 @@ def _checkpoint(dt, before: int, meta: TableMeta) -> None:
     next segment, a Spark reader) replays each JSON commit since the last. The checkpoint keeps
     the ``txn`` markers replay's idempotence reads. A failure to write it is logged: the commit
     stands, and readers replay the JSON commits as before."""
-    interval = _interval(meta)
-    if dt.version() // interval == before // interval:
+    if not _passes_checkpoint(before, dt.version(), meta):
         return
     try:
         dt.create_checkpoint()
@@ -2276,7 +2278,9 @@ class Applier:
         with _CORES:
             engine = self.engine_for(seg)
             landed = engine.land(seg) if engine is self.arrow else None
-        if landed is None:  # Spark's, or the Arrow engine hands it back: Arrow refuses its change rows (ties, NULL keys)
+        if (
+            landed is None
+        ):  # Spark's, or the Arrow engine hands it back: Arrow refuses its change rows (ties, NULL keys)
             landed = self.engine.land(seg)
         log.debug(
             "txns %d-%d on %s: %d change rows, %d after collapse (%s)",
