@@ -548,7 +548,7 @@ def file_sha256(storage: Storage, path: str) -> tuple[int, str]:
     """
     with storage.open_read(path) as fh:
         try:  # hashlib's own loop, into one buffer (a quarter less on the small files of a batch)
-            digest = hashlib.file_digest(fh, "sha256")
+            digest = hashlib.file_digest(fh, "sha256")  # type: ignore[arg-type]
             return fh.tell(), digest.hexdigest()
         except ValueError:  # a file object it does not take: read here
             fh.seek(0)
