@@ -31,6 +31,19 @@ def meta_of(schema: pa.Schema, conf: dict | None = None) -> TableMeta:
     return TableMeta(Schema.from_arrow(schema).to_json(), (), dict(conf or {}))
 
 
+def add_file(path: str, name: str, data: pa.Table) -> dict:
+    """An ``add`` action for ``data`` written as the Parquet file ``name`` in the table ``path``."""
+    pq.write_table(data, os.path.join(path, name))
+    return {
+        "path": name,
+        "partitionValues": {},
+        "size": os.path.getsize(os.path.join(path, name)),
+        "modificationTime": 1,
+        "dataChange": True,
+        "stats": file_stats(data, meta_of(data.schema)),
+    }
+
+
 def test_the_state_is_the_one_delta_rs_rebuilds_through_checkpoints_and_commits_since(tmp_path):
     path = str(tmp_path / "t")
     write_deltalake(path, rows(1, 2))
@@ -93,22 +106,12 @@ def test_a_commit_written_here_is_put_in_place_only_once_and_delta_rs_reads_it(t
     assert snap is not None
     data = rows(3, 4)
     name = "part-00000-new-c000.snappy.parquet"
-    pq.write_table(data, os.path.join(path, name))
     info = {"commitInfo": {"timestamp": 1, "operation": "WRITE", "operationParameters": {"mode": "Overwrite"}}}
     removes = [
         {"remove": {"path": p, "deletionTimestamp": 1, "dataChange": True, "size": a["size"]}}
         for p, a in snap.files.items()
     ]
-    add = {
-        "add": {
-            "path": name,
-            "partitionValues": {},
-            "size": os.path.getsize(os.path.join(path, name)),
-            "modificationTime": 1,
-            "dataChange": True,
-            "stats": file_stats(data, meta_of(data.schema)),
-        }
-    }
+    add = {"add": add_file(path, name, data)}
     actions = [info, {"txn": {"appId": "wlc:x", "version": 9, "lastUpdated": 1}}, *removes, add]
     stamp = write_commit(path, 1, actions)
     with pytest.raises(FileExistsError):  # another writer's version 1 is never replaced
@@ -174,15 +177,7 @@ def test_delta_rs_skips_files_by_these_statistics_and_finds_every_row(tmp_path):
     first = pa.table({"ts": pa.array([1_000_999], pa.timestamp("us", tz="UTC")), "s": ["x" * 50], "f": [2.5]})
     write_deltalake(path, first.slice(0, 0))
     name = "part-00000-a-c000.snappy.parquet"
-    pq.write_table(first, os.path.join(path, name))
-    add = {
-        "path": name,
-        "partitionValues": {},
-        "size": os.path.getsize(os.path.join(path, name)),
-        "modificationTime": 1,
-        "dataChange": True,
-        "stats": file_stats(first, meta_of(first.schema)),
-    }
+    add = add_file(path, name, first)
     write_commit(path, 1, [{"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, {"add": add}])
     dt = DeltaTable(path)
     import pyarrow.dataset as ds
