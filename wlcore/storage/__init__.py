@@ -32,6 +32,7 @@ __all__ = [
     "Storage",
     "copy_file",
     "copy_tree",
+    "deltars_options",
     "protocols",
     "s3_options",
     "storage_for",
@@ -74,4 +75,37 @@ def s3_options() -> dict:
         options["key"], options["secret"] = cfg.key, cfg.secret
     if cfg.region:
         options.setdefault("client_kwargs", {})["region_name"] = cfg.region
+    return options
+
+
+def deltars_options(path: str) -> dict[str, str]:
+    """delta-rs's ``storage_options`` for the table or folder ``path``, from the ``storage.s3``
+    settings that fsspec and Spark's s3a use too, so one setting reaches all three.
+
+    An S3 path gets the endpoint, keys and region set (an ``http://`` endpoint allowed), and
+    ``conditional_put: etag``: a commit is put only where no other writer put that version
+    (S3's ``If-None-Match``), delta-rs's safe single-writer mode without a lock table. Other
+    paths get ``{}``.
+
+    Args:
+        path (str): a table or folder, path or URL (``s3://``, ``s3a://``, anything else).
+
+    Returns:
+        dict[str, str]: the options for ``DeltaTable(path, storage_options=...)``,
+        ``write_deltalake`` and ``polars.read_delta``.
+    """
+    if not str(path).startswith(("s3://", "s3a://")):
+        return {}
+    from ..settings import settings
+
+    cfg = settings().storage.s3
+    options = {"conditional_put": "etag"}
+    if cfg.endpoint_url:
+        options["endpoint_url"] = cfg.endpoint_url
+        if cfg.endpoint_url.startswith("http://"):
+            options["allow_http"] = "true"
+    if cfg.key:
+        options["access_key_id"], options["secret_access_key"] = cfg.key, cfg.secret
+    if cfg.region:
+        options["region"] = cfg.region
     return options

@@ -1,0 +1,97 @@
+"""A dbfarm in an S3-compatible object store (moto's server, started by the test run on
+127.0.0.1 and stopped by its process id), as an operator runs it with the commands: the
+master's tables written by Spark (s3a) and by delta-rs in the bucket, ``wlc capture`` and a
+``wlr replicate --follow`` follower with its replica in the bucket, a table dropped by mistake
+brought back from a replica at a point in time, and the follower promoted."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+import wlr
+from wlcore.storage import Storage, deltars_options
+
+from ..fault.helpers import master_state, run_module
+from ..waiting import wait_until
+from .helpers import Service, master_rows, rows
+
+pytestmark = pytest.mark.spark
+
+
+def _tick(farm: str, db: str, service: Service) -> int:
+    """Master ``db``'s published tick (-1: none yet), checking that its capture ``service`` runs."""
+    if service.proc.poll() is not None:
+        raise AssertionError(f"capture of {db} ended: {service.stop()[-3000:]}")
+    cfg = master_state(farm, db)
+    return cfg.tick if cfg is not None else -1
+
+
+def _replica_tick(farm: str, replica: str) -> int:
+    from wlcore.state import read_replica_state
+
+    cfg = read_replica_state(Storage.of(farm), Storage.join(farm, replica))
+    return -1 if cfg is None else cfg.tick
+
+
+def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3):
+    farm = f"{s3}/farm"
+    made = run_module("wlc", "master", farm, "shop", "--beat", "0")
+    assert made.returncode == 0, made.stderr
+    capture = Service("wlc", "capture", farm, "shop")
+    follower = promoted = None
+    try:
+        orders = Storage.of(farm).uri(f"{farm}/shop/sales/orders")
+        assert orders.startswith("s3a://")
+        spark.sql(f"CREATE TABLE delta.`{orders}` (id INT, region STRING, amount INT) USING delta")
+        spark.sql(f"INSERT INTO delta.`{orders}` VALUES (1, 'EU', 10), (2, 'US', 20), (3, 'EU', 30)")
+        spark.sql(f"UPDATE delta.`{orders}` SET amount = 21 WHERE id = 2")
+        events, opts = f"{farm}/shop/s/events", deltars_options(farm)
+        write_deltalake(events, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}), storage_options=opts)
+        write_deltalake(events, pa.table({"id": [4], "v": ["d"]}), mode="append", storage_options=opts)
+        DeltaTable(events, storage_options=opts).delete("id = 2")
+        wait_until(lambda: _tick(farm, "shop", capture) >= 6, 180, "capture to publish the writes")
+
+        follower = Service("wlr", "replicate", farm, "shop", "shop_rep", "--follow")
+        tick = _tick(farm, "shop", capture)
+        wait_until(lambda: _replica_tick(farm, "shop_rep") >= tick, 240, "the follower to catch up")
+        rep = wlr.Replica("shop", replica="shop_rep", dbfarm=farm)
+        assert rows(rep.table("sales.orders")) == master_rows(spark, orders)
+        assert rows(rep.table("s.events")) == master_rows(spark, Storage.of(farm).uri(events))
+
+        # dropped by mistake: brought back from a replica made up to the tick before the drop
+        before_drop = tick
+        Storage.of(farm).rm(f"{farm}/shop/sales/orders")
+        wait_until(lambda: _tick(farm, "shop", capture) > before_drop, 180, "capture to record the drop")
+        pitr = wlr.replicate("shop", replica="shop_pitr", dbfarm=farm, until=before_drop, follow=False)
+        done = pitr.restore_table("sales.orders", into="shop")
+        assert done.rows == 3
+        assert master_rows(spark, orders) == [(1, "EU", 10), (2, "US", 21), (3, "EU", 30)]
+        pitr.close()
+        restored = _tick(farm, "shop", capture) + 1
+        wait_until(lambda: _tick(farm, "shop", capture) >= restored, 180, "capture to record the restore")
+        tick = _tick(farm, "shop", capture)
+        wait_until(lambda: _replica_tick(farm, "shop_rep") >= tick, 240, "the follower to follow the restore")
+        assert rows(rep.table("sales.orders")) == master_rows(spark, orders)
+        rep.close()
+
+        # the master is lost; the follower is promoted and captures the writes made to it
+        capture.stop()
+        follower.stop()
+        done = run_module("wlr", "promote", farm, "shop_rep", "--force")
+        assert done.returncode == 0, done.stdout + done.stderr
+        promoted = Service("wlc", "capture", farm, "shop_rep")  # the old folder is still there: the new one by its name
+        new_events = f"{farm}/shop_rep/s/events"
+        write_deltalake(new_events, pa.table({"id": [5], "v": ["e"]}), mode="append", storage_options=opts)
+        wait_until(lambda: _tick(farm, "shop_rep", promoted) > tick, 180, "the promoted master to publish")
+        assert sorted(DeltaTable(new_events, storage_options=opts).to_pyarrow_table()["id"].to_pylist()) == [
+            1,
+            3,
+            4,
+            5,
+        ]
+    finally:
+        for service in (capture, follower, promoted):
+            if service is not None and service.proc.poll() is None:
+                service.stop()
