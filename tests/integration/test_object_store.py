@@ -6,11 +6,15 @@ brought back from a replica at a point in time, and the follower promoted."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
+import yaml
 from deltalake import DeltaTable, write_deltalake
 
 import wlr
+from wlcore.logstore import LogStore
 from wlcore.storage import Storage, deltars_options
 
 from ..fault.helpers import master_state, run_module
@@ -35,7 +39,7 @@ def _replica_tick(farm: str, replica: str) -> int:
     return -1 if cfg is None else cfg.tick
 
 
-def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3):
+def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3, tmp_path):
     farm = f"{s3}/farm"
     made = run_module("wlc", "master", farm, "shop", "--beat", "0")
     assert made.returncode == 0, made.stderr
@@ -60,6 +64,21 @@ def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3)
         assert rows(rep.table("sales.orders")) == master_rows(spark, orders)
         assert rows(rep.table("s.events")) == master_rows(spark, Storage.of(farm).uri(events))
 
+        # a snapshot, level-1 batches and a prune, in the bucket, while capture and the follower run
+        snap = run_module("wlc", "snapshot", farm, "shop")
+        assert snap.returncode == 0, snap.stdout + snap.stderr
+        compact = run_module("wlc", "compact", farm, "shop", "--level1", "2 batches")
+        assert compact.returncode == 0, compact.stdout + compact.stderr
+        store = LogStore(Storage.of(farm), f"{farm}/shop", f"{farm}/shop/wlc_logs", "shop")
+        assert [b.level for b in store.compacted()] == [1, 1, 1], compact.stdout
+        short = dict(yaml.safe_load(open(os.environ["WLC_CONFIG"])))
+        short["master"] = {"retention": {"level0": "1s", "level1": "1s", "level2": "1s", "snapshots": "1s"}}
+        cfg = tmp_path / "retention.yaml"
+        cfg.write_text(yaml.safe_dump(short))
+        prune = run_module("wlc", "prune", farm, "shop", WLC_CONFIG=str(cfg))
+        assert prune.returncode == 0, prune.stdout + prune.stderr
+        assert "earliest reachable point: transaction 6" in prune.stdout, prune.stdout
+        assert store.compacted() == [] and [b.number for b in store.batches()][:1] == [6], prune.stdout
         # dropped by mistake: brought back from a replica made up to the tick before the drop
         before_drop = tick
         Storage.of(farm).rm(f"{farm}/shop/sales/orders")

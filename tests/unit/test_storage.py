@@ -25,6 +25,22 @@ def test_object_store_folders_are_published_by_their_marker(s3):
     assert st.published(logs) == [] and not st.exists(f"{logs}/m_000000000000/manifest.json")
 
 
+def test_the_folder_markers_hadoop_writes_are_no_files(s3):
+    """s3a writes an empty ``<folder>/`` object for a folder it makes (a Spark-written snapshot
+    table's): it is not listed as a file of the folder, and a folder holding one is published
+    by a move (S3 has no ``<folder>`` key to copy)."""
+    st = Storage.of(s3)
+    bucket, prefix = s3[len("s3://") :], "snapshots/.staging-1"
+    st.fs.call_s3("put_object", Bucket=bucket, Key=f"{prefix}/t/_delta_log/", Body=b"")
+    st.fs.pipe_file(f"{s3}/{prefix}/t/_delta_log/00000000000000000000.json", b"{}")
+    st.fs.invalidate_cache()
+    assert list(st.walk_files(f"{s3}/{prefix}")) == ["t/_delta_log/00000000000000000000.json"]
+    st.publish_dir(f"{s3}/{prefix}", f"{s3}/snapshots/1")
+    assert st.published(f"{s3}/snapshots") == ["1"]
+    assert st.read_bytes(f"{s3}/snapshots/1/t/_delta_log/00000000000000000000.json") == b"{}"
+    assert not st.exists(f"{s3}/{prefix}/t/_delta_log/00000000000000000000.json")
+
+
 def test_write_atomic_and_uris_on_s3(s3):
     st = Storage.of(s3)
     st.write_atomic(f"{s3}/db/wlc.config", "a=1\n")

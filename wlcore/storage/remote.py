@@ -116,12 +116,18 @@ class RemoteStorage(Storage):
         Returns:
             Iterable[str]: the relative paths, sorted; empty when ``path`` is missing.
         """
-        out = []
         base = self.fs._strip_protocol(path).rstrip("/")
-        for root, _dirs, files in self.fs.walk(path):
-            for name in files:
-                out.append(posixpath.relpath(posixpath.join(root, name), base))
-        return sorted(out)
+        return sorted(posixpath.relpath(f, base) for f in self._files(path))
+
+    def _files(self, path: str) -> list[str]:
+        """Every file below the folder ``path`` (one recursive listing), without the empty
+        ``<folder>/`` objects Hadoop's s3a writes as folder markers: on an object store a folder
+        is the prefix of its objects, and such a key is no file of it (S3 has no ``<folder>``
+        key to copy: ``NoSuchKey``)."""
+        try:
+            return [f for f in self.fs.find(path) if not f.endswith("/")]
+        except FileNotFoundError:
+            return []
 
     def tree_size(self, path: str) -> int:
         """fsspec ``du``: the sizes of one recursive listing added up (missing: 0)."""
@@ -203,7 +209,7 @@ class RemoteStorage(Storage):
             self.fs.mv(src, dst)
             return
         base = self.fs._strip_protocol(src).rstrip("/")
-        files = self.fs.find(src)
+        files = self._files(src)
         if files:
             self.fs.copy(files, [dst.rstrip("/") + f[len(base) :] for f in files])
         self.fs.rm(src, recursive=True)
