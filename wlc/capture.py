@@ -136,6 +136,7 @@ from wlcore.deltalog import (  # noqa: F401 (re-exported)
     read_commit,
     readable_from,
     table_path,
+    versions_after,
 )
 from wlcore.errors import first_line
 from wlcore.names import batch_folder, quote_ident
@@ -506,6 +507,7 @@ class Capture:
         self._gone_since: dict[str, datetime] = {}
         self._first_sig: dict[str, tuple] = {}
         self._seen_sig: dict[str, tuple] = {}
+        self._cursor_sig: dict[str, tuple] = {}  # {table: (a version a whole listing checked, its commit's look)}
         self.deferred = False
         self.refused: dict[str, str] = {}  # {path: reason} of Delta tables the last scan could not carry
         self.notices: dict[str, str] = {}  # {table: the last change-feed limit met there}
@@ -577,6 +579,9 @@ class Capture:
         cur = self.state.tables.get(name)
         if cur is not None and self.quiet.unchanged(name, path, cur.version):
             return None
+        since = self._listed_since(name, path, cur) if cur is not None else None
+        if cur is not None and since is not None:
+            return self._scan_table(name, path, cur, [cur.version, *since], limit, planned) if since else None
         versions = list_versions(self.storage, path)
         self.quiet.listed(name, versions)
         if not versions:
@@ -596,7 +601,9 @@ class Capture:
                     cur = replace(cur, ids=cur.with_ids(first_id))  # an id from before capture's cursor
                 else:
                     try:
-                        born = read_commit(self.storage, path, versions[0]).timestamp
+                        # the clock its versions are planned by (the file's time where it has no
+                        # In-Commit Timestamp: whole seconds on S3, before commitInfo's milliseconds)
+                        born = read_commit(self.storage, path, versions[0], file_time=True).timestamp
                     except FileNotFoundError:
                         self.deferred = True
                         return None
@@ -607,7 +614,32 @@ class Capture:
                 self.deferred = True
                 return None
             self._first_sig[name] = first_sig  # the same table: no need to look again
+        if cur is not None:  # the log read up to the cursor, as listed whole: later scans list from it
+            self._cursor_sig[name] = (cur.version, self._signature(path, cur.version))
         return self._scan_table(name, path, cur, versions, limit, planned)
+
+    def _listed_since(self, name: str, path: str, cur: Cursor) -> list[int] | None:
+        """The versions of table ``name`` after its cursor, listed from the cursor's commit on
+        (:meth:`wlcore.storage.Storage.listdir_after`: on S3 one request, not one for every
+        thousand files of a long log; a local folder is listed as before), when
+        the commit file a whole listing last checked (at or before the cursor) is still the one
+        found then: the same log, read on since (a table made again has other commit files).
+        None: list the log whole (a first scan, a table made again or dropped, log clean-up past
+        that commit, a hole after the cursor)."""
+        seen = self._cursor_sig.get(name)  # a version a whole listing found, read since as this log's
+        if seen is None or seen[0] > cur.version or seen[1][1] is None:
+            return None
+        if self._signature(path, seen[0]) != seen[1]:
+            return None
+        if seen[0] < cur.version:  # read on to the cursor: its commit is the next scan's to look at
+            here = self._signature(path, cur.version)
+            if here[1] is None:  # gone: a log being deleted file by file (the whole listing waits)
+                return None
+            self._cursor_sig[name] = (cur.version, here)
+        since = versions_after(self.storage, path, cur.version)
+        if since and since[0] != cur.version + 1:
+            return None  # a hole: the whole listing finds the version Delta can rebuild from
+        return since
 
     def _first_id(self, path: str, version: int) -> str:
         """The Delta table id in force at ``version`` (the log's first; from the checkpoint where log
@@ -626,12 +658,13 @@ class Capture:
         return here.table_id == cur.meta.table_id
 
     def _signature(self, path: str, version: int) -> tuple:
-        """(version, mtime, size) of a table's first commit file: changes when the table is made anew."""
+        """(version, mtime, size, tag) of a table's commit file (tag: its ETag on object stores): changes
+        when the table is made anew."""
         try:
             st = self.storage.stat(commit_file(path, version))  # one look (one HEAD on S3)
         except FileNotFoundError:
-            return (version, None, None)
-        return (version, st.mtime_ms, st.size)
+            return (version, None, None, None)
+        return (version, st.mtime_ms, st.size, st.tag)
 
     def _scan_table(
         self,

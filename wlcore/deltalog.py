@@ -403,6 +403,27 @@ def list_versions(storage: Storage, table_path: str) -> list[int]:
     return sorted(out)
 
 
+def versions_after(storage: Storage, table_path: str, version: int) -> list[int]:
+    """Versions after ``version`` with a JSON commit file, ascending, listed from it
+    (:meth:`wlcore.storage.Storage.listdir_after`: on S3 one request for what came since, however
+    long the log).
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+        version (int): the last version read.
+
+    Returns:
+        list[int]: the versions after it; ``[]`` when there are none or the log is gone.
+    """
+    out = []
+    for name in storage.listdir_after(log_path(table_path), f"{version:020d}.json"):
+        m = _COMMIT_FILE.match(name)
+        if m:
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
 def commit_file(table_path: str, version: int) -> str:
     """The JSON commit file of ``version`` of the table at ``table_path`` (20-digit name).
 

@@ -114,3 +114,53 @@ def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3,
         for service in (capture, follower, promoted):
             if service is not None and service.proc.poll() is None:
                 service.stop()
+
+
+def test_capture_lists_a_log_in_a_bucket_from_its_cursor(spark, s3):
+    """A table's log is listed whole once; each scan after lists only what came after capture's
+    cursor (S3's StartAfter), and a table made again in the same folder is still found to be
+    another table."""
+    import wlc
+
+    farm = f"{s3}/farm"
+    Storage.of(farm).write_atomic(f"{farm}/.dbfarm", b"")
+    m = wlc.master("m", dbfarm=farm)
+    wlc.beat(0)
+    listed: list[tuple[str, int]] = []  # (the request's StartAfter, keys returned) of each _delta_log listing
+
+    def count(parsed, **_):
+        if parsed.get("Prefix", "").endswith("/s/t/_delta_log/"):
+            listed.append((parsed.get("StartAfter", ""), len(parsed.get("Contents", []))))
+
+    fs = Storage.of(farm).fs
+    fs.connect()
+    fs.s3.meta.events.register("after-call.s3.ListObjectsV2", count)
+    try:
+        t, opts = f"{farm}/m/s/t", deltars_options(farm)
+        write_deltalake(t, pa.table({"id": [0]}), storage_options=opts)
+        for i in range(1, 5):
+            write_deltalake(t, pa.table({"id": [i]}), mode="append", storage_options=opts)
+        m.flush()
+        listed.clear()
+        write_deltalake(t, pa.table({"id": [5]}), mode="append", storage_options=opts)
+        m.flush()
+        m.flush()
+        # each listing of the log of 7 commits returned at most 2 keys: the new commit and its
+        # checksum after the cursor, or the one key asked for to see the log is there
+        assert any(after.endswith(".json") for after, _ in listed) and all(keys <= 2 for _, keys in listed), listed
+        assert sorted(r[0] for r in spark.read.format("delta").load(Storage.of(farm).uri(t)).collect()) == list(
+            range(6)
+        )
+        # made again: a shorter log of other commits (the cursor's commit file gone), then as long again
+        Storage.of(farm).rm(t)
+        write_deltalake(t, pa.table({"id": [100]}), storage_options=opts)
+        for i in range(1, 9):
+            write_deltalake(t, pa.table({"id": [100 + i]}), mode="append", storage_options=opts)
+        tick = m.flush()
+        rep = wlr.replicate("m", replica="r", dbfarm=farm, follow=False)
+        rep.replicate(until=tick, follow=False)
+        assert sorted(r[0] for r in rep.table("s.t").collect()) == list(range(100, 109))
+        rep.close()
+    finally:
+        fs.s3.meta.events.unregister("after-call.s3.ListObjectsV2", count)
+        m.close()

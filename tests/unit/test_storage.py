@@ -41,6 +41,24 @@ def test_the_folder_markers_hadoop_writes_are_no_files(s3):
     assert not st.exists(f"{s3}/{prefix}/t/_delta_log/00000000000000000000.json")
 
 
+def test_a_folder_is_listed_after_a_name_and_found_by_one_key(s3):
+    """``listdir_after`` on S3 lists only what sorts after a name (StartAfter), folders too, as
+    the whole listing filtered would; ``isdir`` asks for one key."""
+    st = Storage.of(s3)
+    log = f"{s3}/t/_delta_log"
+    for v in range(5):
+        st.fs.pipe_file(f"{log}/{v:020d}.json", b"{}")
+    st.fs.pipe_file(f"{log}/{3:020d}.crc", b"{}")
+    st.fs.pipe_file(f"{log}/_sidecars/a.parquet", b"")
+    assert st.listdir_after(log, f"{2:020d}.json") == [f"{3:020d}.crc", f"{3:020d}.json", f"{4:020d}.json", "_sidecars"]
+    assert st.listdir_after(log, "_sidecars") == [] and st.listdir_after(f"{s3}/none", "a") == []
+    assert [n for n in st.listdir(log) if n > f"{2:020d}.json"] == st.listdir_after(log, f"{2:020d}.json")
+    assert st.isdir(log) and st.isdir(f"{s3}/t") and st.isdir(s3)
+    assert (
+        not st.isdir(f"{log}/{0:020d}.json") and not st.isdir(f"{s3}/none") and not st.isdir("s3://no-such-bucket-x/a")
+    )
+
+
 def test_write_atomic_and_uris_on_s3(s3):
     st = Storage.of(s3)
     st.write_atomic(f"{s3}/db/wlc.config", "a=1\n")

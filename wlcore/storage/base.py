@@ -46,10 +46,14 @@ class FileStat(NamedTuple):
         size (int): its size in bytes.
         mtime_ms (int | None): its modification time in whole milliseconds since the epoch,
             None when the store does not say.
+        tag (str | None): what the store says of its contents (an object's ETag: S3's is the MD5
+            of what one PUT wrote, so an object written again differs even in the same second and
+            size); None on local folders.
     """
 
     size: int
     mtime_ms: int | None
+    tag: str | None = None
 
 
 class HeldLock:
@@ -171,6 +175,20 @@ class Storage(ABC):
     @abstractmethod
     def listdir(self, path: str) -> list[str]:
         """Base names in ``path``, sorted (empty when it does not exist or is a file)."""
+
+    def listdir_after(self, path: str, after: str) -> list[str]:
+        """Base names in ``path`` that sort after ``after``, sorted: what came since a name seen
+        (a Delta log's commits after the last version read). Object stores list only those
+        (S3's ``StartAfter``); elsewhere the folder is listed and filtered.
+
+        Args:
+            path (str): the folder.
+            after (str): a base name (it need not exist).
+
+        Returns:
+            list[str]: the names, sorted; empty when the folder does not exist.
+        """
+        return [n for n in self.listdir(path) if n > after]
 
     @abstractmethod
     def subdirs(self, path: str) -> list[str]:

@@ -151,9 +151,11 @@ class RemoteStorage(Storage):
         return _mtime_ms(self.fs.info(path))
 
     def stat(self, path: str) -> FileStat:
-        """One fsspec ``info``: its ``size``, and its time as :meth:`mtime_ms` reads it."""
+        """One fsspec ``info``: its ``size``, its time as :meth:`mtime_ms` reads it, and its
+        ETag where the store gives one."""
         info = self.fs.info(path)
-        return FileStat(int(info["size"]), _mtime_ms(info))
+        tag = info.get("ETag") or info.get("etag")
+        return FileStat(int(info["size"]), _mtime_ms(info), str(tag) if tag else None)
 
     def read_bytes(self, path: str) -> bytes:
         """The whole object in one fsspec ``cat_file`` (one GET). An object replaced while it is

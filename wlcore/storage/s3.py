@@ -275,6 +275,53 @@ class S3Storage(ObjectStorage):
             )
         self._buckets.add(bucket)
 
+    def isdir(self, path: str) -> bool:
+        """True when some key starts with ``<path>/``: one ListObjectsV2 asking for one key (s3fs's
+        ``isdir`` lists the whole folder: every page of a long Delta log, at every scan).
+
+        Args:
+            path (str): the folder (``s3://bucket/key``).
+
+        Returns:
+            bool: the folder holds an object (a bucket: it exists); False when missing.
+        """
+        bucket, key, _version = self.fs.split_path(path)
+        if not key:
+            return self.fs.isdir(path)
+        try:
+            page = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=key.rstrip("/") + "/", MaxKeys=1)
+        except FileNotFoundError:  # no such bucket
+            return False
+        return bool(page.get("KeyCount") or page.get("Contents"))
+
+    def listdir_after(self, path: str, after: str) -> list[str]:
+        """The keys directly in the folder ``path`` after ``<path>/<after>``: a ListObjectsV2 with
+        ``StartAfter`` (a thousand names a request), so a long Delta log read up to a version
+        costs one request, not one for every thousand commits and checksums it holds.
+
+        Args:
+            path (str): the folder (``s3://bucket/key``).
+            after (str): a base name (it need not exist).
+
+        Returns:
+            list[str]: the base names after it, sorted (files and folders); empty when none.
+        """
+        bucket, key, _version = self.fs.split_path(path)
+        prefix = key.rstrip("/") + "/"
+        names: list[str] = []
+        token = None
+        while True:
+            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "StartAfter": prefix + after}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self.fs.call_s3("list_objects_v2", **kwargs)
+            names += [o["Key"][len(prefix) :] for o in page.get("Contents", [])]
+            names += [p["Prefix"][len(prefix) :].rstrip("/") for p in page.get("CommonPrefixes", [])]
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                break
+        return sorted(n for n in names if n and n > after)
+
     def uri(self, path: str) -> str:
         """``s3a://bucket/key``: the URL Spark's S3A filesystem reads.
 
