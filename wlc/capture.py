@@ -608,8 +608,13 @@ class Capture:
                         self.deferred = True
                         return None
                     drop_time = min(now, born - timedelta(microseconds=1))
-                    planned.append(Planned(name, drop_time, None, "DROP TABLE", "drop", None, None))
-                    return self._scan_table(name, path, None, versions, limit, planned)
+                    made = [Planned(name, drop_time, None, "DROP TABLE", "drop", None, None)]
+                    cursor = self._scan_table(name, path, None, versions, limit, made)
+                    if cursor is None:  # the new table's first version is not taken yet: the drop waits with it
+                        self.deferred = True  # (planned alone, each scan until then planned it again)
+                        return None
+                    planned.extend(made)
+                    return cursor
             if versions[-1] < cur.version:
                 self.deferred = True
                 return None

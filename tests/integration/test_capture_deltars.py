@@ -11,7 +11,7 @@ import pytest
 import wlc
 import wlr
 
-from .helpers import master_rows, rows, sql
+from .helpers import local, master_rows, rows, sql
 
 pytestmark = pytest.mark.spark
 
@@ -109,3 +109,38 @@ def test_a_table_delta_rs_may_not_read_as_spark_is_copied_by_spark(spark, master
     assert rows(rep.table("s.p")) == master_rows(spark, p)
     assert rows(rep.table("s.c")) == master_rows(spark, c)
     assert rows(rep.table("s.t")) == master_rows(spark, t)
+
+
+def test_a_table_made_again_in_its_folder_is_one_drop_then_the_new_table(spark, master, dbfarm):
+    """A table deleted and made again by delta-rs between two scans: capture records one DROP
+    TABLE, timed before the new table's first version, then its versions; a replica holds the
+    new table's rows. (The drop was planned again at each scan while the new table's first
+    version was still within capture.settle, one transaction each.)"""
+    import shutil
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from wlcore.logstore import LogStore
+    from wlcore.storage import Storage
+
+    t = master.table_path("s.t")
+    write_deltalake(t, pa.table({"id": [0]}))
+    write_deltalake(t, pa.table({"id": [1]}), mode="append")
+    master.flush()
+    shutil.rmtree(local(t))
+    write_deltalake(t, pa.table({"id": [100]}))
+    for i in range(1, 4):
+        write_deltalake(t, pa.table({"id": [100 + i]}), mode="append")
+    tick = master.flush()
+    store = LogStore(Storage.of(master.logs), master.path, master.logs, "m")
+    txns = [tx for b in store.batches() for tx in store.manifest(b).txns if tx.table == "s.t"]
+    ops = [tx.operation for tx in txns]
+    assert ops.count("DROP TABLE") == 1, ops
+    drop = ops.index("DROP TABLE")
+    assert [tx.version for tx in txns[drop + 1 : drop + 5]] == [0, 1, 2, 3], ops
+    assert txns[drop].time < txns[drop + 1].time
+    rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+    rep.replicate(until=tick, follow=False)
+    assert rows(rep.table("s.t")) == [(100,), (101,), (102,), (103,)]
+    rep.close()
