@@ -581,6 +581,7 @@ class Capture:
             return None
         since = self._listed_since(name, path, cur) if cur is not None else None
         if cur is not None and since is not None:
+            self.quiet.listed(name, [cur.version, *since])
             return self._scan_table(name, path, cur, [cur.version, *since], limit, planned) if since else None
         versions = list_versions(self.storage, path)
         self.quiet.listed(name, versions)

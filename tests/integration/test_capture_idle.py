@@ -53,6 +53,8 @@ def test_an_idle_master_does_not_list_logs_that_did_not_change(spark, master, mo
     listed: list[str] = []
     real = capture_module.list_versions
     monkeypatch.setattr(capture_module, "list_versions", lambda st, path: listed.append(path) or real(st, path))
+    since = capture_module.versions_after  # a log read from its cursor on is listed too
+    monkeypatch.setattr(capture_module, "versions_after", lambda st, path, v: listed.append(path) or since(st, path, v))
     discovered: list[str] = []
     real_discover = capture_module.discover_tables
     monkeypatch.setattr(
