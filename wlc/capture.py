@@ -581,8 +581,9 @@ class Capture:
             return None
         since = self._listed_since(name, path, cur) if cur is not None else None
         if cur is not None and since is not None:
-            self.quiet.listed(name, [cur.version, *since])
-            return self._scan_table(name, path, cur, [cur.version, *since], limit, planned) if since else None
+            read_on = [cur.version, *since]
+            self.quiet.listed(name, read_on)
+            return self._scan_table(name, path, cur, read_on, limit, planned) if since else None
         versions = list_versions(self.storage, path)
         self.quiet.listed(name, versions)
         if not versions:
@@ -889,6 +890,7 @@ class Capture:
                 self.state.tables.pop(name, None)
                 self._gone_since.pop(name, None)
                 self._first_sig.pop(name, None)
+                self._cursor_sig.pop(name, None)
             else:
                 self.state.tables[name] = cur
                 if name in self._seen_sig:

@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from .names import qualified, quote_ident, split_name, uncarried_reason
 from .storage import Storage
@@ -395,12 +395,7 @@ def list_versions(storage: Storage, table_path: str) -> list[int]:
     Returns:
         list[int]: the versions; ``[]`` when the table or its log is gone.
     """
-    out = []
-    for name in storage.listdir(log_path(table_path)):
-        m = _COMMIT_FILE.match(name)
-        if m:
-            out.append(int(m.group(1)))
-    return sorted(out)
+    return _commit_versions(storage.listdir(log_path(table_path)))
 
 
 def versions_after(storage: Storage, table_path: str, version: int) -> list[int]:
@@ -416,12 +411,12 @@ def versions_after(storage: Storage, table_path: str, version: int) -> list[int]
     Returns:
         list[int]: the versions after it; ``[]`` when there are none or the log is gone.
     """
-    out = []
-    for name in storage.listdir_after(log_path(table_path), f"{version:020d}.json"):
-        m = _COMMIT_FILE.match(name)
-        if m:
-            out.append(int(m.group(1)))
-    return sorted(out)
+    return _commit_versions(storage.listdir_after(log_path(table_path), f"{version:020d}.json"))
+
+
+def _commit_versions(names: Iterable[str]) -> list[int]:
+    """The versions of the JSON commit files among a log folder's base names, ascending."""
+    return sorted(int(m.group(1)) for m in map(_COMMIT_FILE.match, names) if m)
 
 
 def commit_file(table_path: str, version: int) -> str:
