@@ -123,6 +123,13 @@ def _start(conf: dict[str, Any]) -> SparkSession:
         packages = s3a_packages()
         for key, value in s3a_conf().items():
             merged.setdefault(f"spark.hadoop.{key}", value)
+    if cfg.metastore:
+        for key, value in metastore_conf(cfg.metastore).items():
+            merged.setdefault(key, value)
+        jdbc = [j for c in metastore_packages(cfg.metastore) for j in ivy_retrieve(c)]
+        if jdbc:  # on the JVM's own class path: Hive's metastore client does not see spark.jars'
+            extra = merged.get("spark.driver.extraClassPath", "")
+            merged["spark.driver.extraClassPath"] = os.pathsep.join([p for p in [extra, *jdbc] if p])
     for key, value in merged.items():
         builder = builder.config(key, value)
     jars = DeltaJars(packages, merged)
@@ -254,6 +261,116 @@ def s3a_conf() -> dict[str, str]:
     if s3.region:
         conf["fs.s3a.endpoint.region"] = s3.region
     return conf
+
+
+def metastore_conf(url: str) -> dict[str, str]:
+    """Spark settings for a Hive metastore shared by every Spark application (setting
+    ``spark.metastore``): Spark's built-in Hive catalog (``spark.sql.catalogImplementation``
+    ``hive``) on the metastore database at a JDBC URL (Derby's network server, PostgreSQL: the
+    tables made at first use, as Spark's embedded Derby does), or a metastore service at a
+    ``thrift://`` URL. A key also set in ``spark.conf`` keeps that value.
+
+    Args:
+        url (str): ``jdbc:derby://host:port/name[;create=true]``, ``jdbc:postgresql://host/db?...``
+            or ``thrift://host:port``.
+
+    Returns:
+        dict[str, str]: the Spark settings.
+
+    Raises:
+        ConfigError: ``url`` is none of these.
+    """
+    conf = {"spark.sql.catalogImplementation": "hive"}
+    if url.startswith("thrift://"):
+        conf["spark.hadoop.hive.metastore.uris"] = url
+        return conf
+    driver = _METASTORE_DRIVERS.get(url.split(":", 2)[1] if url.startswith("jdbc:") else "")
+    if driver is None:
+        from .errors import ConfigError
+
+        raise ConfigError(
+            f"spark.metastore {url!r} is not a metastore URL: give jdbc:derby://host:port/name, "
+            "jdbc:postgresql://host/db or thrift://host:port in config/wlc.yaml"
+        )
+    if url.startswith("jdbc:derby:") and ";create=" not in url:
+        url += ";create=true"
+    conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = url
+    conf["spark.hadoop.javax.jdo.option.ConnectionDriverName"] = driver[0]
+    conf["spark.hadoop.datanucleus.schema.autoCreateAll"] = "true"  # the metastore's tables, at first use
+    conf["spark.hadoop.hive.metastore.schema.verification"] = "false"
+    return conf
+
+
+# a metastore database's JDBC driver: its class and its Maven coordinates (Derby's client: the
+# version of the Derby jars pyspark ships)
+_METASTORE_DRIVERS = {
+    "derby": ("org.apache.derby.jdbc.ClientDriver", "org.apache.derby:derbyclient:{derby}"),
+    "postgresql": ("org.postgresql.Driver", "org.postgresql:postgresql:42.7.14"),
+}
+
+
+def metastore_packages(url: str) -> list[str]:
+    """The Maven coordinates of the JDBC driver :func:`metastore_conf`'s URL needs (none for ``thrift://``)."""
+    driver = _METASTORE_DRIVERS.get(url.split(":", 2)[1] if url.startswith("jdbc:") else "")
+    if driver is None:
+        return []
+    return [driver[1].format(derby=_pyspark_jar_version("derby"))]
+
+
+def ivy_retrieve(coordinates: str) -> list[str]:
+    """The jars of Maven artifact ``coordinates`` (``group:artifact:version``) and of what it
+    needs, resolved once by Ivy (the resolver Spark uses: pyspark's ``ivy`` jar, Spark's Ivy
+    cache ``~/.ivy2.5.2``) into ``<cache folder>/jars/<group>/<artifact>/<version>/``; later
+    calls name the files found there.
+
+    Args:
+        coordinates (str): e.g. ``org.apache.derby:derbyclient:10.16.1.1``.
+
+    Returns:
+        list[str]: the jars' paths.
+
+    Raises:
+        ConfigError: Ivy could not resolve them (the message has Ivy's last lines).
+    """
+    import glob
+
+    import pyspark
+
+    group, artifact, version = coordinates.split(":")
+    folder = cache_folder() / "jars" / group / artifact / version
+    found = sorted(glob.glob(str(folder / "*.jar")))
+    if any(os.path.basename(j).startswith(f"{artifact}-") for j in found):
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    (ivy,) = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar"))
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    print(f"downloading {coordinates} from Maven Central (once; it is cached in {folder})", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [java, "-jar", ivy, "-cache", os.path.expanduser("~/.ivy2.5.2/cache"), "-dependency", group, artifact,
+         version, "-confs", "default", "-retrieve", str(folder / "[artifact]-[revision].[ext]")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    found = sorted(glob.glob(str(folder / "*.jar")))
+    if done.returncode != 0 or not found:
+        from .errors import ConfigError
+
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
+        raise ConfigError(f"Ivy could not resolve {coordinates} from Maven Central:\n{tail}")
+    return found
+
+
+def _pyspark_jar_version(name: str) -> str:
+    """The version of jar ``<name>-<version>.jar`` that pyspark ships (``derby``: ``10.16.1.1``)."""
+    import glob
+    import re
+
+    import pyspark
+
+    for jar in glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", f"{name}-*.jar")):
+        m = re.search(rf"{re.escape(name)}-(\d+(?:\.\d+)+)\.jar$", jar)
+        if m:
+            return m.group(1)
+    raise RuntimeError(f"pyspark ships no {name} jar")
 
 
 def configure_s3a(spark, bucket: str | None = None) -> None:

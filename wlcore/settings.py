@@ -445,6 +445,7 @@ class SparkSettings(_Section):
     s3a: Annotated[bool | Literal["auto"], PlainValidator(_s3a)]
     app_name: Text
     log_level: Text
+    metastore: Text
     conf: dict[str, Any]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from wlcore import __version__
 from wlcore.errors import NotFoundError
 
-from .catalog import PinnedView
+from .catalog import PinnedView, TickRecord
 from .errors import (
     DivergedError,
     NoStartError,
@@ -57,6 +57,8 @@ __all__ = [
     "register",
     "pin",
     "PinnedView",
+    "catalog_tick",
+    "TickRecord",
     "promote",
     "Promotion",
     "PromotionError",
@@ -346,6 +348,29 @@ def register(replica: str | Replica | None = None, dbfarm: str | None = None, sp
 
         rep = open_replica(argparse.Namespace(dbfarm=dbfarm, replica=replica))
     return rep.catalog.register(spark)
+
+
+def catalog_tick(replica: str, spark=None) -> TickRecord:
+    """A replica's last consistent tick as the Spark catalog's tick record says it (view
+    ``<replica>.tick``, kept by the process that replays the replica), for a reader in any Spark
+    application sharing that catalog (a Hive metastore: ``spark.metastore``): the tick, each
+    table's Delta version and folder, and the seqlock check of reads by name
+    (:class:`wlr.catalog.TickRecord`). Reads the catalog only; nothing is written.
+
+    Args:
+        replica (str): the replica's name.
+        spark (SparkSession | None): the session whose catalog is read (None: the active one,
+            started from config when none runs).
+
+    Returns:
+        TickRecord: ``.tick``, ``.settled``, ``.versions``, ``.table(t)``, ``.sql(t)``, ``.still_current()``.
+
+    Raises:
+        ReplicaStateError: the catalog has no tick record of that replica.
+    """
+    from wlcore.session import active_session
+
+    return TickRecord(spark or active_session(), replica)
 
 
 def pin(replica: str | Replica, dbfarm: str | None = None) -> PinnedView:

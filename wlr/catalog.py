@@ -501,6 +501,108 @@ def plan_names(replica: str, tables: list[str]) -> NamePlan:
     return plan
 
 
+def shared_catalog() -> bool:
+    """True when this process's Spark catalog is a Hive metastore other applications share:
+    setting ``spark.metastore``, or ``spark.sql.catalogImplementation: hive`` in ``spark.conf``
+    (the process that replays then keeps the names current for them, starting Spark to do so)."""
+    cfg = settings().spark
+    return bool(cfg.metastore) or str(cfg.conf.get("spark.sql.catalogImplementation", "")).lower() == "hive"
+
+
+class TickRecord:
+    """A replica's last consistent tick as its tick record in the Spark catalog says it (view
+    ``<replica>.tick``, replaced whole by the process that replays it): how a reader in another
+    Spark application pins one tick across tables in a metastore that has no multi-table swap.
+
+    The views ``<replica>__<schema>.<table>`` move one by one after a round; the record is
+    replaced first with ``settled`` false and the new tick, then once more with ``settled`` true
+    when every view stands at that tick (a seqlock). A reader by name that reads the record
+    before and after its queries and sees the same settled tick (:meth:`still_current`) read one
+    tick. A reader that pins reads the record once and each table by its location at its
+    version (:meth:`table`): a Delta version never changes, so these reads are of one tick
+    whenever they run, until the table's log is cleaned up.
+
+    Args:
+        spark (SparkSession): the session whose catalog holds the record.
+        replica (str): the replica's name.
+
+    Attributes:
+        replica (str): the replica's name.
+        tick (int): the transaction every table stands at.
+        settled (bool): every view of the replica stood at ``tick`` when the record was read.
+        location (str): the replica's folder (URI); table ``s.t`` is ``<location>/s/t``.
+        master (str): the replica's master.
+        versions (dict[str, int]): ``{"schema.table": Delta version}`` at ``tick``.
+
+    Raises:
+        ReplicaStateError: the catalog has no tick record of that replica (no process has
+            registered its names in this catalog).
+    """
+
+    def __init__(self, spark: Any, replica: str) -> None:
+        self._spark = spark
+        self.replica = replica
+        row = self._read()
+        self.tick: int = int(row.tick)
+        self.settled: bool = bool(row.settled)
+        self.location: str = str(row.location)
+        self.master: str = str(row.master)
+        self.versions: dict[str, int] = {str(k): int(v) for k, v in (row.versions or {}).items()}
+
+    def __repr__(self) -> str:
+        return f"TickRecord(replica={self.replica!r}, tick={self.tick}, settled={self.settled}, tables={len(self.versions)})"
+
+    def _read(self) -> Any:
+        from pyspark.errors import AnalysisException
+
+        try:
+            return self._spark.table(f"{quote_ident(self.replica)}.`tick`").first()
+        except AnalysisException:
+            raise ReplicaStateError(
+                f"this Spark catalog has no tick record of replica {self.replica} (view {self.replica}.tick): "
+                f"the process that replays it registers it (replica.names, spark.metastore in config), "
+                f"or call wlr.register({self.replica!r}, dbfarm)"
+            ) from None
+
+    def still_current(self) -> bool:
+        """Read the record again: True when it still says this tick, settled (reads by name made
+        since this record was read stood at one tick)."""
+        row = self._read()
+        return self.settled and bool(row.settled) and int(row.tick) == self.tick
+
+    def path(self, table: str) -> str:
+        """The folder (URI) of replica table ``table``.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at this tick.
+        """
+        if table not in self.versions:
+            from wlcore.databases import did_you_mean
+
+            raise ReplicaStateError(
+                f"table {table} is not on replica {self.replica} at transaction {self.tick}"
+                + did_you_mean(table, sorted(self.versions), "tables")
+            )
+        return "/".join([self.location.rstrip("/"), *split_name(table)])
+
+    def sql(self, table: str) -> str:
+        """The table at this tick as Spark SQL reads it: ``delta.`<folder>` VERSION AS OF <version>``.
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at this tick.
+        """
+        return f"delta.{quote_ident(self.path(table))} VERSION AS OF {self.versions[table]}"
+
+    def table(self, table: str) -> Any:
+        """The table at its version of this tick, as a DataFrame (read-only use).
+
+        Raises:
+            ReplicaStateError: the table is not on the replica at this tick.
+        """
+        path = self.path(table)
+        return self._spark.read.format("delta").option("versionAsOf", self.versions[table]).load(path)
+
+
 class ReplicaCatalog:
     """The views of one replica's tables in the Spark session catalog (module docstring).
 
@@ -526,7 +628,9 @@ class ReplicaCatalog:
         self._schemas: set[str] = set()  # session catalog schemas this object made or checked
         self._seen: tuple | None = None  # (view tick, versions) the views stand at
         self._warned: set[tuple[str, str]] = set()
+        self._recorded: tuple | None = None  # (view tick, versions, settled) of the tick record
         self.left_out: dict[str, str] = {}
+        self.shared = shared_catalog()
 
     def sql_name(self, table: str) -> str:
         """The Spark SQL name of replica table ``table``: ``<replica>__<schema>.<table>``.
@@ -589,9 +693,14 @@ class ReplicaCatalog:
         views stay where they were."""
         if not self.serve:
             return
-        session = self._spark.running()  # no Spark here (a delta-rs follower): nobody to read
-        if session is None or self._key() == self._seen:  # wlr.config read only when Spark runs
-            return
+        if self.shared:  # readers are other applications: Spark runs here to keep their names current
+            if self._key() == self._seen:
+                return
+            session = self._spark()
+        else:
+            session = self._spark.running()  # no Spark here (a delta-rs follower): nobody to read
+            if session is None or self._key() == self._seen:  # wlr.config read only when Spark runs
+                return
         try:
             with self._lock:
                 self._sync(session)
@@ -625,6 +734,9 @@ class ReplicaCatalog:
             for table, (schema, name) in plan.names.items()
             if remake or self._made.get(table) != (schema, name, versions[table]) or name.lower() not in present[schema]
         ]
+        gone = [t for t in self._made if t not in plan.names]
+        if moved or gone:  # the seqlock's first half: readers of the names see "moving" until the end
+            self._record(spark, seen, master, settled=False, remake=remake)
 
         def create(item: tuple[str, str, str]) -> str | None:
             table, schema, name = item
@@ -650,17 +762,42 @@ class ReplicaCatalog:
         for table in [t for t in self._made if t not in plan.names or t in left_out]:
             schema, name, _n = self._made.pop(table)
             spark.sql(f"DROP VIEW IF EXISTS {quote_ident(schema)}.{quote_ident(name)}")
-        for schema in sorted(self._schemas - {s for s, _v, _n in self._made.values()}):
+        for schema in sorted(self._schemas - {s for s, _v, _n in self._made.values()} - {self.book.name}):
             self._drop_schema(spark, schema)
+        self._record(spark, seen, master, settled=True, remake=remake)
         self._seen = seen
         self.left_out = left_out
         self._warn(left_out)
 
-    def _ensure_schema(self, spark: Any, schema: str) -> str | None:
+    def _record(self, spark: Any, seen: tuple, master: str, settled: bool, remake: bool = False) -> None:
+        """Replace the tick record, view ``<replica>.tick`` (one row: ``tick``, ``settled``,
+        ``location``, ``master``, ``versions``), when it does not say ``seen`` and ``settled``
+        already: one metastore call, so a reader reads the old record or the new one whole."""
+        key = (*seen, settled)
+        if key == self._recorded and not remake:
+            return
+        schema = self.book.name
+        reason = self._ensure_schema(spark, schema, f"replica {schema}'s tick record (wlr)")
+        if reason:
+            self._warn({"(the tick record)": reason})
+            return
+        tick, versions = seen
+        pairs = ", ".join(f"{_string(t)}, CAST({int(v)} AS BIGINT)" for t, v in versions)
+        text = (
+            f"CREATE OR REPLACE VIEW {quote_ident(schema)}.`tick` COMMENT "
+            f"{_string(f'replica {schema} at its last consistent tick (wlr): a reader pins it here')} AS SELECT "
+            f"CAST({int(tick)} AS BIGINT) AS tick, {str(settled).lower()} AS settled, "
+            f"{_string(self.view.storage.uri(self.view.path))} AS location, {_string(master)} AS master, "
+            f"CAST(map({pairs}) AS MAP<STRING, BIGINT>) AS versions"
+        )
+        spark._jsparkSession.sql(text)
+        self._recorded = key
+
+    def _ensure_schema(self, spark: Any, schema: str, comment: str | None = None) -> str | None:
         """Make session catalog schema ``schema`` for this replica; returns why it cannot be (None: it is)."""
         if schema in self._schemas and spark.catalog.databaseExists(schema):
             return None
-        comment = self._comment(schema)
+        comment = comment or self._comment(schema)
         if spark.catalog.databaseExists(schema):
             if spark.catalog.getDatabase(schema).description != comment:
                 return (

@@ -480,17 +480,21 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         service=bool(args.follow),
     )
+    # names in this process's own session catalog would serve nobody; in a shared catalog (a Hive
+    # metastore) they are other applications' names of the replica's tables, kept current here
+    from .catalog import shared_catalog
+
+    names = shared_catalog() and settings().replica.names
     if args.follow:
         return _follow(
             Replica(
-                args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=False
+                args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=names
             ),
             call,
         )
     _say_target(call)
-    # names=False: no one else reads this process's Spark session (its views would serve nobody)
     rep = Replica(
-        args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=False
+        args.master, replica=args.replica, dbfarm=args.dbfarm, logs=args.logs, source=args.source, names=names
     )
     stopped_by = _catch_up(rep, call)
     if stopped_by is not None:

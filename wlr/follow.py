@@ -231,7 +231,8 @@ class Follower:
                     log.exception("follow mode of %s failed; retrying in %g s", book.name, wait)
                 if isinstance(exc, (WlcError, OSError)):  # the source refused or out of reach; not a bug of ours
                     self._source_trouble(exc)
-            if self.service and self.spark_idle is not None:
+            # a shared catalog's names are kept current from this process's Spark: it stays
+            if self.service and self.spark_idle is not None and not (self.catalog.serve and self.catalog.shared):
                 self._release_spark(self.spark_idle)
             if attempt or trouble:
                 self.stop_event.wait(wait)  # the backoff holds whatever the log folder does

@@ -41,6 +41,9 @@ def test_a_following_replica_is_read_by_name_at_its_tick(spark, master, dbfarm):
         f"the name {name} to show transaction {last} and m_replica__s.u to appear",
     )
     assert rep.view_tick() >= last
+    record = wlr.catalog_tick("m_replica", spark)  # the tick record, beside the views
+    assert (record.tick, record.settled, record.versions) == (rep.view_tick(), True, rep.versions())
+    assert rows(record.table("s.t")) == [(1, "a"), (2, "B")] and record.still_current()
 
     versions = rep.versions()
     for write in (

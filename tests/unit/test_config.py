@@ -134,3 +134,35 @@ def test_a_bad_size_names_the_setting_and_the_forms(tmp_path, monkeypatch, text)
     monkeypatch.setenv("WLC_CONFIG", str(extra))
     with pytest.raises(ConfigError, match=r"replica.rewrite_bytes.*size in bytes >= 0 \(a number, or with KiB"):
         config.settings()
+
+
+def test_a_shared_metastore_url_becomes_spark_s_hive_settings():
+    from wlcore.session import metastore_conf, metastore_packages
+
+    derby = metastore_conf("jdbc:derby://127.0.0.1:1527/metastore")
+    assert derby["spark.sql.catalogImplementation"] == "hive"
+    assert derby["spark.hadoop.javax.jdo.option.ConnectionURL"] == "jdbc:derby://127.0.0.1:1527/metastore;create=true"
+    assert derby["spark.hadoop.javax.jdo.option.ConnectionDriverName"] == "org.apache.derby.jdbc.ClientDriver"
+    assert metastore_packages("jdbc:derby://h:1527/m") == ["org.apache.derby:derbyclient:10.16.1.1"]
+    given = metastore_conf("jdbc:derby://h:1527/m;create=false")["spark.hadoop.javax.jdo.option.ConnectionURL"]
+    assert given == "jdbc:derby://h:1527/m;create=false"  # the URL's own choice stays
+    pg = metastore_conf("jdbc:postgresql://h/hive?user=u")
+    assert pg["spark.hadoop.javax.jdo.option.ConnectionDriverName"] == "org.postgresql.Driver"
+    assert metastore_packages("jdbc:postgresql://h/hive")[0].startswith("org.postgresql:postgresql:")
+    thrift = metastore_conf("thrift://h:9083")
+    assert thrift == {"spark.sql.catalogImplementation": "hive", "spark.hadoop.hive.metastore.uris": "thrift://h:9083"}
+    assert metastore_packages("thrift://h:9083") == []
+    with pytest.raises(ConfigError, match=r"spark.metastore 'mysql://h/m' is not a metastore URL: give jdbc:derby"):
+        metastore_conf("mysql://h/m")
+
+
+def test_a_shared_catalog_is_the_metastore_setting_or_hive_in_spark_conf(tmp_path, monkeypatch):
+    from wlr.catalog import shared_catalog
+
+    assert not shared_catalog()  # the default: each session's own in-memory catalog
+    texts = ("spark:\n  metastore: thrift://h:9083\n", "spark:\n  conf:\n    spark.sql.catalogImplementation: hive\n")
+    for n, text in enumerate(texts):
+        cfg = tmp_path / f"wlc-{n}.yaml"
+        cfg.write_text(text)
+        monkeypatch.setenv("WLC_CONFIG", str(cfg))
+        assert shared_catalog(), text
