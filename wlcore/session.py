@@ -222,6 +222,63 @@ def check_s3a(spark, url: str) -> None:
         ) from None
 
 
+# Delta's log stores that keep a table's commits whole on S3: one writing driver (Delta's default
+# for s3a://), or DynamoDB's conditional writes for several (Delta's "S3 multi-cluster" setup)
+SAFE_S3_LOG_STORES = (
+    "io.delta.storage.S3SingleDriverLogStore",
+    "org.apache.spark.sql.delta.storage.S3SingleDriverLogStore",
+    "io.delta.storage.S3DynamoDBLogStore",
+)
+
+
+def s3_log_store_problem(conf: Mapping[str, str]) -> str | None:
+    """Why Spark's Delta log store settings would not commit safely to S3, or None.
+
+    Delta chooses a table's log store by its scheme (``spark.delta.logStore.<scheme>.impl``,
+    else ``spark.delta.logStore.class``, else its default: ``S3SingleDriverLogStore`` for
+    ``s3a://``); any store but :data:`SAFE_S3_LOG_STORES` (HDFS's rename, say) can let a commit
+    replace another on S3.
+
+    Args:
+        conf (Mapping[str, str]): the session's Spark settings.
+
+    Returns:
+        str | None: the setting and its value, with the fix; None when the store is safe.
+    """
+    for key in ("spark.delta.logStore.s3a.impl", "spark.delta.logStore.class"):
+        value = conf.get(key)
+        if value:
+            if value in SAFE_S3_LOG_STORES:
+                return None
+            return (
+                f"{key} is {value}, which does not commit safely to S3; remove it from spark.conf in config/wlc.yaml "
+                "(Delta's default for s3a:// is S3SingleDriverLogStore, safe for one writer) or set "
+                "io.delta.storage.S3DynamoDBLogStore"
+            )
+    return None
+
+
+def check_s3_log_store(spark, url: str) -> None:
+    """Refuse to write Delta tables at S3 ``url`` through a log store that is not safe there
+    (:func:`s3_log_store_problem`).
+
+    Args:
+        spark (SparkSession): the session that would write them.
+        url (str): a folder or URL (nothing is checked unless it is ``s3://`` or ``s3a://``).
+
+    Raises:
+        ConfigError: the session's log store for ``s3a://`` is not safe; the message names the setting.
+    """
+    if not str(url).startswith(("s3://", "s3a://")):
+        return
+    conf = dict(spark.sparkContext.getConf().getAll())
+    problem = s3_log_store_problem(conf)
+    if problem:
+        from .errors import ConfigError
+
+        raise ConfigError(f"replica tables at {url}: {problem}")
+
+
 def hadoop_version() -> str:
     """The Hadoop version pyspark ships (its ``hadoop-client-api`` jar), e.g. ``3.5.0``."""
     import glob
@@ -332,19 +389,27 @@ def ivy_retrieve(coordinates: str) -> list[str]:
     Raises:
         ConfigError: Ivy could not resolve them (the message has Ivy's last lines).
     """
+    from filelock import FileLock
+
+    group, artifact, version = coordinates.split(":")
+    folder = cache_folder() / "jars" / group / artifact / version
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{folder}.lock"):  # two processes starting at once: one resolves, the other waits
+        return _retrieve(group, artifact, version, folder)
+
+
+def _retrieve(group: str, artifact: str, version: str, folder: Path) -> list[str]:
     import glob
 
     import pyspark
 
-    group, artifact, version = coordinates.split(":")
-    folder = cache_folder() / "jars" / group / artifact / version
     found = sorted(glob.glob(str(folder / "*.jar")))
     if any(os.path.basename(j).startswith(f"{artifact}-") for j in found):
         return found
     folder.mkdir(parents=True, exist_ok=True)
     (ivy,) = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar"))
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
-    print(f"downloading {coordinates} from Maven Central (once; it is cached in {folder})", file=sys.stderr, flush=True)
+    print(f"downloading {group}:{artifact}:{version} from Maven Central (once; it is cached in {folder})", file=sys.stderr, flush=True)
     done = subprocess.run(
         [java, "-jar", ivy, "-cache", os.path.expanduser("~/.ivy2.5.2/cache"), "-dependency", group, artifact,
          version, "-confs", "default", "-retrieve", str(folder / "[artifact]-[revision].[ext]")],
@@ -355,7 +420,7 @@ def ivy_retrieve(coordinates: str) -> list[str]:
         from .errors import ConfigError
 
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        raise ConfigError(f"Ivy could not resolve {coordinates} from Maven Central:\n{tail}")
+        raise ConfigError(f"Ivy could not resolve {group}:{artifact}:{version} from Maven Central:\n{tail}")
     return found
 
 

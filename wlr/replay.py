@@ -30,7 +30,7 @@ from wlcore.faults import crash_point
 from wlcore.logstore import LogStore
 from wlcore.metrics import port_of
 from wlcore.names import split_name
-from wlcore.session import check_s3a
+from wlcore.session import check_s3_log_store, check_s3a
 from wlcore.settings import number, settings
 from wlcore.state import MASTER_CONFIG, MasterState, ReplicaState, check_paths
 from wlcore.storage import Storage, copy_tree
@@ -578,6 +578,8 @@ class ReplicaSetup:
         for url in (self.source.root, self.dbfarm):
             if url.startswith(("s3://", "s3a://")):
                 check_s3a(self.spark, url)
+        if self.dbfarm.startswith(("s3://", "s3a://")):  # the replica's tables are written there
+            check_s3_log_store(self.spark, self.dbfarm)
         mcfg = self.master_config()
         if self.storage.exists(self.path) and not self.storage.isdir(self.path):
             raise ConfigError(f"{self.path} is a file, not a database folder; name another replica")

@@ -166,3 +166,19 @@ def test_a_shared_catalog_is_the_metastore_setting_or_hive_in_spark_conf(tmp_pat
         cfg.write_text(text)
         monkeypatch.setenv("WLC_CONFIG", str(cfg))
         assert shared_catalog(), text
+
+
+def test_a_delta_log_store_unsafe_on_s3_is_named_with_the_fix():
+    from wlcore.session import s3_log_store_problem
+
+    assert s3_log_store_problem({}) is None  # Delta's default for s3a://: one writing driver
+    assert s3_log_store_problem({"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"}) is None
+    said = s3_log_store_problem({"spark.delta.logStore.class": "io.delta.storage.HDFSLogStore"})
+    assert said is not None and said.startswith(
+        "spark.delta.logStore.class is io.delta.storage.HDFSLogStore, which does not commit safely to S3; "
+        "remove it from spark.conf in config/wlc.yaml"
+    )
+    # the scheme's own setting is the one Delta uses for s3a://
+    both = {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+            "spark.delta.logStore.class": "io.delta.storage.HDFSLogStore"}  # fmt: skip
+    assert s3_log_store_problem(both) is None
