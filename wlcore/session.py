@@ -409,7 +409,11 @@ def _retrieve(group: str, artifact: str, version: str, folder: Path) -> list[str
     folder.mkdir(parents=True, exist_ok=True)
     (ivy,) = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar"))
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
-    print(f"downloading {group}:{artifact}:{version} from Maven Central (once; it is cached in {folder})", file=sys.stderr, flush=True)
+    print(
+        f"downloading {group}:{artifact}:{version} from Maven Central (once; it is cached in {folder})",
+        file=sys.stderr,
+        flush=True,
+    )
     done = subprocess.run(
         [java, "-jar", ivy, "-cache", os.path.expanduser("~/.ivy2.5.2/cache"), "-dependency", group, artifact,
          version, "-confs", "default", "-retrieve", str(folder / "[artifact]-[revision].[ext]")],
