@@ -364,13 +364,20 @@ def catalog_tick(replica: str, spark=None) -> TickRecord:
 
     Returns:
         TickRecord: ``.tick``, ``.settled``, ``.versions``, ``.table(t)``, ``.sql(t)``, ``.still_current()``.
+        The session's ``spark.sql`` then raises :class:`ReadOnlyError` for a write through a
+        replica's name, as in the replaying process.
 
     Raises:
         ReplicaStateError: the catalog has no tick record of that replica.
     """
     from wlcore.session import active_session
 
-    return TickRecord(spark or active_session(), replica)
+    from .catalog import guard_writes
+
+    session = spark or active_session()
+    record = TickRecord(session, replica)
+    guard_writes(session)
+    return record
 
 
 def pin(replica: str | Replica, dbfarm: str | None = None) -> PinnedView:
