@@ -779,7 +779,11 @@ class ReplicaCatalog:
         schema = self.book.name
         reason = self._ensure_schema(spark, schema, f"replica {schema}'s tick record (wlr)")
         if reason:
-            self._warn({"(the tick record)": reason})
+            if ("(tick record)", reason) not in self._warned:
+                self._warned.add(("(tick record)", reason))
+                text = f"replica {schema}: no tick record ({schema}.tick) is kept: {reason}"
+                log.warning(text)
+                warnings.warn(text, stacklevel=4)
             return
         tick, versions = seen
         pairs = ", ".join(f"{_string(t)}, CAST({int(v)} AS BIGINT)" for t, v in versions)

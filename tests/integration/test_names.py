@@ -106,9 +106,15 @@ def test_a_schema_of_that_name_not_the_replicas_is_refused(spark, master, dbfarm
     last = sql(spark, "INSERT INTO s.t VALUES (1)")
     spark.sql("CREATE SCHEMA other__s")  # someone else's schema where the names would go
     spark.sql("CREATE VIEW other__s.t AS SELECT 42 AS id")
-    with pytest.warns(UserWarning, match=r"schema other__s of this Spark session's catalog is not replica other's"):
+    spark.sql("CREATE SCHEMA other")  # and where its tick record would go
+    spark.sql("CREATE VIEW other.tick AS SELECT 7 AS tick")
+    with pytest.warns(UserWarning) as said:
         wlr.replicate("m", until=last, replica="other", dbfarm=dbfarm)
+    text = [str(w.message) for w in said]
+    assert any("schema other__s of this Spark session's catalog is not replica other's" in t for t in text), text
+    assert any(t.startswith("replica other: no tick record (other.tick) is kept: schema other ") for t in text), text
     assert rows(spark.sql("SELECT * FROM other__s.t")) == [(42,)]  # left as it was
+    assert rows(spark.sql("SELECT * FROM other.tick")) == [(7,)]
 
 
 def test_master_tables_the_catalog_cannot_name_are_left_out_not_fatal(spark, dbfarm):
