@@ -1,16 +1,15 @@
 """An S3-compatible server for tests and benchmarks: moto's server mode on 127.0.0.1, started
-as a child process and stopped by its process id."""
+as a child process and stopped by its process id (:func:`stop`)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 
-from tests.waiting import wait_until
+from tests.servers import free_port, stop, wait_for
+
+__all__ = ["start", "stop"]
 
 
 def start() -> tuple[subprocess.Popen, str]:
@@ -20,20 +19,14 @@ def start() -> tuple[subprocess.Popen, str]:
     Raises:
         RuntimeError: it did not answer in time (the process is killed).
     """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: _answers(proc, endpoint), 60, f"the moto server to answer on {endpoint}")
-    except (AssertionError, ChildProcessError):
-        proc.kill()
-        raise RuntimeError(f"moto server did not start on {endpoint}") from None
+    wait_for(proc, lambda: _answers(proc, endpoint), f"the moto server on {endpoint}")
     return proc, endpoint
 
 
@@ -46,13 +39,3 @@ def _answers(proc: subprocess.Popen, endpoint: str) -> bool:
         if proc.poll() is not None:
             raise ChildProcessError(f"moto server ended with status {proc.returncode}") from None
         return False
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop the server started by :func:`start` (SIGTERM, then SIGKILL after 10 s)."""
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()

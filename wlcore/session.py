@@ -281,17 +281,10 @@ def check_s3_log_store(spark, url: str) -> None:
 
 def hadoop_version() -> str:
     """The Hadoop version pyspark ships (its ``hadoop-client-api`` jar), e.g. ``3.5.0``."""
-    import glob
-    import os
-    import re
-
-    import pyspark
-
-    for jar in glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar")):
-        m = re.search(r"hadoop-client-api-(\d+\.\d+\.\d+)\.jar$", jar)
-        if m:
-            return m.group(1)
-    raise RuntimeError("pyspark ships no hadoop-client-api jar; set spark.s3a: false in config/wlc.yaml")
+    try:
+        return pyspark_jar_version("hadoop-client-api")
+    except RuntimeError:
+        raise RuntimeError("pyspark ships no hadoop-client-api jar; set spark.s3a: false in config/wlc.yaml") from None
 
 
 def s3a_packages() -> list[str]:
@@ -341,7 +334,7 @@ def metastore_conf(url: str) -> dict[str, str]:
     if url.startswith("thrift://"):
         conf["spark.hadoop.hive.metastore.uris"] = url
         return conf
-    driver = _METASTORE_DRIVERS.get(url.split(":", 2)[1] if url.startswith("jdbc:") else "")
+    driver = _metastore_driver(url)
     if driver is None:
         from .errors import ConfigError
 
@@ -366,12 +359,17 @@ _METASTORE_DRIVERS = {
 }
 
 
+def _metastore_driver(url: str) -> tuple[str, str] | None:
+    """The JDBC driver (class, Maven coordinates) of a ``jdbc:<database>:`` URL; None for another URL."""
+    return _METASTORE_DRIVERS.get(url.split(":", 2)[1] if url.startswith("jdbc:") else "")
+
+
 def metastore_packages(url: str) -> list[str]:
     """The Maven coordinates of the JDBC driver :func:`metastore_conf`'s URL needs (none for ``thrift://``)."""
-    driver = _METASTORE_DRIVERS.get(url.split(":", 2)[1] if url.startswith("jdbc:") else "")
+    driver = _metastore_driver(url)
     if driver is None:
         return []
-    return [driver[1].format(derby=_pyspark_jar_version("derby"))]
+    return [driver[1].format(derby=pyspark_jar_version("derby"))]
 
 
 def ivy_retrieve(coordinates: str) -> list[str]:
@@ -428,8 +426,12 @@ def _retrieve(group: str, artifact: str, version: str, folder: Path) -> list[str
     return found
 
 
-def _pyspark_jar_version(name: str) -> str:
-    """The version of jar ``<name>-<version>.jar`` that pyspark ships (``derby``: ``10.16.1.1``)."""
+def pyspark_jar_version(name: str) -> str:
+    """The version of jar ``<name>-<version>.jar`` that pyspark ships (``derby``: ``10.16.1.1``).
+
+    Raises:
+        RuntimeError: pyspark ships no such jar.
+    """
     import glob
     import re
 

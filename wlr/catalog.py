@@ -779,11 +779,9 @@ class ReplicaCatalog:
         schema = self.book.name
         reason = self._ensure_schema(spark, schema, f"replica {schema}'s tick record (wlr)")
         if reason:
-            if ("(tick record)", reason) not in self._warned:
-                self._warned.add(("(tick record)", reason))
-                text = f"replica {schema}: no tick record ({schema}.tick) is kept: {reason}"
-                log.warning(text)
-                warnings.warn(text, stacklevel=4)
+            self._say_once(
+                ("(tick record)", reason), f"replica {schema}: no tick record ({schema}.tick) is kept: {reason}"
+            )
             return
         tick, versions = seen
         pairs = ", ".join(f"{_string(t)}, CAST({int(v)} AS BIGINT)" for t, v in versions)
@@ -850,9 +848,12 @@ class ReplicaCatalog:
 
     def _warn(self, left_out: dict[str, str]) -> None:
         for table, reason in sorted(left_out.items()):
-            if (table, reason) in self._warned:
-                continue
-            self._warned.add((table, reason))
-            text = f"replica {self.book.name}: table {table} has no SQL name: {reason}"
-            log.warning(text)
-            warnings.warn(text, stacklevel=4)
+            self._say_once((table, reason), f"replica {self.book.name}: table {table} has no SQL name: {reason}")
+
+    def _say_once(self, key: tuple[str, str], text: str) -> None:
+        """Log ``text`` and warn with it, once per ``key`` for this object."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        log.warning(text)
+        warnings.warn(text, stacklevel=5)
