@@ -7,6 +7,7 @@ brought back from a replica at a point in time, and the follower promoted."""
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
@@ -30,6 +31,13 @@ def _tick(farm: str, db: str, service: Service) -> int:
         raise AssertionError(f"capture of {db} ended: {service.stop()[-3000:]}")
     cfg = master_state(farm, db)
     return cfg.tick if cfg is not None else -1
+
+
+def _published_past(farm: str, db: str, service: Service, instant: datetime) -> bool:
+    """True once capture's watermark passed ``instant``: every commit before it is published."""
+    _tick(farm, db, service)
+    cfg = master_state(farm, db)
+    return cfg is not None and cfg.watermark_time is not None and cfg.watermark_time > instant
 
 
 def _replica_tick(farm: str, replica: str) -> int:
@@ -88,8 +96,9 @@ def test_a_dbfarm_in_a_bucket_captured_followed_restored_and_promoted(spark, s3,
         assert done.rows == 3
         assert master_rows(spark, orders) == [(1, "EU", 10), (2, "US", 21), (3, "EU", 30)]
         pitr.close()
-        restored = _tick(farm, "shop", capture) + 1
-        wait_until(lambda: _tick(farm, "shop", capture) >= restored, 180, "capture to record the restore")
+        # capture may publish the restore before the next line runs: wait on its watermark, not a tick count
+        now = datetime.now(timezone.utc)
+        wait_until(lambda: _published_past(farm, "shop", capture, now), 180, "capture to record the restore")
         tick = _tick(farm, "shop", capture)
         wait_until(lambda: _replica_tick(farm, "shop_rep") >= tick, 240, "the follower to follow the restore")
         assert rows(rep.table("sales.orders")) == master_rows(spark, orders)
