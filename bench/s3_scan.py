@@ -1,6 +1,7 @@
 """What capture's look at one table's log costs in an S3 bucket, by the log's length: the whole
-listing it made at every scan before, against the listing from its cursor it makes now, and
-s3fs's ``isdir`` (a whole listing) against the one-key request that finds the log.
+listing it made at every scan before, against the listing from its cursor it makes now (and a
+restarted capture's first look: the commit file at its cursor read and looked at, then the listing
+from it), and s3fs's ``isdir`` (a whole listing) against the one-key request that finds the log.
 
 An S3-compatible server (moto, started here on 127.0.0.1 and stopped by its process id) holds
 one table's ``_delta_log`` of ``--lengths`` commits (a commit and a checksum file each). Each
@@ -80,7 +81,8 @@ def run(endpoint: str, lengths: list[int]) -> None:
             client.put_object(Bucket=bucket, Key=f"t/_delta_log/{v:020d}.{ext}", Body=b"{}")
 
     print(
-        f"{'log':>22}  {'whole listing':>14}  {'from cursor':>12}  {'ratio':>6}  {'s3fs isdir':>11}  {'one key':>8}  ratio"
+        f"{'log':>22}  {'whole listing':>14}  {'from cursor':>12}  {'ratio':>6}  {'restarted':>10}  {'ratio':>6}"
+        f"  {'s3fs isdir':>11}  {'one key':>8}  ratio"
     )
     done = 0
     for n in lengths:
@@ -89,10 +91,13 @@ def run(endpoint: str, lengths: list[int]) -> None:
         done = n
         whole = median_ms(lambda: list_versions(st, table))
         since = median_ms(lambda: versions_after(st, table, n - 2))
+        cursor = f"{log}/{n - 2:020d}.json"
+        resumed = median_ms(lambda: (st.stat(cursor), st.read_text(cursor), versions_after(st, table, n - 2)))
         old_isdir = median_ms(lambda: st.fs.isdir(log), before=st.fs.invalidate_cache)
         new_isdir = median_ms(lambda: st.isdir(log))
         print(
             f"{n:>6,} commits ({2 * n:>6,} files)  {whole:>11.1f} ms  {since:>9.1f} ms  {whole / since:>5.0f}x"
+            f"  {resumed:>7.1f} ms  {whole / resumed:>5.0f}x"
             f"  {old_isdir:>8.1f} ms  {new_isdir:>5.1f} ms  {old_isdir / new_isdir:.0f}x"
         )
 

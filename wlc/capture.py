@@ -124,6 +124,7 @@ from wlcore.deltalog import (  # noqa: F401 (re-exported)
     RESERVED,
     Commit,
     TableMeta,
+    commit_digest,
     commit_file,
     delta_ref,
     delta_rs_refusal,
@@ -579,6 +580,8 @@ class Capture:
         cur = self.state.tables.get(name)
         if cur is not None and self.quiet.unchanged(name, path, cur.version):
             return None
+        if cur is not None and name not in self._cursor_sig:
+            self._resume(name, path, cur)
         since = self._listed_since(name, path, cur) if cur is not None else None
         if cur is not None and since is not None:
             read_on = [cur.version, *since]
@@ -624,6 +627,22 @@ class Capture:
         if cur is not None:  # the log read up to the cursor, as listed whole: later scans list from it
             self._cursor_sig[name] = (cur.version, self._signature(path, cur.version))
         return self._scan_table(name, path, cur, versions, limit, planned)
+
+    def _resume(self, name: str, path: str, cur: Cursor) -> None:
+        """A table's first scan by this capture session, from a cursor an earlier one left: when
+        the commit file at the cursor holds the text that session read (its digest), the log is
+        the one read and is listed from the cursor on (:meth:`_listed_since`: one HEAD, one GET
+        and one listing after the cursor instead of the whole log: on S3 one request for every
+        thousand files). Other text, or none, leaves the whole listing to tell what happened."""
+        if not cur.digest:
+            return  # a cursor capture did not read to (a snapshot's, a promoted replica's, an older one)
+        look = self._signature(path, cur.version)  # looked at first: a file replaced after it is seen by
+        try:  # _listed_since's second look
+            text = self.storage.read_text(commit_file(path, cur.version))
+        except FileNotFoundError:
+            return
+        if look[1] is not None and commit_digest(text) == cur.digest:
+            self._cursor_sig[name] = (cur.version, look)
 
     def _listed_since(self, name: str, path: str, cur: Cursor) -> list[int] | None:
         """The versions of table ``name`` after its cursor, listed from the cursor's commit on
@@ -714,7 +733,7 @@ class Capture:
             last_time = commit.timestamp
             first = cur is None and new_cursor is None
             if rebuild is not None and v < rebuild:  # not rebuildable: neither the feed nor an image
-                new_cursor = Cursor(v, meta, last_time, hole, feed_off, ids)
+                new_cursor = Cursor(v, meta, last_time, hole, feed_off, ids, commit.digest)
                 if commit.data_change:
                     planned.append(Planned.gap_of(name, commit, meta, hole, new_cursor))
                 continue
@@ -731,7 +750,7 @@ class Capture:
             meta = new_meta
             if meta is not None and meta.table_id and meta.table_id not in ids:
                 ids = tuple(sorted({*ids, meta.table_id}))
-            new_cursor = Cursor(v, meta, last_time, force, feed_off, ids)
+            new_cursor = Cursor(v, meta, last_time, force, feed_off, ids, commit.digest)
             if item is not None:
                 item.cursor = new_cursor
                 planned.append(item)

@@ -64,6 +64,7 @@ class Cursor:
     force: str | None = None
     feed_off: bool = False
     ids: tuple[str, ...] = ()
+    digest: str = ""  # the commit file's text at ``version`` as capture read it (:func:`wlcore.deltalog.commit_digest`)
 
     def known_ids(self) -> set[str]:
         """The Delta table ids of this table's log capture knows: ``ids`` and the id in force."""
@@ -109,6 +110,8 @@ class Cursor:
         others = sorted(self.known_ids() - {self.meta.table_id if self.meta else ""})
         if others:  # ids of the log before a REPLACE TABLE (the one in force is the meta's)
             out["ids"] = others
+        if self.digest:
+            out["digest"] = self.digest
         return out
 
     @classmethod
@@ -132,6 +135,7 @@ class Cursor:
             data.get("force") or None,
             bool(data.get("feed_off", False)),
             tuple(str(i) for i in data.get("ids") or ()),
+            str(data.get("digest") or ""),
         )
 
 

@@ -25,6 +25,7 @@ A master database's replicated tables are found on the shared filesystem by thei
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -353,6 +354,7 @@ class Commit:
     domains: dict[str, str | None] = field(default_factory=dict)  # domainMetadata: configuration, None: removed
     protocol: dict[str, Any] | None = None  # the protocol action, when the commit changes it
     params: dict[str, Any] = field(default_factory=dict)  # commitInfo.operationParameters
+    digest: str = ""  # :func:`commit_digest` of the commit file's text
 
     @property
     def clustering_changed(self) -> bool:
@@ -568,6 +570,20 @@ def _derived_state(storage: Storage, table_path: str, before: int, version: int)
     return actions
 
 
+def commit_digest(text: str) -> str:
+    """A digest of a commit file's text: two logs that hold the same text at a version hold the
+    same commit (``commitInfo`` carries the writer's clock, and Spark's a transaction id), so a
+    restarted capture tells the log it read from a table made again in the same folder by it.
+
+    Args:
+        text (str): the commit file's contents.
+
+    Returns:
+        str: 32 hex digits (BLAKE2b, 16 bytes).
+    """
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
 def parse_commit(version: int, text: str, fallback_time: datetime | None = None) -> Commit:
     """Parse the newline-delimited JSON actions of one commit file (Delta's transaction log
     protocol: ``commitInfo``, ``metaData``, ``add``/``remove``/``cdc``, ``txn``,
@@ -638,6 +654,7 @@ def parse_commit(version: int, text: str, fallback_time: datetime | None = None)
         domains=domains,
         protocol=protocol,
         params=dict(info.get("operationParameters") or {}),
+        digest=commit_digest(text),
     )
 
 

@@ -144,3 +144,48 @@ def test_a_table_made_again_in_its_folder_is_one_drop_then_the_new_table(spark, 
     rep.replicate(until=tick, follow=False)
     assert rows(rep.table("s.t")) == [(100,), (101,), (102,), (103,)]
     rep.close()
+
+
+def test_a_table_made_again_while_capture_is_down_is_told_from_the_log_it_read(spark, master, dbfarm):
+    """A restarted capture lists a table's log from its cursor only where the commit file at the
+    cursor holds the text it read: a table made again in its folder while nobody captured, as
+    long again and longer (other text at the cursor's version), is one DROP TABLE and the new
+    table's versions; a table written on meanwhile is read on from its cursor."""
+    import shutil
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from wlcore.logstore import LogStore
+    from wlcore.storage import Storage
+
+    t, u = master.table_path("s.t"), master.table_path("s.u")
+    for i in range(3):
+        write_deltalake(t, pa.table({"id": [i]}), mode="append")
+        write_deltalake(u, pa.table({"id": [i]}), mode="append")
+    master.flush()
+    master.close()  # the capturing process goes away
+    shutil.rmtree(local(t))
+    for i in range(5):
+        write_deltalake(t, pa.table({"id": [100 + i]}), mode="append")
+    write_deltalake(u, pa.table({"id": [3]}), mode="append")
+    with pytest.warns(UserWarning, match="already in master mode"):
+        again = wlc.master("m", dbfarm=dbfarm)
+    try:
+        tick = again.flush()
+        store = LogStore(Storage.of(again.logs), again.path, again.logs, "m")
+        txns = [tx for b in store.batches() for tx in store.manifest(b).txns]
+        ops = [(tx.operation, tx.version) for tx in txns if tx.table == "s.t"]
+        assert [op for op, _ in ops].count("DROP TABLE") == 1, ops
+        drop = [op for op, _ in ops].index("DROP TABLE")
+        # the new table's writes (capture switches its change feed on: one more version)
+        assert [v for op, v in ops[drop + 1 :] if op == "WRITE"] == [0, 1, 2, 3, 4], ops
+        read_on = [tx.version for tx in txns if tx.table == "s.u"]
+        assert read_on == list(range(len(read_on))), read_on  # no version twice, none left out
+        rep = wlr.replicate("m", replica="r", dbfarm=dbfarm, follow=False)
+        rep.replicate(until=tick, follow=False)
+        assert rows(rep.table("s.t")) == [(100,), (101,), (102,), (103,), (104,)]
+        assert rows(rep.table("s.u")) == [(0,), (1,), (2,), (3,)]
+        rep.close()
+    finally:
+        again.close()

@@ -160,6 +160,14 @@ def test_capture_lists_a_log_in_a_bucket_from_its_cursor(spark, s3):
         assert sorted(r[0] for r in spark.read.format("delta").load(Storage.of(farm).uri(t)).collect()) == list(
             range(6)
         )
+        # a restarted capture reads on from its cursor too: the commit file there is the one it read
+        m.close()
+        write_deltalake(t, pa.table({"id": [6]}), mode="append", storage_options=opts)
+        listed.clear()
+        with pytest.warns(UserWarning, match="already in master mode"):
+            m = wlc.master("m", dbfarm=farm)
+        m.flush()
+        assert any(after.endswith(".json") for after, _ in listed) and all(keys <= 2 for _, keys in listed), listed
         # made again: a shorter log of other commits (the cursor's commit file gone), then as long again
         Storage.of(farm).rm(t)
         write_deltalake(t, pa.table({"id": [100]}), storage_options=opts)

@@ -263,3 +263,16 @@ def test_a_checksum_is_derived_from_the_one_before_and_the_commits_since(tmp_pat
     for v in (0, 1):
         (log / f"{v:020d}.crc").write_text('{"tableSizeBytes": 6')  # cut short: nothing to derive from
     assert write_checksum(storage, str(table), 1, 3, 1, 1) is False and not (log / f"{3:020d}.crc").exists()
+
+
+def test_a_commit_and_its_cursor_keep_the_digest_of_the_commit_files_text():
+    """A restarted capture tells the log it read by the text at its cursor: the same text has
+    the same digest, a table made again (another writer's clock) another; the cursor keeps it."""
+    from wlcore.batch import Cursor
+
+    first = lines({"commitInfo": {"timestamp": 1000, "operation": "WRITE"}})
+    again = lines({"commitInfo": {"timestamp": 1001, "operation": "WRITE"}})
+    assert parse_commit(3, first).digest == parse_commit(3, first).digest != parse_commit(3, again).digest
+    cur = Cursor(3, None, digest=parse_commit(3, first).digest)
+    assert Cursor.from_json(cur.to_json()) == cur
+    assert "digest" not in Cursor(3, None).to_json() and Cursor.from_json({"version": 3}).digest == ""
