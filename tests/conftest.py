@@ -63,6 +63,13 @@ def dbfarm(tmp_path, monkeypatch):
     farm.mkdir()
     monkeypatch.setenv("WLC_DBFARM", str(farm))
     yield str(farm)
+    _forget_databases()
+
+
+def _forget_databases() -> None:
+    """Close the master and replica a test left current, and drop the schemas masters
+    registered in the one session's catalog: the next test's dbfarm must find those names
+    free (the folders are this test's, about to go)."""
     import wlc
     import wlr
 
@@ -71,8 +78,6 @@ def dbfarm(tmp_path, monkeypatch):
         if cur is not None:
             cur.close()
             mod._current = None
-    # masters register their schemas in the one session's catalog: the next test's dbfarm
-    # must find those names free (the folders are this test's, about to go)
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
@@ -141,3 +146,4 @@ def s3(s3_server, tmp_path, monkeypatch):
 
         configure_s3a(session)
     yield f"s3://{bucket}"
+    _forget_databases()  # a master in the bucket registers its schemas too
