@@ -580,9 +580,8 @@ class Capture:
         cur = self.state.tables.get(name)
         if cur is not None and self.quiet.unchanged(name, path, cur.version):
             return None
-        if cur is not None and name not in self._cursor_sig:
-            self._resume(name, path, cur)
-        since = self._listed_since(name, path, cur) if cur is not None else None
+        looked = cur is not None and name not in self._cursor_sig and self._resume(name, path, cur)
+        since = self._listed_since(name, path, cur, looked) if cur is not None else None
         if cur is not None and since is not None:
             read_on = [cur.version, *since]
             self.quiet.listed(name, read_on)
@@ -628,34 +627,38 @@ class Capture:
             self._cursor_sig[name] = (cur.version, self._signature(path, cur.version))
         return self._scan_table(name, path, cur, versions, limit, planned)
 
-    def _resume(self, name: str, path: str, cur: Cursor) -> None:
-        """A table's first scan by this capture session, from a cursor an earlier one left: when
-        the commit file at the cursor holds the text that session read (its digest), the log is
-        the one read and is listed from the cursor on (:meth:`_listed_since`: one HEAD, one GET
-        and one listing after the cursor instead of the whole log: on S3 one request for every
-        thousand files). Other text, or none, leaves the whole listing to tell what happened."""
+    def _resume(self, name: str, path: str, cur: Cursor) -> bool:
+        """A table's first scan by this capture session, from a cursor an earlier one left: True
+        (the cursor's commit file looked at just now) when that file holds the text that session
+        read (its digest): the log is the one read and is listed from the cursor on
+        (:meth:`_listed_since`: one HEAD, one GET and one listing after the cursor instead of the
+        whole log: on S3 one request for every thousand files). False: other text, or none; the
+        whole listing tells what happened."""
         if not cur.digest:
-            return  # a cursor capture did not read to (a snapshot's, a promoted replica's, an older one)
-        look = self._signature(path, cur.version)  # looked at first: a file replaced after it is seen by
-        try:  # _listed_since's second look
+            return False  # a cursor capture did not read to (a snapshot's, a promoted replica's, an older one)
+        look = self._signature(path, cur.version)  # first: a file replaced before the read is read as
+        try:  # another text; one replaced after it has another look than this at the next scan
             text = self.storage.read_text(commit_file(path, cur.version))
         except FileNotFoundError:
-            return
-        if look[1] is not None and commit_digest(text) == cur.digest:
-            self._cursor_sig[name] = (cur.version, look)
+            return False
+        if look[1] is None or commit_digest(text) != cur.digest:
+            return False
+        self._cursor_sig[name] = (cur.version, look)
+        return True
 
-    def _listed_since(self, name: str, path: str, cur: Cursor) -> list[int] | None:
+    def _listed_since(self, name: str, path: str, cur: Cursor, looked: bool = False) -> list[int] | None:
         """The versions of table ``name`` after its cursor, listed from the cursor's commit on
         (:meth:`wlcore.storage.Storage.listdir_after`: on S3 one request, not one for every
         thousand files of a long log; a local folder is listed as before), when
         the commit file a whole listing last checked (at or before the cursor) is still the one
         found then: the same log, read on since (a table made again has other commit files).
         None: list the log whole (a first scan, a table made again or dropped, log clean-up past
-        that commit, a hole after the cursor)."""
+        that commit, a hole after the cursor). ``looked``: that commit file was looked at just now
+        (:meth:`_resume`), not again."""
         seen = self._cursor_sig.get(name)  # a version a whole listing found, read since as this log's
         if seen is None or seen[0] > cur.version or seen[1][1] is None:
             return None
-        if self._signature(path, seen[0]) != seen[1]:
+        if not looked and self._signature(path, seen[0]) != seen[1]:
             return None
         if seen[0] < cur.version:  # read on to the cursor: its commit is the next scan's to look at
             here = self._signature(path, cur.version)
