@@ -629,6 +629,8 @@ class ReplicaCatalog:
         self._seen: tuple | None = None  # (view tick, versions) the views stand at
         self._warned: set[tuple[str, str]] = set()
         self._recorded: tuple | None = None  # (view tick, versions, settled) of the tick record
+        self._trouble: str | None = None  # the last failure to move the names, as said in wlr.log
+        self._said = False  # the names in a shared catalog said current in wlr.log (once, and after trouble)
         self.left_out: dict[str, str] = {}
         self.shared = shared_catalog()
 
@@ -689,8 +691,9 @@ class ReplicaCatalog:
     def refresh(self) -> None:
         """Move the views to the last consistent tick after a round of replay, when it moved;
         nothing when names are not served (``replica.names`` off, ``wlr replicate``) or no Spark
-        runs in this process (nobody could query them). Never raises: a failure is logged and the
-        views stay where they were."""
+        runs in this process (nobody could query them). Never raises: a failure is said in
+        ``wlr.log`` (once while it lasts), the views stay where they were, and the next round tries
+        again. In a shared catalog the first move, and the first after a failure, are said there too."""
         if not self.serve:
             return
         if self.shared:  # readers are other applications: Spark runs here to keep their names current
@@ -705,7 +708,19 @@ class ReplicaCatalog:
             with self._lock:
                 self._sync(session)
         except Exception as exc:  # noqa: BLE001 (replay goes on: names are a convenience for readers)
-            log.warning("%s: the tables' SQL names were not moved to the last tick: %s", self.book.name, exc)
+            text = f"the tables' SQL names were not moved to the last tick: {first_line(exc)}; tried again after the next round"
+            if text != self._trouble:  # in wlr.log once, not at every beat it fails again
+                self.book.log(text, logging.WARNING)
+            self._trouble = text
+            return
+        # where an operator looks: a shared catalog's names current, the first time and after trouble
+        if self.shared and (self._trouble or not self._said):
+            self.book.log(
+                f"SQL names current in the shared catalog: the tables' views and the tick record "
+                f"{self.book.name}.tick at transaction {self._seen[0] if self._seen else 0}"
+            )
+            self._said = True
+        self._trouble = None
 
     def _key(self, st: ReplicaState | None = None) -> tuple:
         """(view tick, versions) of the last consistent tick as ``st`` has it (None: ``wlr.config`` now)."""

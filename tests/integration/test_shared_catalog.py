@@ -13,6 +13,7 @@ import yaml
 
 from .. import metastore
 from ..fault.helpers import run_python
+from ..waiting import wait_until
 from .helpers import ROOT, Service, master_rows, rows, sql
 
 pytestmark = pytest.mark.spark
@@ -68,6 +69,15 @@ READER = """
 """
 
 
+def _text(path: str) -> str:
+    """A file's text ('' while it is not there)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def _read(tick: int) -> dict:
     """A second Spark application (its own process and JVM, the same metastore) reads the replica by name."""
     done = run_python(READER.format(tick=tick), timeout=300)
@@ -83,6 +93,15 @@ def test_a_follower_keeps_a_shared_catalog_current_for_another_application(spark
     first = sql(spark, "INSERT INTO s.t VALUES (1, 'a'), (2, 'b')")
     follower = Service("wlr", "replicate", dbfarm, "m", "m_rep", "--follow")
     try:
+        # the follower makes the new metastore's tables and the names first, as where a metastore
+        # is set up before its readers: two applications making a new Derby metastore's tables
+        # at once wait on each other's locks (Derby's 20 s deadlock detection, Hive's retries)
+        said = f"SQL names current in the shared catalog: the tables' views and the tick record m_rep.tick at transaction {first}"
+        wait_until(
+            lambda: follower.proc.poll() is None and said in _text(os.path.join(dbfarm, "m_rep", "wlr.log")),
+            240,
+            lambda: f"the follower to say {said!r} in wlr.log; its output:\n" + follower.stop()[-3000:],
+        )
         seen = _read(first)
         assert seen["catalog"] == "hive" and seen["tick"] == first and seen["current"], seen
         assert seen["t"] == seen["pinned_t"] == seen["sql_t"] == [[1, "a"], [2, "b"]]

@@ -50,3 +50,43 @@ def test_the_names_a_statement_writes_are_found_in_each_way_spark_sql_writes_the
     ]
     assert written("TRUNCATE TABLE r__s.t") == written("ALTER TABLE r__s.t ADD COLUMNS (z INT)") == [["r__s", "t"]]
     assert written("SELECT * FROM r__s.t") == [] and written("UPDATED_AT") == []
+
+
+def test_names_that_cannot_move_are_said_in_wlr_log_once_and_again_when_they_are_current(tmp_path):
+    """The follower calls refresh() after every round: a lasting failure is one line of wlr.log,
+    and a shared catalog's names are said current the first time and after the failure. The
+    catalog's work (_sync) is a stand-in: what is under test is what refresh() says."""
+    import os
+    from types import SimpleNamespace
+
+    from wlcore.storage import Storage
+    from wlr.book import StateBook
+    from wlr.catalog import ReplicaCatalog
+
+    path = os.path.join(str(tmp_path), "r")
+    os.makedirs(path)
+    book = StateBook(Storage.of(str(tmp_path)), path, "r")
+    book.state.tick = 3
+    book.save()
+    outcomes = ["ok", "metastore down", "metastore down", "ok", "ok"]
+
+    class Catalog(ReplicaCatalog):
+        def _sync(self, spark, remake=False):
+            if outcomes.pop(0) != "ok":
+                raise RuntimeError("A lock could not be obtained due to a deadlock\n\tat org.apache.derby")
+            self._seen = self._key()
+
+    catalog = Catalog(book, SimpleNamespace(), lambda: object(), serve=True)  # type: ignore[arg-type]
+    catalog.shared = True
+    for tick in (3, 4, 4, 4, 5):  # a round moved the tick to 3, 4, then nothing new twice, then 5
+        book.state.tick = tick
+        book.save()
+        catalog.refresh()
+    assert outcomes == []  # the failed move was tried again at the next round though the tick stayed
+    lines = [line.split(" ", 1)[1] for line in open(os.path.join(path, "wlr.log")).read().splitlines()]
+    assert lines == [
+        "SQL names current in the shared catalog: the tables' views and the tick record r.tick at transaction 3",
+        "the tables' SQL names were not moved to the last tick: A lock could not be obtained due to a deadlock; "
+        "tried again after the next round",
+        "SQL names current in the shared catalog: the tables' views and the tick record r.tick at transaction 4",
+    ]
