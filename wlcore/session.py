@@ -126,7 +126,7 @@ def _start(conf: dict[str, Any]) -> SparkSession:
     if cfg.metastore:
         for key, value in metastore_conf(cfg.metastore).items():
             merged.setdefault(key, value)
-        jdbc = [j for c in metastore_packages(cfg.metastore) for j in ivy_retrieve(c)]
+        jdbc = [j for c in metastore_packages(cfg.metastore) for j in ivy_retrieve(c, merged)]
         if jdbc:  # on the JVM's own class path: Hive's metastore client does not see spark.jars'
             extra = merged.get("spark.driver.extraClassPath", "")
             merged["spark.driver.extraClassPath"] = os.pathsep.join([p for p in [extra, *jdbc] if p])
@@ -372,20 +372,25 @@ def metastore_packages(url: str) -> list[str]:
     return [driver[1].format(derby=pyspark_jar_version("derby"))]
 
 
-def ivy_retrieve(coordinates: str) -> list[str]:
+def ivy_retrieve(coordinates: str, conf: Mapping[str, str] | None = None) -> list[str]:
     """The jars of Maven artifact ``coordinates`` (``group:artifact:version``) and of what it
-    needs, resolved once by Ivy (the resolver Spark uses: pyspark's ``ivy`` jar, Spark's Ivy
-    cache ``~/.ivy2.5.2``) into ``<cache folder>/jars/<group>/<artifact>/<version>/``; later
-    calls name the files found there.
+    needs, resolved once by Ivy (the resolver Spark uses: pyspark's ``ivy`` jar) into
+    ``<cache folder>/jars/<group>/<artifact>/<version>/``; later calls name the files found there.
 
     Args:
         coordinates (str): e.g. ``org.apache.derby:derbyclient:10.16.1.1``.
+        conf (Mapping[str, str] | None): the session's Spark settings. Their Ivy settings are
+            honoured as Spark honours them for ``spark.jars.packages``: ``spark.jars.ivySettings``
+            (an Ivy settings file, in place of Ivy's defaults: Maven Central), ``spark.jars.repositories``
+            (comma-separated Maven repositories tried after those) and ``spark.jars.ivy`` (the
+            Ivy folder whose ``cache/`` holds the downloads; by default ``~/.ivy2.5.2``, Spark's).
 
     Returns:
         list[str]: the jars' paths.
 
     Raises:
-        ConfigError: Ivy could not resolve them (the message has Ivy's last lines).
+        ConfigError: Ivy could not resolve them (the message has Ivy's last lines), or
+            ``spark.jars.ivySettings`` names no file.
     """
     from filelock import FileLock
 
@@ -393,10 +398,10 @@ def ivy_retrieve(coordinates: str) -> list[str]:
     folder = cache_folder() / "jars" / group / artifact / version
     folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{folder}.lock"):  # two processes starting at once: one resolves, the other waits
-        return _retrieve(group, artifact, version, folder)
+        return _retrieve(group, artifact, version, folder, dict(conf or {}))
 
 
-def _retrieve(group: str, artifact: str, version: str, folder: Path) -> list[str]:
+def _retrieve(group: str, artifact: str, version: str, folder: Path, conf: dict[str, str]) -> list[str]:
     import glob
 
     import pyspark
@@ -408,22 +413,81 @@ def _retrieve(group: str, artifact: str, version: str, folder: Path) -> list[str
     (ivy,) = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar"))
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
     print(
-        f"downloading {group}:{artifact}:{version} from Maven Central (once; it is cached in {folder})",
+        f"downloading {group}:{artifact}:{version} (once; it is cached in {folder})",
         file=sys.stderr,
         flush=True,
     )
-    done = subprocess.run(
-        [java, "-jar", ivy, "-cache", os.path.expanduser("~/.ivy2.5.2/cache"), "-dependency", group, artifact,
-         version, "-confs", "default", "-retrieve", str(folder / "[artifact]-[revision].[ext]")],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    command = [java, "-jar", ivy, *ivy_options(conf, folder), "-dependency", group, artifact, version,
+               "-confs", "default", "-retrieve", str(folder / "[artifact]-[revision].[ext]")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     found = sorted(glob.glob(str(folder / "*.jar")))
     if done.returncode != 0 or not found:
         from .errors import ConfigError
 
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-        raise ConfigError(f"Ivy could not resolve {group}:{artifact}:{version} from Maven Central:\n{tail}")
+        where = ", ".join(k for k in ("spark.jars.ivySettings", "spark.jars.repositories") if conf.get(k))
+        raise ConfigError(
+            f"Ivy could not resolve {group}:{artifact}:{version} from "
+            f"{'the repositories of ' + where if where else 'Maven Central'}:\n{tail}"
+        )
     return found
+
+
+def ivy_options(conf: Mapping[str, str], folder: Path) -> list[str]:
+    """Ivy's command-line options for the Ivy settings of Spark settings ``conf``, as Spark's own
+    resolution of ``spark.jars.packages`` reads them (see :func:`ivy_retrieve`); a settings file
+    that adds ``spark.jars.repositories`` is written to ``folder`` when they are given.
+
+    Raises:
+        ConfigError: ``spark.jars.ivySettings`` names no file.
+    """
+    from xml.sax.saxutils import quoteattr
+
+    from .errors import ConfigError
+
+    options: list[str] = []
+    ivy_dir = conf.get("spark.jars.ivy")
+    settings_file = conf.get("spark.jars.ivySettings")
+    if settings_file:
+        settings_file = settings_file.removeprefix("file:").removeprefix("//")
+        if not os.path.isfile(settings_file):
+            raise ConfigError(
+                f"spark.jars.ivySettings {conf['spark.jars.ivySettings']!r} names no file: give an Ivy "
+                "settings file's path under spark.conf in config/wlc.yaml, or remove the setting"
+            )
+    if ivy_dir or not settings_file:  # Spark: a settings file keeps its own cache unless spark.jars.ivy is set
+        options += ["-cache", os.path.join(os.path.expanduser(ivy_dir or "~/.ivy2.5.2"), "cache")]
+    repositories = [r.strip() for r in conf.get("spark.jars.repositories", "").split(",") if r.strip()]
+    if not repositories:
+        return options + (["-settings", settings_file] if settings_file else [])
+    # Spark's chain: the default resolver first (the settings file's, else Ivy's default one, whose
+    # public resolver is Maven Central), then each repository, Maven-compatible
+    if settings_file:
+        base, default = f"file={quoteattr(os.path.abspath(settings_file))}", _default_resolver(settings_file)
+    else:
+        base, default = 'url="${ivy.default.settings.dir}/ivysettings.xml"', "default"
+    chain = f"<resolver ref={quoteattr(default)}/>" if default else ""
+    chain += "".join(
+        f'<ibiblio name="repo-{i}" m2compatible="true" root={quoteattr(r)}/>' for i, r in enumerate(repositories, 1)
+    )
+    text = (
+        f'<ivysettings><include {base}/><settings defaultResolver="wlc-repositories"/>'
+        f'<resolvers><chain name="wlc-repositories" returnFirst="true">{chain}</chain></resolvers></ivysettings>\n'
+    )
+    path = folder / "ivysettings.xml"
+    path.write_text(text)
+    return options + ["-settings", str(path)]
+
+
+def _default_resolver(settings_file: str) -> str | None:
+    """The ``defaultResolver`` an Ivy settings file names; None when it names none."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        found = ET.parse(settings_file).getroot().find("settings")
+    except ET.ParseError:
+        return None
+    return None if found is None else found.get("defaultResolver")
 
 
 def pyspark_jar_version(name: str) -> str:
