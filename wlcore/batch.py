@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from . import FORMAT_VERSION
-from .deltalog import Commit, TableMeta, list_versions, metadata_at, read_commit
+from .deltalog import Commit, TableMeta, latest_version, metadata_at, read_commit
 from .errors import BatchError
 from .levels import Span
 from .storage import Storage
@@ -88,10 +88,9 @@ class Cursor:
             None when only a checkpoint holds it) and commit time (None when the commit file does
             not say); None when the table has no commit.
         """
-        versions = list_versions(storage, path)
-        if not versions:
+        version = latest_version(storage, path)
+        if version is None:
             return None
-        version = versions[-1]
         try:
             time = read_commit(storage, path, version, file_time=True).timestamp
         except (FileNotFoundError, ValueError):

@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from .names import qualified, quote_ident, split_name, uncarried_reason
 from .storage import Storage
@@ -414,6 +414,47 @@ def versions_after(storage: Storage, table_path: str, version: int) -> list[int]
         list[int]: the versions after it; ``[]`` when there are none or the log is gone.
     """
     return _commit_versions(storage.listdir_after(log_path(table_path), f"{version:020d}.json"))
+
+
+def latest_version(storage: Storage, table_path: str) -> int | None:
+    """The newest version with a JSON commit file, found as Delta finds it: listed from the
+    checkpoint ``_delta_log/_last_checkpoint`` names (on S3 one request for the commits since,
+    however long the log), the whole log listed only when that file is missing, unreadable or
+    names a version no commit file at or after it stands for. The answer is always the whole
+    listing's newest.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+
+    Returns:
+        int | None: the version; None when the table or its log is gone, or has no commit.
+    """
+    return next(versions_newest_first(storage, table_path), None)
+
+
+def versions_newest_first(storage: Storage, table_path: str) -> Iterator[int]:
+    """The versions with a JSON commit file, newest first, as :func:`list_versions` has them:
+    first those from the checkpoint ``_delta_log/_last_checkpoint`` names on (one listing from
+    it), then, only for a walk that goes on past them, the older ones (the whole log listed).
+    A walk back to the newest replay tag reads a long log in a bucket in one request.
+
+    Args:
+        storage (Storage): the storage holding the table.
+        table_path (str): the table's folder.
+
+    Yields:
+        int: the versions, descending; none when the table or its log is gone.
+    """
+    log = log_path(table_path)
+    try:
+        start = int(json.loads(storage.read_text(Storage.join(log, "_last_checkpoint")))["version"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        start = 0
+    since = _commit_versions(storage.listdir_after(log, f"{start - 1:020d}.json")) if start > 0 else []
+    yield from reversed(since)  # every commit file at or after the checkpoint
+    older = list_versions(storage, table_path)
+    yield from reversed([v for v in older if v < since[0]] if since else older)
 
 
 def _commit_versions(names: Iterable[str]) -> list[int]:

@@ -75,11 +75,14 @@ from wlcore.deltalog import (
     delta_rs_refusal,
     file_stats,
     is_delta_table,
+    latest_version,
     list_versions,
     meta_after,
     metadata_at,
     read_commit,
     read_snapshot,
+    versions_after,
+    versions_newest_first,
     write_checksum,
     write_commit,
 )
@@ -779,9 +782,7 @@ class TableDDL:
             txn (int): the transaction.
         """
         path = self.tables.table_path(name)
-        from wlcore.deltalog import list_versions
-
-        for v in reversed(list_versions(self.tables.storage, path)):
+        for v in versions_newest_first(self.tables.storage, path):
             commit = read_commit(self.tables.storage, path, v)
             if commit.txns.get(self.app_id) == txn:
                 return True
@@ -990,7 +991,7 @@ class ReplicaTables:
         """
         path = self.table_path(name)
         best = -1
-        for v in reversed(list_versions(self.storage, path)):
+        for v in versions_newest_first(self.storage, path):
             if v <= since_version:
                 break
             found = self.tag_at(path, v)
@@ -1015,7 +1016,7 @@ class ReplicaTables:
             spans ``txn`` (a segment from before it to after it: no version holds exactly that point).
         """
         path = self.table_path(name)
-        for v in reversed(list_versions(self.storage, path)):
+        for v in versions_newest_first(self.storage, path):
             commit = read_commit(self.storage, path, v)
             span = parse_span(commit.user_metadata, self.dbid)
             if span is None:  # the snapshot copy's commits precede replay; OPTIMIZE and such change no data
@@ -1036,8 +1037,8 @@ class ReplicaTables:
             txn (int): the transaction about to be applied.
         """
         path = self.table_path(name)
-        versions = list_versions(self.storage, path)
-        return bool(versions) and self.tag_at(path, versions[-1]) == (txn, False)
+        newest = latest_version(self.storage, path)
+        return newest is not None and self.tag_at(path, newest) == (txn, False)
 
     def foreign_writes(self, name: str, since_version: int) -> list[str]:
         """Commits after ``since_version`` that change data or shape and were not made by replay.
@@ -1051,9 +1052,12 @@ class ReplicaTables:
         """
         path = self.table_path(name)
         out = []
-        for v in list_versions(self.storage, path):
-            if v <= since_version:
-                continue
+        after = (
+            versions_after(self.storage, path, since_version)
+            if since_version >= 0
+            else list_versions(self.storage, path)
+        )
+        for v in after:
             commit = read_commit(self.storage, path, v)
             if parse_tag(commit.user_metadata, self.dbid) is not None:
                 continue
@@ -1067,8 +1071,8 @@ class ReplicaTables:
         Args:
             name (str): the replica table, ``schema.table``.
         """
-        versions = list_versions(self.storage, self.table_path(name))
-        return versions[-1] if versions else -1
+        version = latest_version(self.storage, self.table_path(name))
+        return -1 if version is None else version
 
     def current_meta(self, name: str) -> TableMeta | None:
         """The replica table's metadata now; reads only the commits since the last call (cached).
@@ -1330,8 +1334,8 @@ class ArrowEngine:
             return "an unkeyed table, and whole rewrites are off"
         if not self.tables.holds(seg.local):  # a big table's state is not rebuilt here: its checksum says its size
             storage = Storage.of(seg.local)
-            versions = list_versions(storage, seg.local)
-            found = checksum_size(storage, seg.local, versions[-1]) if versions else None
+            newest = latest_version(storage, seg.local)
+            found = checksum_size(storage, seg.local, newest) if newest is not None else None
             if found is not None and found[0] > seg.limits.deltars_bytes:
                 return f"{found[0]} bytes"
         try:

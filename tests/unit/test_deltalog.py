@@ -1,10 +1,20 @@
 """Reading Delta commit files: transactions vs bookkeeping, commit times, shapes."""
 
 import json
+import os
 from datetime import datetime, timezone
 
 from wlc.capture import added_columns, shape_changed
-from wlcore.deltalog import TableMeta, monotonic, parse_commit
+from wlcore.deltalog import (
+    TableMeta,
+    latest_version,
+    list_versions,
+    monotonic,
+    parse_commit,
+    versions_newest_first,
+)
+from wlcore.storage import Storage
+from wlcore.storage.local import LocalStorage
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "i", "type": "integer", "nullable": True, "metadata": {}}]})
 
@@ -276,3 +286,60 @@ def test_a_commit_and_its_cursor_keep_the_digest_of_the_commit_files_text():
     cur = Cursor(3, None, digest=parse_commit(3, first).digest)
     assert Cursor.from_json(cur.to_json()) == cur
     assert "digest" not in Cursor(3, None).to_json() and Cursor.from_json({"version": 3}).digest == ""
+
+
+class _Listings(LocalStorage):
+    """A local storage that records how a log was listed: ``("after", name)`` or ``("whole",)``."""
+
+    def __init__(self, fs):
+        super().__init__(fs)
+        self.calls: list[tuple] = []
+
+    def listdir(self, path):
+        self.calls.append(("whole",))
+        return super().listdir(path)
+
+    def listdir_after(self, path, after):
+        self.calls.append(("after", after))
+        return sorted(n for n in os.listdir(path) if n > after)
+
+
+def _log(tmp_path, versions, pointer):
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    for v in versions:
+        (log / f"{v:020d}.json").write_text(lines({"commitInfo": {"timestamp": v}}))
+        (log / f"{v:020d}.crc").write_text("{}")
+    if pointer is not None:
+        (log / "_last_checkpoint").write_text(pointer)
+    return str(tmp_path / "t")
+
+
+def test_the_latest_version_is_listed_from_the_checkpoint_last_checkpoint_names(tmp_path):
+    path = _log(tmp_path, range(0, 13), json.dumps({"version": 10, "size": 3}))
+    (tmp_path / "t" / "_delta_log" / f"{10:020d}.checkpoint.parquet").write_bytes(b"")
+    storage = _Listings(Storage.of(path).fs)
+    assert latest_version(storage, path) == 12
+    assert storage.calls == [("after", f"{9:020d}.json")]  # the commits from the checkpoint on, not the log
+    storage.calls.clear()
+    walk = versions_newest_first(storage, path)
+    assert [next(walk) for _ in range(3)] == [12, 11, 10] and storage.calls == [("after", f"{9:020d}.json")]
+    assert list(walk) == list(range(9, -1, -1)) and storage.calls[1:] == [("whole",)]  # on past it: the rest
+
+
+def test_the_latest_version_is_the_whole_listings_newest_whatever_last_checkpoint_says(tmp_path):
+    cases = {
+        "beyond the log (left by a table made again)": (range(0, 4), json.dumps({"version": 50})),
+        "older than the newest checkpoint": (range(0, 30), json.dumps({"version": 5})),
+        "not JSON": (range(0, 4), "{half"),
+        "no version": (range(0, 4), json.dumps({"size": 1})),
+        "missing": (range(0, 4), None),
+        "commits cleaned up before it": (range(20, 26), json.dumps({"version": 20})),
+    }
+    for i, (case, (versions, pointer)) in enumerate(cases.items()):
+        path = _log(tmp_path / str(i), versions, pointer)
+        storage = Storage.of(str(tmp_path))
+        assert latest_version(storage, path) == list_versions(storage, path)[-1], case
+        assert list(versions_newest_first(storage, path)) == list_versions(storage, path)[::-1], case
+    assert latest_version(Storage.of(str(tmp_path)), str(tmp_path / "none")) is None
+    assert latest_version(Storage.of(str(tmp_path)), _log(tmp_path / "empty", [], json.dumps({"version": 3}))) is None
