@@ -1,7 +1,10 @@
 """What capture's look at one table's log costs in an S3 bucket, by the log's length: the whole
 listing it made at every scan before, against the listing from its cursor it makes now (and a
 restarted capture's first look: the commit file at its cursor read and looked at, then the listing
-from it), and s3fs's ``isdir`` (a whole listing) against the one-key request that finds the log.
+from it), and s3fs's ``isdir`` (a whole listing) against the one-key request that finds the log;
+and replay's look at a replica table's newest version, the whole listing it made for every
+segment before against the listing from the checkpoint ``_last_checkpoint`` names it makes now
+(a checkpoint five commits back, half Delta's interval of ten).
 
 An S3-compatible server (moto, started here on 127.0.0.1 and stopped by its process id) holds
 one table's ``_delta_log`` of ``--lengths`` commits (a commit and a checksum file each). Each
@@ -65,7 +68,7 @@ def median_ms(fn, before=None) -> float:
 def run(endpoint: str, lengths: list[int]) -> None:
     import boto3
 
-    from wlcore.deltalog import list_versions, versions_after
+    from wlcore.deltalog import latest_version, list_versions, versions_after
     from wlcore.storage import Storage
 
     client = boto3.client(
@@ -85,6 +88,7 @@ def run(endpoint: str, lengths: list[int]) -> None:
         f"  {'s3fs isdir':>11}  {'one key':>8}  ratio"
     )
     done = 0
+    newest = []
     for n in lengths:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(put, range(done, n)))
@@ -100,6 +104,13 @@ def run(endpoint: str, lengths: list[int]) -> None:
             f"  {resumed:>7.1f} ms  {whole / resumed:>5.0f}x"
             f"  {old_isdir:>8.1f} ms  {new_isdir:>5.1f} ms  {old_isdir / new_isdir:.0f}x"
         )
+        client.put_object(Bucket=bucket, Key="t/_delta_log/_last_checkpoint", Body=f'{{"version": {n - 5}}}'.encode())
+        assert latest_version(st, table) == list_versions(st, table)[-1] == n - 1
+        newest.append((n, whole, median_ms(lambda: latest_version(st, table))))
+        client.delete_object(Bucket=bucket, Key="t/_delta_log/_last_checkpoint")
+    print(f"\n{'newest version of':>22}  {'whole listing':>14}  {'from checkpoint':>15}  ratio")
+    for n, whole, pointed in newest:
+        print(f"{n:>6,} commits ({2 * n:>6,} files)  {whole:>11.1f} ms  {pointed:>12.1f} ms  {whole / pointed:>4.0f}x")
 
 
 if __name__ == "__main__":
