@@ -289,7 +289,10 @@ def test_a_commit_and_its_cursor_keep_the_digest_of_the_commit_files_text():
 
 
 class _Listings(LocalStorage):
-    """A local storage that records how a log was listed: ``("after", name)`` or ``("whole",)``."""
+    """A local folder listed as an object store lists (from a name, as S3's StartAfter), that
+    records how a log was listed: ``("after", name)`` or ``("whole",)``."""
+
+    local = False
 
     def __init__(self, fs):
         super().__init__(fs)
@@ -338,8 +341,13 @@ def test_the_latest_version_is_the_whole_listings_newest_whatever_last_checkpoin
     }
     for i, (case, (versions, pointer)) in enumerate(cases.items()):
         path = _log(tmp_path / str(i), versions, pointer)
-        storage = Storage.of(str(tmp_path))
+        storage = _Listings(Storage.of(path).fs)
         assert latest_version(storage, path) == list_versions(storage, path)[-1], case
         assert list(versions_newest_first(storage, path)) == list_versions(storage, path)[::-1], case
-    assert latest_version(Storage.of(str(tmp_path)), str(tmp_path / "none")) is None
-    assert latest_version(Storage.of(str(tmp_path)), _log(tmp_path / "empty", [], json.dumps({"version": 3}))) is None
+    objects = _Listings(Storage.of(str(tmp_path)).fs)
+    assert latest_version(objects, str(tmp_path / "none")) is None
+    assert latest_version(objects, _log(tmp_path / "empty", [], json.dumps({"version": 3}))) is None
+    local = Storage.of(str(tmp_path))  # a local folder lists whole at once: the same answers
+    assert latest_version(local, str(tmp_path / "1" / "t")) == 29 and list(
+        versions_newest_first(local, str(tmp_path / "2" / "t"))
+    ) == [3, 2, 1, 0]
