@@ -330,8 +330,10 @@ def delta_rs_refusal(
 
 
 LOG_DIR = "_delta_log"
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?(\.[0-9a-fA-F-]{36})?\.(parquet|json)$")
+_COMMIT_FILE = re.compile(r"^([0-9]{20})\.json$")  # ASCII digits: the names Delta writes, in their sort order
+_CHECKPOINT_FILE = re.compile(
+    r"^([0-9]{20})\.checkpoint(\.[0-9]{10}\.[0-9]{10})?(\.[0-9a-fA-F-]{36})?\.(parquet|json)$"
+)
 CLUSTERING_DOMAIN = "delta.clustering"
 _MS = timedelta(milliseconds=1)
 
@@ -420,8 +422,8 @@ def latest_version(storage: Storage, table_path: str) -> int | None:
     """The newest version with a JSON commit file, found as Delta finds it: listed from the
     checkpoint ``_delta_log/_last_checkpoint`` names (on S3 one request for the commits since,
     however long the log), the whole log listed only when that file is missing, unreadable or
-    names a version no commit file at or after it stands for (a local folder: listed whole). The
-    answer is always the whole listing's newest.
+    names a version no commit file at or after it stands for (stores other than S3: listed
+    whole). The answer is always the whole listing's newest.
 
     Args:
         storage (Storage): the storage holding the table.
@@ -437,8 +439,9 @@ def versions_newest_first(storage: Storage, table_path: str) -> Iterator[int]:
     """The versions with a JSON commit file, newest first, as :func:`list_versions` has them:
     first those from the checkpoint ``_delta_log/_last_checkpoint`` names on (one listing from
     it), then, only for a walk that goes on past them, the older ones (the whole log listed).
-    A walk back to the newest replay tag reads a long log in a bucket in one request. A local
-    folder is listed whole at once: it lists no faster from a name.
+    A walk back to the newest replay tag reads a long log in a bucket in one listing. Stores
+    other than S3 are listed whole at once: they list no faster from a name. A pointer that
+    cannot be read or is no version (any error reading it, as Delta takes it) is no pointer.
 
     Args:
         storage (Storage): the storage holding the table.
@@ -449,12 +452,15 @@ def versions_newest_first(storage: Storage, table_path: str) -> Iterator[int]:
     """
     log = log_path(table_path)
     start = 0
-    if not storage.local:
+    if storage.s3:  # S3 lists from a name (StartAfter)
         try:
-            start = int(json.loads(storage.read_text(Storage.join(log, "_last_checkpoint")))["version"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            pass
+            pointer = json.loads(storage.read_text(Storage.join(log, "_last_checkpoint")))
+        except (OSError, ValueError, RecursionError):  # missing, refused, cut short, not JSON
+            pointer = None
+        found = pointer.get("version") if isinstance(pointer, dict) else None
+        start = found if type(found) is int else 0
     since = _commit_versions(storage.listdir_after(log, f"{start - 1:020d}.json")) if start > 0 else []
+    since = [v for v in since if v >= start]
     yield from reversed(since)  # every commit file at or after the checkpoint
     older = list_versions(storage, table_path)
     yield from reversed([v for v in older if v < since[0]] if since else older)
@@ -478,7 +484,7 @@ def commit_file(table_path: str, version: int) -> str:
     return Storage.join(log_path(table_path), f"{version:020d}.json")
 
 
-_CHECKSUM = re.compile(r"^(\d{20})\.crc$")
+_CHECKSUM = re.compile(r"^([0-9]{20})\.crc$")
 
 
 def _read_checksum(storage: Storage, folder: str, version: int) -> dict | None:

@@ -289,10 +289,10 @@ def test_a_commit_and_its_cursor_keep_the_digest_of_the_commit_files_text():
 
 
 class _Listings(LocalStorage):
-    """A local folder listed as an object store lists (from a name, as S3's StartAfter), that
-    records how a log was listed: ``("after", name)`` or ``("whole",)``."""
+    """A local folder listed as S3 lists (from a name, StartAfter), that records how a log was
+    listed: ``("after", name)`` or ``("whole",)``."""
 
-    local = False
+    local, s3 = False, True
 
     def __init__(self, fs):
         super().__init__(fs)
@@ -338,12 +338,21 @@ def test_the_latest_version_is_the_whole_listings_newest_whatever_last_checkpoin
         "no version": (range(0, 4), json.dumps({"size": 1})),
         "missing": (range(0, 4), None),
         "commits cleaned up before it": (range(20, 26), json.dumps({"version": 20})),
+        "infinite": (range(0, 12), '{"version": Infinity}'),
+        "too big a number": (range(0, 12), '{"version": 1e400}'),
+        "a float": (range(0, 12), '{"version": 10.0}'),
+        "nested past Python's recursion limit": (range(0, 12), "[" * 100_000),
+        "a list": (range(0, 12), "[10]"),
     }
     for i, (case, (versions, pointer)) in enumerate(cases.items()):
         path = _log(tmp_path / str(i), versions, pointer)
         storage = _Listings(Storage.of(path).fs)
         assert latest_version(storage, path) == list_versions(storage, path)[-1], case
         assert list(versions_newest_first(storage, path)) == list_versions(storage, path)[::-1], case
+    path = _log(tmp_path / "wide", range(0, 13), json.dumps({"version": 10}))
+    (tmp_path / "wide" / "t" / "_delta_log" / "０００００００００００００００００００３.json").write_text("{}")
+    storage = _Listings(Storage.of(path).fs)  # not a commit file: full-width digits sort after every version
+    assert list(versions_newest_first(storage, path)) == list_versions(storage, path)[::-1] == list(range(12, -1, -1))
     objects = _Listings(Storage.of(str(tmp_path)).fs)
     assert latest_version(objects, str(tmp_path / "none")) is None
     assert latest_version(objects, _log(tmp_path / "empty", [], json.dumps({"version": 3}))) is None

@@ -380,3 +380,24 @@ def test_the_replica_lock_refuses_a_second_replayer_and_its_probe_changes_nothin
     first.release()
     Setup(db).probe()
     assert (tmp_path / "r" / "wlr.lock").stat().st_mtime_ns == stamp
+
+
+def test_a_small_object_in_a_bucket_is_read_with_one_request(s3):
+    """A commit, manifest or state file is read with one GET, not a HEAD for its size first
+    (s3fs's cat_file does that to split big objects); a missing one is FileNotFoundError."""
+    st = Storage.of(s3)
+    st.write_atomic(f"{s3}/t/_delta_log/00000000000000000000.json", '{"commitInfo": {}}')
+    calls: list[str] = []
+    st.fs.connect()
+
+    def count(event_name, **_):
+        calls.append(event_name.split(".")[-1])
+
+    st.fs.s3.meta.events.register("before-call.s3", count)
+    try:
+        assert st.read_text(f"{s3}/t/_delta_log/00000000000000000000.json") == '{"commitInfo": {}}'
+        assert calls == ["GetObject"]
+        with pytest.raises(FileNotFoundError):
+            st.read_bytes(f"{s3}/t/_delta_log/_last_checkpoint")
+    finally:
+        st.fs.s3.meta.events.unregister("before-call.s3", count)

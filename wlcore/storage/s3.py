@@ -239,6 +239,22 @@ class S3Storage(ObjectStorage):
         super().__init__(fs)
         self._buckets: set[str] = set()  # buckets seen to exist
 
+    def read_bytes(self, path: str) -> bytes:
+        """The whole object in one GET (s3fs's ``cat_file`` asks for its size first, a HEAD, to
+        split big objects into ranges; the files read here are small: commits, manifests, state
+        files). An object replaced while it is read gives the old or the new contents whole.
+
+        Args:
+            path (str): the object (``s3://bucket/key``).
+
+        Returns:
+            bytes: its contents.
+
+        Raises:
+            FileNotFoundError: it is not there.
+        """
+        return self.fs.cat_file(path, max_concurrency=1)
+
     def makedirs(self, path: str) -> None:
         """Nothing to make on S3 (a folder is a prefix of keys), once its bucket exists: s3fs
         would create a missing bucket (or fail with the store's raw error); it is refused.
