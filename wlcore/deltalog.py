@@ -460,7 +460,6 @@ def versions_newest_first(storage: Storage, table_path: str) -> Iterator[int]:
         found = pointer.get("version") if isinstance(pointer, dict) else None
         start = found if type(found) is int else 0
     since = _commit_versions(storage.listdir_after(log, f"{start - 1:020d}.json")) if start > 0 else []
-    since = [v for v in since if v >= start]
     yield from reversed(since)  # every commit file at or after the checkpoint
     older = list_versions(storage, table_path)
     yield from reversed([v for v in older if v < since[0]] if since else older)

@@ -34,7 +34,7 @@ import logging
 from dataclasses import dataclass
 
 from wlcore.databases import did_you_mean, nearest
-from wlcore.deltalog import RESERVED, TableMeta, is_delta_table, latest_version, list_versions, metadata_at, read_commit
+from wlcore.deltalog import RESERVED, TableMeta, is_delta_table, list_versions, metadata_at, read_commit
 from wlcore.errors import ConfigError, MasterStateError, NotFoundError
 from wlcore.names import qualified, quote_ident, split_name
 from wlcore.settings import check_name, dbfarm as resolve_dbfarm
@@ -288,8 +288,8 @@ def _check_master(storage: Storage, master: str, farm: str) -> str:
 
 def _target(storage: Storage, path: str, table: str, master: str, replace: bool) -> int | None:
     """The target table's Delta version when it exists (and may be replaced), None when it does not."""
-    version = latest_version(storage, path) if is_delta_table(storage, path) else None
-    if version is None:
+    versions = list_versions(storage, path) if is_delta_table(storage, path) else []
+    if not versions:
         if any(n != "_delta_log" for n in storage.listdir(path)):
             raise ConfigError(
                 f"{path} holds files but no Delta table; move them away or restore under another "
@@ -300,12 +300,12 @@ def _target(storage: Storage, path: str, table: str, master: str, replace: bool)
         return None
     if not replace:
         raise TableExistsError(
-            f"table {table} exists on master {master} (Delta version {version}); restore under another name "
+            f"table {table} exists on master {master} (Delta version {versions[-1]}); restore under another name "
             "(as_='schema.table') or replace it (replace=True)",
-            cli=f"table {table} exists on master {master} (Delta version {version}); restore under another "
+            cli=f"table {table} exists on master {master} (Delta version {versions[-1]}); restore under another "
             "name (--as schema.table) or replace it (--replace)",
         )
-    return version
+    return versions[-1]
 
 
 # ----------------------------------------------------------------------------- writing
